@@ -1,0 +1,499 @@
+// Package postgres is the PostgreSQL dialect of storage.Store, on pgx/v5's
+// pgxpool directly. Its SQL lives in the embedded sql/ and migrations/ files.
+//
+// Several nodes may share one PostgreSQL database (or one schema of it, named
+// by search_path in the URL): this is the clustered store.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/messagefoundry/mf/storage"
+)
+
+//go:embed sql/*.sql
+var sqlFS embed.FS
+
+//go:embed migrations/*.sql
+var migrationsFS embed.FS
+
+var queries = storage.MustLoadQueries(sqlFS, "sql")
+
+// Options configure Open.
+type Options struct {
+	// URL is a PostgreSQL connection URL or DSN. Runtime parameters such as
+	// search_path may be given in it.
+	URL string
+	// Password, when set, overrides the URL's (it comes from
+	// MF_STORE_PASSWORD, never from the command line).
+	Password string
+	// PoolSize is the pool's maximum number of connections (default 5).
+	PoolSize int32
+}
+
+// Store is the PostgreSQL storage.Store.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ storage.Store = (*Store)(nil)
+
+// Open connects a pool. It does not migrate: call Migrate.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse store url: %w", err)
+	}
+	if o.Password != "" {
+		cfg.ConnConfig.Password = o.Password
+	}
+	cfg.MaxConns = o.PoolSize
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 5
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open pool to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Pool exposes the pool for the few PostgreSQL-only features (LISTEN).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Dialect implements storage.Store.
+func (s *Store) Dialect() string { return "postgres" }
+
+// Clusterable implements storage.Store.
+func (s *Store) Clusterable() bool { return true }
+
+// Close implements storage.Store.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Ping implements storage.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	var n int64
+	if err := s.pool.QueryRow(ctx, queries.Get("ping")).Scan(&n); err != nil {
+		return fmt.Errorf("postgres: ping (is the store migrated?): %w", err)
+	}
+	if n != 1 {
+		return fmt.Errorf("postgres: ping: %d leader lease rows, want 1", n)
+	}
+	return nil
+}
+
+// Migrate implements storage.Store: every pending migration in one
+// transaction, under a transaction-scoped advisory lock (PostgreSQL DDL is
+// transactional, so a failed migration leaves nothing behind).
+func (s *Store) Migrate(ctx context.Context) error {
+	migrations, err := storage.LoadMigrations(migrationsFS, "migrations")
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, queries.Get("migrate_lock")); err != nil {
+			return fmt.Errorf("postgres: take migration lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, queries.Get("migrate_table")); err != nil {
+			return fmt.Errorf("postgres: create mf_schema_migrations: %w", err)
+		}
+		rows, err := tx.Query(ctx, queries.Get("migrate_applied"))
+		if err != nil {
+			return fmt.Errorf("postgres: read applied migrations: %w", err)
+		}
+		applied, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil {
+			return fmt.Errorf("postgres: read applied migrations: %w", err)
+		}
+		done := map[int]bool{}
+		for _, v := range applied {
+			done[int(v)] = true
+		}
+		for _, m := range migrations {
+			if done[m.Version] {
+				continue
+			}
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("postgres: apply migration %s: %w", m.Name, err)
+			}
+			if _, err := tx.Exec(ctx, queries.Get("migrate_record"), m.Version, m.Name); err != nil {
+				return fmt.Errorf("postgres: record migration %s: %w", m.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// fenced runs fn in a transaction that first checks the fence (fence.sql) and
+// holds the lease row shared until commit. A mismatch is ErrFenced and the
+// transaction is rolled back.
+func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, queries.Get("fence"), f.Owner, f.Term).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return storage.ErrFenced
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: fence check: %w", err)
+		}
+		return fn(tx)
+	})
+}
+
+func scanLease(row pgx.Row, extra ...any) (storage.Lease, error) {
+	var l storage.Lease
+	dest := append([]any{&l.Owner, &l.Term, &l.AcquiredAt, &l.ExpiresAt, &l.DBNow}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return l, storage.ErrNotFound
+		}
+		return l, err
+	}
+	return l, nil
+}
+
+// LeaseAttemptElect implements storage.Store.
+func (s *Store) LeaseAttemptElect(ctx context.Context, p storage.LeaseAttemptElectParams) (storage.Lease, bool, error) {
+	var elected bool
+	l, err := scanLease(s.pool.QueryRow(ctx, queries.Get("lease_attempt_elect"), p.Owner, storage.Seconds(p.TTL)), &elected)
+	if err != nil {
+		return l, false, fmt.Errorf("postgres: lease elect for %s: %w", p.Owner, err)
+	}
+	return l, elected, nil
+}
+
+// LeaseAttemptRenew implements storage.Store.
+func (s *Store) LeaseAttemptRenew(ctx context.Context, p storage.LeaseAttemptRenewParams) (storage.Lease, error) {
+	l, err := scanLease(s.pool.QueryRow(ctx, queries.Get("lease_attempt_renew"), p.Owner, p.Term, storage.Seconds(p.TTL)))
+	if errors.Is(err, storage.ErrNotFound) {
+		return l, storage.ErrLeaseLost
+	}
+	if err != nil {
+		return l, fmt.Errorf("postgres: lease renew for term %d: %w", p.Term, err)
+	}
+	return l, nil
+}
+
+// LeaseResign implements storage.Store.
+func (s *Store) LeaseResign(ctx context.Context, p storage.LeaseResignParams) (bool, error) {
+	tag, err := s.pool.Exec(ctx, queries.Get("lease_resign"), p.Owner, p.Term)
+	if err != nil {
+		return false, fmt.Errorf("postgres: lease resign for term %d: %w", p.Term, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// LeaseRead implements storage.Store.
+func (s *Store) LeaseRead(ctx context.Context) (storage.Lease, error) {
+	l, err := scanLease(s.pool.QueryRow(ctx, queries.Get("lease_read")))
+	if err != nil {
+		return l, fmt.Errorf("postgres: lease read: %w", err)
+	}
+	return l, nil
+}
+
+// NodeHeartbeat implements storage.Store.
+func (s *Store) NodeHeartbeat(ctx context.Context, p storage.NodeHeartbeatParams) error {
+	if _, err := s.pool.Exec(ctx, queries.Get("node_heartbeat"), p.NodeID, p.Host, p.PID, p.IsLeader, p.ConfigVersion); err != nil {
+		return fmt.Errorf("postgres: node heartbeat for %s: %w", p.NodeID, err)
+	}
+	return nil
+}
+
+// NodeLeave implements storage.Store.
+func (s *Store) NodeLeave(ctx context.Context, p storage.NodeLeaveParams) error {
+	tag, err := s.pool.Exec(ctx, queries.Get("node_leave"), p.NodeID)
+	if err != nil {
+		return fmt.Errorf("postgres: node leave for %s: %w", p.NodeID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return storage.ErrNotFound
+	}
+	return nil
+}
+
+// NodeList implements storage.Store.
+func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
+	var out storage.NodeList
+	rows, err := s.pool.Query(ctx, queries.Get("node_list"))
+	if err != nil {
+		return out, fmt.Errorf("postgres: node list: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id, host, status    *string
+			pid, cfgVersion     *int64
+			startedAt, lastSeen *time.Time
+			isLeader            *bool
+		)
+		if err := rows.Scan(&out.DBNow, &id, &host, &pid, &status, &startedAt, &lastSeen, &isLeader, &cfgVersion); err != nil {
+			return out, fmt.Errorf("postgres: node list: %w", err)
+		}
+		if id == nil { // the clock row of an empty table
+			continue
+		}
+		out.Nodes = append(out.Nodes, storage.Node{
+			NodeID: *id, Host: *host, PID: *pid, Status: *status, StartedAt: *startedAt,
+			LastSeen: *lastSeen, IsLeader: *isLeader, ConfigVersion: *cfgVersion,
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("postgres: node list: %w", err)
+	}
+	return out, nil
+}
+
+// MessageIngest implements storage.Store. The batch is pipelined: one round
+// trip for all its statements inside the transaction.
+func (s *Store) MessageIngest(ctx context.Context, p storage.MessageIngestParams) ([]storage.IngestedMessage, error) {
+	out := make([]storage.IngestedMessage, len(p.Messages))
+	err := s.fenced(ctx, p.Fence, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(queries.Get("message_ingest_lock"))
+		for _, m := range p.Messages {
+			dests := make([]string, len(m.Deliveries))
+			lanes := make([]string, len(m.Deliveries))
+			for i, d := range m.Deliveries {
+				dests[i], lanes[i] = d.Destination, d.Lane
+			}
+			b.Queue(queries.Get("message_ingest"), m.Inbound, m.ControlID, m.MessageType, m.Payload, m.Status, m.Error, dests, lanes)
+		}
+		br := tx.SendBatch(ctx, b)
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return fmt.Errorf("take ingest lock: %w", err)
+		}
+		for i := range p.Messages {
+			if err := br.QueryRow().Scan(&out[i].MessageID, &out[i].QueueIDs); err != nil {
+				br.Close()
+				return fmt.Errorf("insert message %d of %d: %w", i+1, len(p.Messages), err)
+			}
+		}
+		return br.Close()
+	})
+	if err != nil {
+		return nil, wrap("message ingest", err)
+	}
+	return out, nil
+}
+
+func queueRowDest(r *storage.QueueRow) []any {
+	return []any{&r.ID, &r.MessageID, &r.Destination, &r.Lane, &r.Status, &r.Attempts, &r.NextAttemptAt,
+		&r.LeaseOwner, &r.LeaseExpiresAt, &r.LastError, &r.CreatedAt, &r.UpdatedAt}
+}
+
+// MessageRead implements storage.Store.
+func (s *Store) MessageRead(ctx context.Context, id int64) (storage.MessageDetail, error) {
+	var d storage.MessageDetail
+	m := &d.Message
+	err := s.pool.QueryRow(ctx, queries.Get("message_read"), id).Scan(
+		&m.ID, &m.Inbound, &m.ReceivedAt, &m.ControlID, &m.MessageType, &m.Payload, &m.Status, &m.Error)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, storage.ErrNotFound
+	}
+	if err != nil {
+		return d, fmt.Errorf("postgres: message read %d: %w", id, err)
+	}
+	rows, err := s.pool.Query(ctx, queries.Get("queue_by_message"), id)
+	if err != nil {
+		return d, fmt.Errorf("postgres: queue rows of message %d: %w", id, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r storage.QueueRow
+		if err := rows.Scan(queueRowDest(&r)...); err != nil {
+			return d, fmt.Errorf("postgres: queue rows of message %d: %w", id, err)
+		}
+		d.Queue = append(d.Queue, r)
+	}
+	return d, rows.Err()
+}
+
+// MessagePurge implements storage.Store.
+func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) (storage.PurgeResult, error) {
+	var res storage.PurgeResult
+	limit := p.Limit
+	if limit <= 0 {
+		limit = storage.DefaultPurgeLimit
+	}
+	err := s.fenced(ctx, p.Fence, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, queries.Get("message_purge_queue"), storage.Seconds(p.OlderThan), limit)
+		if err != nil {
+			return err
+		}
+		res.QueueRows = tag.RowsAffected()
+		tag, err = tx.Exec(ctx, queries.Get("message_purge_messages"), storage.Seconds(p.OlderThan), limit)
+		if err != nil {
+			return err
+		}
+		res.Messages = tag.RowsAffected()
+		return nil
+	})
+	return res, wrap("message purge", err)
+}
+
+// QueueClaimNext implements storage.Store: fence, reclaim the stranded head,
+// claim the head if it is pending and due; see queue_claim_next.sql.
+func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
+	var c storage.QueueClaim
+	err := s.fenced(ctx, p.Fence, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, queries.Get("queue_reclaim_stranded_head"), p.Lane); err != nil {
+			return fmt.Errorf("reclaim stranded head: %w", err)
+		}
+		dest := append(queueRowDest(&c.Row), &c.Payload, &c.ControlID)
+		err := tx.QueryRow(ctx, queries.Get("queue_claim_next"), p.Lane, p.Fence.Owner, storage.Seconds(p.LeaseTTL)).Scan(dest...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return storage.ErrNoWork
+		}
+		return err
+	})
+	if errors.Is(err, storage.ErrNoWork) {
+		return c, err
+	}
+	return c, wrap("queue claim in lane "+p.Lane, err)
+}
+
+// claimUpdate runs one of the statements that act on a current claim and
+// tells ErrNotFound from ErrClaimLost when it matched nothing.
+func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c storage.Claim, args ...any) error {
+	err := s.fenced(ctx, f, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, queries.Get(op), append([]any{c.ID, f.Owner, c.Attempt}, args...)...)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 1 {
+			return nil
+		}
+		var one int
+		if err := tx.QueryRow(ctx, queries.Get("queue_exists"), c.ID).Scan(&one); errors.Is(err, pgx.ErrNoRows) {
+			return storage.ErrNotFound
+		} else if err != nil {
+			return err
+		}
+		return storage.ErrClaimLost
+	})
+	return wrap(fmt.Sprintf("%s of queue row %d attempt %d", op, c.ID, c.Attempt), err)
+}
+
+// QueueComplete implements storage.Store.
+func (s *Store) QueueComplete(ctx context.Context, p storage.QueueCompleteParams) error {
+	return s.claimUpdate(ctx, "queue_complete", p.Fence, p.Claim)
+}
+
+// QueueRetry implements storage.Store.
+func (s *Store) QueueRetry(ctx context.Context, p storage.QueueRetryParams) error {
+	return s.claimUpdate(ctx, "queue_retry", p.Fence, p.Claim, storage.Seconds(p.Delay), p.Error)
+}
+
+// QueueDead implements storage.Store.
+func (s *Store) QueueDead(ctx context.Context, p storage.QueueDeadParams) error {
+	return s.claimUpdate(ctx, "queue_dead", p.Fence, p.Claim, p.Error)
+}
+
+// QueueExtendLease implements storage.Store.
+func (s *Store) QueueExtendLease(ctx context.Context, p storage.QueueExtendLeaseParams) error {
+	return s.claimUpdate(ctx, "queue_extend_lease", p.Fence, p.Claim, storage.Seconds(p.TTL))
+}
+
+// QueueRecoverForeign implements storage.Store.
+func (s *Store) QueueRecoverForeign(ctx context.Context, p storage.QueueRecoverForeignParams) (int64, error) {
+	var n int64
+	err := s.fenced(ctx, p.Fence, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, queries.Get("queue_recover_foreign"), p.Fence.Owner)
+		n = tag.RowsAffected()
+		return err
+	})
+	return n, wrap("queue recover foreign", err)
+}
+
+// QueueReclaimExpired implements storage.Store.
+func (s *Store) QueueReclaimExpired(ctx context.Context, p storage.QueueReclaimExpiredParams) (int64, error) {
+	var n int64
+	err := s.fenced(ctx, p.Fence, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, queries.Get("queue_reclaim_expired"))
+		n = tag.RowsAffected()
+		return err
+	})
+	return n, wrap("queue reclaim expired", err)
+}
+
+// QueueLanes implements storage.Store.
+func (s *Store) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
+	rows, err := s.pool.Query(ctx, queries.Get("queue_lanes"))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: queue lanes: %w", err)
+	}
+	defer rows.Close()
+	var out []storage.LaneSummary
+	for rows.Next() {
+		var l storage.LaneSummary
+		var age float64
+		dest := append([]any{&l.Lane, &l.Destination, &l.Depth}, queueRowDest(&l.Head)...)
+		if err := rows.Scan(append(dest, &age)...); err != nil {
+			return nil, fmt.Errorf("postgres: queue lanes: %w", err)
+		}
+		l.HeadAge = time.Duration(age * float64(time.Second))
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// QueueStats implements storage.Store.
+func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
+	rows, err := s.pool.Query(ctx, queries.Get("queue_stats"))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: queue stats: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.QueueStat, error) {
+		var st storage.QueueStat
+		err := r.Scan(&st.Destination, &st.Status, &st.Count)
+		return st, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: queue stats: %w", err)
+	}
+	return out, nil
+}
+
+// ConfigVersionBump implements storage.Store.
+func (s *Store) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBumpParams) (int64, error) {
+	var v int64
+	if err := s.pool.QueryRow(ctx, queries.Get("config_version_bump"), storage.ConfigName(p.Name)).Scan(&v); err != nil {
+		return 0, fmt.Errorf("postgres: config version bump: %w", err)
+	}
+	return v, nil
+}
+
+// ConfigVersionRead implements storage.Store.
+func (s *Store) ConfigVersionRead(ctx context.Context, p storage.ConfigVersionReadParams) (int64, error) {
+	var v int64
+	err := s.pool.QueryRow(ctx, queries.Get("config_version_read"), storage.ConfigName(p.Name)).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("postgres: config version read: %w", err)
+	}
+	return v, nil
+}
+
+// wrap adds the dialect and operation to an error, keeping the shared
+// sentinels matchable with errors.Is.
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("postgres: %s: %w", op, err)
+}

@@ -1,0 +1,45 @@
+-- Lane claim, steps 2 and 3, in the same transaction as the fence check and
+-- queue_reclaim_stranded_head.sql.
+--
+-- THE FIFO ARGUMENT. A lane delivers its rows in id order, one at a time,
+-- across crashes and failovers, because:
+--   (a) The head of a lane is its lowest id that is pending or inflight.
+--       Only the head is ever claimed: if the head is inflight under a live
+--       lease, or pending but not yet due (a retry backing off), nothing is
+--       claimed and the lane waits. So row n+1 is claimed only once row n is
+--       done or dead.
+--   (b) Ids become visible in id order: ingest transactions are serialised
+--       (message_ingest_lock.sql), so no claimer can see id n+1 while id n
+--       is still uncommitted.
+--   (c) A head left inflight by a crashed or fenced leader (a stranded head)
+--       is reclaimed to pending by step 1 as soon as its lease expires, or by
+--       promotion recovery at once, and is then the head again: it is
+--       re-delivered before anything newer of its lane. Retry and recovery
+--       re-pend a row in place, keeping its id.
+--   (d) Two claimers of one lane cannot both win: FOR UPDATE locks the head;
+--       the second waits, re-reads it as inflight and claims nothing.
+--   (e) The fence (fence.sql, FOR SHARE on the lease row) means only the
+--       current term's leader can claim; a paused old leader's claim fails.
+-- A row may be delivered more than once (at least once), never out of order.
+WITH head AS (
+    SELECT id, status, next_attempt_at
+      FROM mf_queue
+     WHERE lane = $1 AND status IN ('pending', 'inflight')
+     ORDER BY id
+     LIMIT 1
+       FOR UPDATE
+)
+UPDATE mf_queue q
+   SET status = 'inflight',
+       lease_owner = $2,
+       lease_expires_at = now() + make_interval(secs => $3),
+       attempts = q.attempts + 1,
+       updated_at = now()
+  FROM head, mf_messages m
+ WHERE q.id = head.id
+   AND head.status = 'pending'
+   AND head.next_attempt_at <= now()
+   AND m.id = q.message_id
+RETURNING q.id, q.message_id, q.destination, q.lane, q.status, q.attempts, q.next_attempt_at,
+          q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at,
+          m.payload, m.control_id

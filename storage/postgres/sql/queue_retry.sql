@@ -1,0 +1,6 @@
+-- Back to pending in place (same id: still the lane head), due after the delay.
+UPDATE mf_queue
+   SET status = 'pending', lease_owner = '', lease_expires_at = NULL,
+       next_attempt_at = now() + make_interval(secs => $4),
+       last_error = $5, updated_at = now()
+ WHERE id = $1 AND status = 'inflight' AND lease_owner = $2 AND attempts = $3

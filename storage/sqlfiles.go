@@ -1,0 +1,101 @@
+package storage
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Queries holds a dialect's named SQL statements, read from its embedded .sql
+// files: the file name without ".sql" is the statement's name.
+type Queries map[string]string
+
+// LoadQueries reads every .sql file of dir in fsys. It is meant to run at
+// package init of a dialect, so a missing file fails the build's tests at once.
+func LoadQueries(fsys fs.FS, dir string) (Queries, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("storage: read embedded queries %s: %w", dir, err)
+	}
+	q := Queries{}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		b, err := fs.ReadFile(fsys, path.Join(dir, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("storage: read embedded query %s: %w", e.Name(), err)
+		}
+		q[strings.TrimSuffix(e.Name(), ".sql")] = string(b)
+	}
+	return q, nil
+}
+
+// MustLoadQueries is LoadQueries for package-level variables.
+func MustLoadQueries(fsys fs.FS, dir string) Queries {
+	q, err := LoadQueries(fsys, dir)
+	if err != nil {
+		panic(err)
+	}
+	return q
+}
+
+// Get returns the named statement and panics if it does not exist: a
+// misspelt name is a programming error the conformance suite catches.
+func (q Queries) Get(name string) string {
+	s, ok := q[name]
+	if !ok {
+		panic("storage: no embedded query named " + name)
+	}
+	return s
+}
+
+// Migration is one embedded schema migration, NNNN_name.sql.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// LoadMigrations reads dir's NNNN_name.sql files in version order.
+func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("storage: read embedded migrations %s: %w", dir, err)
+	}
+	var out []Migration
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".sql") {
+			continue
+		}
+		num, _, ok := strings.Cut(name, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("storage: migration %s: name must be NNNN_description.sql", name)
+		}
+		b, err := fs.ReadFile(fsys, path.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("storage: read migration %s: %w", name, err)
+		}
+		out = append(out, Migration{Version: v, Name: strings.TrimSuffix(name, ".sql"), SQL: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i := 1; i < len(out); i++ {
+		if out[i].Version == out[i-1].Version {
+			return nil, fmt.Errorf("storage: two migrations with version %d", out[i].Version)
+		}
+	}
+	return out, nil
+}
+
+// Seconds converts a duration to the fractional seconds the SQL files take.
+func Seconds(d time.Duration) float64 { return d.Seconds() }
+
+// DefaultPurgeLimit bounds the rows one MessagePurge call deletes, so that a
+// long-idle sweeper does not hold one huge transaction.
+const DefaultPurgeLimit = 10000

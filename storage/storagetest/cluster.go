@@ -1,0 +1,495 @@
+package storagetest
+
+import (
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/storage"
+)
+
+// Two nodes starting together both migrate without error, and the schema is
+// applied once.
+func testMigrateConcurrent(t *testing.T, h *harness) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for i := 0; i < 4; i++ {
+		s := h.open()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- s.Migrate(h.ctx)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent migrate: %v", err)
+		}
+	}
+	if err := h.s.Ping(h.ctx); err != nil {
+		t.Fatalf("ping after migrate: %v", err)
+	}
+	l, err := h.s.LeaseRead(h.ctx)
+	if err != nil || l.Owner != "" || l.Term != 0 {
+		t.Fatalf("fresh lease: %+v, %v; want never elected", l, err)
+	}
+}
+
+// Elect only on an expired or resigned lease, never preempting; renew only
+// for the same owner and term; resign frees it at once; every election
+// increments the term by one.
+func testLeaseElection(t *testing.T, h *harness) {
+	elect := func(owner string, ttl time.Duration) (storage.Lease, bool) {
+		t.Helper()
+		l, ok, err := h.s.LeaseAttemptElect(h.ctx, storage.LeaseAttemptElectParams{Owner: owner, TTL: ttl})
+		if err != nil {
+			t.Fatalf("elect %s: %v", owner, err)
+		}
+		return l, ok
+	}
+	renew := func(owner string, term int64) (storage.Lease, error) {
+		return h.s.LeaseAttemptRenew(h.ctx, storage.LeaseAttemptRenewParams{Owner: owner, Term: term, TTL: time.Minute})
+	}
+
+	a, ok := elect("node-a", time.Minute)
+	if !ok || a.Owner != "node-a" || a.Term != 1 {
+		t.Fatalf("first election: %+v elected=%v, want node-a term 1", a, ok)
+	}
+	if r := a.Remaining(); r < 59*time.Second || r > time.Minute {
+		t.Fatalf("lease remaining %v, want about the ttl on the database clock", r)
+	}
+	// Never preempt a live lease, not even one's own.
+	if l, ok := elect("node-b", time.Minute); ok || l.Owner != "node-a" || l.Term != 1 || l.Remaining() <= 0 {
+		t.Fatalf("node-b preempted or got a wrong view: %+v elected=%v", l, ok)
+	}
+	if _, ok := elect("node-a", time.Minute); ok {
+		t.Fatal("node-a re-elected itself over its own live lease")
+	}
+
+	// Renew: only the same owner and term.
+	renewed, err := renew("node-a", 1)
+	if err != nil || renewed.Term != 1 || renewed.ExpiresAt.Before(a.ExpiresAt) {
+		t.Fatalf("renew: %+v, %v", renewed, err)
+	}
+	if _, err := renew("node-a", 2); !errors.Is(err, storage.ErrLeaseLost) {
+		t.Fatalf("renew with a wrong term: want ErrLeaseLost, got %v", err)
+	}
+	if _, err := renew("node-b", 1); !errors.Is(err, storage.ErrLeaseLost) {
+		t.Fatalf("renew by another owner: want ErrLeaseLost, got %v", err)
+	}
+
+	// Resign: only the holder; then another owner elects at once.
+	if ok, err := h.s.LeaseResign(h.ctx, storage.LeaseResignParams{Owner: "node-b", Term: 1}); err != nil || ok {
+		t.Fatalf("resign by a non-holder: resigned=%v err=%v", ok, err)
+	}
+	if ok, err := h.s.LeaseResign(h.ctx, storage.LeaseResignParams{Owner: "node-a", Term: 1}); err != nil || !ok {
+		t.Fatalf("resign: resigned=%v err=%v", ok, err)
+	}
+	b, ok := elect("node-b", 400*time.Millisecond)
+	if !ok || b.Term != 2 {
+		t.Fatalf("election after resign: %+v elected=%v, want node-b term 2", b, ok)
+	}
+	if _, err := renew("node-a", 1); !errors.Is(err, storage.ErrLeaseLost) {
+		t.Fatalf("old leader renew after a newer term: want ErrLeaseLost, got %v", err)
+	}
+
+	// Expiry: once node-b's lease runs out on the database clock, node-a wins
+	// term 3; not a moment before.
+	var c storage.Lease
+	h.waitFor("node-b's lease to expire", 10*time.Second, func() bool {
+		c, ok = elect("node-a", time.Minute)
+		return ok
+	})
+	if c.Term != 3 || c.AcquiredAt.Before(b.ExpiresAt) {
+		t.Fatalf("election after expiry: %+v, want term 3 acquired after %v", c, b.ExpiresAt)
+	}
+	if _, err := renew("node-b", 2); !errors.Is(err, storage.ErrLeaseLost) {
+		t.Fatalf("expired leader renew after a newer term: want ErrLeaseLost, got %v", err)
+	}
+	if l, err := h.s.LeaseRead(h.ctx); err != nil || l.Owner != "node-a" || l.Term != 3 {
+		t.Fatalf("lease read: %+v, %v", l, err)
+	}
+}
+
+// snapshot is everything a fenced write could change, read back whole.
+type snapshot struct {
+	Messages map[int64]storage.MessageDetail
+	Lanes    []storage.LaneSummary
+	Stats    []storage.QueueStat
+}
+
+func (h *harness) snapshot(msgIDs []int64) snapshot {
+	h.t.Helper()
+	s := snapshot{Messages: map[int64]storage.MessageDetail{}}
+	for _, id := range msgIDs {
+		d, err := h.s.MessageRead(h.ctx, id)
+		if err != nil {
+			h.t.Fatalf("read message %d: %v", id, err)
+		}
+		s.Messages[id] = d
+	}
+	var err error
+	if s.Lanes, err = h.s.QueueLanes(h.ctx); err != nil {
+		h.t.Fatalf("lanes: %v", err)
+	}
+	for i := range s.Lanes {
+		s.Lanes[i].HeadAge = 0 // grows with time, not with writes
+	}
+	if s.Stats, err = h.s.QueueStats(h.ctx); err != nil {
+		h.t.Fatalf("stats: %v", err)
+	}
+	return s
+}
+
+// After another node wins a newer term, every fenced operation of the old
+// term fails with ErrFenced and changes nothing.
+func testFencedOperations(t *testing.T, h *harness) {
+	old := h.elect("node-a", time.Minute)
+	q := h.fill(old, "lab", "A", 3)
+	b := h.fill(old, "lab", "B", 1)
+	h.fill(old, "lab", "C", 1)
+	h.complete(old, h.mustClaim(old, "lab/A", time.Minute, q[0]))
+	held := h.mustClaim(old, "lab/A", time.Minute, q[1]) // in flight, live lease
+	h.mustClaim(old, "lab/B", time.Millisecond, b[0])    // in flight, lease expired
+
+	// node-a is partitioned; its lease expires; node-b wins term 2.
+	if _, err := h.s.LeaseResign(h.ctx, storage.LeaseResignParams{Owner: old.Owner, Term: old.Term}); err != nil {
+		t.Fatalf("resign: %v", err)
+	}
+	newer := h.elect("node-b", time.Minute)
+	if newer.Term != old.Term+1 {
+		t.Fatalf("new term %d, want %d", newer.Term, old.Term+1)
+	}
+
+	var msgIDs []int64
+	for _, id := range h.msgOf {
+		msgIDs = append(msgIDs, id)
+	}
+	before := h.snapshot(msgIDs)
+	ops := map[string]func(f storage.Fence) error{
+		"ingest": func(f storage.Fence) error {
+			_, err := h.s.MessageIngest(h.ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{msg("lab", "D")}})
+			return err
+		},
+		"claim": func(f storage.Fence) error {
+			_, err := h.claim(f, "lab/C", time.Minute)
+			return err
+		},
+		"complete": func(f storage.Fence) error {
+			return h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: f, Claim: claimOf(held)})
+		},
+		"retry": func(f storage.Fence) error {
+			return h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: f, Claim: claimOf(held), Delay: time.Second, Error: "x"})
+		},
+		"dead": func(f storage.Fence) error {
+			return h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: f, Claim: claimOf(held), Error: "x"})
+		},
+		"extend": func(f storage.Fence) error {
+			return h.s.QueueExtendLease(h.ctx, storage.QueueExtendLeaseParams{Fence: f, Claim: claimOf(held), TTL: time.Hour})
+		},
+		"recover": func(f storage.Fence) error {
+			_, err := h.s.QueueRecoverForeign(h.ctx, storage.QueueRecoverForeignParams{Fence: f})
+			return err
+		},
+		"reclaim": func(f storage.Fence) error {
+			_, err := h.s.QueueReclaimExpired(h.ctx, storage.QueueReclaimExpiredParams{Fence: f})
+			return err
+		},
+		"purge": func(f storage.Fence) error {
+			_, err := h.s.MessagePurge(h.ctx, storage.MessagePurgeParams{Fence: f, OlderThan: -time.Hour})
+			return err
+		},
+	}
+	for name, op := range ops {
+		for _, f := range []storage.Fence{old, zero, {Owner: newer.Owner, Term: old.Term}} {
+			if err := op(f); !errors.Is(err, storage.ErrFenced) {
+				t.Errorf("%s with stale fence %+v: want ErrFenced, got %v", name, f, err)
+			}
+		}
+	}
+	if after := h.snapshot(msgIDs); !reflect.DeepEqual(before, after) {
+		t.Fatalf("fenced writes changed the store:\nbefore %+v\nafter  %+v", before, after)
+	}
+	// The current term's writes do go through (so the checks above can fail).
+	if err := ops["claim"](newer); err != nil {
+		t.Fatalf("claim under the current term: %v", err)
+	}
+}
+
+// Promotion recovery re-pends only rows leased by other owners, whatever
+// their lease expiry, and leaves the new leader's own rows alone.
+func testRecoverForeign(t *testing.T, h *harness) {
+	a := h.elect("node-a", time.Minute)
+	l1 := h.fill(a, "lab", "1", 2)
+	l2 := h.fill(a, "lab", "2", 1)
+	l3 := h.fill(a, "lab", "3", 1)
+	h.mustClaim(a, "lab/1", time.Hour, l1[0])        // live lease, an hour left
+	h.mustClaim(a, "lab/2", time.Millisecond, l2[0]) // lease already expired
+
+	// node-a's lease lapses; node-b is promoted and claims lane 3 itself.
+	if _, err := h.s.LeaseResign(h.ctx, storage.LeaseResignParams{Owner: a.Owner, Term: a.Term}); err != nil {
+		t.Fatalf("resign: %v", err)
+	}
+	b := h.elect("node-b", time.Minute)
+	own := h.mustClaim(b, "lab/3", time.Hour, l3[0])
+
+	n, err := h.s.QueueRecoverForeign(h.ctx, storage.QueueRecoverForeignParams{Fence: b})
+	if err != nil || n != 2 {
+		t.Fatalf("recover foreign: %d rows, err %v; want 2", n, err)
+	}
+	for _, id := range []int64{l1[0], l2[0]} {
+		if r := h.queueRow(id); r.Status != storage.QueuePending || r.LeaseOwner != "" || r.LeaseExpiresAt != nil || r.Attempts != 1 {
+			t.Fatalf("recovered row %d: %+v", id, r)
+		}
+	}
+	if r := h.queueRow(l3[0]); r.Status != storage.QueueInflight || r.LeaseOwner != "node-b" {
+		t.Fatalf("own row %d was touched: %+v", l3[0], r)
+	}
+	// The recovered head is delivered before anything newer of its lane.
+	c := h.mustClaim(b, "lab/1", time.Minute, l1[0])
+	if c.Row.Attempts != 2 {
+		t.Fatalf("recovered head attempts %d, want 2", c.Row.Attempts)
+	}
+	h.complete(b, c)
+	h.complete(b, own)
+	if n, err := h.s.QueueRecoverForeign(h.ctx, storage.QueueRecoverForeignParams{Fence: b}); err != nil || n != 0 {
+		t.Fatalf("second recovery: %d rows, err %v; want 0", n, err)
+	}
+}
+
+// An ingest batch commits whole or not at all.
+func testIngestAtomic(t *testing.T, h *harness) {
+	two := func(key string) storage.NewMessage {
+		m := msg("lab", key)
+		m.Deliveries = append(m.Deliveries, storage.Delivery{Destination: "ris", Lane: "ris/" + key})
+		return m
+	}
+	bad := msg("lab", "X")
+	bad.Status = "bogus" // refused by the schema, after two good messages
+	_, err := h.s.MessageIngest(h.ctx, storage.MessageIngestParams{Fence: zero, Messages: []storage.NewMessage{two("A"), two("B"), bad}})
+	if err == nil {
+		t.Fatal("ingest of a batch with an invalid message succeeded")
+	}
+	if lanes, err := h.s.QueueLanes(h.ctx); err != nil || len(lanes) != 0 {
+		t.Fatalf("after the failed batch: lanes %+v, err %v; want none", lanes, err)
+	}
+
+	unrouted := storage.NewMessage{Inbound: "in", ControlID: "u1", MessageType: "ORU^R01", Payload: []byte("MSH|^~\\&|x"), Status: storage.MessageUnrouted}
+	rejected := storage.NewMessage{Inbound: "in", Payload: []byte("garbage"), Status: storage.MessageRejected, Error: "no MSH segment"}
+	res, err := h.s.MessageIngest(h.ctx, storage.MessageIngestParams{Fence: zero, Messages: []storage.NewMessage{two("A"), unrouted, two("B"), rejected}})
+	if err != nil {
+		t.Fatalf("ingest: %v", err)
+	}
+	for id := int64(1); id < res[0].MessageID; id++ {
+		if _, err := h.s.MessageRead(h.ctx, id); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("message %d of the failed batch exists (err %v)", id, err)
+		}
+	}
+	wantQueue := []int{2, 0, 2, 0}
+	var last int64
+	for i, r := range res {
+		d, err := h.s.MessageRead(h.ctx, r.MessageID)
+		if err != nil {
+			t.Fatalf("read message %d: %v", r.MessageID, err)
+		}
+		if len(d.Queue) != wantQueue[i] || len(r.QueueIDs) != wantQueue[i] {
+			t.Fatalf("message %d: %d queue rows, want %d", i, len(d.Queue), wantQueue[i])
+		}
+		for _, q := range d.Queue {
+			if q.ID <= last || q.Status != storage.QueuePending || q.Attempts != 0 {
+				t.Fatalf("queue row %+v out of order or not fresh", q)
+			}
+			last = q.ID
+		}
+		if r.MessageID <= res[max(i-1, 0)].MessageID && i > 0 {
+			t.Fatalf("message ids out of order: %+v", res)
+		}
+	}
+	d, _ := h.s.MessageRead(h.ctx, res[3].MessageID)
+	if d.Message.Status != storage.MessageRejected || d.Message.Error != "no MSH segment" || string(d.Message.Payload) != "garbage" {
+		t.Fatalf("rejected message stored as %+v", d.Message)
+	}
+	d, _ = h.s.MessageRead(h.ctx, res[0].MessageID)
+	if d.Message.ControlID != "ctl-lab-A" || d.Message.MessageType != "ADT^A01" || d.Message.Inbound != "in" || d.Message.ReceivedAt.IsZero() {
+		t.Fatalf("routed message stored as %+v", d.Message)
+	}
+}
+
+// Purge deletes only finished rows older than the cut-off, then the messages
+// left without queue rows; the sweep re-pends only expired leases.
+func testPurge(t *testing.T, h *harness) {
+	oldDone := h.fill(zero, "lab", "1", 1)[0]
+	oldDead := h.fill(zero, "lab", "2", 1)[0]
+	pending := h.fill(zero, "lab", "3", 1)[0]
+	inflight := h.fill(zero, "lab", "4", 1)[0]
+	unrouted, err := h.s.MessageIngest(h.ctx, storage.MessageIngestParams{Fence: zero, Messages: []storage.NewMessage{
+		{Inbound: "in", Payload: []byte("MSH|^~\\&|x"), Status: storage.MessageUnrouted},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.complete(zero, h.mustClaim(zero, "lab/1", time.Minute, oldDone))
+	c := h.mustClaim(zero, "lab/2", time.Minute, oldDead)
+	if err := h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: zero, Claim: claimOf(c), Error: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	h.mustClaim(zero, "lab/4", time.Hour, inflight)
+
+	// Let the database clock move a full second past the old rows, then
+	// finish one more row: it is younger than the one-second cut-off.
+	h.waitDBClockPast(h.queueRow(oldDead).UpdatedAt.Add(1200 * time.Millisecond))
+	youngDone := h.fill(zero, "lab", "5", 1)[0]
+	h.complete(zero, h.mustClaim(zero, "lab/5", time.Minute, youngDone))
+
+	res, err := h.s.MessagePurge(h.ctx, storage.MessagePurgeParams{Fence: zero, OlderThan: time.Second})
+	if err != nil {
+		t.Fatalf("purge: %v", err)
+	}
+	if res.QueueRows != 2 || res.Messages != 3 {
+		t.Fatalf("purge deleted %+v, want 2 queue rows and 3 messages (done, dead, unrouted)", res)
+	}
+	gone := []int64{h.msgOf[oldDone], h.msgOf[oldDead], unrouted[0].MessageID}
+	kept := []int64{h.msgOf[pending], h.msgOf[inflight], h.msgOf[youngDone]}
+	for _, id := range gone {
+		if _, err := h.s.MessageRead(h.ctx, id); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("message %d survived the purge (err %v)", id, err)
+		}
+	}
+	for _, id := range kept {
+		if d, err := h.s.MessageRead(h.ctx, id); err != nil || len(d.Queue) != 1 {
+			t.Fatalf("message %d was purged: %+v, %v", id, d, err)
+		}
+	}
+	if res, err := h.s.MessagePurge(h.ctx, storage.MessagePurgeParams{Fence: zero, OlderThan: time.Second}); err != nil || res != (storage.PurgeResult{}) {
+		t.Fatalf("second purge: %+v, %v; want nothing", res, err)
+	}
+	// The limit bounds one call.
+	if res, err := h.s.MessagePurge(h.ctx, storage.MessagePurgeParams{Fence: zero, OlderThan: -time.Hour, Limit: 1}); err != nil || res.QueueRows != 1 {
+		t.Fatalf("limited purge: %+v, %v; want 1 queue row", res, err)
+	}
+}
+
+// The recurring sweep re-pends only in-flight rows whose lease has expired.
+func testReclaimExpired(t *testing.T, h *harness) {
+	live := h.fill(zero, "lab", "1", 1)[0]
+	expired := h.fill(zero, "lab", "2", 1)[0]
+	pending := h.fill(zero, "lab", "3", 1)[0]
+	h.mustClaim(zero, "lab/1", time.Hour, live)
+	c := h.mustClaim(zero, "lab/2", 200*time.Millisecond, expired)
+	h.waitDBClockPast(*c.Row.LeaseExpiresAt)
+
+	n, err := h.s.QueueReclaimExpired(h.ctx, storage.QueueReclaimExpiredParams{Fence: zero})
+	if err != nil || n != 1 {
+		t.Fatalf("sweep: %d rows, err %v; want 1", n, err)
+	}
+	if r := h.queueRow(expired); r.Status != storage.QueuePending || r.LeaseOwner != "" || r.LeaseExpiresAt != nil {
+		t.Fatalf("expired row after sweep: %+v", r)
+	}
+	if r := h.queueRow(live); r.Status != storage.QueueInflight {
+		t.Fatalf("live row after sweep: %+v", r)
+	}
+	if r := h.queueRow(pending); r.Status != storage.QueuePending || r.Attempts != 0 {
+		t.Fatalf("pending row after sweep: %+v", r)
+	}
+}
+
+// Heartbeat inserts and refreshes a node, leave writes a left tombstone, and
+// list returns them all with the database clock.
+func testNodes(t *testing.T, h *harness) {
+	list := func() map[string]storage.Node {
+		t.Helper()
+		l, err := h.s.NodeList(h.ctx)
+		if err != nil {
+			t.Fatalf("node list: %v", err)
+		}
+		if l.DBNow.IsZero() {
+			t.Fatal("node list without the database clock")
+		}
+		m := map[string]storage.Node{}
+		for i, n := range l.Nodes {
+			if i > 0 && l.Nodes[i-1].NodeID >= n.NodeID {
+				t.Fatalf("nodes not ordered by id: %+v", l.Nodes)
+			}
+			m[n.NodeID] = n
+		}
+		return m
+	}
+	if n := list(); len(n) != 0 {
+		t.Fatalf("fresh store lists nodes: %+v", n)
+	}
+	beat := func(id string, leader bool, cfg int64) {
+		t.Helper()
+		err := h.s.NodeHeartbeat(h.ctx, storage.NodeHeartbeatParams{NodeID: id, Host: "host-" + id, PID: 42, IsLeader: leader, ConfigVersion: cfg})
+		if err != nil {
+			t.Fatalf("heartbeat %s: %v", id, err)
+		}
+	}
+	beat("a", true, 3)
+	beat("b", false, 3)
+	first := list()
+	a := first["a"]
+	if len(first) != 2 || a.Status != storage.NodeActive || !a.IsLeader || a.Host != "host-a" || a.PID != 42 || a.ConfigVersion != 3 || a.StartedAt.IsZero() {
+		t.Fatalf("after first beats: %+v", first)
+	}
+	h.waitDBClockPast(a.LastSeen)
+	beat("a", false, 4)
+	a2 := list()["a"]
+	if !a2.LastSeen.After(a.LastSeen) || !a2.StartedAt.Equal(a.StartedAt) || a2.IsLeader || a2.ConfigVersion != 4 {
+		t.Fatalf("second beat: %+v after %+v", a2, a)
+	}
+
+	beat("b", true, 4) // a leader that stops cleanly clears its flag
+	if err := h.s.NodeLeave(h.ctx, storage.NodeLeaveParams{NodeID: "b"}); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	if b := list()["b"]; b.Status != storage.NodeLeft || b.IsLeader {
+		t.Fatalf("left tombstone: %+v", b)
+	}
+	if err := h.s.NodeLeave(h.ctx, storage.NodeLeaveParams{NodeID: "nobody"}); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("leave of an unknown node: want ErrNotFound, got %v", err)
+	}
+	// The same id coming back is active again, with a new start.
+	left := list()["b"]
+	h.waitDBClockPast(left.StartedAt)
+	beat("b", true, 4)
+	if b := list()["b"]; b.Status != storage.NodeActive || !b.IsLeader || !b.StartedAt.After(left.StartedAt) {
+		t.Fatalf("revived node: %+v", b)
+	}
+}
+
+// The config version starts at 0 and grows by one per bump, per name.
+func testConfigVersion(t *testing.T, h *harness) {
+	read := func(name string) int64 {
+		t.Helper()
+		v, err := h.s.ConfigVersionRead(h.ctx, storage.ConfigVersionReadParams{Name: name})
+		if err != nil {
+			t.Fatalf("config read %q: %v", name, err)
+		}
+		return v
+	}
+	bump := func(name string) int64 {
+		t.Helper()
+		v, err := h.s.ConfigVersionBump(h.ctx, storage.ConfigVersionBumpParams{Name: name})
+		if err != nil {
+			t.Fatalf("config bump %q: %v", name, err)
+		}
+		return v
+	}
+	if read("") != 0 {
+		t.Fatal("fresh config version is not 0")
+	}
+	if bump("") != 1 || bump(storage.DefaultConfigName) != 2 || read("") != 2 {
+		t.Fatal("bumps of the default name did not count 1, 2")
+	}
+	if read("other") != 0 || bump("other") != 1 || read(storage.DefaultConfigName) != 2 {
+		t.Fatal("config names are not independent")
+	}
+	// Another handle (another node) sees the bump.
+	if v, err := h.open().ConfigVersionRead(h.ctx, storage.ConfigVersionReadParams{}); err != nil || v != 2 {
+		t.Fatalf("another node reads %d, %v; want 2", v, err)
+	}
+}

@@ -1,0 +1,281 @@
+package storagetest
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/storage"
+)
+
+// 1,000 rows of one lane are claimed strictly in id order, one at a time.
+func testLaneFIFO(t *testing.T, h *harness) {
+	ids := h.fill(zero, "lab", "P1", 1000)
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			t.Fatalf("ingest gave queue ids out of order: %d after %d", ids[i], ids[i-1])
+		}
+	}
+	for i, want := range ids {
+		c := h.mustClaim(zero, "lab/P1", time.Minute, want)
+		if c.Row.Attempts != 1 || c.Row.Status != storage.QueueInflight || c.Row.LeaseOwner != zero.Owner {
+			t.Fatalf("claim %d: row %+v, want inflight attempt 1", i, c.Row)
+		}
+		if len(c.Payload) == 0 || c.ControlID == "" {
+			t.Fatalf("claim %d: payload or control id missing", i)
+		}
+		h.mustNoWork(zero, "lab/P1") // the live head blocks its lane
+		h.complete(zero, c)
+	}
+	h.mustNoWork(zero, "lab/P1")
+}
+
+// Rows of other lanes interleave freely: a live head blocks only its own lane.
+func testLanesInterleave(t *testing.T, h *harness) {
+	var batch []storage.NewMessage
+	for i := 0; i < 30; i++ {
+		batch = append(batch, msg("lab", []string{"A", "B", "C"}[i%3]))
+	}
+	ids := h.ingest(zero, batch...)
+	byLane := map[string][]int64{}
+	for i, id := range ids {
+		lane := "lab/" + []string{"A", "B", "C"}[i%3]
+		byLane[lane] = append(byLane[lane], id)
+	}
+	// Hold the head of every lane at once: none blocks another.
+	next := map[string]int{}
+	for round := 0; round < 10; round++ {
+		var held []storage.QueueClaim
+		for _, lane := range []string{"lab/C", "lab/A", "lab/B"} {
+			held = append(held, h.mustClaim(zero, lane, time.Minute, byLane[lane][next[lane]]))
+			next[lane]++
+		}
+		for _, c := range held {
+			h.complete(zero, c)
+		}
+	}
+	for _, lane := range []string{"lab/A", "lab/B", "lab/C"} {
+		h.mustNoWork(zero, lane)
+	}
+}
+
+// A live in-flight head blocks its lane; once its lease expires, the next
+// claim reclaims it and delivers it before anything newer of the lane.
+func testStrandedHead(t *testing.T, h *harness) {
+	ids := h.fill(zero, "lab", "P1", 3)
+	first := h.mustClaim(zero, "lab/P1", 500*time.Millisecond, ids[0])
+	h.mustNoWork(zero, "lab/P1")
+
+	// The node that held it "crashed": nobody completes it. Wait for the
+	// database clock to pass its lease, with no sweep running.
+	h.waitDBClockPast(*first.Row.LeaseExpiresAt)
+	again := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
+	if again.Row.Attempts != 2 {
+		t.Fatalf("reclaimed head: attempts %d, want 2", again.Row.Attempts)
+	}
+	// The first claim is stale now: it can no longer finish the row.
+	err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: claimOf(first)})
+	if !errors.Is(err, storage.ErrClaimLost) {
+		t.Fatalf("complete with the stale claim: want ErrClaimLost, got %v", err)
+	}
+	h.complete(zero, again)
+	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, ids[1]))
+	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, ids[2]))
+	h.mustNoWork(zero, "lab/P1")
+}
+
+// Claimers racing on one lane from separate connections never both hold a
+// row, and the lane is still delivered exactly in order.
+func testClaimRace(t *testing.T, h *harness) {
+	const rows = 200
+	ids := h.fill(zero, "lab", "P1", rows)
+	stores := []storage.Store{h.open(), h.open()}
+
+	var (
+		holder    atomic.Int64 // id held right now, 0 when none
+		mu        sync.Mutex
+		delivered []int64
+		wg        sync.WaitGroup
+		failed    atomic.Bool
+	)
+	for g := 0; g < 4; g++ {
+		s := stores[g%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !failed.Load() {
+				mu.Lock()
+				done := len(delivered) == rows
+				mu.Unlock()
+				if done {
+					return
+				}
+				c, err := s.QueueClaimNext(h.ctx, storage.QueueClaimNextParams{Fence: zero, Lane: "lab/P1", LeaseTTL: time.Minute})
+				if errors.Is(err, storage.ErrNoWork) {
+					continue
+				}
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					failed.Store(true)
+					return
+				}
+				if !holder.CompareAndSwap(0, c.Row.ID) {
+					t.Errorf("two claimers hold the lane at once: rows %d and %d", holder.Load(), c.Row.ID)
+					failed.Store(true)
+					return
+				}
+				mu.Lock()
+				delivered = append(delivered, c.Row.ID)
+				mu.Unlock()
+				// Release before completing: until the completion commits
+				// the row is still in flight, so no one else can claim.
+				holder.Store(0)
+				if err := s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: claimOf(c)}); err != nil {
+					t.Errorf("complete %d: %v", c.Row.ID, err)
+					failed.Store(true)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() {
+		return
+	}
+	for i, id := range delivered {
+		if id != ids[i] {
+			t.Fatalf("delivery %d was row %d, want %d (order broken)", i, id, ids[i])
+		}
+	}
+}
+
+// Retry re-pends the row in place: it stays the lane head, nothing newer is
+// claimed while it backs off, and it is claimed again once due.
+func testRetry(t *testing.T, h *harness) {
+	ids := h.fill(zero, "lab", "P1", 2)
+	c := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
+	err := h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: zero, Claim: claimOf(c), Delay: 700 * time.Millisecond, Error: "connection refused"})
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	r := h.queueRow(ids[0])
+	if r.Status != storage.QueuePending || r.LastError != "connection refused" || r.LeaseExpiresAt != nil {
+		t.Fatalf("after retry: %+v", r)
+	}
+	if due := r.NextAttemptAt.Sub(r.UpdatedAt); due < 690*time.Millisecond || due > 710*time.Millisecond {
+		t.Fatalf("next_attempt_at is %v after the retry, want 700ms on the database clock", due)
+	}
+	h.mustNoWork(zero, "lab/P1") // not due, and row 2 must not jump ahead
+
+	var again storage.QueueClaim
+	h.waitFor("the retried head to become due", 10*time.Second, func() bool {
+		again, err = h.claim(zero, "lab/P1", time.Minute)
+		if errors.Is(err, storage.ErrNoWork) {
+			return false
+		}
+		if err != nil {
+			t.Fatalf("claim: %v", err)
+		}
+		return true
+	})
+	if again.Row.ID != ids[0] || again.Row.Attempts != 2 {
+		t.Fatalf("after backoff claimed row %d attempt %d, want row %d attempt 2", again.Row.ID, again.Row.Attempts, ids[0])
+	}
+	if now := h.dbNow(); now.Before(r.NextAttemptAt) {
+		t.Fatalf("claimed before due: db now %v < next_attempt_at %v", now, r.NextAttemptAt)
+	}
+	h.complete(zero, again)
+	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, ids[1]))
+}
+
+// Dead sets the head aside and the lane moves on.
+func testDead(t *testing.T, h *harness) {
+	ids := h.fill(zero, "lab", "P1", 2)
+	c := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
+	if err := h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: zero, Claim: claimOf(c), Error: "AR: unknown patient"}); err != nil {
+		t.Fatalf("dead: %v", err)
+	}
+	if r := h.queueRow(ids[0]); r.Status != storage.QueueDead || r.LastError != "AR: unknown patient" || r.LeaseOwner != "" {
+		t.Fatalf("after dead: %+v", r)
+	}
+	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, ids[1]))
+	h.mustNoWork(zero, "lab/P1")
+}
+
+// The claim-bound operations act only on the current claim of a row.
+func testClaimChecks(t *testing.T, h *harness) {
+	ids := h.fill(zero, "lab", "P1", 1)
+	c := h.mustClaim(zero, "lab/P1", 300*time.Millisecond, ids[0])
+
+	// Extend the lease: the sweep no longer finds it expired.
+	if err := h.s.QueueExtendLease(h.ctx, storage.QueueExtendLeaseParams{Fence: zero, Claim: claimOf(c), TTL: time.Hour}); err != nil {
+		t.Fatalf("extend: %v", err)
+	}
+	h.waitDBClockPast(*c.Row.LeaseExpiresAt)
+	if n, err := h.s.QueueReclaimExpired(h.ctx, storage.QueueReclaimExpiredParams{Fence: zero}); err != nil || n != 0 {
+		t.Fatalf("sweep after extend: reclaimed %d, err %v; want 0", n, err)
+	}
+	h.mustNoWork(zero, "lab/P1")
+
+	stale := storage.Claim{ID: c.Row.ID, Attempt: c.Row.Attempts + 1}
+	if err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: stale}); !errors.Is(err, storage.ErrClaimLost) {
+		t.Fatalf("complete with another attempt: want ErrClaimLost, got %v", err)
+	}
+	missing := storage.Claim{ID: 1 << 40, Attempt: 1}
+	if err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: missing}); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("complete of a missing row: want ErrNotFound, got %v", err)
+	}
+	h.complete(zero, c)
+	if err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: claimOf(c)}); !errors.Is(err, storage.ErrClaimLost) {
+		t.Fatalf("second complete: want ErrClaimLost, got %v", err)
+	}
+	if _, err := h.s.MessageRead(h.ctx, 1<<40); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("read of a missing message: want ErrNotFound, got %v", err)
+	}
+}
+
+// QueueLanes lists lanes with work and their heads; QueueStats counts rows.
+func testLanesAndStats(t *testing.T, h *harness) {
+	a := h.fill(zero, "lab", "A", 3)
+	h.fill(zero, "lab", "B", 2)
+	h.fill(zero, "ris", "A", 1)
+	h.mustClaim(zero, "lab/A", time.Minute, a[0])
+
+	lanes, err := h.s.QueueLanes(h.ctx)
+	if err != nil {
+		t.Fatalf("lanes: %v", err)
+	}
+	got := map[string]storage.LaneSummary{}
+	for _, l := range lanes {
+		got[l.Lane] = l
+	}
+	if len(got) != 3 || got["lab/A"].Depth != 3 || got["lab/B"].Depth != 2 || got["ris/A"].Depth != 1 {
+		t.Fatalf("lanes: %+v", lanes)
+	}
+	if h := got["lab/A"].Head; h.ID != a[0] || h.Status != storage.QueueInflight || got["lab/A"].Destination != "lab" {
+		t.Fatalf("lab/A head: %+v", got["lab/A"])
+	}
+	if got["lab/A"].HeadAge < 0 || got["lab/A"].HeadAge > time.Minute {
+		t.Fatalf("lab/A head age %v", got["lab/A"].HeadAge)
+	}
+
+	stats, err := h.s.QueueStats(h.ctx)
+	if err != nil {
+		t.Fatalf("stats: %v", err)
+	}
+	count := map[string]int64{}
+	for _, s := range stats {
+		count[s.Destination+"/"+s.Status] = s.Count
+	}
+	want := map[string]int64{"lab/pending": 4, "lab/inflight": 1, "ris/pending": 1}
+	if len(count) != len(want) {
+		t.Fatalf("stats %v, want %v", count, want)
+	}
+	for k, v := range want {
+		if count[k] != v {
+			t.Fatalf("stats %v, want %v", count, want)
+		}
+	}
+}

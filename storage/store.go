@@ -1,0 +1,426 @@
+// Package storage defines the durable store every part of mf stands on: the
+// message log, the per-lane FIFO queue, the leader lease, node membership and
+// the shared config version.
+//
+// This package holds only the contract: the Store interface, its Params
+// structs, the entities it returns and the errors every dialect maps its
+// native errors to. Each dialect lives in a leaf package (storage/sqlite,
+// storage/postgres, storage/sqlserver) with its SQL in embedded .sql files, and
+// storage/storagetest is the one conformance suite they all pass.
+//
+// Two rules hold in every dialect:
+//
+//   - Time is the database's clock. Leases, due times and ages are computed in
+//     SQL from the database's own now(), so node clock skew never decides who
+//     may hold a lease or when a row may be reclaimed.
+//   - Every write the message graph makes carries a Fence and is checked
+//     against the leader lease in the same transaction. A write whose fence no
+//     longer matches fails with ErrFenced and changes nothing.
+package storage
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Store is the durable store. Methods are named entity-first (Lease…, Node…,
+// Message…, Queue…, Config…) so that they sort together.
+//
+// Methods that take a Fence are the graph's writes: they run only while the
+// fence matches the leader lease row and fail with ErrFenced otherwise.
+type Store interface {
+	// Dialect names the backend: "sqlite", "postgres" or "sqlserver".
+	Dialect() string
+	// Clusterable reports whether several nodes may share this store. SQLite
+	// is single-node only.
+	Clusterable() bool
+	// Migrate applies the embedded schema migrations that are not applied
+	// yet, under a database lock so that two nodes starting together cannot
+	// both migrate. It is idempotent.
+	Migrate(ctx context.Context) error
+	// Ping checks that the store is reachable and migrated.
+	Ping(ctx context.Context) error
+	// Close releases the store's connections.
+	Close() error
+
+	// LeaseAttemptElect takes the leader lease for p.Owner if, and only if,
+	// it has expired or been resigned. It never preempts a live lease, not
+	// even one held by p.Owner itself. On success the term grows by one. It
+	// returns the lease as it stands after the attempt and whether p.Owner
+	// was elected.
+	LeaseAttemptElect(ctx context.Context, p LeaseAttemptElectParams) (Lease, bool, error)
+	// LeaseAttemptRenew extends the lease to db_now + p.TTL only if it is
+	// still held by exactly p.Owner at p.Term; otherwise it returns
+	// ErrLeaseLost and changes nothing.
+	LeaseAttemptRenew(ctx context.Context, p LeaseAttemptRenewParams) (Lease, error)
+	// LeaseResign expires the lease now if it is held by p.Owner at p.Term,
+	// so that another node may elect at once (PostgreSQL also notifies
+	// listening followers). It reports whether it resigned anything.
+	LeaseResign(ctx context.Context, p LeaseResignParams) (bool, error)
+	// LeaseRead returns the lease row and the database clock.
+	LeaseRead(ctx context.Context) (Lease, error)
+
+	// NodeHeartbeat records that a node is alive (inserting it on first
+	// beat, reviving a left tombstone with the same id).
+	NodeHeartbeat(ctx context.Context, p NodeHeartbeatParams) error
+	// NodeLeave marks a node left and clears its leader flag: the tombstone
+	// of a clean stop.
+	NodeLeave(ctx context.Context, p NodeLeaveParams) error
+	// NodeList returns every node row, ordered by node id, and the database
+	// clock at which it was read.
+	NodeList(ctx context.Context) (NodeList, error)
+
+	// MessageIngest stores a batch of messages and one pending queue row per
+	// delivery, atomically: the whole batch commits or none of it. Queue ids
+	// follow the order of p.Messages. Ingest transactions are serialised in
+	// the database so that queue ids become visible in id order (a later id
+	// is never visible before an earlier one), which the lane claim relies on.
+	MessageIngest(ctx context.Context, p MessageIngestParams) ([]IngestedMessage, error)
+	// MessageRead returns one message and its queue rows, or ErrNotFound.
+	MessageRead(ctx context.Context, id int64) (MessageDetail, error)
+	// MessagePurge deletes finished queue rows ('done' or 'dead') last
+	// updated before db_now - p.OlderThan, then messages older than the
+	// cut-off that have no queue rows left. Rows that are pending or in
+	// flight are never touched.
+	MessagePurge(ctx context.Context, p MessagePurgeParams) (PurgeResult, error)
+
+	// QueueClaimNext claims the head of one lane, or returns ErrNoWork. See
+	// the FIFO argument beside each dialect's queue_claim_next.sql.
+	QueueClaimNext(ctx context.Context, p QueueClaimNextParams) (QueueClaim, error)
+	// QueueComplete marks a claimed row done.
+	QueueComplete(ctx context.Context, p QueueCompleteParams) error
+	// QueueRetry puts a claimed row back to pending, due after p.Delay. It
+	// stays its lane's head, so the lane waits for it.
+	QueueRetry(ctx context.Context, p QueueRetryParams) error
+	// QueueDead sets a claimed row aside; its lane moves on.
+	QueueDead(ctx context.Context, p QueueDeadParams) error
+	// QueueExtendLease pushes a claimed row's lease to db_now + p.TTL.
+	QueueExtendLease(ctx context.Context, p QueueExtendLeaseParams) error
+	// QueueRecoverForeign is promotion recovery: it re-pends every in-flight
+	// row leased by an owner other than p.Fence.Owner, whatever its lease
+	// expiry, and returns how many.
+	QueueRecoverForeign(ctx context.Context, p QueueRecoverForeignParams) (int64, error)
+	// QueueReclaimExpired is the recurring sweep: it re-pends in-flight rows
+	// whose lease has expired, and returns how many.
+	QueueReclaimExpired(ctx context.Context, p QueueReclaimExpiredParams) (int64, error)
+	// QueueLanes lists the lanes that have pending or in-flight rows.
+	QueueLanes(ctx context.Context) ([]LaneSummary, error)
+	// QueueStats counts queue rows by destination and status.
+	QueueStats(ctx context.Context) ([]QueueStat, error)
+
+	// ConfigVersionBump increments the named config version and returns it.
+	ConfigVersionBump(ctx context.Context, p ConfigVersionBumpParams) (int64, error)
+	// ConfigVersionRead returns the named config version (0 if never bumped).
+	ConfigVersionRead(ctx context.Context, p ConfigVersionReadParams) (int64, error)
+}
+
+// Errors every dialect maps its native errors to. Compare with errors.Is.
+var (
+	// ErrFenced means the write's fence no longer matches the leader lease:
+	// another node has won a newer term (or this node never held it). The
+	// write changed nothing; the caller must stop acting as leader.
+	ErrFenced = errors.New("storage: fenced: the leader lease has moved to another owner or term")
+	// ErrLeaseLost means a renew found the leader lease held by another
+	// owner or term. The caller has lost leadership.
+	ErrLeaseLost = errors.New("storage: leader lease lost: held by another owner or term")
+	// ErrNotFound means the addressed row does not exist.
+	ErrNotFound = errors.New("storage: not found")
+	// ErrNoWork means a lane has nothing claimable now: it is empty, its
+	// head is in flight under a live lease, or its head is not yet due.
+	ErrNoWork = errors.New("storage: no claimable row in lane")
+	// ErrClaimLost means the queue row is no longer in flight under the
+	// caller's claim (its lease expired and it was reclaimed, or it was
+	// finished). The caller's delivery may be repeated by the next claim.
+	ErrClaimLost = errors.New("storage: queue row is no longer held by this claim")
+)
+
+// Fence identifies the leader term a write is made under. The zero Fence is
+// the single-node fence: it matches only a lease row that no node has ever
+// been elected into (owner "" and term 0), which is what a single-node store
+// always has, so single-node writes need no special path and a single-node
+// process pointed at a database a cluster has used is refused with ErrFenced.
+type Fence struct {
+	Owner string
+	Term  int64
+}
+
+// Lease is the leader lease row, read together with the database clock.
+type Lease struct {
+	Owner      string
+	Term       int64
+	AcquiredAt time.Time
+	ExpiresAt  time.Time
+	// DBNow is the database clock in the same statement, so that
+	// ExpiresAt.Sub(DBNow) is how long the lease has left without trusting
+	// the local clock.
+	DBNow time.Time
+}
+
+// Remaining is how long the lease has left on the database clock (never
+// negative).
+func (l Lease) Remaining() time.Duration {
+	if d := l.ExpiresAt.Sub(l.DBNow); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// LeaseAttemptElectParams are the arguments of Store.LeaseAttemptElect.
+type LeaseAttemptElectParams struct {
+	Owner string
+	TTL   time.Duration
+}
+
+// LeaseAttemptRenewParams are the arguments of Store.LeaseAttemptRenew.
+type LeaseAttemptRenewParams struct {
+	Owner string
+	Term  int64
+	TTL   time.Duration
+}
+
+// LeaseResignParams are the arguments of Store.LeaseResign.
+type LeaseResignParams struct {
+	Owner string
+	Term  int64
+}
+
+// Node statuses.
+const (
+	NodeActive = "active"
+	NodeLeft   = "left"
+)
+
+// Node is one row of mf_nodes.
+type Node struct {
+	NodeID        string
+	Host          string
+	PID           int64
+	Status        string
+	StartedAt     time.Time
+	LastSeen      time.Time
+	IsLeader      bool
+	ConfigVersion int64
+}
+
+// NodeList is every node row and the database clock at which it was read.
+type NodeList struct {
+	Nodes []Node
+	DBNow time.Time
+}
+
+// NodeHeartbeatParams are the arguments of Store.NodeHeartbeat.
+type NodeHeartbeatParams struct {
+	NodeID        string
+	Host          string
+	PID           int64
+	IsLeader      bool
+	ConfigVersion int64
+}
+
+// NodeLeaveParams are the arguments of Store.NodeLeave.
+type NodeLeaveParams struct {
+	NodeID string
+}
+
+// Message statuses.
+const (
+	MessageRouted   = "routed"
+	MessageUnrouted = "unrouted"
+	MessageRejected = "rejected"
+)
+
+// Queue row statuses.
+const (
+	QueuePending  = "pending"
+	QueueInflight = "inflight"
+	QueueDone     = "done"
+	QueueDead     = "dead"
+)
+
+// MessageIngestParams are the arguments of Store.MessageIngest.
+type MessageIngestParams struct {
+	Fence    Fence
+	Messages []NewMessage
+}
+
+// NewMessage is one message of an ingest batch.
+type NewMessage struct {
+	Inbound     string
+	ControlID   string
+	MessageType string
+	// Payload is the raw bytes as received, always.
+	Payload []byte
+	// Status is MessageRouted, MessageUnrouted or MessageRejected.
+	Status string
+	// Error says why a message was rejected; empty otherwise.
+	Error string
+	// Deliveries get one pending queue row each, in this order.
+	Deliveries []Delivery
+}
+
+// Delivery names the destination and lane of one queue row.
+type Delivery struct {
+	Destination string
+	// Lane is the FIFO lane, "destination/key" (DESIGN §7).
+	Lane string
+}
+
+// IngestedMessage is the id given to one message of a batch and to its queue
+// rows, in the order of NewMessage.Deliveries.
+type IngestedMessage struct {
+	MessageID int64
+	QueueIDs  []int64
+}
+
+// Message is one row of mf_messages.
+type Message struct {
+	ID          int64
+	Inbound     string
+	ReceivedAt  time.Time
+	ControlID   string
+	MessageType string
+	Payload     []byte
+	Status      string
+	Error       string
+}
+
+// QueueRow is one row of mf_queue.
+type QueueRow struct {
+	ID             int64
+	MessageID      int64
+	Destination    string
+	Lane           string
+	Status         string
+	Attempts       int64
+	NextAttemptAt  time.Time
+	LeaseOwner     string
+	LeaseExpiresAt *time.Time
+	LastError      string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// MessageDetail is a message and its queue rows.
+type MessageDetail struct {
+	Message Message
+	Queue   []QueueRow
+}
+
+// MessagePurgeParams are the arguments of Store.MessagePurge.
+type MessagePurgeParams struct {
+	Fence     Fence
+	OlderThan time.Duration
+	// Limit bounds the queue rows and the messages deleted by one call
+	// (DefaultPurgeLimit when zero); call again while it deletes something.
+	Limit int
+}
+
+// PurgeResult counts what a purge deleted.
+type PurgeResult struct {
+	QueueRows int64
+	Messages  int64
+}
+
+// QueueClaimNextParams are the arguments of Store.QueueClaimNext.
+type QueueClaimNextParams struct {
+	Fence Fence
+	Lane  string
+	// LeaseTTL is the row lease: the claim expires at db_now + LeaseTTL.
+	LeaseTTL time.Duration
+}
+
+// QueueClaim is a claimed lane head with the message to deliver.
+type QueueClaim struct {
+	Row     QueueRow
+	Payload []byte
+	// ControlID of the message, for logs (never log the payload).
+	ControlID string
+}
+
+// Claim identifies one claim of a queue row: the row and the attempt number
+// the claim gave it. A later claim of the same row has a higher attempt, so
+// a stale claim can never finish a row claimed again.
+type Claim struct {
+	ID      int64
+	Attempt int64
+}
+
+// QueueCompleteParams are the arguments of Store.QueueComplete.
+type QueueCompleteParams struct {
+	Fence Fence
+	Claim Claim
+}
+
+// QueueRetryParams are the arguments of Store.QueueRetry.
+type QueueRetryParams struct {
+	Fence Fence
+	Claim Claim
+	// Delay until the row is due again, on the database clock.
+	Delay time.Duration
+	Error string
+}
+
+// QueueDeadParams are the arguments of Store.QueueDead.
+type QueueDeadParams struct {
+	Fence Fence
+	Claim Claim
+	Error string
+}
+
+// QueueExtendLeaseParams are the arguments of Store.QueueExtendLease.
+type QueueExtendLeaseParams struct {
+	Fence Fence
+	Claim Claim
+	TTL   time.Duration
+}
+
+// QueueRecoverForeignParams are the arguments of Store.QueueRecoverForeign.
+type QueueRecoverForeignParams struct {
+	Fence Fence
+}
+
+// QueueReclaimExpiredParams are the arguments of Store.QueueReclaimExpired.
+type QueueReclaimExpiredParams struct {
+	Fence Fence
+}
+
+// LaneSummary describes one lane with work.
+type LaneSummary struct {
+	Lane        string
+	Destination string
+	// Depth counts the lane's pending and in-flight rows.
+	Depth int64
+	// Head is the lane's lowest pending or in-flight row.
+	Head QueueRow
+	// HeadAge is how long the head has been queued, on the database clock.
+	HeadAge time.Duration
+}
+
+// QueueStat counts the queue rows of one destination in one status.
+type QueueStat struct {
+	Destination string
+	Status      string
+	Count       int64
+}
+
+// DefaultConfigName is the name of the graph's config version token.
+const DefaultConfigName = "graph"
+
+// ConfigName returns name, or DefaultConfigName when it is empty.
+func ConfigName(name string) string {
+	if name == "" {
+		return DefaultConfigName
+	}
+	return name
+}
+
+// ConfigVersionBumpParams are the arguments of Store.ConfigVersionBump.
+type ConfigVersionBumpParams struct {
+	Name string
+}
+
+// ConfigVersionReadParams are the arguments of Store.ConfigVersionRead.
+type ConfigVersionReadParams struct {
+	Name string
+}
