@@ -1,0 +1,308 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// PasswordEnv names the environment variable the store password comes from.
+const PasswordEnv = "MF_STORE_PASSWORD"
+
+// Load reads, defaults and validates the file at path. The store password is
+// taken from MF_STORE_PASSWORD.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(b, path)
+	if err != nil {
+		return nil, err
+	}
+	c.Store.Password = os.Getenv(PasswordEnv)
+	return c, nil
+}
+
+// Parse decodes, defaults and validates a config; name is the file named in
+// errors.
+func Parse(b []byte, name string) (*Config, error) {
+	c := &Config{Path: name}
+	dec := toml.NewDecoder(bytes.NewReader(b)).DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil {
+		return nil, decodeError(name, err)
+	}
+	c.ApplyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// decodeError names the file, the key and the line of a decode error.
+func decodeError(name string, err error) error {
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) {
+		var msgs []string
+		for _, e := range strict.Errors {
+			row, _ := e.Position()
+			msgs = append(msgs, fmt.Sprintf("%s:%d: unknown key %q", name, row, strings.Join(e.Key(), ".")))
+		}
+		return fmt.Errorf("config: %s (check its spelling against the configuration reference in README.md)", strings.Join(msgs, "; "))
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, col := de.Position()
+		key := strings.Join(de.Key(), ".")
+		if key != "" {
+			return fmt.Errorf("config: %s:%d:%d: key %q: %s", name, row, col, key, de.Error())
+		}
+		return fmt.Errorf("config: %s:%d:%d: %s", name, row, col, de.Error())
+	}
+	return fmt.Errorf("config: %s: %w", name, err)
+}
+
+// ApplyDefaults fills every field left empty with its default.
+func (c *Config) ApplyDefaults() {
+	s := &c.Store
+	def(&s.Backend, BackendSQLite)
+	if s.Backend == BackendSQLite {
+		def(&s.Path, "mf.db")
+	}
+	def(&s.PoolSize, 5)
+	def(&s.LeaseTTLSeconds, 60)
+	def(&s.RetentionDays, 7)
+
+	cl := &c.Cluster
+	def(&cl.HeartbeatSeconds, 10)
+	def(&cl.NodeTimeoutSeconds, 30)
+	def(&cl.ReclaimIntervalSeconds, 30)
+	def(&cl.LeaderLeaseTTLSeconds, 30)
+	def(&cl.LeaderFenceTimeoutSeconds, 20)
+
+	def(&c.API.Listen, "127.0.0.1:8765")
+
+	for i := range c.Inbound {
+		in := &c.Inbound[i]
+		def(&in.MaxMessageBytes, 1<<20)
+		def(&in.MaxConnections, 100)
+		def(&in.IdleTimeoutSeconds, 300)
+		def(&in.ReadTimeoutSeconds, 30)
+		def(&in.PollIntervalSeconds, 1)
+		if in.Type == InboundFile && in.Directory != "" {
+			def(&in.ArchiveDirectory, in.Directory+string(os.PathSeparator)+"archive")
+		}
+	}
+	for i := range c.Outbound {
+		o := &c.Outbound[i]
+		def(&o.RetryBaseSeconds, 1)
+		def(&o.RetryMaxSeconds, 300)
+		def(&o.OnExhausted, ExhaustedBlock)
+		def(&o.TimeoutSeconds, 30)
+		def(&o.Connections, 1)
+	}
+}
+
+func def[T comparable](field *T, value T) {
+	var zero T
+	if *field == zero {
+		*field = value
+	}
+}
+
+// Validate checks the rules of DESIGN §10. Every error names the file and
+// the key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s: %s", c.Path, key, fmt.Sprintf(format, args...)))
+	}
+
+	s := c.Store
+	switch s.Backend {
+	case BackendSQLite:
+		if s.Path == "" {
+			bad("store.path", "required for backend = \"sqlite\"")
+		}
+	case BackendPostgres, BackendSQLServer:
+		if s.URL == "" {
+			bad("store.url", "required for backend = %q", s.Backend)
+		}
+	default:
+		bad("store.backend", "%q is not one of sqlite, postgres, sqlserver", s.Backend)
+	}
+	if s.PoolSize < 1 {
+		bad("store.pool_size", "must be at least 1, got %d", s.PoolSize)
+	}
+	if s.LeaseTTLSeconds <= 0 {
+		bad("store.lease_ttl_seconds", "must be positive, got %v", s.LeaseTTLSeconds)
+	}
+	if s.RetentionDays <= 0 {
+		bad("store.retention_days", "must be positive, got %v", s.RetentionDays)
+	}
+
+	cl := c.Cluster
+	if cl.Enabled {
+		if s.Backend == BackendSQLite {
+			bad("cluster.enabled", "a cluster needs store.backend = \"postgres\" or \"sqlserver\"; SQLite is single-node")
+		}
+		if s.PoolSize < 2 {
+			bad("store.pool_size", "a cluster needs at least 2 connections, got %d", s.PoolSize)
+		}
+	}
+	if !(cl.HeartbeatSeconds > 0 && cl.HeartbeatSeconds < cl.LeaderFenceTimeoutSeconds && cl.LeaderFenceTimeoutSeconds < cl.LeaderLeaseTTLSeconds) {
+		bad("cluster", "need 0 < heartbeat_seconds (%v) < leader_fence_timeout_seconds (%v) < leader_lease_ttl_seconds (%v)",
+			cl.HeartbeatSeconds, cl.LeaderFenceTimeoutSeconds, cl.LeaderLeaseTTLSeconds)
+	}
+	if cl.NodeTimeoutSeconds <= cl.HeartbeatSeconds {
+		bad("cluster.node_timeout_seconds", "must be greater than heartbeat_seconds (%v), got %v", cl.HeartbeatSeconds, cl.NodeTimeoutSeconds)
+	}
+	if cl.ReclaimIntervalSeconds <= 0 {
+		bad("cluster.reclaim_interval_seconds", "must be positive, got %v", cl.ReclaimIntervalSeconds)
+	}
+
+	a := c.API
+	if err := checkListen(a.Listen, a.TLSCert, a.TLSKey, a.AllowPlaintext); err != nil {
+		bad("api.listen", "%v", err)
+	}
+	for i, t := range a.Tokens {
+		key := fmt.Sprintf("api.tokens[%d]", i)
+		switch t.Role {
+		case "viewer", "operator", "admin":
+		default:
+			bad(key+".role", "%q is not one of viewer, operator, admin", t.Role)
+		}
+		if len(t.SHA256) != 64 || strings.Trim(strings.ToLower(t.SHA256), "0123456789abcdef") != "" {
+			bad(key+".sha256", "must be the 64 hex digits of the token's SHA-256 (mf token new prints it)")
+		}
+	}
+
+	inbound := map[string]bool{}
+	for i, in := range c.Inbound {
+		key := fmt.Sprintf("inbound[%d]", i)
+		if in.Name == "" {
+			bad(key+".name", "required")
+		} else if inbound[in.Name] {
+			bad(key+".name", "%q is used by another inbound", in.Name)
+		}
+		inbound[in.Name] = true
+		switch in.Type {
+		case InboundMLLP:
+			if err := checkListen(in.Listen, in.TLSCert, in.TLSKey, in.AllowPlaintext); err != nil {
+				bad(key+".listen", "%v", err)
+			}
+			if in.ClientCA != "" && in.TLSCert == "" {
+				bad(key+".client_ca", "mutual TLS needs tls_cert and tls_key too")
+			}
+		case InboundFile:
+			if in.Directory == "" {
+				bad(key+".directory", "required for type = \"file\"")
+			}
+		default:
+			bad(key+".type", "%q is not one of mllp, file", in.Type)
+		}
+		if in.MaxMessageBytes < 64 {
+			bad(key+".max_message_bytes", "must be at least 64, got %d", in.MaxMessageBytes)
+		}
+		if in.MaxConnections < 1 {
+			bad(key+".max_connections", "must be at least 1, got %d", in.MaxConnections)
+		}
+		if in.IdleTimeoutSeconds <= 0 || in.ReadTimeoutSeconds <= 0 || in.PollIntervalSeconds <= 0 {
+			bad(key, "idle_timeout_seconds, read_timeout_seconds and poll_interval_seconds must be positive")
+		}
+	}
+
+	outbound := map[string]bool{}
+	for i, o := range c.Outbound {
+		key := fmt.Sprintf("outbound[%d]", i)
+		if o.Name == "" {
+			bad(key+".name", "required")
+		} else if outbound[o.Name] {
+			bad(key+".name", "%q is used by another outbound", o.Name)
+		} else if strings.Contains(o.Name, "/") {
+			bad(key+".name", "%q must not contain '/' (lanes are named destination/key)", o.Name)
+		}
+		outbound[o.Name] = true
+		switch o.Type {
+		case OutboundMLLP:
+			if _, _, err := net.SplitHostPort(o.Address); err != nil {
+				bad(key+".address", "want host:port: %v", err)
+			}
+			if (o.TLSCert == "") != (o.TLSKey == "") {
+				bad(key+".tls_cert", "tls_cert and tls_key go together")
+			}
+			if o.Connections < 1 {
+				bad(key+".connections", "must be at least 1, got %d", o.Connections)
+			}
+		case OutboundFile:
+			if o.Directory == "" {
+				bad(key+".directory", "required for type = \"file\"")
+			}
+		case OutboundHTTP:
+			if !strings.HasPrefix(o.URL, "http://") && !strings.HasPrefix(o.URL, "https://") {
+				bad(key+".url", "want an http:// or https:// URL, got %q", o.URL)
+			}
+		default:
+			bad(key+".type", "%q is not one of mllp, file, http", o.Type)
+		}
+		if o.MaxAttempts < 0 {
+			bad(key+".max_attempts", "must be 0 (never give up) or more, got %d", o.MaxAttempts)
+		}
+		if o.OnExhausted != ExhaustedBlock && o.OnExhausted != ExhaustedDead {
+			bad(key+".on_exhausted", "%q is not one of block, dead", o.OnExhausted)
+		}
+		if o.RetryBaseSeconds <= 0 || o.RetryMaxSeconds < o.RetryBaseSeconds {
+			bad(key, "need 0 < retry_base_seconds (%v) <= retry_max_seconds (%v)", o.RetryBaseSeconds, o.RetryMaxSeconds)
+		}
+		if o.TimeoutSeconds <= 0 || o.TimeoutSeconds >= s.LeaseTTLSeconds {
+			bad(key+".timeout_seconds", "must be positive and below store.lease_ttl_seconds (%v), got %v", s.LeaseTTLSeconds, o.TimeoutSeconds)
+		}
+	}
+
+	for i, r := range c.Route {
+		key := fmt.Sprintf("route[%d]", i)
+		if !inbound[r.From] {
+			bad(key+".from", "%q is not the name of an [[inbound]]", r.From)
+		}
+		if len(r.To) == 0 {
+			bad(key+".to", "names no [[outbound]]")
+		}
+		for _, to := range r.To {
+			if !outbound[to] {
+				bad(key+".to", "%q is not the name of an [[outbound]]", to)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkListen applies the fail-closed rule: a listener on a non-loopback
+// address needs TLS unless plaintext is explicitly allowed.
+func checkListen(addr, cert, key string, allowPlaintext bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port, got %q: %v", addr, err)
+	}
+	if (cert == "") != (key == "") {
+		return fmt.Errorf("tls_cert and tls_key go together")
+	}
+	if cert != "" || allowPlaintext || IsLoopback(host) {
+		return nil
+	}
+	return fmt.Errorf("%q is not a loopback address and has no TLS: set tls_cert and tls_key, or allow_plaintext = true to accept plaintext on the network", addr)
+}
+
+// IsLoopback reports whether host (of a listen address) binds loopback only.
+// An empty host binds every interface, so it is not loopback.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
