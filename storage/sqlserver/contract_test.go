@@ -1,0 +1,319 @@
+package sqlserver
+
+// Offline checks of the contract between the Go code and the SQL files, for a
+// dialect whose statements cannot run where there is no SQL Server: every
+// parameter a statement uses is passed by the Go code and every one passed is
+// used, the table-valued parameter rows match their table types, migrations
+// split into batches, and durations split into DATEADD's INT arguments.
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/storage"
+)
+
+// errStop ends a Store method at the first statement the fake has no result
+// for, once its arguments are recorded.
+var errStop = errors.New("fake driver: stop here")
+
+// fakeResults are the rows the fake returns for the statements after which a
+// method goes on to another statement worth checking.
+var fakeResults = map[string][][]driver.Value{
+	"fence":               {{int64(1)}},
+	"migrate_lock":        {{int64(0)}},
+	"migrate_applied":     {},
+	"message_purge_queue": {{int64(0)}},
+	"queue_complete":      {{int64(0)}},
+	"queue_retry":         {{int64(0)}},
+	"queue_dead":          {{int64(0)}},
+	"queue_extend_lease":  {{int64(0)}},
+	"message_read":        {{int64(1), "in", time.Unix(0, 0), "ctl", "ADT^A01", []byte("MSH|"), storage.MessageRouted, ""}},
+}
+
+type call struct {
+	name string // the query's file name, or "" for a migration batch
+	text string
+	args []string
+}
+
+type fakeDriver struct {
+	mu    sync.Mutex
+	calls []call
+}
+
+func (d *fakeDriver) Open(string) (driver.Conn, error) { return &fakeConn{d: d}, nil }
+
+func (d *fakeDriver) record(text string, args []driver.NamedValue) string {
+	name := ""
+	for n, q := range queries {
+		if q == text {
+			name = n
+		}
+	}
+	c := call{name: name, text: text}
+	for _, a := range args {
+		c.args = append(c.args, a.Name)
+	}
+	d.mu.Lock()
+	d.calls = append(d.calls, c)
+	d.mu.Unlock()
+	return name
+}
+
+type fakeConn struct{ d *fakeDriver }
+
+func (c *fakeConn) Prepare(string) (driver.Stmt, error) { return nil, errors.New("fake: no Prepare") }
+func (c *fakeConn) Close() error                        { return nil }
+func (c *fakeConn) Begin() (driver.Tx, error)           { return fakeTx{}, nil }
+func (c *fakeConn) BeginTx(context.Context, driver.TxOptions) (driver.Tx, error) {
+	return fakeTx{}, nil
+}
+func (c *fakeConn) CheckNamedValue(*driver.NamedValue) error { return nil } // TVPs and all
+
+func (c *fakeConn) ExecContext(_ context.Context, text string, args []driver.NamedValue) (driver.Result, error) {
+	c.d.record(text, args)
+	return driver.RowsAffected(0), nil
+}
+
+func (c *fakeConn) QueryContext(_ context.Context, text string, args []driver.NamedValue) (driver.Rows, error) {
+	rows, ok := fakeResults[c.d.record(text, args)]
+	if !ok {
+		return nil, errStop
+	}
+	return &fakeRows{rows: rows}, nil
+}
+
+type fakeTx struct{}
+
+func (fakeTx) Commit() error   { return nil }
+func (fakeTx) Rollback() error { return nil }
+
+type fakeRows struct{ rows [][]driver.Value }
+
+func (r *fakeRows) Columns() []string {
+	if len(r.rows) == 0 {
+		return []string{"c"}
+	}
+	return make([]string, len(r.rows[0]))
+}
+func (r *fakeRows) Close() error { return nil }
+func (r *fakeRows) Next(dest []driver.Value) error {
+	if len(r.rows) == 0 {
+		return io.EOF
+	}
+	copy(dest, r.rows[0])
+	r.rows = r.rows[1:]
+	return nil
+}
+
+type fakeConnector struct{ d *fakeDriver }
+
+func (c fakeConnector) Connect(context.Context) (driver.Conn, error) { return &fakeConn{d: c.d}, nil }
+func (c fakeConnector) Driver() driver.Driver                        { return c.d }
+
+var (
+	lineComment = regexp.MustCompile(`--[^\n]*`)
+	stringLit   = regexp.MustCompile(`N?'[^']*'`)
+	paramRef    = regexp.MustCompile(`(^|[^@\w])@(\w+)`)
+	// A declared variable is followed by its type (or TABLE) inside a
+	// DECLARE statement: "DECLARE @a INT, @b TABLE (...)".
+	declared = regexp.MustCompile(`@(\w+)\s+[A-Za-z]`)
+	// sp_getapplock's own argument names.
+	procArgs = map[string]bool{"Resource": true, "LockMode": true, "LockOwner": true, "LockTimeout": true}
+)
+
+// freeParams lists the @names a batch uses but does not declare: the
+// parameters the Go code must pass.
+func freeParams(text string) []string {
+	text = stringLit.ReplaceAllString(lineComment.ReplaceAllString(text, ""), "''")
+	local := map[string]bool{}
+	for _, stmt := range strings.Split(text, ";") {
+		if i := strings.Index(strings.ToUpper(stmt), "DECLARE "); i >= 0 {
+			for _, m := range declared.FindAllStringSubmatch(stmt[i:], -1) {
+				local[m[1]] = true
+			}
+		}
+	}
+	var out []string
+	for _, m := range paramRef.FindAllStringSubmatch(text, -1) {
+		if name := m[2]; !local[name] && !procArgs[name] && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestStatementsGetTheirParameters(t *testing.T) {
+	d := &fakeDriver{}
+	db := sql.OpenDB(fakeConnector{d: d})
+	defer db.Close()
+	s := &Store{db: db}
+	ctx := context.Background()
+	f := storage.Fence{Owner: "node-a", Term: 3}
+	c := storage.Claim{ID: 7, Attempt: 1}
+	two := storage.NewMessage{Inbound: "in", Payload: []byte("MSH|"), Status: storage.MessageRouted,
+		Deliveries: []storage.Delivery{{Destination: "lab", Lane: "lab/1"}, {Destination: "ris", Lane: "ris/1"}}}
+
+	// Every method, so that every statement is reached at least once.
+	_ = s.Ping(ctx)
+	_ = s.Migrate(ctx)
+	_, _, _ = s.LeaseAttemptElect(ctx, storage.LeaseAttemptElectParams{Owner: "node-a", TTL: time.Minute})
+	_, _ = s.LeaseAttemptRenew(ctx, storage.LeaseAttemptRenewParams{Owner: "node-a", Term: 3, TTL: time.Minute})
+	_, _ = s.LeaseResign(ctx, storage.LeaseResignParams{Owner: "node-a", Term: 3})
+	_, _ = s.LeaseRead(ctx)
+	_ = s.NodeHeartbeat(ctx, storage.NodeHeartbeatParams{NodeID: "a", Host: "h", PID: 1})
+	_ = s.NodeLeave(ctx, storage.NodeLeaveParams{NodeID: "a"})
+	_, _ = s.NodeList(ctx)
+	_, _ = s.MessageIngest(ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{two, two}})
+	_, _ = s.MessageRead(ctx, 1)
+	_, _ = s.MessagePurge(ctx, storage.MessagePurgeParams{Fence: f, OlderThan: time.Hour})
+	_, _ = s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: "lab/1", LeaseTTL: time.Minute})
+	_ = s.QueueComplete(ctx, storage.QueueCompleteParams{Fence: f, Claim: c})
+	_ = s.QueueRetry(ctx, storage.QueueRetryParams{Fence: f, Claim: c, Delay: time.Second, Error: "x"})
+	_ = s.QueueDead(ctx, storage.QueueDeadParams{Fence: f, Claim: c, Error: "x"})
+	_ = s.QueueExtendLease(ctx, storage.QueueExtendLeaseParams{Fence: f, Claim: c, TTL: time.Minute})
+	_, _ = s.QueueRecoverForeign(ctx, storage.QueueRecoverForeignParams{Fence: f})
+	_, _ = s.QueueReclaimExpired(ctx, storage.QueueReclaimExpiredParams{Fence: f})
+	_, _ = s.QueueLanes(ctx)
+	_, _ = s.QueueStats(ctx)
+	_, _ = s.ConfigVersionBump(ctx, storage.ConfigVersionBumpParams{})
+	_, _ = s.ConfigVersionRead(ctx, storage.ConfigVersionReadParams{})
+
+	reached := map[string]bool{}
+	batches := 0
+	for _, c := range d.calls {
+		if c.name == "" {
+			batches++
+			continue
+		}
+		reached[c.name] = true
+		got := slices.Clone(c.args)
+		slices.Sort(got)
+		if want := freeParams(c.text); !slices.Equal(got, want) {
+			t.Errorf("%s.sql: Go passes %v, the statement uses %v", c.name, got, want)
+		}
+	}
+	for name := range queries {
+		if !reached[name] {
+			t.Errorf("%s.sql was never run by any method", name)
+		}
+	}
+	if batches == 0 {
+		t.Error("Migrate ran no migration batch")
+	}
+}
+
+func TestFreeParams(t *testing.T) {
+	got := freeParams("-- @comment\nDECLARE @now DATETIME2(6) = DATEADD(second, -@older_s, x), @t TABLE (id INT);\n" +
+		"EXEC @r = sp_getapplock @Resource = N'@x'; SELECT @@ROWCOUNT, @now, @lane FROM @t WHERE a = @owner;")
+	if want := []string{"lane", "older_s", "owner", "r"}; !slices.Equal(got, want) {
+		t.Fatalf("freeParams = %v, want %v", got, want)
+	}
+}
+
+// The driver maps a TVP row's fields to the table type's columns by position.
+func TestIngestRowsMatchTableTypes(t *testing.T) {
+	ms, err := storage.LoadMigrations(migrationsFS, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all string
+	for _, m := range ms {
+		all += m.SQL
+	}
+	for typeName, row := range map[string]any{ingestMessageType: ingestMessageRow{}, ingestDeliveryType: ingestDeliveryRow{}} {
+		cols := tableTypeColumns(t, all, typeName)
+		rt := reflect.TypeOf(row)
+		var fields []string
+		for i := range rt.NumField() {
+			fields = append(fields, snake(rt.Field(i).Name))
+		}
+		if !slices.Equal(cols, fields) {
+			t.Errorf("%s columns %v, Go row fields %v", typeName, cols, fields)
+		}
+	}
+}
+
+func tableTypeColumns(t *testing.T, script, typeName string) []string {
+	t.Helper()
+	start := strings.Index(script, "CREATE TYPE "+typeName+" AS TABLE (")
+	if start < 0 {
+		t.Fatalf("no CREATE TYPE %s", typeName)
+	}
+	body := script[start:]
+	body = body[strings.Index(body, "(")+1 : strings.Index(body, ");")]
+	var cols []string
+	for _, line := range strings.Split(body, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || fields[0] == "PRIMARY" {
+			continue
+		}
+		cols = append(cols, fields[0])
+	}
+	return cols
+}
+
+func snake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && r >= 'A' && r <= 'Z' && s[i-1] >= 'a' && s[i-1] <= 'z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToLower(b.String())
+}
+
+func TestBatches(t *testing.T) {
+	got := batches("SET X ON;\nGO\r\nCREATE TABLE a (GO INT);\n  GO\nGO  \nSELECT 1;\nGO\n\n")
+	want := []string{"SET X ON;\n", "CREATE TABLE a (GO INT);\n  GO\n", "SELECT 1;\n"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("batches = %q, want %q", got, want)
+	}
+	ms, err := storage.LoadMigrations(migrationsFS, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		for i, b := range batches(m.SQL) {
+			if strings.Contains("\n"+b, "\nGO\n") {
+				t.Errorf("%s batch %d still holds a GO line", m.Name, i+1)
+			}
+		}
+	}
+}
+
+func TestSpan(t *testing.T) {
+	for _, tc := range []struct {
+		d         time.Duration
+		s, micros int32
+	}{
+		{0, 0, 0},
+		{700 * time.Millisecond, 0, 700000},
+		{1500 * time.Millisecond, 1, 500000},
+		{time.Minute, 60, 0},
+		{-time.Hour, -3600, 0},
+		{-1500 * time.Millisecond, -1, -500000},
+		{30 * 24 * time.Hour, 30 * 24 * 3600, 0}, // beyond a millisecond INT
+		{200 * 365 * 24 * time.Hour, 1<<31 - 1, 0},
+	} {
+		args := span("x", tc.d)
+		s := args[0].(sql.NamedArg)
+		us := args[1].(sql.NamedArg)
+		if s.Name != "x_s" || us.Name != "x_us" || s.Value != tc.s || us.Value != tc.micros {
+			t.Errorf("span(%v) = %v=%v %v=%v, want %d s %d us", tc.d, s.Name, s.Value, us.Name, us.Value, tc.s, tc.micros)
+		}
+	}
+}

@@ -1,0 +1,64 @@
+-- A whole ingest batch: every message, then every queue row, one statement
+-- each. @messages (mf_ingest_message) and @deliveries (mf_ingest_delivery) are
+-- table-valued parameters, so the batch is one round trip whatever its size.
+-- It runs in the fenced transaction, after fence.sql.
+--
+-- Result: one row per generated id, kind 0 for messages and 1 for queue rows,
+-- each kind in id order. Ids follow the batch order because SQL Server
+-- assigns IDENTITY values in the order of an INSERT ... SELECT's ORDER BY
+-- (documented for INSERT); so the i-th message id belongs to the i-th
+-- message, and the queue ids follow the messages and, within a message, its
+-- deliveries.
+--
+-- XACT_ABORT: any error (a CHECK violation on a status, a value too long)
+-- stops the batch and rolls back the whole transaction: the batch commits
+-- whole or not at all.
+SET NOCOUNT ON;
+SET XACT_ABORT ON;
+
+-- Ingest transactions take ids and commit one at a time, so a later queue id
+-- never becomes visible before an earlier one (a lane claim could otherwise
+-- deliver id 11 while id 10 is still uncommitted). The lock is taken here,
+-- after the fence and before the first id is generated, and held until commit
+-- (LockOwner Transaction). Taking it in this batch rather than in a statement
+-- of its own keeps one round trip out of the serialised section.
+DECLARE @lock INT;
+EXEC @lock = sp_getapplock
+    @Resource = N'mf_ingest',
+    @LockMode = N'Exclusive',
+    @LockOwner = N'Transaction',
+    @LockTimeout = -1;
+IF @lock = -3
+BEGIN
+    -- 51205 is retried by the dialect like a deadlock (1205).
+    THROW 51205, N'mf: chosen as deadlock victim while waiting for the ingest lock', 1;
+END;
+IF @lock < 0
+BEGIN
+    THROW 51000, N'mf: the ingest lock was not granted', 1;
+END;
+
+DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
+DECLARE @message_ids TABLE (id BIGINT NOT NULL PRIMARY KEY);
+DECLARE @queue_ids TABLE (id BIGINT NOT NULL PRIMARY KEY);
+
+INSERT INTO mf_messages (inbound, received_at, control_id, message_type, payload, status, error)
+OUTPUT inserted.id INTO @message_ids (id)
+SELECT inbound, @now, control_id, message_type, payload, status, error
+  FROM @messages
+ ORDER BY ord;
+
+-- The n-th smallest new message id is message ord n (see above).
+INSERT INTO mf_queue (message_id, destination, lane, status, attempts, next_attempt_at,
+                      lease_owner, last_error, created_at, updated_at)
+OUTPUT inserted.id INTO @queue_ids (id)
+SELECT m.id, d.destination, d.lane, N'pending', 0, @now, N'', N'', @now, @now
+  FROM @deliveries AS d
+  JOIN (SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS ord FROM @message_ids) AS m
+    ON m.ord = d.message_ord
+ ORDER BY d.message_ord, d.ord;
+
+SELECT CAST(0 AS INT) AS kind, id FROM @message_ids
+UNION ALL
+SELECT CAST(1 AS INT), id FROM @queue_ids
+ORDER BY kind, id;

@@ -1,0 +1,1 @@
+INSERT INTO mf_schema_migrations (version, name) VALUES (@version, @name);

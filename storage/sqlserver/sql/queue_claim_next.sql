@@ -1,0 +1,132 @@
+-- Lane claim, in the same transaction as the fence check (fence.sql). The
+-- three steps of DESIGN §4 in one batch:
+--   1. reclaim this lane's stranded head: the head in flight under an expired
+--      lease goes back to pending;
+--   2. read the lane head: the lowest id of the lane that is pending or
+--      inflight;
+--   3. claim it only if it is pending and due (next_attempt_at <= now).
+-- The head is found and locked first, because steps 1 and 3 both act on it:
+-- only the head of a lane can be in flight (only the head is ever claimed,
+-- and a row finishes before the next one can be claimed), so the stranded row
+-- of step 1 is the head. PostgreSQL's step 1 says the same.
+--
+-- THE FIFO ARGUMENT. A lane delivers its rows in id order, one at a time,
+-- across crashes and failovers, because:
+--   (a) The head of a lane is its lowest id that is pending or inflight.
+--       Only the head is ever claimed: if the head is inflight under a live
+--       lease, or pending but not yet due (a retry backing off), nothing is
+--       claimed and the lane waits. So row n+1 is claimed only once row n is
+--       done or dead.
+--   (b) Ids become visible in id order: ingest transactions are serialised
+--       (the mf_ingest application lock in message_ingest.sql, held to
+--       commit), so no claimer can see id n+1 while id n is still
+--       uncommitted.
+--   (c) A head left inflight by a crashed or fenced leader (a stranded head)
+--       is reclaimed to pending by step 1 as soon as its lease expires, or by
+--       promotion recovery at once, and is then the head again: it is
+--       re-delivered before anything newer of its lane. Retry and recovery
+--       re-pend a row in place, keeping its id.
+--   (d) Two claimers of one lane cannot both win: each takes an update lock
+--       on the head row (UPDLOCK, held until commit) before it looks at the
+--       row's status; the second waits, then reads the row as the first left
+--       it (inflight: it claims nothing; finished: it moves on to the next
+--       head) and never claims a row the first holds.
+--   (e) The fence (fence.sql, a shared lock on the lease row held to commit)
+--       means only the current term's leader can claim; a paused old
+--       leader's claim fails.
+-- A row may be delivered more than once (at least once), never out of order.
+--
+-- WHY FIND FIRST, LOCK SECOND. Locking the head while reading it through
+-- mf_queue_lane_head would lock the index key first and the row second, the
+-- reverse of every UPDATE by id (complete, retry, dead, extend: the row
+-- first, then the index keys it changes). A claimer polling a lane while the
+-- head's holder completes it would deadlock with it. So the candidate head is
+-- read without keeping locks, then the row itself is locked by id and its
+-- status re-read. Every writer of mf_queue thus locks rows before index keys.
+-- If the candidate finished in between, the loop takes the next one: nothing
+-- with a lower id can become pending or inflight again (finished rows never
+-- come back, and by (b) no lower id can still be uncommitted), so the first
+-- candidate found still unfinished under the lock is the head.
+--
+-- READ COMMITTED, WITH OR WITHOUT READ_COMMITTED_SNAPSHOT. The claim is
+-- correct in both modes:
+--   * The candidate read keeps no locks. With READ_COMMITTED_SNAPSHOT ON it
+--     reads the last committed versions; with it OFF it reads committed rows,
+--     waiting for uncommitted ones. Either way it sees only committed rows,
+--     and it only proposes a candidate: it decides nothing.
+--   * The locked read (UPDLOCK) is never versioned: it reads the latest
+--     committed row, waiting for any writer, and the update lock is held to
+--     commit, so the status it saw can change only by this transaction.
+--     HOLDLOCK adds nothing while the row exists; if the row vanished (purged
+--     in between) it keeps the gap locked until commit, and the loop goes on.
+--   * The UPDATEs address the locked row by id; SQL Server reads an UPDATE's
+--     target rows with update locks in both modes (row versioning applies
+--     only to reads of other tables).
+--   * The final SELECT reads this transaction's own change, which every mode
+--     shows to its own transaction, and the message, which is immutable and
+--     was committed with the queue row.
+--   * The fence is a SERIALIZABLE (HOLDLOCK) read: locking in both modes.
+SET NOCOUNT ON;
+SET XACT_ABORT ON;
+
+DECLARE @head BIGINT, @candidate BIGINT, @status NVARCHAR(16), @due DATETIME2(6),
+        @lease_expires_at DATETIME2(6), @tries INT = 0;
+
+-- Step 2: the head, found through mf_queue_lane_head (the hint keeps the plan
+-- a seek on (lane, id) even when statistics are young; the filter is repeated
+-- word for word, so the filtered index always matches), then locked by id.
+WHILE @tries < 100
+BEGIN
+    SET @tries += 1;
+    SET @candidate = NULL;
+    SELECT TOP (1) @candidate = id
+      FROM mf_queue WITH (INDEX(mf_queue_lane_head))
+     WHERE lane = @lane AND status IN (N'pending', N'inflight')
+     ORDER BY id;
+    IF @candidate IS NULL
+        BREAK;
+
+    SET @status = NULL;
+    SELECT @status = status, @due = next_attempt_at, @lease_expires_at = lease_expires_at
+      FROM mf_queue WITH (UPDLOCK, HOLDLOCK, ROWLOCK)
+     WHERE id = @candidate;
+    IF @status IN (N'pending', N'inflight')
+    BEGIN
+        SET @head = @candidate;
+        BREAK;
+    END;
+END;
+
+-- Read after the lock is granted, so that waiting for another claimer does
+-- not make the clock stale.
+DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
+
+-- Step 1: the stranded head goes back to pending.
+IF @status = N'inflight' AND @lease_expires_at <= @now
+BEGIN
+    UPDATE mf_queue
+       SET status = N'pending', lease_owner = N'', lease_expires_at = NULL, updated_at = @now
+     WHERE id = @head;
+    SET @status = N'pending';
+END;
+
+-- Step 3: claim the head if it is pending and due.
+DECLARE @claimed INT = 0;
+IF @status = N'pending' AND @due <= @now
+BEGIN
+    UPDATE mf_queue
+       SET status = N'inflight',
+           lease_owner = @owner,
+           lease_expires_at = DATEADD(microsecond, @ttl_us, DATEADD(second, @ttl_s, @now)),
+           attempts = attempts + 1,
+           updated_at = @now
+     WHERE id = @head;
+    SET @claimed = @@ROWCOUNT;
+END;
+
+SELECT q.id, q.message_id, q.destination, q.lane, q.status, q.attempts, q.next_attempt_at,
+       q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at,
+       m.payload, m.control_id
+  FROM mf_queue AS q
+  JOIN mf_messages AS m ON m.id = q.message_id
+ WHERE q.id = @head AND @claimed = 1;

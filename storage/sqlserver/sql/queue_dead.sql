@@ -1,0 +1,7 @@
+-- Set aside: no longer the lane head, so the lane moves on.
+SET NOCOUNT ON;
+UPDATE mf_queue
+   SET status = N'dead', lease_owner = N'', lease_expires_at = NULL,
+       last_error = @error, updated_at = SYSUTCDATETIME()
+ WHERE id = @id AND status = N'inflight' AND lease_owner = @owner AND attempts = @attempt;
+SELECT @@ROWCOUNT AS updated;

@@ -1,0 +1,15 @@
+-- Lanes with work: depth, head row and head age (microseconds on the
+-- database clock; DATEDIFF_BIG, as a plain DATEDIFF in microseconds overflows
+-- after 35 minutes).
+SET NOCOUNT ON;
+DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
+SELECT q.lane, q.destination, d.depth,
+       q.id, q.message_id, q.destination, q.lane, q.status, q.attempts, q.next_attempt_at,
+       q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at,
+       DATEDIFF_BIG(microsecond, q.created_at, @now) AS head_age_us
+  FROM (SELECT lane, COUNT_BIG(*) AS depth, MIN(id) AS head_id
+          FROM mf_queue
+         WHERE status IN (N'pending', N'inflight')
+         GROUP BY lane) AS d
+  JOIN mf_queue AS q ON q.id = d.head_id
+ ORDER BY q.lane;

@@ -1,0 +1,7 @@
+-- Unfinished and dead rows only: done rows grow without bound until purged
+-- and are not worth a scan per metrics scrape.
+SELECT destination, status, COUNT_BIG(*) AS n
+  FROM mf_queue
+ WHERE status IN (N'pending', N'inflight', N'dead')
+ GROUP BY destination, status
+ ORDER BY destination, status;

@@ -1,0 +1,845 @@
+// Package sqlserver is the SQL Server dialect of storage.Store, on
+// github.com/microsoft/go-mssqldb through database/sql. Its SQL lives in the
+// embedded sql/ and migrations/ files; the FIFO argument of the lane claim,
+// and why it holds with READ_COMMITTED_SNAPSHOT on or off, is beside
+// sql/queue_claim_next.sql.
+//
+// Several nodes may share one SQL Server database: this is a clustered store.
+// It needs SQL Server 2016 or later (or Azure SQL): DATEDIFF_BIG, THROW and
+// 1,700-byte nonclustered index keys. The login must be able to create tables
+// and types in its default schema (Migrate) and use them afterwards.
+//
+// This dialect has been exercised only where a SQL Server was available: its
+// conformance tests (storagetest) run when MF_TEST_SQLSERVER_URL is set, and
+// are skipped otherwise, as in CI.
+//
+// Where T-SQL differs from PostgreSQL the behaviour is kept the same:
+//
+//   - The fence is a HOLDLOCK read of the lease row (FOR SHARE there).
+//   - Ingest is serialised by an application lock (sp_getapplock) held to
+//     commit, and a whole batch is one round trip through table-valued
+//     parameters.
+//   - The lane claim finds the head, then locks the row by id (FOR UPDATE
+//     there), so that every writer locks rows before index keys.
+//   - There is no NOTIFY: followers learn of a resignation by polling.
+//   - Deadlock victims (error 1205) are retried a few times, whole
+//     transaction and all.
+package sqlserver
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	mssql "github.com/microsoft/go-mssqldb"
+	"github.com/microsoft/go-mssqldb/msdsn"
+
+	"github.com/messagefoundry/mf/storage"
+)
+
+//go:embed sql/*.sql
+var sqlFS embed.FS
+
+//go:embed migrations/*.sql
+var migrationsFS embed.FS
+
+var queries = storage.MustLoadQueries(sqlFS, "sql")
+
+// The user-defined table types of an ingest batch (migrations/0001_init.sql).
+// Unqualified, like the tables: both resolve in the login's default schema.
+const (
+	ingestMessageType  = "mf_ingest_message"
+	ingestDeliveryType = "mf_ingest_delivery"
+)
+
+// Error numbers the dialect acts on.
+const (
+	// errDeadlock is SQL Server's "chosen as the deadlock victim": the
+	// server has rolled the transaction back, so running it again is safe.
+	errDeadlock = 1205
+	// errIngestLockDeadlock is thrown by message_ingest.sql when
+	// sp_getapplock reports a deadlock (-3) on the ingest lock.
+	errIngestLockDeadlock = 51205
+)
+
+// Deadlock retries: a victim is retried after a short, growing, jittered
+// pause, at most deadlockAttempts times in all.
+const (
+	deadlockAttempts = 5
+	deadlockBackoff  = 20 * time.Millisecond
+)
+
+// Options configure Open.
+type Options struct {
+	// URL is a go-mssqldb connection string: a sqlserver:// URL, an ADO
+	// string or an odbc: string. Its TLS settings (encrypt,
+	// TrustServerCertificate, certificate, ...) are used as given.
+	URL string
+	// Password, when set, overrides the URL's (it comes from
+	// MF_STORE_PASSWORD, never from the command line).
+	Password string
+	// PoolSize is the maximum number of open connections (default 5).
+	PoolSize int
+}
+
+// Store is the SQL Server storage.Store.
+type Store struct {
+	db *sql.DB
+}
+
+var _ storage.Store = (*Store)(nil)
+
+// Open prepares a connection pool. Like the PostgreSQL dialect it does not
+// connect yet, and it does not migrate: call Migrate.
+func Open(_ context.Context, o Options) (*Store, error) {
+	cfg, err := msdsn.Parse(o.URL)
+	if err != nil {
+		// msdsn's errors name the offending setting, never the password.
+		return nil, fmt.Errorf("sqlserver: parse store url: %w", err)
+	}
+	if o.Password != "" {
+		cfg.Password = o.Password
+	}
+	// DATETIME2 carries no zone: every stored time is UTC, so decode it as
+	// UTC whatever the URL's timezone setting (the dialect sends no times).
+	cfg.Encoding.Timezone = time.UTC
+	// NewConnectorConfig builds the connector of the same driver that
+	// go-mssqldb registers as "sqlserver" (@name parameters, no "?"
+	// rewriting), from the parsed settings, so the password can be replaced
+	// without re-serialising the URL and losing its TLS settings.
+	db := sql.OpenDB(mssql.NewConnectorConfig(cfg))
+	size := o.PoolSize
+	if size <= 0 {
+		size = 5
+	}
+	db.SetMaxOpenConns(size)
+	db.SetMaxIdleConns(size)
+	return &Store{db: db}, nil
+}
+
+// Dialect implements storage.Store.
+func (s *Store) Dialect() string { return "sqlserver" }
+
+// Clusterable implements storage.Store.
+func (s *Store) Clusterable() bool { return true }
+
+// Close implements storage.Store.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Ping implements storage.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, queries.Get("ping")).Scan(&n); err != nil {
+		return fmt.Errorf("sqlserver: ping (is the store migrated?): %w", err)
+	}
+	if n != 1 {
+		return fmt.Errorf("sqlserver: ping: %d leader lease rows, want 1", n)
+	}
+	return nil
+}
+
+// Migrate implements storage.Store: every pending migration in one
+// transaction, under the mf_migrate application lock (SQL Server DDL is
+// transactional, so a failed migration leaves nothing behind).
+func (s *Store) Migrate(ctx context.Context) error {
+	migrations, err := storage.LoadMigrations(migrationsFS, "migrations")
+	if err != nil {
+		return err
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var lock int
+		if err := tx.QueryRowContext(ctx, queries.Get("migrate_lock")).Scan(&lock); err != nil {
+			return fmt.Errorf("take migration lock: %w", err)
+		}
+		if lock < 0 {
+			return fmt.Errorf("take migration lock: sp_getapplock returned %d", lock)
+		}
+		if _, err := tx.ExecContext(ctx, queries.Get("migrate_table")); err != nil {
+			return fmt.Errorf("create mf_schema_migrations: %w", err)
+		}
+		done, err := appliedMigrations(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, m := range migrations {
+			if done[m.Version] {
+				continue
+			}
+			for i, batch := range batches(m.SQL) {
+				if _, err := tx.ExecContext(ctx, batch); err != nil {
+					return fmt.Errorf("apply migration %s, batch %d: %w", m.Name, i+1, err)
+				}
+			}
+			if _, err := tx.ExecContext(ctx, queries.Get("migrate_record"),
+				sql.Named("version", int32(m.Version)), sql.Named("name", m.Name)); err != nil {
+				return fmt.Errorf("record migration %s: %w", m.Name, err)
+			}
+		}
+		return nil
+	})
+	return wrap("migrate", err)
+}
+
+func appliedMigrations(ctx context.Context, tx *sql.Tx) (map[int]bool, error) {
+	rows, err := tx.QueryContext(ctx, queries.Get("migrate_applied"))
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	defer rows.Close()
+	done := map[int]bool{}
+	for rows.Next() {
+		var v int32
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("read applied migrations: %w", err)
+		}
+		done[int(v)] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	return done, nil
+}
+
+// batches splits a migration on the lines that are exactly GO (trailing
+// blanks and a CR allowed). GO is not T-SQL but the batch separator of sqlcmd
+// and SSMS; some statements (CREATE VIEW, CREATE PROCEDURE, ...) must begin a
+// batch, and a migration may need a later batch to see an earlier one's
+// objects. Blank batches are dropped.
+func batches(script string) []string {
+	var out []string
+	var cur strings.Builder
+	flush := func() {
+		if strings.TrimSpace(cur.String()) != "" {
+			out = append(out, cur.String())
+		}
+		cur.Reset()
+	}
+	for _, line := range strings.SplitAfter(script, "\n") {
+		if strings.TrimRight(line, " \t\r\n") == "GO" {
+			flush()
+			continue
+		}
+		cur.WriteString(line)
+	}
+	flush()
+	return out
+}
+
+// inTx runs fn in a READ COMMITTED transaction (READ_COMMITTED_SNAPSHOT may
+// be on or off: every statement that decides something takes its own locks)
+// and commits it. A deadlock victim is run again from the start.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return retryDeadlocks(ctx, func() error {
+		tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return err
+		}
+		if err := fn(tx); err != nil {
+			// After XACT_ABORT or a deadlock the server has already rolled
+			// back; the driver then sends nothing.
+			_ = tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	})
+}
+
+// fenced runs fn in a transaction that first checks the fence (fence.sql) and
+// holds the lease row shared until commit. A mismatch is ErrFenced and the
+// transaction is rolled back.
+func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx *sql.Tx) error) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, queries.Get("fence"),
+			sql.Named("owner", f.Owner), sql.Named("term", f.Term)).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return storage.ErrFenced
+		}
+		if err != nil {
+			return fmt.Errorf("fence check: %w", err)
+		}
+		return fn(tx)
+	})
+}
+
+// retryDeadlocks runs fn again while it fails as a deadlock victim, at most
+// deadlockAttempts times. SQL Server picks a victim among transactions that
+// wait for each other and rolls it back whole, so a retry starts clean.
+func retryDeadlocks(ctx context.Context, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || !isDeadlock(err) {
+			return err
+		}
+		if attempt == deadlockAttempts {
+			return fmt.Errorf("deadlock victim %d times in a row: %w", attempt, err)
+		}
+		pause := time.NewTimer(deadlockBackoff*time.Duration(attempt) + rand.N(deadlockBackoff))
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return err
+		case <-pause.C:
+		}
+	}
+}
+
+func isDeadlock(err error) bool {
+	var e mssql.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	if e.Number == errDeadlock || e.Number == errIngestLockDeadlock {
+		return true
+	}
+	for _, one := range e.All {
+		if one.Number == errDeadlock || one.Number == errIngestLockDeadlock {
+			return true
+		}
+	}
+	return false
+}
+
+// span passes d to the SQL files as two INT parameters, whole seconds
+// (@name_s) and the remaining microseconds (@name_us), which they add with
+// DATEADD to the database clock. DATEADD takes an INT: a single count of
+// microseconds would overflow past 35 minutes, of milliseconds past 24 days.
+// Durations beyond ±68 years are clamped.
+func span(name string, d time.Duration) []any {
+	secs := storage.Seconds(d)
+	whole := math.Trunc(secs)
+	micros := math.Round((secs - whole) * 1e6)
+	if math.Abs(micros) >= 1e6 { // rounding carried into the next second
+		whole += math.Copysign(1, micros)
+		micros = 0
+	}
+	whole = math.Max(-math.MaxInt32, math.Min(math.MaxInt32, whole))
+	return []any{sql.Named(name+"_s", int32(whole)), sql.Named(name+"_us", int32(micros))}
+}
+
+// utc returns t in UTC (DATETIME2 values come back as UTC wall clocks).
+func utc(t time.Time) time.Time { return t.UTC() }
+
+type leaseScan struct {
+	l storage.Lease
+}
+
+func (x *leaseScan) dest() []any {
+	return []any{&x.l.Owner, &x.l.Term, &x.l.AcquiredAt, &x.l.ExpiresAt, &x.l.DBNow}
+}
+
+func (x *leaseScan) lease() storage.Lease {
+	l := x.l
+	l.AcquiredAt, l.ExpiresAt, l.DBNow = utc(l.AcquiredAt), utc(l.ExpiresAt), utc(l.DBNow)
+	return l
+}
+
+// LeaseAttemptElect implements storage.Store.
+func (s *Store) LeaseAttemptElect(ctx context.Context, p storage.LeaseAttemptElectParams) (storage.Lease, bool, error) {
+	var (
+		x       leaseScan
+		elected bool
+	)
+	args := append([]any{sql.Named("owner", p.Owner)}, span("ttl", p.TTL)...)
+	err := retryDeadlocks(ctx, func() error {
+		return s.db.QueryRowContext(ctx, queries.Get("lease_attempt_elect"), args...).Scan(append(x.dest(), &elected)...)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		err = storage.ErrNotFound // no lease row: not migrated
+	}
+	if err != nil {
+		return storage.Lease{}, false, fmt.Errorf("sqlserver: lease elect for %s: %w", p.Owner, err)
+	}
+	return x.lease(), elected, nil
+}
+
+// LeaseAttemptRenew implements storage.Store.
+func (s *Store) LeaseAttemptRenew(ctx context.Context, p storage.LeaseAttemptRenewParams) (storage.Lease, error) {
+	var x leaseScan
+	args := append([]any{sql.Named("owner", p.Owner), sql.Named("term", p.Term)}, span("ttl", p.TTL)...)
+	err := retryDeadlocks(ctx, func() error {
+		return s.db.QueryRowContext(ctx, queries.Get("lease_attempt_renew"), args...).Scan(x.dest()...)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return storage.Lease{}, storage.ErrLeaseLost
+	}
+	if err != nil {
+		return storage.Lease{}, fmt.Errorf("sqlserver: lease renew for term %d: %w", p.Term, err)
+	}
+	return x.lease(), nil
+}
+
+// LeaseResign implements storage.Store. SQL Server has no NOTIFY: followers
+// find the resigned lease at their next election attempt.
+func (s *Store) LeaseResign(ctx context.Context, p storage.LeaseResignParams) (bool, error) {
+	var n int64
+	err := retryDeadlocks(ctx, func() error {
+		return s.db.QueryRowContext(ctx, queries.Get("lease_resign"),
+			sql.Named("owner", p.Owner), sql.Named("term", p.Term)).Scan(&n)
+	})
+	if err != nil {
+		return false, fmt.Errorf("sqlserver: lease resign for term %d: %w", p.Term, err)
+	}
+	return n > 0, nil
+}
+
+// LeaseRead implements storage.Store.
+func (s *Store) LeaseRead(ctx context.Context) (storage.Lease, error) {
+	var x leaseScan
+	err := retryDeadlocks(ctx, func() error {
+		return s.db.QueryRowContext(ctx, queries.Get("lease_read")).Scan(x.dest()...)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		err = storage.ErrNotFound
+	}
+	if err != nil {
+		return storage.Lease{}, fmt.Errorf("sqlserver: lease read: %w", err)
+	}
+	return x.lease(), nil
+}
+
+// NodeHeartbeat implements storage.Store.
+func (s *Store) NodeHeartbeat(ctx context.Context, p storage.NodeHeartbeatParams) error {
+	err := retryDeadlocks(ctx, func() error {
+		_, err := s.db.ExecContext(ctx, queries.Get("node_heartbeat"),
+			sql.Named("node_id", p.NodeID),
+			sql.Named("host", mssql.NVarCharMax(p.Host)),
+			sql.Named("pid", p.PID),
+			sql.Named("is_leader", p.IsLeader),
+			sql.Named("config_version", p.ConfigVersion))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlserver: node heartbeat for %s: %w", p.NodeID, err)
+	}
+	return nil
+}
+
+// NodeLeave implements storage.Store.
+func (s *Store) NodeLeave(ctx context.Context, p storage.NodeLeaveParams) error {
+	var n int64
+	err := retryDeadlocks(ctx, func() error {
+		return s.db.QueryRowContext(ctx, queries.Get("node_leave"), sql.Named("node_id", p.NodeID)).Scan(&n)
+	})
+	if err != nil {
+		return fmt.Errorf("sqlserver: node leave for %s: %w", p.NodeID, err)
+	}
+	if n == 0 {
+		return storage.ErrNotFound
+	}
+	return nil
+}
+
+// NodeList implements storage.Store.
+func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
+	var out storage.NodeList
+	err := retryDeadlocks(ctx, func() error {
+		out = storage.NodeList{}
+		rows, err := s.db.QueryContext(ctx, queries.Get("node_list"))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				id, host, status    sql.NullString
+				pid, cfgVersion     sql.NullInt64
+				startedAt, lastSeen sql.NullTime
+				isLeader            sql.NullBool
+			)
+			if err := rows.Scan(&out.DBNow, &id, &host, &pid, &status, &startedAt, &lastSeen, &isLeader, &cfgVersion); err != nil {
+				return err
+			}
+			if !id.Valid { // the clock row of an empty table
+				continue
+			}
+			out.Nodes = append(out.Nodes, storage.Node{
+				NodeID: id.String, Host: host.String, PID: pid.Int64, Status: status.String,
+				StartedAt: utc(startedAt.Time), LastSeen: utc(lastSeen.Time), IsLeader: isLeader.Bool,
+				ConfigVersion: cfgVersion.Int64,
+			})
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return storage.NodeList{}, fmt.Errorf("sqlserver: node list: %w", err)
+	}
+	out.DBNow = utc(out.DBNow)
+	return out, nil
+}
+
+// ingestMessageRow and ingestDeliveryRow are the rows of the table-valued
+// parameters of message_ingest.sql. The driver maps fields to the table
+// type's columns by position: keep them in the order of the CREATE TYPEs in
+// migrations/0001_init.sql.
+type ingestMessageRow struct {
+	Ord         int32
+	Inbound     string
+	ControlID   string
+	MessageType string
+	Payload     []byte
+	Status      string
+	Error       string
+}
+
+type ingestDeliveryRow struct {
+	MessageOrd  int32
+	Ord         int32
+	Destination string
+	Lane        string
+}
+
+// MessageIngest implements storage.Store. The whole batch is one statement
+// batch (message_ingest.sql): both tables' rows travel as table-valued
+// parameters, the ingest lock is taken after the fence, and the generated ids
+// come back in batch order.
+func (s *Store) MessageIngest(ctx context.Context, p storage.MessageIngestParams) ([]storage.IngestedMessage, error) {
+	msgs := make([]ingestMessageRow, len(p.Messages))
+	dels := make([]ingestDeliveryRow, 0, len(p.Messages))
+	for i, m := range p.Messages {
+		payload := m.Payload
+		if payload == nil {
+			payload = []byte{} // a nil slice would be sent as NULL
+		}
+		msgs[i] = ingestMessageRow{
+			Ord: int32(i + 1), Inbound: m.Inbound, ControlID: m.ControlID, MessageType: m.MessageType,
+			Payload: payload, Status: m.Status, Error: m.Error,
+		}
+		for j, d := range m.Deliveries {
+			dels = append(dels, ingestDeliveryRow{MessageOrd: int32(i + 1), Ord: int32(j + 1), Destination: d.Destination, Lane: d.Lane})
+		}
+	}
+	var out []storage.IngestedMessage
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		out = make([]storage.IngestedMessage, len(p.Messages))
+		if len(p.Messages) == 0 {
+			return nil // fenced, and nothing to insert
+		}
+		msgIDs, queueIDs, err := ingestBatch(ctx, tx, msgs, dels)
+		if err != nil {
+			return err
+		}
+		if len(msgIDs) != len(msgs) || len(queueIDs) != len(dels) {
+			return fmt.Errorf("got %d message and %d queue ids for %d messages and %d deliveries",
+				len(msgIDs), len(queueIDs), len(msgs), len(dels))
+		}
+		for i, m := range p.Messages {
+			out[i] = storage.IngestedMessage{MessageID: msgIDs[i], QueueIDs: queueIDs[:len(m.Deliveries):len(m.Deliveries)]}
+			queueIDs = queueIDs[len(m.Deliveries):]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("message ingest of %d messages", len(p.Messages)), err)
+	}
+	return out, nil
+}
+
+func ingestBatch(ctx context.Context, tx *sql.Tx, msgs []ingestMessageRow, dels []ingestDeliveryRow) (msgIDs, queueIDs []int64, err error) {
+	rows, err := tx.QueryContext(ctx, queries.Get("message_ingest"),
+		sql.Named("messages", mssql.TVP{TypeName: ingestMessageType, Value: msgs}),
+		sql.Named("deliveries", mssql.TVP{TypeName: ingestDeliveryType, Value: dels}))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	queueIDs = []int64{}
+	for rows.Next() {
+		var (
+			kind int32
+			id   int64
+		)
+		if err := rows.Scan(&kind, &id); err != nil {
+			return nil, nil, err
+		}
+		if kind == 0 {
+			msgIDs = append(msgIDs, id)
+		} else {
+			queueIDs = append(queueIDs, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	return msgIDs, queueIDs, rows.Close()
+}
+
+// queueRowScan scans the twelve columns of a queue row in the order of
+// queue_by_message.sql.
+type queueRowScan struct {
+	r     storage.QueueRow
+	lease sql.NullTime
+}
+
+func (x *queueRowScan) dest() []any {
+	r := &x.r
+	return []any{&r.ID, &r.MessageID, &r.Destination, &r.Lane, &r.Status, &r.Attempts, &r.NextAttemptAt,
+		&r.LeaseOwner, &x.lease, &r.LastError, &r.CreatedAt, &r.UpdatedAt}
+}
+
+func (x *queueRowScan) row() storage.QueueRow {
+	r := x.r
+	r.NextAttemptAt, r.CreatedAt, r.UpdatedAt = utc(r.NextAttemptAt), utc(r.CreatedAt), utc(r.UpdatedAt)
+	r.LeaseExpiresAt = nil
+	if x.lease.Valid {
+		t := utc(x.lease.Time)
+		r.LeaseExpiresAt = &t
+	}
+	return r
+}
+
+// MessageRead implements storage.Store.
+func (s *Store) MessageRead(ctx context.Context, id int64) (storage.MessageDetail, error) {
+	var d storage.MessageDetail
+	err := retryDeadlocks(ctx, func() error {
+		d = storage.MessageDetail{}
+		m := &d.Message
+		err := s.db.QueryRowContext(ctx, queries.Get("message_read"), sql.Named("id", id)).Scan(
+			&m.ID, &m.Inbound, &m.ReceivedAt, &m.ControlID, &m.MessageType, &m.Payload, &m.Status, &m.Error)
+		if err != nil {
+			return err
+		}
+		m.ReceivedAt = utc(m.ReceivedAt)
+		rows, err := s.db.QueryContext(ctx, queries.Get("queue_by_message"), sql.Named("message_id", id))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var x queueRowScan
+			if err := rows.Scan(x.dest()...); err != nil {
+				return err
+			}
+			d.Queue = append(d.Queue, x.row())
+		}
+		return rows.Err()
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return storage.MessageDetail{}, storage.ErrNotFound
+	}
+	if err != nil {
+		return storage.MessageDetail{}, fmt.Errorf("sqlserver: message read %d: %w", id, err)
+	}
+	return d, nil
+}
+
+// MessagePurge implements storage.Store.
+func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) (storage.PurgeResult, error) {
+	var res storage.PurgeResult
+	limit := p.Limit
+	if limit <= 0 {
+		limit = storage.DefaultPurgeLimit
+	}
+	args := append([]any{sql.Named("limit", int64(limit))}, span("older", p.OlderThan)...)
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, queries.Get("message_purge_queue"), args...).Scan(&res.QueueRows); err != nil {
+			return fmt.Errorf("purge queue rows: %w", err)
+		}
+		if err := tx.QueryRowContext(ctx, queries.Get("message_purge_messages"), args...).Scan(&res.Messages); err != nil {
+			return fmt.Errorf("purge messages: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return storage.PurgeResult{}, wrap("message purge", err)
+	}
+	return res, nil
+}
+
+// QueueClaimNext implements storage.Store: fence, then find and lock the lane
+// head, reclaim it if stranded, claim it if pending and due; see
+// queue_claim_next.sql.
+func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
+	var c storage.QueueClaim
+	args := append([]any{sql.Named("lane", p.Lane), sql.Named("owner", p.Fence.Owner)}, span("ttl", p.LeaseTTL)...)
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		var x queueRowScan
+		c = storage.QueueClaim{}
+		err := tx.QueryRowContext(ctx, queries.Get("queue_claim_next"), args...).Scan(append(x.dest(), &c.Payload, &c.ControlID)...)
+		if errors.Is(err, sql.ErrNoRows) {
+			return storage.ErrNoWork
+		}
+		if err != nil {
+			return err
+		}
+		c.Row = x.row()
+		return nil
+	})
+	if errors.Is(err, storage.ErrNoWork) {
+		return storage.QueueClaim{}, err
+	}
+	if err != nil {
+		return storage.QueueClaim{}, wrap("queue claim in lane "+p.Lane, err)
+	}
+	return c, nil
+}
+
+// claimUpdate runs one of the statements that act on a current claim (each
+// returns how many rows it changed) and tells ErrNotFound from ErrClaimLost
+// when it changed nothing.
+func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c storage.Claim, args ...any) error {
+	all := append([]any{sql.Named("id", c.ID), sql.Named("owner", f.Owner), sql.Named("attempt", c.Attempt)}, args...)
+	err := s.fenced(ctx, f, func(tx *sql.Tx) error {
+		var n int64
+		if err := tx.QueryRowContext(ctx, queries.Get(op), all...).Scan(&n); err != nil {
+			return err
+		}
+		if n == 1 {
+			return nil
+		}
+		var one int
+		err := tx.QueryRowContext(ctx, queries.Get("queue_exists"), sql.Named("id", c.ID)).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return storage.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return storage.ErrClaimLost
+	})
+	return wrap(fmt.Sprintf("%s of queue row %d attempt %d", op, c.ID, c.Attempt), err)
+}
+
+// QueueComplete implements storage.Store.
+func (s *Store) QueueComplete(ctx context.Context, p storage.QueueCompleteParams) error {
+	return s.claimUpdate(ctx, "queue_complete", p.Fence, p.Claim)
+}
+
+// QueueRetry implements storage.Store.
+func (s *Store) QueueRetry(ctx context.Context, p storage.QueueRetryParams) error {
+	args := append(span("delay", p.Delay), sql.Named("error", mssql.NVarCharMax(p.Error)))
+	return s.claimUpdate(ctx, "queue_retry", p.Fence, p.Claim, args...)
+}
+
+// QueueDead implements storage.Store.
+func (s *Store) QueueDead(ctx context.Context, p storage.QueueDeadParams) error {
+	return s.claimUpdate(ctx, "queue_dead", p.Fence, p.Claim, sql.Named("error", mssql.NVarCharMax(p.Error)))
+}
+
+// QueueExtendLease implements storage.Store.
+func (s *Store) QueueExtendLease(ctx context.Context, p storage.QueueExtendLeaseParams) error {
+	return s.claimUpdate(ctx, "queue_extend_lease", p.Fence, p.Claim, span("ttl", p.TTL)...)
+}
+
+// QueueRecoverForeign implements storage.Store.
+func (s *Store) QueueRecoverForeign(ctx context.Context, p storage.QueueRecoverForeignParams) (int64, error) {
+	var n int64
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, queries.Get("queue_recover_foreign"), sql.Named("owner", p.Fence.Owner)).Scan(&n)
+	})
+	if err != nil {
+		return 0, wrap("queue recover foreign", err)
+	}
+	return n, nil
+}
+
+// QueueReclaimExpired implements storage.Store.
+func (s *Store) QueueReclaimExpired(ctx context.Context, p storage.QueueReclaimExpiredParams) (int64, error) {
+	var n int64
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, queries.Get("queue_reclaim_expired")).Scan(&n)
+	})
+	if err != nil {
+		return 0, wrap("queue reclaim expired", err)
+	}
+	return n, nil
+}
+
+// QueueLanes implements storage.Store.
+func (s *Store) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
+	var out []storage.LaneSummary
+	err := retryDeadlocks(ctx, func() error {
+		out = nil
+		rows, err := s.db.QueryContext(ctx, queries.Get("queue_lanes"))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				l     storage.LaneSummary
+				x     queueRowScan
+				ageUS int64
+			)
+			dest := append([]any{&l.Lane, &l.Destination, &l.Depth}, x.dest()...)
+			if err := rows.Scan(append(dest, &ageUS)...); err != nil {
+				return err
+			}
+			l.Head = x.row()
+			l.HeadAge = time.Duration(ageUS) * time.Microsecond
+			out = append(out, l)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlserver: queue lanes: %w", err)
+	}
+	return out, nil
+}
+
+// QueueStats implements storage.Store.
+func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
+	var out []storage.QueueStat
+	err := retryDeadlocks(ctx, func() error {
+		out = nil
+		rows, err := s.db.QueryContext(ctx, queries.Get("queue_stats"))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var st storage.QueueStat
+			if err := rows.Scan(&st.Destination, &st.Status, &st.Count); err != nil {
+				return err
+			}
+			out = append(out, st)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlserver: queue stats: %w", err)
+	}
+	return out, nil
+}
+
+// ConfigVersionBump implements storage.Store.
+func (s *Store) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBumpParams) (int64, error) {
+	var v int64
+	err := retryDeadlocks(ctx, func() error {
+		return s.db.QueryRowContext(ctx, queries.Get("config_version_bump"), sql.Named("name", storage.ConfigName(p.Name))).Scan(&v)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlserver: config version bump: %w", err)
+	}
+	return v, nil
+}
+
+// ConfigVersionRead implements storage.Store.
+func (s *Store) ConfigVersionRead(ctx context.Context, p storage.ConfigVersionReadParams) (int64, error) {
+	var v int64
+	err := retryDeadlocks(ctx, func() error {
+		return s.db.QueryRowContext(ctx, queries.Get("config_version_read"), sql.Named("name", storage.ConfigName(p.Name))).Scan(&v)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlserver: config version read: %w", err)
+	}
+	return v, nil
+}
+
+// wrap adds the dialect and operation to an error, keeping the shared
+// sentinels matchable with errors.Is.
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("sqlserver: %s: %w", op, err)
+}
