@@ -1,0 +1,477 @@
+package hl7
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// AckCode is an acknowledgment code, MSA-1 (HL7 table 0008).
+type AckCode string
+
+// Acknowledgment codes. Original mode answers AA/AE/AR; enhanced mode's
+// accept (commit) acknowledgment answers CA/CE/CR.
+const (
+	AA AckCode = "AA" // original mode: application accept
+	AE AckCode = "AE" // original mode: application error; the sender should retry
+	AR AckCode = "AR" // original mode: application reject
+	CA AckCode = "CA" // enhanced mode: commit accept
+	CE AckCode = "CE" // enhanced mode: commit error; the sender should retry
+	CR AckCode = "CR" // enhanced mode: commit reject
+)
+
+// Valid reports whether c is one of the six acknowledgment codes.
+func (c AckCode) Valid() bool {
+	switch c {
+	case AA, AE, AR, CA, CE, CR:
+		return true
+	}
+	return false
+}
+
+// Outcome returns what c says happened to the message; an invalid code is
+// Error.
+func (c AckCode) Outcome() Outcome {
+	switch c {
+	case AA, CA:
+		return Accept
+	case AR, CR:
+		return Reject
+	}
+	return Error
+}
+
+// Outcome is what a receiver did with a message, whatever the
+// acknowledgment mode.
+type Outcome int
+
+// Outcomes.
+const (
+	// Accept: the message is safely stored (AA, CA).
+	Accept Outcome = iota
+	// Error: the message was not stored, for a reason that may pass;
+	// the sender keeps it and retries (AE, CE).
+	Error
+	// Reject: the message will never be accepted as it is (AR, CR).
+	Reject
+)
+
+// String returns "accept", "error" or "reject".
+func (o Outcome) String() string {
+	switch o {
+	case Accept:
+		return "accept"
+	case Error:
+		return "error"
+	case Reject:
+		return "reject"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// AckModeEnhanced reports whether m asks for enhanced-mode acknowledgment,
+// that is whether its MSH-15 (accept acknowledgment type) is valued.
+//
+// The standard enters enhanced mode when MSH-15 or MSH-16 is valued. An
+// engine answers only the accept (commit) acknowledgment, which MSH-15
+// governs; a sender that leaves MSH-15 empty has not asked for one, and the
+// only answer it can be waiting for is the original-mode AA/AE/AR.
+func AckModeEnhanced(m *Message) bool {
+	return m != nil && m.AcceptAckType() != ""
+}
+
+// AcceptCode returns the acknowledgment code for outcome in m's mode:
+// AA/AE/AR in original mode, CA/CE/CR in enhanced mode.
+func AcceptCode(m *Message, outcome Outcome) AckCode {
+	enhanced := AckModeEnhanced(m)
+	switch outcome {
+	case Accept:
+		if enhanced {
+			return CA
+		}
+		return AA
+	case Reject:
+		if enhanced {
+			return CR
+		}
+		return AR
+	}
+	if enhanced {
+		return CE
+	}
+	return AE
+}
+
+// ShouldAck reports whether the sender of m wants an acknowledgment with
+// code: always in original mode; in enhanced mode as MSH-15 says (AL always,
+// NE never, ER only when not accepted, SU only when accepted; any other value
+// always). When it returns false the listener sends nothing back for m (the
+// sender does not wait for it) and keeps the connection open.
+func ShouldAck(m *Message, code AckCode) bool {
+	if !AckModeEnhanced(m) {
+		return true
+	}
+	switch m.AcceptAckType() {
+	case "NE":
+		return false
+	case "ER":
+		return code.Outcome() != Accept
+	case "SU":
+		return code.Outcome() == Accept
+	}
+	return true
+}
+
+// Condition is an HL7 message error condition code (HL7 table 0357), as an
+// ACK's ERR segment reports it.
+type Condition int
+
+// Message error conditions (HL7 table 0357).
+const (
+	CondAccepted                Condition = 0   // message accepted
+	CondSegmentSequence         Condition = 100 // segments out of order, or a required segment missing
+	CondRequiredFieldMissing    Condition = 101
+	CondDataType                Condition = 102
+	CondTableValueNotFound      Condition = 103
+	CondValueTooLong            Condition = 104 // v2.7+; also "too long to handle safely"
+	CondUnsupportedMessageType  Condition = 200
+	CondUnsupportedEventCode    Condition = 201
+	CondUnsupportedProcessingID Condition = 202
+	CondUnsupportedVersionID    Condition = 203
+	CondUnknownKey              Condition = 204
+	CondDuplicateKey            Condition = 205
+	CondRecordLocked            Condition = 206
+	CondInternalError           Condition = 207 // application internal error: the catch-all
+)
+
+// String returns the condition's description in table 0357.
+func (c Condition) String() string {
+	switch c {
+	case CondAccepted:
+		return "Message accepted"
+	case CondSegmentSequence:
+		return "Segment sequence error"
+	case CondRequiredFieldMissing:
+		return "Required field missing"
+	case CondDataType:
+		return "Data type error"
+	case CondTableValueNotFound:
+		return "Table value not found"
+	case CondValueTooLong:
+		return "Value too long"
+	case CondUnsupportedMessageType:
+		return "Unsupported message type"
+	case CondUnsupportedEventCode:
+		return "Unsupported event code"
+	case CondUnsupportedProcessingID:
+		return "Unsupported processing id"
+	case CondUnsupportedVersionID:
+		return "Unsupported version id"
+	case CondUnknownKey:
+		return "Unknown key identifier"
+	case CondDuplicateKey:
+		return "Duplicate key identifier"
+	case CondRecordLocked:
+		return "Application record locked"
+	case CondInternalError:
+		return "Application internal error"
+	}
+	return "Condition " + strconv.Itoa(int(c))
+}
+
+// ConditionOf returns the condition that best reports err, an error of this
+// package: a missing MSH or broken framing is 100 (a required segment is
+// missing), bad separators 102 (MSH-1/MSH-2 hold the wrong kind of data), an
+// oversize frame 104; anything else is 207.
+func ConditionOf(err error) Condition {
+	switch {
+	case err == nil:
+		return CondAccepted
+	case errors.Is(err, ErrNoMSH), errors.Is(err, ErrNotFramed):
+		return CondSegmentSequence
+	case errors.Is(err, ErrBadSeparators):
+		return CondDataType
+	case errors.Is(err, ErrFrameTooLarge):
+		return CondValueTooLong
+	}
+	return CondInternalError
+}
+
+// Limits on the reason text an ACK carries.
+const (
+	maxShortText = 80   // MSA-3 (ST, 80 characters in v2.3-v2.6)
+	maxReason    = 1000 // ERR-8 / ERR-1
+)
+
+// defaultVersion is MSH-12 of a NAK to input without a usable MSH.
+const defaultVersion = "2.5"
+
+// now is the clock ACK timestamps are read from; tests replace it.
+var now = time.Now
+
+// Ack builds the acknowledgment of m with code (DESIGN §6), without MLLP
+// framing:
+//
+//	MSH  the same separators as m; MSH-3/4 and MSH-5/6 swapped from m's
+//	     (the ACK comes from m's receiver); MSH-7 now; MSH-9 ACK^<MSH-9.2>^ACK
+//	     (ACK^<trigger> before v2.3.1, plain ACK when m has no trigger);
+//	     MSH-10 a new control ID; MSH-11 and MSH-12 copied from m
+//	MSA  MSA-1 code, MSA-2 m's MSH-10, MSA-3 the reason shortened to 80
+//	     characters (left empty from v2.7, which withdrew MSA-3)
+//	ERR  only when reason is not empty: see below
+//
+// The reason is escaped (it can never break the message); nothing of m's
+// content beyond those MSH fields and its control ID is copied. ERR-3 is
+// 0 (message accepted) for AA/CA and 207 (application internal error)
+// otherwise; use AckCondition to choose it.
+//
+// The ERR layout follows m's version (MSH-12.1). HL7 v2.5 rebuilt ERR:
+// ERR-1 (error code and location) became "retained for backward
+// compatibility", and the error is ERR-3 (HL7 error code, a CWE from table
+// 0357, required), ERR-4 (severity from table 0516, required: E, W or I) and
+// ERR-8 (user message, TX). So for v2.5 and later, and for a version we
+// cannot read, the ERR is
+//
+//	ERR|||207^Application internal error^HL70357|E||||<reason>
+//
+// Before v2.5, ERR has the single field ERR-1, the composite <segment ID> ^
+// <sequence> ^ <field position> ^ <code identifying error (CE)>, whose CE
+// sits in subcomponents; the reason goes in the CE's text, as other engines
+// do, since there is no user-message field:
+//
+//	ERR|^^^207&<reason>&HL70357
+//
+// A nil m is answered like NakUnparsable, with code.
+func Ack(m *Message, code AckCode, reason string) []byte {
+	cond := CondInternalError
+	if code.Outcome() == Accept {
+		cond = CondAccepted
+	}
+	return AckCondition(m, code, cond, reason)
+}
+
+// AckCondition is Ack with the ERR segment's condition chosen by the
+// caller.
+func AckCondition(m *Message, code AckCode, cond Condition, reason string) []byte {
+	if m == nil {
+		return buildAck(defaultHeader(), code, cond, reason)
+	}
+	// Values copied raw keep their meaning (same separators), but a raw
+	// value may hold an MLLP block character (from a file inbound, say),
+	// which would make the ACK unframeable: those are hex-escaped.
+	safe := func(s string) string { return escapeBlockChars(s, m.sep) }
+	get := func(field int) string {
+		f, _ := m.field("MSH", 1, field)
+		return safe(string(f))
+	}
+	h := ackHeader{
+		sep:     m.sep,
+		sendApp: get(5), sendFac: get(6), recvApp: get(3), recvFac: get(4),
+		trigger:  safe(m.Get(Path{Segment: "MSH", Field: 9, Component: 2})),
+		control:  safe(m.ControlID()),
+		procID:   get(11),
+		version:  get(12),
+		versionN: m.Version(),
+	}
+	return buildAck(h, code, cond, reason)
+}
+
+// escapeBlockChars hex-escapes (\X0B\, \X1C\) the MLLP block characters
+// in a raw value.
+func escapeBlockChars(s string, sep Separators) string {
+	if !strings.ContainsAny(s, "\x0b\x1c") {
+		return s
+	}
+	e := string(sep.Escape)
+	return strings.NewReplacer("\x0b", e+"X0B"+e, "\x1c", e+"X1C"+e).Replace(s)
+}
+
+// NakUnparsable builds an AR for input that could not be parsed at all (no
+// MSH, bad separators, broken framing): default separators |^~\&, sending
+// application "MF", version 2.5, an empty MSA-2 (there is no control ID to
+// echo), and an ERR with condition 100 (a usable MSH segment is missing)
+// carrying reason. NakUnparsableCondition chooses another condition, e.g.
+// ConditionOf(err).
+func NakUnparsable(reason string) []byte {
+	return NakUnparsableCondition(CondSegmentSequence, reason)
+}
+
+// NakUnparsableCondition is NakUnparsable with the ERR condition chosen by
+// the caller.
+func NakUnparsableCondition(cond Condition, reason string) []byte {
+	return buildAck(defaultHeader(), AR, cond, reason)
+}
+
+// NewControlID returns a new message control ID: "MF" and 18 random
+// hexadecimal digits, 20 characters (MSH-10's length before v2.7).
+func NewControlID() string {
+	var b [9]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "MF" + strings.ToUpper(hex.EncodeToString(b[:]))
+}
+
+// ackHeader is what an ACK takes from the message it answers; raw values.
+type ackHeader struct {
+	sep                                Separators
+	sendApp, sendFac, recvApp, recvFac string // the ACK's MSH-3..6
+	trigger                            string // MSH-9.2 of the original
+	control                            string // MSH-10 of the original: MSA-2
+	procID, version                    string // MSH-11, MSH-12
+	versionN                           string // MSH-12.1
+}
+
+func defaultHeader() ackHeader {
+	return ackHeader{sep: DefaultSeparators, sendApp: "MF", procID: "P", version: defaultVersion, versionN: defaultVersion}
+}
+
+func buildAck(h ackHeader, code AckCode, cond Condition, reason string) []byte {
+	sep := h.sep
+	fs, cs, ss := string(sep.Field), string(sep.Component), string(sep.Subcomponent)
+	esc := func(s string) string { return Escape(s, sep) }
+	var b strings.Builder
+
+	msgType := "ACK"
+	if h.trigger != "" {
+		msgType += cs + h.trigger
+		if !versionBefore(h.versionN, 2, 3, 1) {
+			msgType += cs + "ACK"
+		}
+	}
+	b.WriteString("MSH" + fs + sep.EncodingCharacters())
+	for _, f := range []string{h.sendApp, h.sendFac, h.recvApp, h.recvFac,
+		now().Format("20060102150405-0700"), "", msgType, NewControlID(), h.procID, h.version} {
+		b.WriteString(fs + f)
+	}
+	b.WriteByte('\r')
+
+	reason = strings.TrimSpace(reason)
+	b.WriteString("MSA" + fs + esc(string(code)) + fs + h.control)
+	if reason != "" && versionBefore(h.versionN, 2, 7, 0) {
+		b.WriteString(fs + esc(truncate(reason, maxShortText)))
+	}
+	b.WriteByte('\r')
+
+	if reason != "" {
+		text := esc(truncate(reason, maxReason))
+		code := strconv.Itoa(int(cond))
+		if versionBefore(h.versionN, 2, 5, 0) {
+			b.WriteString("ERR" + fs + cs + cs + cs + code + ss + text + ss + "HL70357")
+		} else {
+			severity := "E"
+			if cond == CondAccepted {
+				severity = "I"
+			}
+			b.WriteString("ERR" + fs + fs + fs + code + cs + esc(cond.String()) + cs + "HL70357" +
+				fs + severity + fs + fs + fs + fs + text)
+		}
+		b.WriteByte('\r')
+	}
+	return []byte(b.String())
+}
+
+// truncate shortens s to at most n bytes without splitting a UTF-8
+// character.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// versionBefore reports whether the version ID v (MSH-12.1, e.g. "2.4",
+// "2.5.1") is a readable version older than major.minor.patch. An empty or
+// unreadable version is taken to be recent: false.
+func versionBefore(v string, major, minor, patch int) bool {
+	parts := strings.Split(v, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return false
+	}
+	var n [3]int
+	for i, p := range parts {
+		x, err := strconv.Atoi(p)
+		if err != nil || x < 0 || len(p) > 3 {
+			return false
+		}
+		n[i] = x
+	}
+	want := [3]int{major, minor, patch}
+	for i := range n {
+		if n[i] != want[i] {
+			return n[i] < want[i]
+		}
+	}
+	return false
+}
+
+// Acknowledgment is what ParseAck reads from an acknowledgment.
+type Acknowledgment struct {
+	// Code is MSA-1.
+	Code AckCode
+	// ControlID is MSA-2, raw: the control ID of the message acknowledged.
+	ControlID string
+	// Text is MSA-3, unescaped.
+	Text string
+	// ErrorCode is the first ERR segment's condition (ERR-3.1, or ERR-1.4.1
+	// before v2.5), or "".
+	ErrorCode string
+	// ErrorMessage gathers the ERR segments' messages, unescaped, joined
+	// with "; ": ERR-8 (user message), else the text of ERR-3 or ERR-1.4.
+	ErrorMessage string
+}
+
+// ErrNotAck is wrapped by ParseAck's error when a parsed message is not an
+// acknowledgment.
+var ErrNotAck = errors.New("hl7: not an acknowledgment")
+
+// ParseAck reads an acknowledgment (the payload of an MLLP frame answering a
+// message): any message with an MSH and an MSA segment whose MSA-1 is an
+// acknowledgment code. Parse's errors are returned as they are.
+func ParseAck(b []byte) (Acknowledgment, error) {
+	m, err := Parse(b)
+	if err != nil {
+		return Acknowledgment{}, err
+	}
+	if m.segment("MSA", 1) == nil {
+		return Acknowledgment{}, fmt.Errorf("%w: no MSA segment", ErrNotAck)
+	}
+	get := func(p Path) string { return m.Get(p) }
+	text := func(p Path) string { return Unescape(m.Get(p), m.sep) }
+	a := Acknowledgment{
+		Code:      AckCode(get(Path{Segment: "MSA", Field: 1})),
+		ControlID: get(Path{Segment: "MSA", Field: 2}),
+		Text:      text(Path{Segment: "MSA", Field: 3}),
+	}
+	if !a.Code.Valid() {
+		return Acknowledgment{}, fmt.Errorf("%w: MSA-1 %q is not one of AA, AE, AR, CA, CE, CR", ErrNotAck, truncate(string(a.Code), 8))
+	}
+	var msgs []string
+	for i := 1; m.segment("ERR", i) != nil; i++ {
+		code := get(Path{Segment: "ERR", Occurrence: i, Field: 3, Component: 1})
+		msg := text(Path{Segment: "ERR", Occurrence: i, Field: 8})
+		if code == "" { // pre-v2.5 layout: ERR-1.4 is a CE in subcomponents
+			code = get(Path{Segment: "ERR", Occurrence: i, Field: 1, Component: 4, Subcomponent: 1})
+			if msg == "" {
+				msg = text(Path{Segment: "ERR", Occurrence: i, Field: 1, Component: 4, Subcomponent: 2})
+			}
+		}
+		if msg == "" {
+			msg = text(Path{Segment: "ERR", Occurrence: i, Field: 3, Component: 2})
+		}
+		if a.ErrorCode == "" {
+			a.ErrorCode = code
+		}
+		if msg != "" {
+			msgs = append(msgs, msg)
+		}
+	}
+	a.ErrorMessage = strings.Join(msgs, "; ")
+	return a, nil
+}

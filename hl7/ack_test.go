@@ -1,0 +1,392 @@
+package hl7
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// controlIDPattern matches NewControlID's IDs.
+var controlIDPattern = regexp.MustCompile(`^MF[0-9A-F]{18}$`)
+
+// withClock runs f with the ACK clock fixed. Not for parallel tests.
+func withClock(t *testing.T, at time.Time, f func()) {
+	t.Helper()
+	saved := now
+	now = func() time.Time { return at }
+	defer func() { now = saved }()
+	f()
+}
+
+// maskControlID replaces the ACK's MSH-10 with CTRL, after checking it.
+func maskControlID(t *testing.T, ack []byte) string {
+	t.Helper()
+	m := mustParse(t, ack)
+	id := m.ControlID()
+	if !controlIDPattern.MatchString(id) {
+		t.Fatalf("ACK control ID %q does not look like NewControlID's", id)
+	}
+	return strings.Replace(string(ack), id, "CTRL", 1)
+}
+
+// TestAckGolden pins the exact bytes of ACKs in each layout.
+func TestAckGolden(t *testing.T) {
+	at := time.Date(2024, 1, 15, 8, 30, 20, 0, time.FixedZone("EST", -5*3600))
+	tests := []struct {
+		name   string
+		msg    string // testdata file
+		code   AckCode
+		reason string
+		want   string
+	}{
+		{"v2.5.1 enhanced accept", "adt_a01.hl7", CA, "",
+			"MSH|^~\\&|LABSYS|CENTRALLAB|EPICADT|GOODHEALTH^1.2.840.114350^ISO|20240115083020-0500||ACK^A01^ACK|CTRL|P|2.5.1\r" +
+				"MSA|CA|MSG00001\r"},
+		{"v2.5.1 commit error", "adt_a01.hl7", CE, "store failed: disk full",
+			"MSH|^~\\&|LABSYS|CENTRALLAB|EPICADT|GOODHEALTH^1.2.840.114350^ISO|20240115083020-0500||ACK^A01^ACK|CTRL|P|2.5.1\r" +
+				"MSA|CE|MSG00001|store failed: disk full\r" +
+				"ERR|||207^Application internal error^HL70357|E||||store failed: disk full\r"},
+		{"v2.3 before 2.3.1 and 2.5", "oru_r01.hl7", AE, "store failed",
+			"MSH|^~\\&|EPICADT|GOODHEALTH|LABSYS|CENTRALLAB|20240115083020-0500||ACK^R01|CTRL|P|2.3\r" +
+				"MSA|AE|LAB7788|store failed\r" +
+				"ERR|^^^207&store failed&HL70357\r"},
+		{"v2.7 withdraws MSA-3", "adt_a08_v27.hl7", CR, "no #1 | bad",
+			"MSH|^~\\&#|RECVAPP|RECVFAC|SENDAPP|SENDFAC|20240115083020-0500||ACK^A08^ACK|CTRL|T|2.7^DEU&&ISO3166\r" +
+				"MSA|CR|C27-1\r" +
+				"ERR|||207^Application internal error^HL70357|E||||no \\P\\1 \\F\\ bad\r"},
+		{"accept with a note", "adt_a01.hl7", AA, "no route matched",
+			"MSH|^~\\&|LABSYS|CENTRALLAB|EPICADT|GOODHEALTH^1.2.840.114350^ISO|20240115083020-0500||ACK^A01^ACK|CTRL|P|2.5.1\r" +
+				"MSA|AA|MSG00001|no route matched\r" +
+				"ERR|||0^Message accepted^HL70357|I||||no route matched\r"},
+	}
+	withClock(t, at, func() {
+		for _, tt := range tests {
+			m := mustParse(t, mustRead(t, tt.msg))
+			got := maskControlID(t, Ack(m, tt.code, tt.reason))
+			if got != tt.want {
+				t.Errorf("%s:\n got %q\nwant %q", tt.name, got, tt.want)
+			}
+		}
+		got := maskControlID(t, NakUnparsable("no MSH segment"))
+		want := "MSH|^~\\&|MF||||20240115083020-0500||ACK|CTRL|P|2.5\r" +
+			"MSA|AR||no MSH segment\r" +
+			"ERR|||100^Segment sequence error^HL70357|E||||no MSH segment\r"
+		if got != want {
+			t.Errorf("NakUnparsable:\n got %q\nwant %q", got, want)
+		}
+	})
+}
+
+func TestAckFields(t *testing.T) {
+	t.Parallel()
+	m := mustParse(t, mustRead(t, "adt_a01.hl7"))
+	ack := Ack(m, AcceptCode(m, Accept), "")
+	a := mustParse(t, ack)
+	if a.Separators() != m.Separators() {
+		t.Errorf("separators %+v, want the message's", a.Separators())
+	}
+	checkFields(t, a, map[string]string{
+		"MSH-3":   "LABSYS",
+		"MSH-4":   "CENTRALLAB",
+		"MSH-5":   "EPICADT",
+		"MSH-6.2": "1.2.840.114350",
+		"MSH-9":   "ACK^A01^ACK",
+		"MSH-11":  "P",
+		"MSH-12":  "2.5.1",
+		"MSH-15":  "",
+		"MSA-1":   "CA",
+		"MSA-2":   "MSG00001",
+		"MSA-3":   "",
+		"ERR-1":   "",
+	})
+	if a.ControlID() == m.ControlID() {
+		t.Error("the ACK must have a control ID of its own")
+	}
+	ts, err := time.Parse("20060102150405-0700", a.Get(Path{Segment: "MSH", Field: 7}))
+	if err != nil || time.Since(ts).Abs() > time.Minute {
+		t.Errorf("MSH-7 %q, %v: want the current time", a.Get(Path{Segment: "MSH", Field: 7}), err)
+	}
+	// Nothing of the message beyond MSH and its control ID.
+	for _, secret := range []string{"DOE", "123456", "PENICILLIN", "MAIN ST", "PID", "ADT_A01"} {
+		if strings.Contains(string(ack), secret) {
+			t.Errorf("the ACK carries %q from the message", secret)
+		}
+	}
+	if n := strings.Count(string(ack), "\r"); n != 2 {
+		t.Errorf("%d segments, want MSH and MSA", n)
+	}
+}
+
+func TestAckMessageTypeWithoutTrigger(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"MSH|^~\\&|A|B|C|D|||ACK|1|P|2.5\r":       "ACK",
+		"MSH|^~\\&|A|B|C|D||||1|P|2.5\r":          "ACK",
+		"MSH|^~\\&|A|B|C|D|||QRY^Q01|1|P|2.2\r":   "ACK^Q01",
+		"MSH|^~\\&|A|B|C|D|||ADT^A04|1|P|2.3.1\r": "ACK^A04^ACK",
+		"MSH|^~\\&|A|B|C|D|||ADT^A04|1|P\r":       "ACK^A04^ACK",
+	} {
+		a := mustParse(t, Ack(mustParse(t, []byte(in)), AA, ""))
+		if got := a.MessageType(); got != want {
+			t.Errorf("ACK to %q: MSH-9 %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestAckReasonIsEscapedAndBounded(t *testing.T) {
+	t.Parallel()
+	m := mustParse(t, mustRead(t, "adt_a01.hl7"))
+	reason := "bad | field ^ comp ~ rep \\ esc & sub\r\nnext line\x0b\x1c"
+	ack := Ack(m, AE, reason)
+	if strings.ContainsAny(string(ack), "\n\x0b\x1c") {
+		t.Fatalf("ACK %q carries raw control characters", ack)
+	}
+	a, err := ParseAck(ack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "bad | field ^ comp ~ rep \\ esc & sub  next line  "
+	if a.ErrorMessage != want {
+		t.Errorf("ERR-8 read back %q, want %q", a.ErrorMessage, want)
+	}
+	if a.Text != want {
+		t.Errorf("MSA-3 read back %q, want %q", a.Text, want)
+	}
+
+	long := strings.Repeat("é", 600) // 1200 bytes
+	a, err = ParseAck(Ack(m, AE, long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Text) != 80 || len(a.ErrorMessage) != 1000 || !strings.HasPrefix(long, a.Text) || !strings.HasPrefix(long, a.ErrorMessage) {
+		t.Errorf("MSA-3 %d bytes, ERR-8 %d bytes: want 80 and 1000, cut between characters", len(a.Text), len(a.ErrorMessage))
+	}
+}
+
+// TestAckBlockCharactersInCopiedFields: found by FuzzParse
+// (testdata/fuzz/FuzzParse/873b474a8096fc68). A raw MSH value holding an
+// MLLP block character (possible from a file inbound) once made the ACK
+// unframeable; such bytes are now hex-escaped.
+func TestAckBlockCharactersInCopiedFields(t *testing.T) {
+	t.Parallel()
+	m := mustParse(t, []byte("MSH|^~\\&|APP\x1c|FAC|R\x0bAPP|RF|||ADT^A\x1c01|C\x1c1|P|2.5\r"))
+	ack := Ack(m, AA, "")
+	if _, err := AppendFrame(nil, ack); err != nil {
+		t.Fatalf("the ACK cannot be framed: %v", err)
+	}
+	a := mustParse(t, ack)
+	checkFields(t, a, map[string]string{
+		"MSH-3":   "R\\X0B\\APP",
+		"MSH-5":   "APP\\X1C\\",
+		"MSH-9.2": "A\\X1C\\01",
+		"MSA-2":   "C\\X1C\\1",
+	})
+	if got := Unescape(a.Get(MustParsePath("MSA-2")), a.Separators()); got != m.ControlID() {
+		t.Errorf("MSA-2 decodes to %q, want %q", got, m.ControlID())
+	}
+}
+
+func TestAckCondition(t *testing.T) {
+	t.Parallel()
+	m := mustParse(t, mustRead(t, "adt_a01.hl7"))
+	a, err := ParseAck(AckCondition(m, AR, CondRequiredFieldMissing, "PID-3 is empty"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Code != AR || a.ErrorCode != "101" || a.ErrorMessage != "PID-3 is empty" {
+		t.Errorf("read back %+v", a)
+	}
+	am := mustParse(t, AckCondition(m, AR, CondRequiredFieldMissing, "x"))
+	if got := am.Get(MustParsePath("ERR-3.2")); got != "Required field missing" {
+		t.Errorf("ERR-3.2 = %q", got)
+	}
+}
+
+func TestAckNilMessage(t *testing.T) {
+	t.Parallel()
+	a, err := ParseAck(Ack(nil, AE, "listener stopping"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Code != AE || a.ControlID != "" || a.ErrorMessage != "listener stopping" {
+		t.Errorf("read back %+v", a)
+	}
+}
+
+func TestNakUnparsable(t *testing.T) {
+	t.Parallel()
+	_, perr := Parse([]byte("MSH|^^\\&|x"))
+	nak := NakUnparsableCondition(ConditionOf(perr), perr.Error())
+	m := mustParse(t, nak)
+	checkFields(t, m, map[string]string{"MSH-3": "MF", "MSH-9": "ACK", "MSH-11": "P", "MSH-12": "2.5", "MSA-1": "AR", "MSA-2": "", "ERR-3.1": "102", "ERR-4": "E"})
+	a, err := ParseAck(nak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reason quotes separator characters: they come back intact.
+	if a.ErrorMessage != perr.Error() {
+		t.Errorf("ERR-8 read back %q, want %q", a.ErrorMessage, perr.Error())
+	}
+}
+
+func TestAcceptCodeAndMode(t *testing.T) {
+	t.Parallel()
+	original := mustParse(t, mustRead(t, "oru_r01.hl7"))
+	enhanced := mustParse(t, mustRead(t, "adt_a01.hl7"))
+	appOnly := mustParse(t, []byte("MSH|^~\\&|A|B|C|D|||ADT^A01|1|P|2.5||||AL\r"))
+	if AckModeEnhanced(original) || !AckModeEnhanced(enhanced) || AckModeEnhanced(appOnly) || AckModeEnhanced(nil) {
+		t.Error("AckModeEnhanced must follow MSH-15")
+	}
+	for _, tt := range []struct {
+		m    *Message
+		o    Outcome
+		want AckCode
+	}{
+		{original, Accept, AA}, {original, Error, AE}, {original, Reject, AR},
+		{enhanced, Accept, CA}, {enhanced, Error, CE}, {enhanced, Reject, CR},
+		{nil, Reject, AR},
+	} {
+		if got := AcceptCode(tt.m, tt.o); got != tt.want {
+			t.Errorf("AcceptCode(%v) = %s, want %s", tt.o, got, tt.want)
+		}
+		if got := tt.want.Outcome(); got != tt.o {
+			t.Errorf("%s.Outcome() = %v, want %v", tt.want, got, tt.o)
+		}
+	}
+	if AckCode("XX").Valid() || !CR.Valid() || AckCode("XX").Outcome() != Error {
+		t.Error("AckCode validity")
+	}
+	if Reject.String() != "reject" || Outcome(9).String() != "Outcome(9)" {
+		t.Error("Outcome.String")
+	}
+}
+
+func TestShouldAck(t *testing.T) {
+	t.Parallel()
+	msg := func(msh15 string) *Message {
+		return mustParse(t, []byte("MSH|^~\\&|A|B|C|D|||ADT^A01|1|P|2.5|||"+msh15+"|AL\r"))
+	}
+	for _, tt := range []struct {
+		msh15          string
+		accept, reject bool
+	}{
+		{"", true, true}, {"AL", true, true}, {"NE", false, false}, {"ER", false, true}, {"SU", true, false}, {"??", true, true},
+	} {
+		m := msh(tt.msh15, msg)
+		if got := ShouldAck(m, AcceptCode(m, Accept)); got != tt.accept {
+			t.Errorf("MSH-15 %q: ShouldAck(accept) = %v", tt.msh15, got)
+		}
+		if got := ShouldAck(m, AcceptCode(m, Reject)); got != tt.reject {
+			t.Errorf("MSH-15 %q: ShouldAck(reject) = %v", tt.msh15, got)
+		}
+	}
+}
+
+func msh(v string, f func(string) *Message) *Message { return f(v) }
+
+func TestParseAck(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		want Acknowledgment
+		err  error
+	}{
+		{"AA", "MSH|^~\\&|R|RF|S|SF|20240101||ACK^A01^ACK|9|P|2.5\rMSA|AA|MSG1\r",
+			Acknowledgment{Code: AA, ControlID: "MSG1"}, nil},
+		{"LF endings", "MSH|^~\\&|R|RF|S|SF|20240101||ACK|9|P|2.5\nMSA|CA|MSG1\n",
+			Acknowledgment{Code: CA, ControlID: "MSG1"}, nil},
+		{"AE with ERR-8", "MSH|^~\\&|R|RF|S|SF|20240101||ACK|9|P|2.5\rMSA|AE|MSG1|short\rERR|||206^Application record locked^HL70357|E||||record \\T\\ locked\r",
+			Acknowledgment{Code: AE, ControlID: "MSG1", Text: "short", ErrorCode: "206", ErrorMessage: "record & locked"}, nil},
+		{"ERR-3 text only", "MSH|^~\\&|R|RF|S|SF|20240101||ACK|9|P|2.5\rMSA|AR|MSG1\rERR|||200^Unsupported message type^HL70357|E\r",
+			Acknowledgment{Code: AR, ControlID: "MSG1", ErrorCode: "200", ErrorMessage: "Unsupported message type"}, nil},
+		{"pre-2.5 ERR-1", "MSH|^~\\&|R|RF|S|SF|20240101||ACK|9|P|2.4\rMSA|AR|MSG1|rejected\rERR|PID^1^3^101&Required field missing&HL70357\r",
+			Acknowledgment{Code: AR, ControlID: "MSG1", Text: "rejected", ErrorCode: "101", ErrorMessage: "Required field missing"}, nil},
+		{"several ERR", "MSH|^~\\&|R|RF|S|SF|20240101||ACK|9|P|2.5\rMSA|CE|MSG1\rERR|||101|E||||one\rERR|||102|E||||two\r",
+			Acknowledgment{Code: CE, ControlID: "MSG1", ErrorCode: "101", ErrorMessage: "one; two"}, nil},
+		{"application ACK of another type", "MSH|^~\\&|R|RF|S|SF|20240101||RRI^I12^RRI_I12|9|P|2.5\rMSA|AA|MSG1\rRF1|A\r",
+			Acknowledgment{Code: AA, ControlID: "MSG1"}, nil},
+		{"no MSA", "MSH|^~\\&|R|RF|S|SF|20240101||ACK|9|P|2.5\r", Acknowledgment{}, ErrNotAck},
+		{"bad code", "MSH|^~\\&|R|RF|S|SF|20240101||ACK|9|P|2.5\rMSA|OK|MSG1\r", Acknowledgment{}, ErrNotAck},
+		{"empty code", "MSH|^~\\&|R|RF|S|SF|20240101||ACK|9|P|2.5\rMSA||MSG1\r", Acknowledgment{}, ErrNotAck},
+		{"not HL7", "HTTP/1.1 400 Bad Request\r\n", Acknowledgment{}, ErrNoMSH},
+	}
+	for _, tt := range tests {
+		got, err := ParseAck([]byte(tt.in))
+		if tt.err != nil {
+			if !errors.Is(err, tt.err) {
+				t.Errorf("%s: error %v, want %v", tt.name, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("%s: ParseAck = %+v, %v; want %+v", tt.name, got, err, tt.want)
+		}
+	}
+}
+
+func TestAckRoundTripsEveryCode(t *testing.T) {
+	t.Parallel()
+	for _, file := range []string{"adt_a01.hl7", "oru_r01.hl7", "adt_a08_v27.hl7"} {
+		m := mustParse(t, mustRead(t, file))
+		for _, code := range []AckCode{AA, AE, AR, CA, CE, CR} {
+			for _, reason := range []string{"", "why ^ not"} {
+				a, err := ParseAck(Ack(m, code, reason))
+				if err != nil {
+					t.Fatalf("%s %s: %v", file, code, err)
+				}
+				if a.Code != code || a.ControlID != m.ControlID() || a.ErrorMessage != reason {
+					t.Errorf("%s %s %q: read back %+v", file, code, reason, a)
+				}
+			}
+		}
+	}
+}
+
+func TestNewControlID(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for range 1000 {
+		id := NewControlID()
+		if !controlIDPattern.MatchString(id) || seen[id] {
+			t.Fatalf("control ID %q: malformed or repeated", id)
+		}
+		seen[id] = true
+	}
+}
+
+func TestVersionBefore(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		v    string
+		want bool // before 2.5
+	}{
+		{"2.1", true}, {"2.3.1", true}, {"2.4", true}, {"2.5", false}, {"2.5.1", false}, {"2.10", false},
+		{"", false}, {"3", false}, {"2.x", false}, {"2.4.1.1", false}, {"-2.4", false}, {"2.-4", false},
+	} {
+		if got := versionBefore(tt.v, 2, 5, 0); got != tt.want {
+			t.Errorf("versionBefore(%q, 2.5) = %v", tt.v, got)
+		}
+	}
+}
+
+func TestConditionOf(t *testing.T) {
+	t.Parallel()
+	_, noMSH := Parse([]byte("PID|1"))
+	_, badSep := Parse([]byte("MSH|^^\\&"))
+	_, notFramed := NewFrameReader(strings.NewReader("x"), 10).ReadFrame()
+	_, tooLarge := NewFrameReader(strings.NewReader(frame("12345678901")), 10).ReadFrame()
+	for err, want := range map[error]Condition{
+		nil: CondAccepted, noMSH: CondSegmentSequence, badSep: CondDataType,
+		notFramed: CondSegmentSequence, tooLarge: CondValueTooLong, errors.New("x"): CondInternalError,
+	} {
+		if got := ConditionOf(err); got != want {
+			t.Errorf("ConditionOf(%v) = %d, want %d", err, got, want)
+		}
+	}
+	if CondInternalError.String() != "Application internal error" || Condition(42).String() != "Condition 42" {
+		t.Error("Condition.String")
+	}
+}

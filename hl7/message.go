@@ -1,0 +1,280 @@
+package hl7
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNoMSH is wrapped by Parse's error when the input's first segment is
+	// not an MSH segment (or there is no segment at all).
+	ErrNoMSH = errors.New("hl7: first segment is not MSH")
+
+	// ErrBadSeparators is wrapped by Parse's error when MSH-1 or MSH-2 do not
+	// define a usable set of delimiters; the error says what is wrong.
+	ErrBadSeparators = errors.New("hl7: bad separators")
+)
+
+// Separators are a message's delimiters, read from MSH-1 and MSH-2.
+type Separators struct {
+	Field        byte // MSH-1, usually '|'
+	Component    byte // MSH-2[0], usually '^'
+	Repetition   byte // MSH-2[1], usually '~'
+	Escape       byte // MSH-2[2], usually '\'
+	Subcomponent byte // MSH-2[3], usually '&'
+	// Truncation is MSH-2[4] (HL7 v2.7 and later, usually '#'), or 0 when
+	// MSH-2 has only four characters.
+	Truncation byte
+}
+
+// DefaultSeparators are HL7's recommended delimiters, |^~\&.
+var DefaultSeparators = Separators{Field: '|', Component: '^', Repetition: '~', Escape: '\\', Subcomponent: '&'}
+
+// EncodingCharacters returns MSH-2: the component, repetition, escape and
+// subcomponent characters, and the truncation character if there is one.
+func (s Separators) EncodingCharacters() string {
+	b := []byte{s.Component, s.Repetition, s.Escape, s.Subcomponent}
+	if s.Truncation != 0 {
+		b = append(b, s.Truncation)
+	}
+	return string(b)
+}
+
+// Message is a parsed HL7 v2 message. It keeps the bytes it was parsed from,
+// untouched, and locates fields on demand. A Message is immutable and safe
+// for concurrent use.
+//
+// Field values are returned raw: escape sequences (\F\, \S\, \T\, \R\, \E\,
+// \Xhh\, ...) are not decoded. Use Unescape to decode a value for display.
+type Message struct {
+	raw  []byte
+	sep  Separators
+	segs [][]byte // the non-empty segments, in order; slices of raw
+}
+
+// Parse parses an HL7 v2 message (the payload of an MLLP frame).
+//
+// Segments are separated by CR, as the standard says; LF and CRLF are
+// accepted too, and empty lines are skipped. The first segment must be MSH
+// (else the error wraps ErrNoMSH), and MSH-1 and MSH-2 must define distinct,
+// non-alphanumeric, printable ASCII delimiters: the field separator and four
+// encoding characters, or five with the truncation character of v2.7+ (else
+// the error wraps ErrBadSeparators and says why). Nothing else is checked:
+// an engine passes on what it cannot interpret.
+//
+// The Message refers to b, which the caller must not modify afterwards.
+// Errors never quote the message's content beyond a segment ID.
+func Parse(b []byte) (*Message, error) {
+	m := &Message{raw: b}
+	for rest := b; len(rest) > 0; {
+		i := bytes.IndexAny(rest, "\r\n")
+		line := rest
+		if i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		if len(line) > 0 {
+			m.segs = append(m.segs, line)
+		}
+	}
+	if len(m.segs) == 0 {
+		return nil, fmt.Errorf("%w: the message is empty", ErrNoMSH)
+	}
+	msh := m.segs[0]
+	if !bytes.HasPrefix(msh, []byte("MSH")) {
+		return nil, fmt.Errorf("%w: it starts with %s", ErrNoMSH, quotePrefix(msh))
+	}
+	sep, err := parseSeparators(msh)
+	if err != nil {
+		return nil, err
+	}
+	m.sep = sep
+	return m, nil
+}
+
+// quotePrefix names the start of a segment that is not MSH, without quoting
+// more than a segment ID's worth of it (it may be patient data).
+func quotePrefix(seg []byte) string {
+	if len(seg) > 3 {
+		seg = seg[:3]
+	}
+	return fmt.Sprintf("%q", seg)
+}
+
+// parseSeparators reads MSH-1 and MSH-2 from the MSH segment.
+func parseSeparators(msh []byte) (Separators, error) {
+	bad := func(format string, args ...any) (Separators, error) {
+		return Separators{}, fmt.Errorf("%w: %s", ErrBadSeparators, fmt.Sprintf(format, args...))
+	}
+	if len(msh) < 4 {
+		return bad("the MSH segment ends before its field separator (MSH-1)")
+	}
+	fs := msh[3]
+	if reason := delimiterProblem(fs); reason != "" {
+		return bad("field separator (MSH-1) %s", reason)
+	}
+	enc := msh[4:]
+	if i := bytes.IndexByte(enc, fs); i >= 0 {
+		enc = enc[:i]
+	}
+	switch {
+	case len(enc) < 4:
+		return bad("MSH-2 has %d encoding characters, want 4 (component, repetition, escape, subcomponent)", len(enc))
+	case len(enc) > 5:
+		return bad("MSH-2 has %d encoding characters, want 4, or 5 with the truncation character", len(enc))
+	}
+	names := [...]string{"field separator (MSH-1)", "component separator (MSH-2.1)", "repetition separator (MSH-2.2)",
+		"escape character (MSH-2.3)", "subcomponent separator (MSH-2.4)", "truncation character (MSH-2.5)"}
+	all := append([]byte{fs}, enc...)
+	for i := 1; i < len(all); i++ {
+		if reason := delimiterProblem(all[i]); reason != "" {
+			return bad("%s %s", names[i], reason)
+		}
+		for j := 0; j < i; j++ {
+			if all[j] == all[i] {
+				return bad("%s %q is also the %s", names[i], all[i], names[j])
+			}
+		}
+	}
+	s := Separators{Field: fs, Component: enc[0], Repetition: enc[1], Escape: enc[2], Subcomponent: enc[3]}
+	if len(enc) == 5 {
+		s.Truncation = enc[4]
+	}
+	return s, nil
+}
+
+// delimiterProblem says why c cannot be a delimiter, or returns "".
+func delimiterProblem(c byte) string {
+	switch {
+	case c == '\r' || c == '\n':
+		return "is a line break"
+	case c >= '0' && c <= '9', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		return fmt.Sprintf("%q is alphanumeric", c)
+	case c == ' ':
+		return "is a space"
+	case c < 0x20 || c == 0x7f:
+		return fmt.Sprintf("is the control character 0x%02x", c)
+	case c >= 0x80:
+		return fmt.Sprintf("is the non-ASCII byte 0x%02x", c)
+	}
+	return ""
+}
+
+// Raw returns the bytes the message was parsed from, untouched.
+func (m *Message) Raw() []byte { return m.raw }
+
+// Separators returns the message's delimiters.
+func (m *Message) Separators() Separators { return m.sep }
+
+// ControlID returns MSH-10, the message control ID, raw.
+func (m *Message) ControlID() string { return m.Get(Path{Segment: "MSH", Field: 10}) }
+
+// MessageType returns MSH-9 as sent, e.g. "ADT^A01^ADT_A01".
+func (m *Message) MessageType() string { return m.Get(Path{Segment: "MSH", Field: 9}) }
+
+// Version returns the version ID, MSH-12.1 (e.g. "2.5.1"), without the
+// internationalisation components MSH-12 may carry.
+func (m *Message) Version() string { return m.Get(Path{Segment: "MSH", Field: 12, Component: 1}) }
+
+// AcceptAckType returns MSH-15 (AL, NE, ER, SU or empty).
+func (m *Message) AcceptAckType() string { return m.Get(Path{Segment: "MSH", Field: 15}) }
+
+// AppAckType returns MSH-16 (AL, NE, ER, SU or empty).
+func (m *Message) AppAckType() string { return m.Get(Path{Segment: "MSH", Field: 16}) }
+
+// Field parses path (see ParsePath) and returns its value, raw; a part the
+// message does not have is "". The error is ParsePath's.
+func (m *Message) Field(path string) (string, error) {
+	p, err := ParsePath(path)
+	if err != nil {
+		return "", err
+	}
+	return m.Get(p), nil
+}
+
+// Get returns the value at p, raw (escape sequences are not decoded); a part
+// the message does not have is "". A path without a component returns the
+// whole repetition, with its component separators; one with a component but
+// no subcomponent returns the whole component.
+//
+// MSH is numbered as the standard numbers it: MSH-1 is the field separator,
+// MSH-2 the encoding characters (neither is split into components), MSH-3
+// the sending application.
+func (m *Message) Get(p Path) string {
+	return string(m.get(p))
+}
+
+func (m *Message) get(p Path) []byte {
+	field, ok := m.field(p.Segment, max(p.Occurrence, 1), p.Field)
+	if !ok {
+		return nil
+	}
+	rep, comp, sub := max(p.Repetition, 1), p.Component, p.Subcomponent
+	if p.Segment == "MSH" && p.Field <= 2 {
+		// MSH-1 and MSH-2 are the delimiters themselves: never split.
+		if rep > 1 || comp > 1 || sub > 1 {
+			return nil
+		}
+		return field
+	}
+	v, ok := nth(field, m.sep.Repetition, rep-1)
+	if !ok || comp == 0 {
+		return v
+	}
+	if v, ok = nth(v, m.sep.Component, comp-1); !ok || sub == 0 {
+		return v
+	}
+	v, _ = nth(v, m.sep.Subcomponent, sub-1)
+	return v
+}
+
+// field returns the whole of field n (1-based) of the occurrence-th
+// (1-based) segment named seg, with its repetitions.
+func (m *Message) field(seg string, occurrence, n int) ([]byte, bool) {
+	if len(seg) != 3 || n < 1 {
+		return nil, false
+	}
+	s := m.segment(seg, occurrence)
+	if s == nil {
+		return nil, false
+	}
+	if seg == "MSH" {
+		if n == 1 {
+			return s[3:4], true
+		}
+		// MSH-2 is the first piece after the field separator: MSH-n is
+		// piece n-1, where other segments' field n is piece n.
+		n--
+	}
+	return nth(s, m.sep.Field, n)
+}
+
+// segment returns the occurrence-th (1-based) segment named seg, or nil.
+func (m *Message) segment(seg string, occurrence int) []byte {
+	for _, s := range m.segs {
+		if len(s) >= 3 && string(s[:3]) == seg && (len(s) == 3 || s[3] == m.sep.Field) {
+			if occurrence--; occurrence == 0 {
+				return s
+			}
+		}
+	}
+	return nil
+}
+
+// nth returns the i-th (0-based) piece of b split at sep, and whether b has
+// that many pieces.
+func nth(b []byte, sep byte, i int) ([]byte, bool) {
+	for ; i > 0; i-- {
+		j := bytes.IndexByte(b, sep)
+		if j < 0 {
+			return nil, false
+		}
+		b = b[j+1:]
+	}
+	if j := bytes.IndexByte(b, sep); j >= 0 {
+		b = b[:j]
+	}
+	return b, true
+}

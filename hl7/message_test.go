@@ -1,0 +1,290 @@
+package hl7
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+func mustRead(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func mustParse(t testing.TB, b []byte) *Message {
+	t.Helper()
+	m, err := Parse(b)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return m
+}
+
+// checkFields asserts m's value at each path.
+func checkFields(t *testing.T, m *Message, want map[string]string) {
+	t.Helper()
+	for path, w := range want {
+		got, err := m.Field(path)
+		if err != nil {
+			t.Errorf("Field(%q): %v", path, err)
+			continue
+		}
+		if got != w {
+			t.Errorf("Field(%q) = %q, want %q", path, got, w)
+		}
+	}
+}
+
+func TestParseADT(t *testing.T) {
+	t.Parallel()
+	raw := mustRead(t, "adt_a01.hl7")
+	m := mustParse(t, raw)
+
+	if !bytes.Equal(m.Raw(), raw) || &m.Raw()[0] != &raw[0] {
+		t.Error("Raw() must be the parsed bytes, untouched")
+	}
+	if m.Separators() != DefaultSeparators {
+		t.Errorf("Separators() = %+v", m.Separators())
+	}
+	if got := m.ControlID(); got != "MSG00001" {
+		t.Errorf("ControlID() = %q", got)
+	}
+	if got := m.MessageType(); got != "ADT^A01^ADT_A01" {
+		t.Errorf("MessageType() = %q", got)
+	}
+	if got := m.Version(); got != "2.5.1" {
+		t.Errorf("Version() = %q", got)
+	}
+	if m.AcceptAckType() != "AL" || m.AppAckType() != "NE" {
+		t.Errorf("AcceptAckType, AppAckType = %q, %q", m.AcceptAckType(), m.AppAckType())
+	}
+	checkFields(t, m, map[string]string{
+		"MSH-1":      "|",
+		"MSH-2":      `^~\&`,
+		"MSH-2.1":    `^~\&`, // MSH-2 is never split
+		"MSH-2.2":    "",
+		"MSH-1[2]":   "",
+		"MSH-3":      "EPICADT",
+		"MSH-4":      "GOODHEALTH^1.2.840.114350^ISO",
+		"MSH-4.2":    "1.2.840.114350",
+		"MSH-4.3":    "ISO",
+		"MSH-4.4":    "",
+		"MSH-7":      "20240115083015-0500",
+		"MSH-8":      "",
+		"MSH-9.1":    "ADT",
+		"MSH-9.2":    "A01",
+		"MSH-9.3":    "ADT_A01",
+		"MSH-10":     "MSG00001",
+		"MSH-11":     "P",
+		"MSH-17":     "",
+		"MSH[2]-3":   "",
+		"EVN-1":      "A01",
+		"EVN-5":      "JSMITH^Smith^John^^^^^^GOODHEALTH",
+		"EVN-5.9":    "GOODHEALTH",
+		"PID-3":      "123456^^^GOODHEALTH^MR", // the first repetition, raw
+		"PID-3.1":    "123456",
+		"PID-3.4":    "GOODHEALTH",
+		"PID-3[2]":   "987-65-4320^^^USSSA^SS",
+		"PID-3[2].5": "SS",
+		"PID-3[3]":   "",
+		"PID-5":      "DOE^JANE^Q^^^^L",
+		"PID-5[2].1": "ROE",
+		"PID-7":      "19800101",
+		"PID-11.2":   `APT 4\S\B`, // raw: escapes are not decoded
+		"PID-18":     "ACC1001^^^GOODHEALTH^AN",
+		"PID-99":     "",
+		"PID[2]-3":   "",
+		"PV1-3":      "2000^2012^01^GOODHEALTH",
+		"PV1-3.3":    "01",
+		"PV1-7.1":    "004777",
+		"AL1-3.2":    "PENICILLIN",
+		"AL1[2]-3.2": "ASPIRIN",
+		"AL1[2]-3.3": "",
+		"AL1[3]-3":   "",
+		"DG1-3.1":    "I10",
+		"ZZZ-1":      "",
+	})
+}
+
+func TestParseORU(t *testing.T) {
+	t.Parallel()
+	m := mustParse(t, mustRead(t, "oru_r01.hl7"))
+	if m.MessageType() != "ORU^R01" || m.ControlID() != "LAB7788" || m.Version() != "2.3" {
+		t.Errorf("MSH: type %q, control %q, version %q", m.MessageType(), m.ControlID(), m.Version())
+	}
+	checkFields(t, m, map[string]string{
+		"OBR-4.2":    "Comprehensive metabolic panel",
+		"OBX-3.1":    "2345-7",
+		"OBX-5":      "105",
+		"OBX[2]-3.2": "Creatinine",
+		"OBX[2]-5":   "0.9",
+		"OBX[3]-5":   `Fasting 12h\.br\Repeat in 3 months \T\ call patient`,
+		"OBX[4]-5":   "",
+		"NTE-3":      "Specimen received 09:05",
+	})
+	if m.AcceptAckType() != "" || m.AppAckType() != "" {
+		t.Error("a v2.3 message without MSH-15/16 has empty ack types")
+	}
+}
+
+func TestParseV27TruncationCharacter(t *testing.T) {
+	t.Parallel()
+	m := mustParse(t, mustRead(t, "adt_a08_v27.hl7"))
+	want := Separators{Field: '|', Component: '^', Repetition: '~', Escape: '\\', Subcomponent: '&', Truncation: '#'}
+	if m.Separators() != want {
+		t.Fatalf("Separators() = %+v, want %+v", m.Separators(), want)
+	}
+	if got := m.Separators().EncodingCharacters(); got != `^~\&#` {
+		t.Errorf("EncodingCharacters() = %q", got)
+	}
+	if m.Version() != "2.7" {
+		t.Errorf("Version() = %q, want MSH-12.1 only", m.Version())
+	}
+	checkFields(t, m, map[string]string{
+		"MSH-2":      `^~\&#`,
+		"MSH-12":     "2.7^DEU&&ISO3166",
+		"MSH-12.2":   "DEU&&ISO3166",
+		"MSH-12.2.1": "DEU",
+		"MSH-12.2.2": "",
+		"MSH-12.2.3": "ISO3166",
+		"MSH-12.2.4": "",
+		"MSH-16":     "AL",
+		"PID-5.2":    "MAX",
+	})
+}
+
+func TestParseLineEndings(t *testing.T) {
+	t.Parallel()
+	cr := string(mustRead(t, "adt_a01.hl7"))
+	variants := map[string]string{
+		"CR":                  cr,
+		"LF":                  strings.ReplaceAll(cr, "\r", "\n"),
+		"CRLF":                strings.ReplaceAll(cr, "\r", "\r\n"),
+		"no final terminator": strings.TrimSuffix(cr, "\r"),
+		"blank lines":         "\r\n" + strings.ReplaceAll(cr, "\r", "\r\n\n") + "\n\n",
+	}
+	for name, in := range variants {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			m := mustParse(t, []byte(in))
+			if m.Raw() == nil || string(m.Raw()) != in {
+				t.Fatal("Raw() changed")
+			}
+			checkFields(t, m, map[string]string{
+				"MSH-10":     "MSG00001",
+				"PID-3.1":    "123456",
+				"AL1[2]-3.2": "ASPIRIN",
+				"DG1-6":      "A", // the last field of the last segment
+				"PV1-44":     "20240115083000",
+			})
+		})
+	}
+}
+
+func TestParseCustomSeparators(t *testing.T) {
+	t.Parallel()
+	m := mustParse(t, []byte("MSH#$*@%#APP$NS#FAC#R#RF#2024##ORU$R01#CTL#P#2.4\rPID#1##ID1$$$AUTH*ID2$$$OTHER##NAME$GIVEN%SUB\rOBX#1#ST###a|b^c~d\r"))
+	want := Separators{Field: '#', Component: '$', Repetition: '*', Escape: '@', Subcomponent: '%'}
+	if m.Separators() != want {
+		t.Fatalf("Separators() = %+v", m.Separators())
+	}
+	checkFields(t, m, map[string]string{
+		"MSH-1":      "#",
+		"MSH-2":      "$*@%",
+		"MSH-3":      "APP$NS",
+		"MSH-3.2":    "NS",
+		"MSH-9.2":    "R01",
+		"MSH-10":     "CTL",
+		"PID-3":      "ID1$$$AUTH",
+		"PID-3[2].4": "OTHER",
+		"PID-5.2":    "GIVEN%SUB",
+		"PID-5.2.2":  "SUB",
+		"OBX-5":      "a|b^c~d", // the usual delimiters are plain data here
+	})
+}
+
+func TestParseSegmentMatching(t *testing.T) {
+	t.Parallel()
+	m := mustParse(t, []byte("MSH|^~\\&|A\rPIDX|wrong\rPID\rPID|second\rZPI|z1|z2\r"))
+	checkFields(t, m, map[string]string{
+		"PID-1":    "",       // the first PID has no fields
+		"PID[2]-1": "second", // PIDX is not a PID
+		"PID[3]-1": "",
+		"ZPI-2":    "z2",
+	})
+}
+
+func TestParseErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in string
+		target   error
+		says     string
+	}{
+		{"empty", "", ErrNoMSH, "empty"},
+		{"only line breaks", "\r\n\r", ErrNoMSH, "empty"},
+		{"PID first", "PID|1||123\rMSH|^~\\&|A\r", ErrNoMSH, `starts with "PID"`},
+		{"batch header", "FHS|^~\\&\rBHS|^~\\&\rMSH|^~\\&\r", ErrNoMSH, `"FHS"`},
+		{"lower-case msh", "msh|^~\\&|A\r", ErrNoMSH, `"msh"`},
+		{"MSH only", "MSH\rPID|1", ErrBadSeparators, "ends before its field separator"},
+		{"no encoding characters", "MSH||A|B", ErrBadSeparators, "MSH-2 has 0 encoding characters"},
+		{"three encoding characters", "MSH|^~\\|A", ErrBadSeparators, "MSH-2 has 3 encoding characters, want 4"},
+		{"six encoding characters", "MSH|^~\\&#!|A", ErrBadSeparators, "MSH-2 has 6 encoding characters"},
+		{"duplicate", "MSH|^^\\&|A", ErrBadSeparators, `repetition separator (MSH-2.2) '^' is also the component separator (MSH-2.1)`},
+		{"duplicate truncation", "MSH|^~\\&^|A", ErrBadSeparators, "truncation character (MSH-2.5) '^' is also the component separator"},
+		{"alphanumeric field separator", "MSHA^~\\&A", ErrBadSeparators, `field separator (MSH-1) 'A' is alphanumeric`},
+		{"digit encoding character", "MSH|^~1&|A", ErrBadSeparators, `escape character (MSH-2.3) '1' is alphanumeric`},
+		{"space", "MSH|^ \\&|A", ErrBadSeparators, "repetition separator (MSH-2.2) is a space"},
+		{"tab", "MSH|^~\\\t|A", ErrBadSeparators, "subcomponent separator (MSH-2.4) is the control character 0x09"},
+		{"non-ASCII", "MSH\xa6^~\\&\xa6A", ErrBadSeparators, "non-ASCII byte 0xa6"},
+		{"line break after MSH-2", "MSH|^~\\\r&|A", ErrBadSeparators, "MSH-2 has 3 encoding characters"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m, err := Parse([]byte(tt.in))
+			if m != nil || !errors.Is(err, tt.target) {
+				t.Fatalf("Parse = %v, %v; want an error wrapping %v", m, err, tt.target)
+			}
+			if !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("error %q does not say %q", err, tt.says)
+			}
+		})
+	}
+}
+
+func TestParseErrorDoesNotQuotePayload(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte("PATIENT SECRET NAME DOE^JANE"))
+	if err == nil || strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), "DOE") {
+		t.Fatalf("error %v quotes the payload", err)
+	}
+}
+
+func TestFieldBadPath(t *testing.T) {
+	t.Parallel()
+	m := mustParse(t, mustRead(t, "adt_a01.hl7"))
+	if _, err := m.Field("PID.3"); !errors.Is(err, ErrBadPath) {
+		t.Fatalf("Field(PID.3) error = %v, want ErrBadPath", err)
+	}
+}
+
+func TestGetZeroPath(t *testing.T) {
+	t.Parallel()
+	m := mustParse(t, mustRead(t, "adt_a01.hl7"))
+	// A hand-built Path with zero Occurrence and Repetition means the first.
+	if got := m.Get(Path{Segment: "PID", Field: 3, Component: 1}); got != "123456" {
+		t.Errorf("Get = %q", got)
+	}
+	for _, p := range []Path{{}, {Segment: "PID"}, {Segment: "PID", Field: -1}, {Segment: "PIDX", Field: 1}} {
+		if got := m.Get(p); got != "" {
+			t.Errorf("Get(%+v) = %q, want empty", p, got)
+		}
+	}
+}

@@ -1,0 +1,64 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// SQLite uses a partial index only when the query repeats its WHERE term, so
+// a harmless-looking edit to a query can silently turn a lane claim into a
+// scan of every row ever queued. The hot and recurring queue statements must
+// never scan mf_queue without an index.
+func TestQueueStatementsUseIndexes(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantIndex := map[string]string{
+		"queue_claim_next":            "mf_queue_lane_head",
+		"queue_lanes":                 "mf_queue_lane_head",
+		"queue_stats":                 "mf_queue_dead",
+		"queue_reclaim_stranded_head": "",
+		"queue_reclaim_expired":       "mf_queue_inflight",
+		"queue_recover_foreign":       "mf_queue_inflight",
+		"message_purge_queue":         "mf_queue_finished",
+		"message_purge_messages":      "mf_messages_received_at",
+		"queue_by_message":            "mf_queue_message",
+	}
+	for name, index := range wantIndex {
+		args := make([]any, strings.Count(queries.Get(name), "?"))
+		for i := range args {
+			args[i] = 1
+		}
+		rows, err := s.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+queries.Get(name), args...)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		text := strings.Join(plan, "\n")
+		for _, line := range plan {
+			if line == "SCAN mf_queue" || line == "SCAN mf_messages" {
+				t.Errorf("%s scans a whole table:\n%s", name, text)
+			}
+		}
+		if !strings.Contains(text, index) {
+			t.Errorf("%s does not use %s:\n%s", name, index, text)
+		}
+	}
+}

@@ -1,0 +1,1 @@
+SELECT version FROM mf_config WHERE name = ?1

@@ -1,0 +1,8 @@
+-- Only finished rows, only older than the cut-off, at most ?2 at a time.
+-- ?1 the cut-off age in milliseconds.
+DELETE FROM mf_queue
+ WHERE id IN (SELECT id FROM mf_queue
+               WHERE status IN ('done', 'dead')
+                 AND updated_at < CAST(round(unixepoch('subsec') * 1000) AS INTEGER) - ?1
+               ORDER BY updated_at
+               LIMIT ?2)

@@ -1,0 +1,1 @@
+SELECT version FROM mf_schema_migrations ORDER BY version

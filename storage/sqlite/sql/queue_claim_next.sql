@@ -1,0 +1,51 @@
+-- Lane claim, steps 2 and 3, in the same BEGIN IMMEDIATE transaction as the
+-- fence check and queue_reclaim_stranded_head.sql.
+--
+-- THE FIFO ARGUMENT. A lane delivers its rows in id order, one at a time,
+-- across crashes and failovers, because:
+--   (a) The head of a lane is its lowest id that is pending or inflight.
+--       Only the head is ever claimed: if the head is inflight under a live
+--       lease, or pending but not yet due (a retry backing off), nothing is
+--       claimed and the lane waits. So row n+1 is claimed only once row n is
+--       done or dead.
+--   (b) Ids become visible in id order: SQLite has one writer at a time and
+--       every write transaction is BEGIN IMMEDIATE, so ingest transactions
+--       are serialised and id n commits before id n+1 is even allocated; no
+--       claimer can see id n+1 while id n is still uncommitted. (AUTOINCREMENT
+--       also means an id is never reused after a purge.)
+--   (c) A head left inflight by a crashed or fenced leader (a stranded head)
+--       is reclaimed to pending by step 1 as soon as its lease expires, or by
+--       promotion recovery at once, and is then the head again: it is
+--       re-delivered before anything newer of its lane. Retry and recovery
+--       re-pend a row in place, keeping its id.
+--   (d) Two claimers of one lane cannot both win: BEGIN IMMEDIATE takes the
+--       single write lock before the head is read, so the second claimer
+--       starts only after the first has committed, reads the head as
+--       inflight and claims nothing. (This holds across several handles on
+--       one file too: the lock is SQLite's, not the process's.)
+--   (e) The fence (fence.sql, under the same write lock) means only the
+--       current term's leader can claim; a paused old leader's claim fails.
+-- A row may be delivered more than once (at least once), never out of order.
+--
+-- The head is read by the scalar subquery (through the partial index
+-- mf_queue_lane_head, whose WHERE term it repeats verbatim); the row is
+-- claimed only if that head is pending and due. RETURNING may not name other
+-- tables, so the payload and control id come from correlated subqueries.
+-- ?1 lane, ?2 owner, ?3 lease TTL in milliseconds.
+UPDATE mf_queue
+   SET status = 'inflight',
+       lease_owner = ?2,
+       lease_expires_at = CAST(round(unixepoch('subsec') * 1000) AS INTEGER) + ?3,
+       attempts = attempts + 1,
+       updated_at = CAST(round(unixepoch('subsec') * 1000) AS INTEGER)
+ WHERE id = (SELECT id
+               FROM mf_queue
+              WHERE lane = ?1 AND status IN ('pending', 'inflight')
+              ORDER BY id
+              LIMIT 1)
+   AND status = 'pending'
+   AND next_attempt_at <= CAST(round(unixepoch('subsec') * 1000) AS INTEGER)
+RETURNING id, message_id, destination, lane, status, attempts, next_attempt_at,
+          lease_owner, lease_expires_at, last_error, created_at, updated_at,
+          (SELECT m.payload FROM mf_messages m WHERE m.id = mf_queue.message_id),
+          (SELECT m.control_id FROM mf_messages m WHERE m.id = mf_queue.message_id)

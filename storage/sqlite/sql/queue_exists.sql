@@ -1,0 +1,1 @@
+SELECT 1 FROM mf_queue WHERE id = ?1

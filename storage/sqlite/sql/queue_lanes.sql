@@ -1,0 +1,11 @@
+-- The last column is the head's age in milliseconds on the database clock.
+SELECT q.lane, q.destination, d.depth,
+       q.id, q.message_id, q.destination, q.lane, q.status, q.attempts, q.next_attempt_at,
+       q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at,
+       CAST(round(unixepoch('subsec') * 1000) AS INTEGER) - q.created_at
+  FROM (SELECT lane, count(*) AS depth, min(id) AS head_id
+          FROM mf_queue
+         WHERE status IN ('pending', 'inflight')
+         GROUP BY lane) d
+  JOIN mf_queue q ON q.id = d.head_id
+ ORDER BY q.lane

@@ -1,0 +1,725 @@
+// Package sqlite is the SQLite dialect of storage.Store, on modernc.org/sqlite
+// (pure Go, no cgo) through database/sql. Its SQL lives in the embedded sql/
+// and migrations/ files.
+//
+// It is single-node only (Clusterable is false): SQLite is a file on one
+// machine's disk, and the WAL journal that lets readers run beside the writer
+// relies on shared memory that only processes of one host can map. Every
+// connection runs with journal_mode=WAL and synchronous=FULL, so a committed
+// ingest (and so an ACK) survives power loss, and with foreign keys on.
+//
+// Every write is one BEGIN IMMEDIATE transaction: it takes SQLite's single
+// write lock before reading anything, so writers never deadlock upgrading a
+// read lock, and several handles on one file (or processes) queue on the lock
+// for up to the busy timeout. That single writer is also what gives the lane
+// claim and ingest the ordering PostgreSQL gets from row and advisory locks;
+// see sql/queue_claim_next.sql.
+//
+// Times are stored as INTEGER Unix milliseconds computed in SQL from SQLite's
+// own clock, and returned as UTC time.Time.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/messagefoundry/mf/storage"
+)
+
+//go:embed sql/*.sql
+var sqlFS embed.FS
+
+//go:embed migrations/*.sql
+var migrationsFS embed.FS
+
+var queries = storage.MustLoadQueries(sqlFS, "sql")
+
+// Defaults of Options.
+const (
+	DefaultPoolSize    = 5
+	DefaultBusyTimeout = 10 * time.Second
+)
+
+// Options configure Open.
+type Options struct {
+	// Path is the database file, created if missing. An in-memory database
+	// is refused: it has no WAL and each connection would see its own.
+	Path string
+	// PoolSize is the maximum number of open connections (default 5). Reads
+	// run in parallel on them; writes take turns on SQLite's single writer.
+	PoolSize int
+	// BusyTimeout is how long a write waits for another handle or process
+	// to release the write lock before failing with SQLITE_BUSY (default
+	// 10s).
+	BusyTimeout time.Duration
+}
+
+// Store is the SQLite storage.Store.
+type Store struct {
+	db *sql.DB
+	// writer is taken by every write transaction of this handle. SQLite
+	// admits one writer at a time anyway; queuing here first, on a channel
+	// that honours the context, spares the pool's connections from polling
+	// the file lock through the busy handler's sleeps. Other handles and
+	// processes still meet at the file lock.
+	writer chan struct{}
+}
+
+var _ storage.Store = (*Store)(nil)
+
+// Open opens (creating if missing) the database file, and checks on a first
+// connection that the settings every connection is given (WAL,
+// synchronous=FULL, foreign keys, the busy timeout) took effect. It does not
+// migrate: call Migrate.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	if o.Path == "" || o.Path == ":memory:" {
+		return nil, fmt.Errorf("sqlite: store path %q: a database file is required", o.Path)
+	}
+	if o.PoolSize <= 0 {
+		o.PoolSize = DefaultPoolSize
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = DefaultBusyTimeout
+	}
+	db, err := sql.Open("sqlite", dsn(o))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", o.Path, err)
+	}
+	db.SetMaxOpenConns(o.PoolSize)
+	// Keep every connection: each has its own page cache and pragmas.
+	db.SetMaxIdleConns(o.PoolSize)
+	s := &Store{db: db, writer: make(chan struct{}, 1)}
+	if err := s.checkPragmas(ctx, o.BusyTimeout); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// dsn builds modernc's URI filename. The driver applies the _pragma list to
+// every new connection (busy_timeout first), and _txlock makes every
+// read-write transaction BEGIN IMMEDIATE.
+func dsn(o Options) string {
+	// In a URI filename '?' and '#' end the path and '%' escapes: keep them
+	// literal.
+	path := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(o.Path)
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	return "file:" + path + "?" + q.Encode()
+}
+
+// checkPragmas refuses a database that silently kept weaker settings.
+func (s *Store) checkPragmas(ctx context.Context, busyTimeout time.Duration) error {
+	var journal string
+	var synchronous, foreignKeys, busyMS int64
+	err := s.db.QueryRowContext(ctx, queries.Get("pragma_check")).Scan(&journal, &synchronous, &foreignKeys, &busyMS)
+	if err != nil {
+		return fmt.Errorf("sqlite: open database: %w", err)
+	}
+	// synchronous 2 is FULL.
+	if !strings.EqualFold(journal, "wal") || synchronous != 2 || foreignKeys != 1 || busyMS != busyTimeout.Milliseconds() {
+		return fmt.Errorf("sqlite: the database refused the required settings: journal_mode=%s synchronous=%d foreign_keys=%d busy_timeout=%d, want wal, 2 (FULL), 1, %d (is the file on a local disk?)",
+			journal, synchronous, foreignKeys, busyMS, busyTimeout.Milliseconds())
+	}
+	return nil
+}
+
+// DB exposes the database for tests and diagnostics. Writes made through it
+// bypass the fence.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Dialect implements storage.Store.
+func (s *Store) Dialect() string { return "sqlite" }
+
+// Clusterable implements storage.Store: SQLite is single-node only.
+func (s *Store) Clusterable() bool { return false }
+
+// Close implements storage.Store.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Ping implements storage.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, queries.Get("ping")).Scan(&n); err != nil {
+		return fmt.Errorf("sqlite: ping (is the store migrated?): %w", err)
+	}
+	if n != 1 {
+		return fmt.Errorf("sqlite: ping: %d leader lease rows, want 1", n)
+	}
+	return nil
+}
+
+// write runs fn in one BEGIN IMMEDIATE transaction, committed if fn returns
+// nil and rolled back otherwise.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	select {
+	case s.writer <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.writer }()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin immediate: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// read runs fn in a read transaction: one consistent WAL snapshot, which
+// never waits for the writer.
+func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a read has nothing to commit
+	return fn(tx)
+}
+
+// Migrate implements storage.Store: every pending migration in one BEGIN
+// IMMEDIATE transaction, whose write lock is the migration lock (SQLite DDL
+// is transactional, so a failed migration leaves nothing behind).
+func (s *Store) Migrate(ctx context.Context) error {
+	migrations, err := storage.LoadMigrations(migrationsFS, "migrations")
+	if err != nil {
+		return err
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, queries.Get("migrate_table")); err != nil {
+			return fmt.Errorf("create mf_schema_migrations: %w", err)
+		}
+		rows, err := tx.QueryContext(ctx, queries.Get("migrate_applied"))
+		if err != nil {
+			return fmt.Errorf("read applied migrations: %w", err)
+		}
+		done := map[int]bool{}
+		for rows.Next() {
+			var v int
+			if err := rows.Scan(&v); err != nil {
+				rows.Close()
+				return fmt.Errorf("read applied migrations: %w", err)
+			}
+			done[v] = true
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("read applied migrations: %w", err)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read applied migrations: %w", err)
+		}
+		for _, m := range migrations {
+			if done[m.Version] {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("apply migration %s: %w", m.Name, err)
+			}
+			if _, err := tx.ExecContext(ctx, queries.Get("migrate_record"), m.Version, m.Name); err != nil {
+				return fmt.Errorf("record migration %s: %w", m.Name, err)
+			}
+		}
+		return nil
+	})
+	return wrap("migrate", err)
+}
+
+// fenced runs fn in a write transaction that first checks the fence
+// (fence.sql). The transaction holds the write lock throughout, so no
+// election can commit in between. A mismatch is ErrFenced and the transaction
+// is rolled back.
+func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx *sql.Tx) error) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, queries.Get("fence"), f.Owner, f.Term).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return storage.ErrFenced
+		}
+		if err != nil {
+			return fmt.Errorf("fence check: %w", err)
+		}
+		return fn(tx)
+	})
+}
+
+// millis is a duration as the whole milliseconds the SQL files take: the
+// precision of SQLite's clock.
+func millis(d time.Duration) int64 { return d.Round(time.Millisecond).Milliseconds() }
+
+// msTime scans an INTEGER Unix-milliseconds column into a UTC time.Time.
+type msTime struct{ t *time.Time }
+
+func (m msTime) Scan(src any) error {
+	v, ok := src.(int64)
+	if !ok {
+		return fmt.Errorf("sqlite: time column holds %T, want INTEGER milliseconds", src)
+	}
+	*m.t = time.UnixMilli(v).UTC()
+	return nil
+}
+
+// nullMsTime is msTime for a nullable column: NULL scans to a nil pointer.
+type nullMsTime struct{ t **time.Time }
+
+func (m nullMsTime) Scan(src any) error {
+	if src == nil {
+		*m.t = nil
+		return nil
+	}
+	var t time.Time
+	if err := (msTime{&t}).Scan(src); err != nil {
+		return err
+	}
+	*m.t = &t
+	return nil
+}
+
+func scanLease(row *sql.Row) (storage.Lease, error) {
+	var l storage.Lease
+	err := row.Scan(&l.Owner, &l.Term, msTime{&l.AcquiredAt}, msTime{&l.ExpiresAt}, msTime{&l.DBNow})
+	if errors.Is(err, sql.ErrNoRows) {
+		return l, storage.ErrNotFound
+	}
+	return l, err
+}
+
+// LeaseAttemptElect implements storage.Store. The conditional update and,
+// when it elected nobody, the read of the live lease share one transaction.
+func (s *Store) LeaseAttemptElect(ctx context.Context, p storage.LeaseAttemptElectParams) (storage.Lease, bool, error) {
+	var l storage.Lease
+	var elected bool
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		l, err = scanLease(tx.QueryRowContext(ctx, queries.Get("lease_attempt_elect"), p.Owner, millis(p.TTL)))
+		if err == nil {
+			elected = true
+			return nil
+		}
+		if !errors.Is(err, storage.ErrNotFound) {
+			return err
+		}
+		l, err = scanLease(tx.QueryRowContext(ctx, queries.Get("lease_read")))
+		return err
+	})
+	if err != nil {
+		return l, false, wrap("lease elect for "+p.Owner, err)
+	}
+	return l, elected, nil
+}
+
+// LeaseAttemptRenew implements storage.Store.
+func (s *Store) LeaseAttemptRenew(ctx context.Context, p storage.LeaseAttemptRenewParams) (storage.Lease, error) {
+	var l storage.Lease
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		l, err = scanLease(tx.QueryRowContext(ctx, queries.Get("lease_attempt_renew"), p.Owner, p.Term, millis(p.TTL)))
+		return err
+	})
+	if errors.Is(err, storage.ErrNotFound) {
+		return l, storage.ErrLeaseLost
+	}
+	if err != nil {
+		return l, wrap(fmt.Sprintf("lease renew for term %d", p.Term), err)
+	}
+	return l, nil
+}
+
+// LeaseResign implements storage.Store.
+func (s *Store) LeaseResign(ctx context.Context, p storage.LeaseResignParams) (bool, error) {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries.Get("lease_resign"), p.Owner, p.Term)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, wrap(fmt.Sprintf("lease resign for term %d", p.Term), err)
+	}
+	return n > 0, nil
+}
+
+// LeaseRead implements storage.Store.
+func (s *Store) LeaseRead(ctx context.Context) (storage.Lease, error) {
+	l, err := scanLease(s.db.QueryRowContext(ctx, queries.Get("lease_read")))
+	return l, wrap("lease read", err)
+}
+
+// NodeHeartbeat implements storage.Store.
+func (s *Store) NodeHeartbeat(ctx context.Context, p storage.NodeHeartbeatParams) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, queries.Get("node_heartbeat"), p.NodeID, p.Host, p.PID, p.IsLeader, p.ConfigVersion)
+		return err
+	})
+	return wrap("node heartbeat for "+p.NodeID, err)
+}
+
+// NodeLeave implements storage.Store.
+func (s *Store) NodeLeave(ctx context.Context, p storage.NodeLeaveParams) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries.Get("node_leave"), p.NodeID)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return storage.ErrNotFound
+		}
+		return nil
+	})
+	if errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	return wrap("node leave for "+p.NodeID, err)
+}
+
+// NodeList implements storage.Store.
+func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
+	var out storage.NodeList
+	rows, err := s.db.QueryContext(ctx, queries.Get("node_list"))
+	if err != nil {
+		return out, wrap("node list", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id, host, status    sql.NullString
+			pid, cfgVersion     sql.NullInt64
+			startedAt, lastSeen *time.Time
+			isLeader            sql.NullBool
+		)
+		if err := rows.Scan(msTime{&out.DBNow}, &id, &host, &pid, &status,
+			nullMsTime{&startedAt}, nullMsTime{&lastSeen}, &isLeader, &cfgVersion); err != nil {
+			return out, wrap("node list", err)
+		}
+		if !id.Valid { // the clock row of an empty table
+			continue
+		}
+		out.Nodes = append(out.Nodes, storage.Node{
+			NodeID: id.String, Host: host.String, PID: pid.Int64, Status: status.String, StartedAt: *startedAt,
+			LastSeen: *lastSeen, IsLeader: isLeader.Bool, ConfigVersion: cfgVersion.Int64,
+		})
+	}
+	return out, wrap("node list", rows.Err())
+}
+
+// MessageIngest implements storage.Store: the whole batch in one BEGIN
+// IMMEDIATE transaction, which also serialises ingests so that queue ids
+// become visible in id order.
+func (s *Store) MessageIngest(ctx context.Context, p storage.MessageIngestParams) ([]storage.IngestedMessage, error) {
+	out := make([]storage.IngestedMessage, len(p.Messages))
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		insMsg, err := tx.PrepareContext(ctx, queries.Get("message_ingest"))
+		if err != nil {
+			return fmt.Errorf("prepare message insert: %w", err)
+		}
+		defer insMsg.Close()
+		insQueue, err := tx.PrepareContext(ctx, queries.Get("message_ingest_queue"))
+		if err != nil {
+			return fmt.Errorf("prepare queue insert: %w", err)
+		}
+		defer insQueue.Close()
+		// Exec and the rowid (the id: INTEGER PRIMARY KEY) rather than
+		// RETURNING: a result costs much less than a result set.
+		for i, m := range p.Messages {
+			if out[i].MessageID, err = insertID(ctx, insMsg, m.Inbound, m.ControlID, m.MessageType, m.Payload, m.Status, m.Error); err != nil {
+				return fmt.Errorf("insert message %d of %d: %w", i+1, len(p.Messages), err)
+			}
+			out[i].QueueIDs = make([]int64, len(m.Deliveries))
+			for j, d := range m.Deliveries {
+				if out[i].QueueIDs[j], err = insertID(ctx, insQueue, out[i].MessageID, d.Destination, d.Lane); err != nil {
+					return fmt.Errorf("insert queue row %d of message %d of %d: %w", j+1, i+1, len(p.Messages), err)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("message ingest", err)
+	}
+	return out, nil
+}
+
+// insertID runs a one-row INSERT and returns the id it gave the row.
+func insertID(ctx context.Context, stmt *sql.Stmt, args ...any) (int64, error) {
+	res, err := stmt.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+func queueRowDest(r *storage.QueueRow) []any {
+	return []any{&r.ID, &r.MessageID, &r.Destination, &r.Lane, &r.Status, &r.Attempts, msTime{&r.NextAttemptAt},
+		&r.LeaseOwner, nullMsTime{&r.LeaseExpiresAt}, &r.LastError, msTime{&r.CreatedAt}, msTime{&r.UpdatedAt}}
+}
+
+// MessageRead implements storage.Store. The message and its queue rows come
+// from one snapshot.
+func (s *Store) MessageRead(ctx context.Context, id int64) (storage.MessageDetail, error) {
+	var d storage.MessageDetail
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		m := &d.Message
+		err := tx.QueryRowContext(ctx, queries.Get("message_read"), id).Scan(
+			&m.ID, &m.Inbound, msTime{&m.ReceivedAt}, &m.ControlID, &m.MessageType, &m.Payload, &m.Status, &m.Error)
+		if errors.Is(err, sql.ErrNoRows) {
+			return storage.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if m.Payload == nil { // NOT NULL: an empty blob
+			m.Payload = []byte{}
+		}
+		rows, err := tx.QueryContext(ctx, queries.Get("queue_by_message"), id)
+		if err != nil {
+			return fmt.Errorf("queue rows: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r storage.QueueRow
+			if err := rows.Scan(queueRowDest(&r)...); err != nil {
+				return fmt.Errorf("queue rows: %w", err)
+			}
+			d.Queue = append(d.Queue, r)
+		}
+		return rows.Err()
+	})
+	if errors.Is(err, storage.ErrNotFound) {
+		return d, err
+	}
+	return d, wrap(fmt.Sprintf("message read %d", id), err)
+}
+
+// MessagePurge implements storage.Store.
+func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) (storage.PurgeResult, error) {
+	var res storage.PurgeResult
+	limit := p.Limit
+	if limit <= 0 {
+		limit = storage.DefaultPurgeLimit
+	}
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, queries.Get("message_purge_queue"), millis(p.OlderThan), limit)
+		if err != nil {
+			return fmt.Errorf("purge queue rows: %w", err)
+		}
+		if res.QueueRows, err = r.RowsAffected(); err != nil {
+			return err
+		}
+		r, err = tx.ExecContext(ctx, queries.Get("message_purge_messages"), millis(p.OlderThan), limit)
+		if err != nil {
+			return fmt.Errorf("purge messages: %w", err)
+		}
+		res.Messages, err = r.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return storage.PurgeResult{}, wrap("message purge", err)
+	}
+	return res, nil
+}
+
+// QueueClaimNext implements storage.Store: fence, reclaim the stranded head,
+// claim the head if it is pending and due; see queue_claim_next.sql.
+func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
+	var c storage.QueueClaim
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, queries.Get("queue_reclaim_stranded_head"), p.Lane); err != nil {
+			return fmt.Errorf("reclaim stranded head: %w", err)
+		}
+		dest := append(queueRowDest(&c.Row), &c.Payload, &c.ControlID)
+		err := tx.QueryRowContext(ctx, queries.Get("queue_claim_next"), p.Lane, p.Fence.Owner, millis(p.LeaseTTL)).Scan(dest...)
+		if errors.Is(err, sql.ErrNoRows) {
+			// Rolls the reclaim back too, as in PostgreSQL: a reclaimed
+			// head is always due (it was due when claimed), so a reclaim
+			// that is not followed by a claim has changed nothing.
+			return storage.ErrNoWork
+		}
+		return err
+	})
+	if errors.Is(err, storage.ErrNoWork) {
+		return storage.QueueClaim{}, err
+	}
+	if err != nil {
+		return storage.QueueClaim{}, wrap("queue claim in lane "+p.Lane, err)
+	}
+	if c.Payload == nil { // NOT NULL: an empty blob
+		c.Payload = []byte{}
+	}
+	return c, nil
+}
+
+// claimUpdate runs one of the statements that act on a current claim and
+// tells ErrNotFound from ErrClaimLost when it matched nothing.
+func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c storage.Claim, args ...any) error {
+	err := s.fenced(ctx, f, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries.Get(op), append([]any{c.ID, f.Owner, c.Attempt}, args...)...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			return nil
+		}
+		var one int
+		if err := tx.QueryRowContext(ctx, queries.Get("queue_exists"), c.ID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+			return storage.ErrNotFound
+		} else if err != nil {
+			return err
+		}
+		return storage.ErrClaimLost
+	})
+	return wrap(fmt.Sprintf("%s of queue row %d attempt %d", op, c.ID, c.Attempt), err)
+}
+
+// QueueComplete implements storage.Store.
+func (s *Store) QueueComplete(ctx context.Context, p storage.QueueCompleteParams) error {
+	return s.claimUpdate(ctx, "queue_complete", p.Fence, p.Claim)
+}
+
+// QueueRetry implements storage.Store.
+func (s *Store) QueueRetry(ctx context.Context, p storage.QueueRetryParams) error {
+	return s.claimUpdate(ctx, "queue_retry", p.Fence, p.Claim, millis(p.Delay), p.Error)
+}
+
+// QueueDead implements storage.Store.
+func (s *Store) QueueDead(ctx context.Context, p storage.QueueDeadParams) error {
+	return s.claimUpdate(ctx, "queue_dead", p.Fence, p.Claim, p.Error)
+}
+
+// QueueExtendLease implements storage.Store.
+func (s *Store) QueueExtendLease(ctx context.Context, p storage.QueueExtendLeaseParams) error {
+	return s.claimUpdate(ctx, "queue_extend_lease", p.Fence, p.Claim, millis(p.TTL))
+}
+
+// fencedCount runs one fenced statement and returns the rows it changed.
+func (s *Store) fencedCount(ctx context.Context, op string, f storage.Fence, args ...any) (int64, error) {
+	var n int64
+	err := s.fenced(ctx, f, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries.Get(op), args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, wrap(strings.ReplaceAll(op, "_", " "), err)
+	}
+	return n, nil
+}
+
+// QueueRecoverForeign implements storage.Store.
+func (s *Store) QueueRecoverForeign(ctx context.Context, p storage.QueueRecoverForeignParams) (int64, error) {
+	return s.fencedCount(ctx, "queue_recover_foreign", p.Fence, p.Fence.Owner)
+}
+
+// QueueReclaimExpired implements storage.Store.
+func (s *Store) QueueReclaimExpired(ctx context.Context, p storage.QueueReclaimExpiredParams) (int64, error) {
+	return s.fencedCount(ctx, "queue_reclaim_expired", p.Fence)
+}
+
+// QueueLanes implements storage.Store.
+func (s *Store) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
+	rows, err := s.db.QueryContext(ctx, queries.Get("queue_lanes"))
+	if err != nil {
+		return nil, wrap("queue lanes", err)
+	}
+	defer rows.Close()
+	var out []storage.LaneSummary
+	for rows.Next() {
+		var l storage.LaneSummary
+		var ageMS int64
+		dest := append([]any{&l.Lane, &l.Destination, &l.Depth}, queueRowDest(&l.Head)...)
+		if err := rows.Scan(append(dest, &ageMS)...); err != nil {
+			return nil, wrap("queue lanes", err)
+		}
+		l.HeadAge = time.Duration(ageMS) * time.Millisecond
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("queue lanes", err)
+	}
+	return out, nil
+}
+
+// QueueStats implements storage.Store.
+func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
+	rows, err := s.db.QueryContext(ctx, queries.Get("queue_stats"))
+	if err != nil {
+		return nil, wrap("queue stats", err)
+	}
+	defer rows.Close()
+	out := []storage.QueueStat{}
+	for rows.Next() {
+		var st storage.QueueStat
+		if err := rows.Scan(&st.Destination, &st.Status, &st.Count); err != nil {
+			return nil, wrap("queue stats", err)
+		}
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("queue stats", err)
+	}
+	return out, nil
+}
+
+// ConfigVersionBump implements storage.Store.
+func (s *Store) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBumpParams) (int64, error) {
+	var v int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, queries.Get("config_version_bump"), storage.ConfigName(p.Name)).Scan(&v)
+	})
+	if err != nil {
+		return 0, wrap("config version bump", err)
+	}
+	return v, nil
+}
+
+// ConfigVersionRead implements storage.Store.
+func (s *Store) ConfigVersionRead(ctx context.Context, p storage.ConfigVersionReadParams) (int64, error) {
+	var v int64
+	err := s.db.QueryRowContext(ctx, queries.Get("config_version_read"), storage.ConfigName(p.Name)).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, wrap("config version read", err)
+	}
+	return v, nil
+}
+
+// wrap adds the dialect and operation to an error, keeping the shared
+// sentinels matchable with errors.Is.
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("sqlite: %s: %w", op, err)
+}
