@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/messagefoundry/mf/hl7"
 )
 
 // PasswordEnv names the environment variable the store password comes from.
@@ -236,6 +238,9 @@ func (c *Config) Validate() error {
 			if (o.TLSCert == "") != (o.TLSKey == "") {
 				bad(key+".tls_cert", "tls_cert and tls_key go together")
 			}
+			if !o.TLS && (o.TLSCA != "" || o.TLSCert != "" || o.ServerName != "") {
+				bad(key+".tls", "tls_ca, tls_cert, tls_key and server_name need tls = true (otherwise the message would go in plaintext)")
+			}
 			if o.Connections < 1 {
 				bad(key+".connections", "must be at least 1, got %d", o.Connections)
 			}
@@ -246,6 +251,8 @@ func (c *Config) Validate() error {
 		case OutboundHTTP:
 			if !strings.HasPrefix(o.URL, "http://") && !strings.HasPrefix(o.URL, "https://") {
 				bad(key+".url", "want an http:// or https:// URL, got %q", o.URL)
+			} else if !strings.HasPrefix(o.URL, "https://") && (o.TLSCA != "" || o.TLSCert != "" || o.ServerName != "") {
+				bad(key+".url", "tls_ca, tls_cert and server_name need an https:// URL")
 			}
 		default:
 			bad(key+".type", "%q is not one of mllp, file, http", o.Type)
@@ -275,6 +282,16 @@ func (c *Config) Validate() error {
 		for _, to := range r.To {
 			if !outbound[to] {
 				bad(key+".to", "%q is not the name of an [[outbound]]", to)
+			}
+		}
+		for path := range r.Filter {
+			if _, err := hl7.ParsePath(path); err != nil {
+				bad(key+".filter", "%v", err)
+			}
+		}
+		if r.LaneKey != "" {
+			if _, err := hl7.ParsePath(r.LaneKey); err != nil {
+				bad(key+".lane_key", "%v", err)
 			}
 		}
 	}

@@ -95,11 +95,22 @@ type Store interface {
 	QueueRetry(ctx context.Context, p QueueRetryParams) error
 	// QueueDead sets a claimed row aside; its lane moves on.
 	QueueDead(ctx context.Context, p QueueDeadParams) error
+	// QueueHold parks a claimed row as its lane's blocked head (on_exhausted
+	// = "block"): pending again but held, so no claim takes it and the lane
+	// waits until an operator releases or skips it.
+	QueueHold(ctx context.Context, p QueueHoldParams) error
+	// QueueRelease is an operator's retry: a pending row (held, or backing
+	// off) is unheld and due now. It is not fenced: operators act through
+	// the API of any node. ErrNotPending if the row is in flight or finished.
+	QueueRelease(ctx context.Context, p QueueReleaseParams) error
+	// QueueSkip is an operator's skip: a pending row is set aside as dead
+	// with p.Reason, and its lane moves on. Not fenced, like QueueRelease.
+	QueueSkip(ctx context.Context, p QueueSkipParams) error
 	// QueueExtendLease pushes a claimed row's lease to db_now + p.TTL.
 	QueueExtendLease(ctx context.Context, p QueueExtendLeaseParams) error
 	// QueueRecoverForeign is promotion recovery: it re-pends every in-flight
-	// row leased by an owner other than p.Fence.Owner, whatever its lease
-	// expiry, and returns how many.
+	// row leased by an owner other than p.Owner, whatever its lease expiry,
+	// and returns how many.
 	QueueRecoverForeign(ctx context.Context, p QueueRecoverForeignParams) (int64, error)
 	// QueueReclaimExpired is the recurring sweep: it re-pends in-flight rows
 	// whose lease has expired, and returns how many.
@@ -129,6 +140,9 @@ var (
 	// ErrNoWork means a lane has nothing claimable now: it is empty, its
 	// head is in flight under a live lease, or its head is not yet due.
 	ErrNoWork = errors.New("storage: no claimable row in lane")
+	// ErrNotPending means an operator action addressed a queue row that is
+	// in flight or finished, not pending.
+	ErrNotPending = errors.New("storage: queue row is not pending (it is in flight or finished)")
 	// ErrClaimLost means the queue row is no longer in flight under the
 	// caller's claim (its lease expired and it was reclaimed, or it was
 	// finished). The caller's delivery may be repeated by the next claim.
@@ -287,13 +301,16 @@ type Message struct {
 
 // QueueRow is one row of mf_queue.
 type QueueRow struct {
-	ID             int64
-	MessageID      int64
-	Destination    string
-	Lane           string
-	Status         string
-	Attempts       int64
-	NextAttemptAt  time.Time
+	ID            int64
+	MessageID     int64
+	Destination   string
+	Lane          string
+	Status        string
+	Attempts      int64
+	NextAttemptAt time.Time
+	// Held marks a pending head parked by QueueHold: its lane is blocked
+	// until an operator releases or skips it.
+	Held           bool
 	LeaseOwner     string
 	LeaseExpiresAt *time.Time
 	LastError      string
@@ -326,6 +343,11 @@ type PurgeResult struct {
 type QueueClaimNextParams struct {
 	Fence Fence
 	Lane  string
+	// Owner holds the row lease: the claiming node (process). It is not
+	// the fence owner: a single-node process has the zero fence, yet a
+	// restarted process must see its predecessor's rows as another
+	// owner's, so that promotion recovery re-pends them.
+	Owner string
 	// LeaseTTL is the row lease: the claim expires at db_now + LeaseTTL.
 	LeaseTTL time.Duration
 }
@@ -342,7 +364,9 @@ type QueueClaim struct {
 // the claim gave it. A later claim of the same row has a higher attempt, so
 // a stale claim can never finish a row claimed again.
 type Claim struct {
-	ID      int64
+	ID int64
+	// Owner is the row lease's owner the claim was made with.
+	Owner   string
 	Attempt int64
 }
 
@@ -368,6 +392,24 @@ type QueueDeadParams struct {
 	Error string
 }
 
+// QueueHoldParams are the arguments of Store.QueueHold.
+type QueueHoldParams struct {
+	Fence Fence
+	Claim Claim
+	Error string
+}
+
+// QueueReleaseParams are the arguments of Store.QueueRelease.
+type QueueReleaseParams struct {
+	ID int64
+}
+
+// QueueSkipParams are the arguments of Store.QueueSkip.
+type QueueSkipParams struct {
+	ID     int64
+	Reason string
+}
+
 // QueueExtendLeaseParams are the arguments of Store.QueueExtendLease.
 type QueueExtendLeaseParams struct {
 	Fence Fence
@@ -378,6 +420,8 @@ type QueueExtendLeaseParams struct {
 // QueueRecoverForeignParams are the arguments of Store.QueueRecoverForeign.
 type QueueRecoverForeignParams struct {
 	Fence Fence
+	// Owner is this node: rows leased by anyone else are re-pended.
+	Owner string
 }
 
 // QueueReclaimExpiredParams are the arguments of Store.QueueReclaimExpired.
@@ -395,7 +439,13 @@ type LaneSummary struct {
 	Head QueueRow
 	// HeadAge is how long the head has been queued, on the database clock.
 	HeadAge time.Duration
+	// Claimable is true when a claim would take the head now: pending, not
+	// held and due, or in flight under an expired lease (a stranded head).
+	Claimable bool
 }
+
+// Blocked reports whether the lane waits for an operator (its head is held).
+func (l LaneSummary) Blocked() bool { return l.Head.Held }
 
 // QueueStat counts the queue rows of one destination in one status.
 type QueueStat struct {

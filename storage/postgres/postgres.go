@@ -291,7 +291,7 @@ func (s *Store) MessageIngest(ctx context.Context, p storage.MessageIngestParams
 
 func queueRowDest(r *storage.QueueRow) []any {
 	return []any{&r.ID, &r.MessageID, &r.Destination, &r.Lane, &r.Status, &r.Attempts, &r.NextAttemptAt,
-		&r.LeaseOwner, &r.LeaseExpiresAt, &r.LastError, &r.CreatedAt, &r.UpdatedAt}
+		&r.LeaseOwner, &r.LeaseExpiresAt, &r.LastError, &r.CreatedAt, &r.UpdatedAt, &r.Held}
 }
 
 // MessageRead implements storage.Store.
@@ -353,7 +353,7 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 			return fmt.Errorf("reclaim stranded head: %w", err)
 		}
 		dest := append(queueRowDest(&c.Row), &c.Payload, &c.ControlID)
-		err := tx.QueryRow(ctx, queries.Get("queue_claim_next"), p.Lane, p.Fence.Owner, storage.Seconds(p.LeaseTTL)).Scan(dest...)
+		err := tx.QueryRow(ctx, queries.Get("queue_claim_next"), p.Lane, p.Owner, storage.Seconds(p.LeaseTTL)).Scan(dest...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return storage.ErrNoWork
 		}
@@ -369,7 +369,7 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 // tells ErrNotFound from ErrClaimLost when it matched nothing.
 func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c storage.Claim, args ...any) error {
 	err := s.fenced(ctx, f, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, queries.Get(op), append([]any{c.ID, f.Owner, c.Attempt}, args...)...)
+		tag, err := tx.Exec(ctx, queries.Get(op), append([]any{c.ID, c.Owner, c.Attempt}, args...)...)
 		if err != nil {
 			return err
 		}
@@ -402,6 +402,40 @@ func (s *Store) QueueDead(ctx context.Context, p storage.QueueDeadParams) error 
 	return s.claimUpdate(ctx, "queue_dead", p.Fence, p.Claim, p.Error)
 }
 
+// QueueHold implements storage.Store.
+func (s *Store) QueueHold(ctx context.Context, p storage.QueueHoldParams) error {
+	return s.claimUpdate(ctx, "queue_hold", p.Fence, p.Claim, p.Error)
+}
+
+// QueueRelease implements storage.Store.
+func (s *Store) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) error {
+	return s.operatorUpdate(ctx, "queue_release", p.ID)
+}
+
+// QueueSkip implements storage.Store.
+func (s *Store) QueueSkip(ctx context.Context, p storage.QueueSkipParams) error {
+	return s.operatorUpdate(ctx, "queue_skip", p.ID, p.Reason)
+}
+
+// operatorUpdate runs an operator action on a pending row and tells
+// ErrNotFound from ErrNotPending when it matched nothing.
+func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ...any) error {
+	tag, err := s.pool.Exec(ctx, queries.Get(op), append([]any{id}, args...)...)
+	if err != nil {
+		return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	var one int
+	if err := s.pool.QueryRow(ctx, queries.Get("queue_exists"), id).Scan(&one); errors.Is(err, pgx.ErrNoRows) {
+		return storage.ErrNotFound
+	} else if err != nil {
+		return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
+	}
+	return storage.ErrNotPending
+}
+
 // QueueExtendLease implements storage.Store.
 func (s *Store) QueueExtendLease(ctx context.Context, p storage.QueueExtendLeaseParams) error {
 	return s.claimUpdate(ctx, "queue_extend_lease", p.Fence, p.Claim, storage.Seconds(p.TTL))
@@ -411,7 +445,7 @@ func (s *Store) QueueExtendLease(ctx context.Context, p storage.QueueExtendLease
 func (s *Store) QueueRecoverForeign(ctx context.Context, p storage.QueueRecoverForeignParams) (int64, error) {
 	var n int64
 	err := s.fenced(ctx, p.Fence, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, queries.Get("queue_recover_foreign"), p.Fence.Owner)
+		tag, err := tx.Exec(ctx, queries.Get("queue_recover_foreign"), p.Owner)
 		n = tag.RowsAffected()
 		return err
 	})
@@ -441,7 +475,7 @@ func (s *Store) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
 		var l storage.LaneSummary
 		var age float64
 		dest := append([]any{&l.Lane, &l.Destination, &l.Depth}, queueRowDest(&l.Head)...)
-		if err := rows.Scan(append(dest, &age)...); err != nil {
+		if err := rows.Scan(append(dest, &age, &l.Claimable)...); err != nil {
 			return nil, fmt.Errorf("postgres: queue lanes: %w", err)
 		}
 		l.HeadAge = time.Duration(age * float64(time.Second))

@@ -60,6 +60,11 @@ type Options struct {
 	// to release the write lock before failing with SQLITE_BUSY (default
 	// 10s).
 	BusyTimeout time.Duration
+	// Exclusive takes a lock on PATH.lock for as long as the store is open,
+	// and fails if another process holds it: the engine sets it, so that
+	// two engines never run on one file. Tools and tests that open several
+	// handles in one process leave it off.
+	Exclusive bool
 }
 
 // Store is the SQLite storage.Store.
@@ -71,6 +76,7 @@ type Store struct {
 	// the file lock through the busy handler's sleeps. Other handles and
 	// processes still meet at the file lock.
 	writer chan struct{}
+	lock   *processLock
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -89,16 +95,25 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.BusyTimeout <= 0 {
 		o.BusyTimeout = DefaultBusyTimeout
 	}
+	var lock *processLock
+	if o.Exclusive {
+		l, err := lockFile(o.Path)
+		if err != nil {
+			return nil, err
+		}
+		lock = l
+	}
 	db, err := sql.Open("sqlite", dsn(o))
 	if err != nil {
+		lock.release()
 		return nil, fmt.Errorf("sqlite: open %s: %w", o.Path, err)
 	}
 	db.SetMaxOpenConns(o.PoolSize)
 	// Keep every connection: each has its own page cache and pragmas.
 	db.SetMaxIdleConns(o.PoolSize)
-	s := &Store{db: db, writer: make(chan struct{}, 1)}
+	s := &Store{db: db, writer: make(chan struct{}, 1), lock: lock}
 	if err := s.checkPragmas(ctx, o.BusyTimeout); err != nil {
-		db.Close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -147,7 +162,11 @@ func (s *Store) Dialect() string { return "sqlite" }
 func (s *Store) Clusterable() bool { return false }
 
 // Close implements storage.Store.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	err := s.db.Close()
+	s.lock.release()
+	return err
+}
 
 // Ping implements storage.Store.
 func (s *Store) Ping(ctx context.Context) error {
@@ -474,7 +493,7 @@ func insertID(ctx context.Context, stmt *sql.Stmt, args ...any) (int64, error) {
 
 func queueRowDest(r *storage.QueueRow) []any {
 	return []any{&r.ID, &r.MessageID, &r.Destination, &r.Lane, &r.Status, &r.Attempts, msTime{&r.NextAttemptAt},
-		&r.LeaseOwner, nullMsTime{&r.LeaseExpiresAt}, &r.LastError, msTime{&r.CreatedAt}, msTime{&r.UpdatedAt}}
+		&r.LeaseOwner, nullMsTime{&r.LeaseExpiresAt}, &r.LastError, msTime{&r.CreatedAt}, msTime{&r.UpdatedAt}, &r.Held}
 }
 
 // MessageRead implements storage.Store. The message and its queue rows come
@@ -551,7 +570,7 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 			return fmt.Errorf("reclaim stranded head: %w", err)
 		}
 		dest := append(queueRowDest(&c.Row), &c.Payload, &c.ControlID)
-		err := tx.QueryRowContext(ctx, queries.Get("queue_claim_next"), p.Lane, p.Fence.Owner, millis(p.LeaseTTL)).Scan(dest...)
+		err := tx.QueryRowContext(ctx, queries.Get("queue_claim_next"), p.Lane, p.Owner, millis(p.LeaseTTL)).Scan(dest...)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Rolls the reclaim back too, as in PostgreSQL: a reclaimed
 			// head is always due (it was due when claimed), so a reclaim
@@ -576,7 +595,7 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 // tells ErrNotFound from ErrClaimLost when it matched nothing.
 func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c storage.Claim, args ...any) error {
 	err := s.fenced(ctx, f, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, queries.Get(op), append([]any{c.ID, f.Owner, c.Attempt}, args...)...)
+		res, err := tx.ExecContext(ctx, queries.Get(op), append([]any{c.ID, c.Owner, c.Attempt}, args...)...)
 		if err != nil {
 			return err
 		}
@@ -613,6 +632,43 @@ func (s *Store) QueueDead(ctx context.Context, p storage.QueueDeadParams) error 
 	return s.claimUpdate(ctx, "queue_dead", p.Fence, p.Claim, p.Error)
 }
 
+// QueueHold implements storage.Store.
+func (s *Store) QueueHold(ctx context.Context, p storage.QueueHoldParams) error {
+	return s.claimUpdate(ctx, "queue_hold", p.Fence, p.Claim, p.Error)
+}
+
+// QueueRelease implements storage.Store.
+func (s *Store) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) error {
+	return s.operatorUpdate(ctx, "queue_release", p.ID)
+}
+
+// QueueSkip implements storage.Store.
+func (s *Store) QueueSkip(ctx context.Context, p storage.QueueSkipParams) error {
+	return s.operatorUpdate(ctx, "queue_skip", p.ID, p.Reason)
+}
+
+// operatorUpdate runs an operator action on a pending row and tells
+// ErrNotFound from ErrNotPending when it matched nothing.
+func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ...any) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries.Get(op), append([]any{id}, args...)...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		var one int
+		if err := tx.QueryRowContext(ctx, queries.Get("queue_exists"), id).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+			return storage.ErrNotFound
+		} else if err != nil {
+			return err
+		}
+		return storage.ErrNotPending
+	})
+	return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
+}
+
 // QueueExtendLease implements storage.Store.
 func (s *Store) QueueExtendLease(ctx context.Context, p storage.QueueExtendLeaseParams) error {
 	return s.claimUpdate(ctx, "queue_extend_lease", p.Fence, p.Claim, millis(p.TTL))
@@ -637,7 +693,7 @@ func (s *Store) fencedCount(ctx context.Context, op string, f storage.Fence, arg
 
 // QueueRecoverForeign implements storage.Store.
 func (s *Store) QueueRecoverForeign(ctx context.Context, p storage.QueueRecoverForeignParams) (int64, error) {
-	return s.fencedCount(ctx, "queue_recover_foreign", p.Fence, p.Fence.Owner)
+	return s.fencedCount(ctx, "queue_recover_foreign", p.Fence, p.Owner)
 }
 
 // QueueReclaimExpired implements storage.Store.
@@ -657,7 +713,7 @@ func (s *Store) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
 		var l storage.LaneSummary
 		var ageMS int64
 		dest := append([]any{&l.Lane, &l.Destination, &l.Depth}, queueRowDest(&l.Head)...)
-		if err := rows.Scan(append(dest, &ageMS)...); err != nil {
+		if err := rows.Scan(append(dest, &ageMS, &l.Claimable)...); err != nil {
 			return nil, wrap("queue lanes", err)
 		}
 		l.HeadAge = time.Duration(ageMS) * time.Millisecond

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -183,4 +184,24 @@ func TestOpenOddPath(t *testing.T) {
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("database not at %q: %v", path, err)
 	}
+}
+
+// An exclusive store refuses a second exclusive opener of the same file,
+// and the file is free again once the first is closed.
+func TestExclusiveRefusesASecondEngine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mf.db")
+	ctx := context.Background()
+	first, err := sqlite.Open(ctx, sqlite.Options{Path: path, Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.Open(ctx, sqlite.Options{Path: path, Exclusive: true}); err == nil || !strings.Contains(err.Error(), "in use by another mf process") {
+		t.Fatalf("second exclusive open: %v; want refused", err)
+	}
+	first.Close()
+	again, err := sqlite.Open(ctx, sqlite.Options{Path: path, Exclusive: true})
+	if err != nil {
+		t.Fatalf("open after the first closed: %v", err)
+	}
+	again.Close()
 }

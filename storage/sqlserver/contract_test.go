@@ -162,7 +162,7 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 	s := &Store{db: db}
 	ctx := context.Background()
 	f := storage.Fence{Owner: "node-a", Term: 3}
-	c := storage.Claim{ID: 7, Attempt: 1}
+	c := storage.Claim{ID: 7, Owner: "node-a", Attempt: 1}
 	two := storage.NewMessage{Inbound: "in", Payload: []byte("MSH|"), Status: storage.MessageRouted,
 		Deliveries: []storage.Delivery{{Destination: "lab", Lane: "lab/1"}, {Destination: "ris", Lane: "ris/1"}}}
 
@@ -179,12 +179,15 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 	_, _ = s.MessageIngest(ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{two, two}})
 	_, _ = s.MessageRead(ctx, 1)
 	_, _ = s.MessagePurge(ctx, storage.MessagePurgeParams{Fence: f, OlderThan: time.Hour})
-	_, _ = s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: "lab/1", LeaseTTL: time.Minute})
+	_, _ = s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: "lab/1", Owner: "node-a", LeaseTTL: time.Minute})
 	_ = s.QueueComplete(ctx, storage.QueueCompleteParams{Fence: f, Claim: c})
 	_ = s.QueueRetry(ctx, storage.QueueRetryParams{Fence: f, Claim: c, Delay: time.Second, Error: "x"})
 	_ = s.QueueDead(ctx, storage.QueueDeadParams{Fence: f, Claim: c, Error: "x"})
 	_ = s.QueueExtendLease(ctx, storage.QueueExtendLeaseParams{Fence: f, Claim: c, TTL: time.Minute})
-	_, _ = s.QueueRecoverForeign(ctx, storage.QueueRecoverForeignParams{Fence: f})
+	_ = s.QueueHold(ctx, storage.QueueHoldParams{Fence: f, Claim: c, Error: "x"})
+	_ = s.QueueRelease(ctx, storage.QueueReleaseParams{ID: 7})
+	_ = s.QueueSkip(ctx, storage.QueueSkipParams{ID: 7, Reason: "x"})
+	_, _ = s.QueueRecoverForeign(ctx, storage.QueueRecoverForeignParams{Fence: f, Owner: "node-a"})
 	_, _ = s.QueueReclaimExpired(ctx, storage.QueueReclaimExpiredParams{Fence: f})
 	_, _ = s.QueueLanes(ctx)
 	_, _ = s.QueueStats(ctx)

@@ -580,7 +580,7 @@ type queueRowScan struct {
 func (x *queueRowScan) dest() []any {
 	r := &x.r
 	return []any{&r.ID, &r.MessageID, &r.Destination, &r.Lane, &r.Status, &r.Attempts, &r.NextAttemptAt,
-		&r.LeaseOwner, &x.lease, &r.LastError, &r.CreatedAt, &r.UpdatedAt}
+		&r.LeaseOwner, &x.lease, &r.LastError, &r.CreatedAt, &r.UpdatedAt, &r.Held}
 }
 
 func (x *queueRowScan) row() storage.QueueRow {
@@ -657,7 +657,7 @@ func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) 
 // queue_claim_next.sql.
 func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
 	var c storage.QueueClaim
-	args := append([]any{sql.Named("lane", p.Lane), sql.Named("owner", p.Fence.Owner)}, span("ttl", p.LeaseTTL)...)
+	args := append([]any{sql.Named("lane", p.Lane), sql.Named("owner", p.Owner)}, span("ttl", p.LeaseTTL)...)
 	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
 		var x queueRowScan
 		c = storage.QueueClaim{}
@@ -684,7 +684,7 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 // returns how many rows it changed) and tells ErrNotFound from ErrClaimLost
 // when it changed nothing.
 func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c storage.Claim, args ...any) error {
-	all := append([]any{sql.Named("id", c.ID), sql.Named("owner", f.Owner), sql.Named("attempt", c.Attempt)}, args...)
+	all := append([]any{sql.Named("id", c.ID), sql.Named("owner", c.Owner), sql.Named("attempt", c.Attempt)}, args...)
 	err := s.fenced(ctx, f, func(tx *sql.Tx) error {
 		var n int64
 		if err := tx.QueryRowContext(ctx, queries.Get(op), all...).Scan(&n); err != nil {
@@ -722,6 +722,47 @@ func (s *Store) QueueDead(ctx context.Context, p storage.QueueDeadParams) error 
 	return s.claimUpdate(ctx, "queue_dead", p.Fence, p.Claim, sql.Named("error", mssql.NVarCharMax(p.Error)))
 }
 
+// QueueHold implements storage.Store.
+func (s *Store) QueueHold(ctx context.Context, p storage.QueueHoldParams) error {
+	return s.claimUpdate(ctx, "queue_hold", p.Fence, p.Claim, sql.Named("error", mssql.NVarCharMax(p.Error)))
+}
+
+// QueueRelease implements storage.Store.
+func (s *Store) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) error {
+	return s.operatorUpdate(ctx, "queue_release", p.ID)
+}
+
+// QueueSkip implements storage.Store.
+func (s *Store) QueueSkip(ctx context.Context, p storage.QueueSkipParams) error {
+	return s.operatorUpdate(ctx, "queue_skip", p.ID, sql.Named("reason", mssql.NVarCharMax(p.Reason)))
+}
+
+// operatorUpdate runs an operator action on a pending row (the statement
+// returns how many rows it changed) and tells ErrNotFound from ErrNotPending
+// when it changed nothing.
+func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ...any) error {
+	all := append([]any{sql.Named("id", id)}, args...)
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var n int64
+		if err := tx.QueryRowContext(ctx, queries.Get(op), all...).Scan(&n); err != nil {
+			return err
+		}
+		if n == 1 {
+			return nil
+		}
+		var one int
+		err := tx.QueryRowContext(ctx, queries.Get("queue_exists"), sql.Named("id", id)).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return storage.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return storage.ErrNotPending
+	})
+	return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
+}
+
 // QueueExtendLease implements storage.Store.
 func (s *Store) QueueExtendLease(ctx context.Context, p storage.QueueExtendLeaseParams) error {
 	return s.claimUpdate(ctx, "queue_extend_lease", p.Fence, p.Claim, span("ttl", p.TTL)...)
@@ -731,7 +772,7 @@ func (s *Store) QueueExtendLease(ctx context.Context, p storage.QueueExtendLease
 func (s *Store) QueueRecoverForeign(ctx context.Context, p storage.QueueRecoverForeignParams) (int64, error) {
 	var n int64
 	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, queries.Get("queue_recover_foreign"), sql.Named("owner", p.Fence.Owner)).Scan(&n)
+		return tx.QueryRowContext(ctx, queries.Get("queue_recover_foreign"), sql.Named("owner", p.Owner)).Scan(&n)
 	})
 	if err != nil {
 		return 0, wrap("queue recover foreign", err)
@@ -768,7 +809,7 @@ func (s *Store) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
 				ageUS int64
 			)
 			dest := append([]any{&l.Lane, &l.Destination, &l.Depth}, x.dest()...)
-			if err := rows.Scan(append(dest, &ageUS)...); err != nil {
+			if err := rows.Scan(append(dest, &ageUS, &l.Claimable)...); err != nil {
 				return err
 			}
 			l.Head = x.row()

@@ -188,11 +188,14 @@ func testFencedOperations(t *testing.T, h *harness) {
 		"dead": func(f storage.Fence) error {
 			return h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: f, Claim: claimOf(held), Error: "x"})
 		},
+		"hold": func(f storage.Fence) error {
+			return h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: f, Claim: claimOf(held), Error: "x"})
+		},
 		"extend": func(f storage.Fence) error {
 			return h.s.QueueExtendLease(h.ctx, storage.QueueExtendLeaseParams{Fence: f, Claim: claimOf(held), TTL: time.Hour})
 		},
 		"recover": func(f storage.Fence) error {
-			_, err := h.s.QueueRecoverForeign(h.ctx, storage.QueueRecoverForeignParams{Fence: f})
+			_, err := h.s.QueueRecoverForeign(h.ctx, storage.QueueRecoverForeignParams{Fence: f, Owner: ownerOf(f)})
 			return err
 		},
 		"reclaim": func(f storage.Fence) error {
@@ -237,7 +240,7 @@ func testRecoverForeign(t *testing.T, h *harness) {
 	b := h.elect("node-b", time.Minute)
 	own := h.mustClaim(b, "lab/3", time.Hour, l3[0])
 
-	n, err := h.s.QueueRecoverForeign(h.ctx, storage.QueueRecoverForeignParams{Fence: b})
+	n, err := h.s.QueueRecoverForeign(h.ctx, storage.QueueRecoverForeignParams{Fence: b, Owner: b.Owner})
 	if err != nil || n != 2 {
 		t.Fatalf("recover foreign: %d rows, err %v; want 2", n, err)
 	}
@@ -256,8 +259,32 @@ func testRecoverForeign(t *testing.T, h *harness) {
 	}
 	h.complete(b, c)
 	h.complete(b, own)
-	if n, err := h.s.QueueRecoverForeign(h.ctx, storage.QueueRecoverForeignParams{Fence: b}); err != nil || n != 0 {
+	if n, err := h.s.QueueRecoverForeign(h.ctx, storage.QueueRecoverForeignParams{Fence: b, Owner: b.Owner}); err != nil || n != 0 {
 		t.Fatalf("second recovery: %d rows, err %v; want 0", n, err)
+	}
+}
+
+// A single-node process that restarts (same zero fence, a new process) gets
+// its predecessor's in-flight rows back at once: the row lease belongs to the
+// process, not to the fence.
+func testRecoverAfterRestart(t *testing.T, h *harness) {
+	ids := h.fill(zero, "lab", "1", 2)
+	before, err := h.s.QueueClaimNext(h.ctx, storage.QueueClaimNextParams{Fence: zero, Lane: "lab/1", Owner: "host:100:aa", LeaseTTL: time.Hour})
+	if err != nil || before.Row.ID != ids[0] {
+		t.Fatalf("claim by the first process: %+v, %v", before.Row, err)
+	}
+	// kill -9; the next process starts with a new owner.
+	n, err := h.s.QueueRecoverForeign(h.ctx, storage.QueueRecoverForeignParams{Fence: zero, Owner: "host:200:bb"})
+	if err != nil || n != 1 {
+		t.Fatalf("recovery by the restarted process: %d rows, err %v; want 1", n, err)
+	}
+	after, err := h.s.QueueClaimNext(h.ctx, storage.QueueClaimNextParams{Fence: zero, Lane: "lab/1", Owner: "host:200:bb", LeaseTTL: time.Hour})
+	if err != nil || after.Row.ID != ids[0] || after.Row.Attempts != 2 || after.Row.LeaseOwner != "host:200:bb" {
+		t.Fatalf("the restarted process claims %+v, %v; want the stranded head again", after.Row, err)
+	}
+	// The dead process's claim can no longer finish the row.
+	if err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: claimOf(before)}); !errors.Is(err, storage.ErrClaimLost) {
+		t.Fatalf("complete by the dead process: want ErrClaimLost, got %v", err)
 	}
 }
 

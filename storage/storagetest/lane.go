@@ -20,7 +20,7 @@ func testLaneFIFO(t *testing.T, h *harness) {
 	}
 	for i, want := range ids {
 		c := h.mustClaim(zero, "lab/P1", time.Minute, want)
-		if c.Row.Attempts != 1 || c.Row.Status != storage.QueueInflight || c.Row.LeaseOwner != zero.Owner {
+		if c.Row.Attempts != 1 || c.Row.Status != storage.QueueInflight || c.Row.LeaseOwner != solo {
 			t.Fatalf("claim %d: row %+v, want inflight attempt 1", i, c.Row)
 		}
 		if len(c.Payload) == 0 || c.ControlID == "" {
@@ -112,7 +112,7 @@ func testClaimRace(t *testing.T, h *harness) {
 				if done {
 					return
 				}
-				c, err := s.QueueClaimNext(h.ctx, storage.QueueClaimNextParams{Fence: zero, Lane: "lab/P1", LeaseTTL: time.Minute})
+				c, err := s.QueueClaimNext(h.ctx, storage.QueueClaimNextParams{Fence: zero, Lane: "lab/P1", Owner: solo, LeaseTTL: time.Minute})
 				if errors.Is(err, storage.ErrNoWork) {
 					continue
 				}
@@ -219,11 +219,14 @@ func testClaimChecks(t *testing.T, h *harness) {
 	}
 	h.mustNoWork(zero, "lab/P1")
 
-	stale := storage.Claim{ID: c.Row.ID, Attempt: c.Row.Attempts + 1}
+	stale := storage.Claim{ID: c.Row.ID, Owner: solo, Attempt: c.Row.Attempts + 1}
+	if err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: storage.Claim{ID: c.Row.ID, Owner: "other", Attempt: c.Row.Attempts}}); !errors.Is(err, storage.ErrClaimLost) {
+		t.Fatalf("complete by another owner: want ErrClaimLost, got %v", err)
+	}
 	if err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: stale}); !errors.Is(err, storage.ErrClaimLost) {
 		t.Fatalf("complete with another attempt: want ErrClaimLost, got %v", err)
 	}
-	missing := storage.Claim{ID: 1 << 40, Attempt: 1}
+	missing := storage.Claim{ID: 1 << 40, Owner: solo, Attempt: 1}
 	if err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: missing}); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("complete of a missing row: want ErrNotFound, got %v", err)
 	}
@@ -260,6 +263,10 @@ func testLanesAndStats(t *testing.T, h *harness) {
 	if got["lab/A"].HeadAge < 0 || got["lab/A"].HeadAge > time.Minute {
 		t.Fatalf("lab/A head age %v", got["lab/A"].HeadAge)
 	}
+	if got["lab/A"].Claimable || !got["lab/B"].Claimable || !got["ris/A"].Claimable {
+		t.Fatalf("claimable: lab/A (head in flight) %v, lab/B %v, ris/A %v; want false, true, true",
+			got["lab/A"].Claimable, got["lab/B"].Claimable, got["ris/A"].Claimable)
+	}
 
 	stats, err := h.s.QueueStats(h.ctx)
 	if err != nil {
@@ -278,4 +285,79 @@ func testLanesAndStats(t *testing.T, h *harness) {
 			t.Fatalf("stats %v, want %v", count, want)
 		}
 	}
+}
+
+// Hold parks the head: its lane is blocked, and says so, until an operator
+// releases it (claimed again in place) or skips it (dead; the lane moves on).
+func testHoldReleaseSkip(t *testing.T, h *harness) {
+	ids := h.fill(zero, "lab", "P1", 3)
+	c := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
+	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: claimOf(c), Error: "AR: unknown patient"}); err != nil {
+		t.Fatalf("hold: %v", err)
+	}
+	if r := h.queueRow(ids[0]); r.Status != storage.QueuePending || !r.Held || r.LastError != "AR: unknown patient" || r.LeaseOwner != "" {
+		t.Fatalf("after hold: %+v", r)
+	}
+	h.mustNoWork(zero, "lab/P1")
+	lane := func() storage.LaneSummary {
+		t.Helper()
+		lanes, err := h.s.QueueLanes(h.ctx)
+		if err != nil || len(lanes) != 1 {
+			t.Fatalf("lanes: %+v, %v", lanes, err)
+		}
+		return lanes[0]
+	}
+	if l := lane(); !l.Blocked() || l.Claimable || l.Head.ID != ids[0] || l.Depth != 3 {
+		t.Fatalf("held lane: %+v", l)
+	}
+	// A stale claim cannot hold the row again.
+	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: claimOf(c)}); !errors.Is(err, storage.ErrClaimLost) {
+		t.Fatalf("hold with a stale claim: want ErrClaimLost, got %v", err)
+	}
+
+	// Operator retry: the same head is claimable at once and claimed again.
+	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if l := lane(); l.Blocked() || !l.Claimable {
+		t.Fatalf("released lane: %+v", l)
+	}
+	c = h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
+	if c.Row.Attempts != 2 {
+		t.Fatalf("released head attempt %d, want 2", c.Row.Attempts)
+	}
+	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); !errors.Is(err, storage.ErrNotPending) {
+		t.Fatalf("release of a row in flight: want ErrNotPending, got %v", err)
+	}
+	if err := h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0]}); !errors.Is(err, storage.ErrNotPending) {
+		t.Fatalf("skip of a row in flight: want ErrNotPending, got %v", err)
+	}
+
+	// Held again, then skipped: the lane moves on to the next row.
+	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: claimOf(c), Error: "AR again"}); err != nil {
+		t.Fatalf("hold: %v", err)
+	}
+	if err := h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0], Reason: "skipped by operator"}); err != nil {
+		t.Fatalf("skip: %v", err)
+	}
+	if r := h.queueRow(ids[0]); r.Status != storage.QueueDead || r.Held || r.LastError != "skipped by operator" {
+		t.Fatalf("after skip: %+v", r)
+	}
+	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, ids[1]))
+	if err := h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0]}); !errors.Is(err, storage.ErrNotPending) {
+		t.Fatalf("skip of a dead row: want ErrNotPending, got %v", err)
+	}
+	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: 1 << 40}); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("release of a missing row: want ErrNotFound, got %v", err)
+	}
+	// Release also cuts a retry's backoff short.
+	c = h.mustClaim(zero, "lab/P1", time.Minute, ids[2])
+	if err := h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: zero, Claim: claimOf(c), Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	h.mustNoWork(zero, "lab/P1")
+	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[2]}); err != nil {
+		t.Fatal(err)
+	}
+	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, ids[2]))
 }

@@ -37,9 +37,11 @@ func Run(t *testing.T, newDB Opener) {
 		{"Lease/Election", testLeaseElection},
 		{"Fence/OldTermWritesFailAndChangeNothing", testFencedOperations},
 		{"Recovery/OnlyForeignOwners", testRecoverForeign},
+		{"Recovery/SingleNodeRestart", testRecoverAfterRestart},
 		{"Ingest/BatchIsAtomic", testIngestAtomic},
 		{"Queue/RetryKeepsHeadAndHonoursDueTime", testRetry},
 		{"Queue/DeadMovesLaneOn", testDead},
+		{"Queue/HoldBlocksUntilReleaseOrSkip", testHoldReleaseSkip},
 		{"Queue/ClaimChecks", testClaimChecks},
 		{"Queue/LanesAndStats", testLanesAndStats},
 		{"Purge/OnlyFinishedOlderThanCutoff", testPurge},
@@ -133,7 +135,19 @@ func (h *harness) fill(f storage.Fence, dest, key string, n int) []int64 {
 }
 
 func (h *harness) claim(f storage.Fence, lane string, ttl time.Duration) (storage.QueueClaim, error) {
-	return h.s.QueueClaimNext(h.ctx, storage.QueueClaimNextParams{Fence: f, Lane: lane, LeaseTTL: ttl})
+	return h.s.QueueClaimNext(h.ctx, storage.QueueClaimNextParams{Fence: f, Lane: lane, Owner: ownerOf(f), LeaseTTL: ttl})
+}
+
+// solo is the row lease owner of the single-node process in these tests.
+const solo = "solo:1:aa"
+
+// ownerOf is the node that works under fence f: its owner, or, for the
+// zero (single-node) fence, the single process.
+func ownerOf(f storage.Fence) string {
+	if f.Owner == "" {
+		return solo
+	}
+	return f.Owner
 }
 
 // mustClaim claims the lane's head and fails the test unless it is wantID.
@@ -166,7 +180,7 @@ func (h *harness) complete(f storage.Fence, c storage.QueueClaim) {
 }
 
 func claimOf(c storage.QueueClaim) storage.Claim {
-	return storage.Claim{ID: c.Row.ID, Attempt: c.Row.Attempts}
+	return storage.Claim{ID: c.Row.ID, Owner: c.Row.LeaseOwner, Attempt: c.Row.Attempts}
 }
 
 // elect makes owner the leader with ttl and returns its fence.

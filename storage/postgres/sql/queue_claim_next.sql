@@ -5,8 +5,9 @@
 -- across crashes and failovers, because:
 --   (a) The head of a lane is its lowest id that is pending or inflight.
 --       Only the head is ever claimed: if the head is inflight under a live
---       lease, or pending but not yet due (a retry backing off), nothing is
---       claimed and the lane waits. So row n+1 is claimed only once row n is
+--       lease, pending but not yet due (a retry backing off), or held (an
+--       exhausted head waiting for an operator), nothing is claimed and the
+--       lane waits. So row n+1 is claimed only once row n is
 --       done or dead.
 --   (b) Ids become visible in id order: ingest transactions are serialised
 --       (message_ingest_lock.sql), so no claimer can see id n+1 while id n
@@ -22,7 +23,7 @@
 --       current term's leader can claim; a paused old leader's claim fails.
 -- A row may be delivered more than once (at least once), never out of order.
 WITH head AS (
-    SELECT id, status, next_attempt_at
+    SELECT id, status, next_attempt_at, held
       FROM mf_queue
      WHERE lane = $1 AND status IN ('pending', 'inflight')
      ORDER BY id
@@ -38,8 +39,9 @@ UPDATE mf_queue q
   FROM head, mf_messages m
  WHERE q.id = head.id
    AND head.status = 'pending'
+   AND NOT head.held
    AND head.next_attempt_at <= now()
    AND m.id = q.message_id
 RETURNING q.id, q.message_id, q.destination, q.lane, q.status, q.attempts, q.next_attempt_at,
-          q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at,
+          q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at, q.held,
           m.payload, m.control_id

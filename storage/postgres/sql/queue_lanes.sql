@@ -1,7 +1,10 @@
 SELECT q.lane, q.destination, d.depth,
        q.id, q.message_id, q.destination, q.lane, q.status, q.attempts, q.next_attempt_at,
-       q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at,
-       EXTRACT(EPOCH FROM now() - q.created_at)::float8
+       q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at, q.held,
+       EXTRACT(EPOCH FROM now() - q.created_at)::float8,
+       -- claimable: what QueueClaimNext would take now
+       (q.status = 'pending' AND NOT q.held AND q.next_attempt_at <= now())
+         OR (q.status = 'inflight' AND q.lease_expires_at <= now())
   FROM (SELECT lane, count(*) AS depth, min(id) AS head_id
           FROM mf_queue
          WHERE status IN ('pending', 'inflight')

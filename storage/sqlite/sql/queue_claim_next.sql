@@ -5,8 +5,9 @@
 -- across crashes and failovers, because:
 --   (a) The head of a lane is its lowest id that is pending or inflight.
 --       Only the head is ever claimed: if the head is inflight under a live
---       lease, or pending but not yet due (a retry backing off), nothing is
---       claimed and the lane waits. So row n+1 is claimed only once row n is
+--       lease, pending but not yet due (a retry backing off), or held (an
+--       exhausted head waiting for an operator), nothing is claimed and the
+--       lane waits. So row n+1 is claimed only once row n is
 --       done or dead.
 --   (b) Ids become visible in id order: SQLite has one writer at a time and
 --       every write transaction is BEGIN IMMEDIATE, so ingest transactions
@@ -29,7 +30,7 @@
 --
 -- The head is read by the scalar subquery (through the partial index
 -- mf_queue_lane_head, whose WHERE term it repeats verbatim); the row is
--- claimed only if that head is pending and due. RETURNING may not name other
+-- claimed only if that head is pending, not held and due. RETURNING may not name other
 -- tables, so the payload and control id come from correlated subqueries.
 -- ?1 lane, ?2 owner, ?3 lease TTL in milliseconds.
 UPDATE mf_queue
@@ -44,8 +45,9 @@ UPDATE mf_queue
               ORDER BY id
               LIMIT 1)
    AND status = 'pending'
+   AND held = 0
    AND next_attempt_at <= CAST(round(unixepoch('subsec') * 1000) AS INTEGER)
 RETURNING id, message_id, destination, lane, status, attempts, next_attempt_at,
-          lease_owner, lease_expires_at, last_error, created_at, updated_at,
+          lease_owner, lease_expires_at, last_error, created_at, updated_at, held,
           (SELECT m.payload FROM mf_messages m WHERE m.id = mf_queue.message_id),
           (SELECT m.control_id FROM mf_messages m WHERE m.id = mf_queue.message_id)

@@ -4,7 +4,8 @@
 --      lease goes back to pending;
 --   2. read the lane head: the lowest id of the lane that is pending or
 --      inflight;
---   3. claim it only if it is pending and due (next_attempt_at <= now).
+--   3. claim it only if it is pending, not held (an exhausted head waiting
+--      for an operator) and due (next_attempt_at <= now).
 -- The head is found and locked first, because steps 1 and 3 both act on it:
 -- only the head of a lane can be in flight (only the head is ever claimed,
 -- and a row finishes before the next one can be claimed), so the stranded row
@@ -14,8 +15,9 @@
 -- across crashes and failovers, because:
 --   (a) The head of a lane is its lowest id that is pending or inflight.
 --       Only the head is ever claimed: if the head is inflight under a live
---       lease, or pending but not yet due (a retry backing off), nothing is
---       claimed and the lane waits. So row n+1 is claimed only once row n is
+--       lease, pending but not yet due (a retry backing off), or held (an
+--       exhausted head waiting for an operator), nothing is claimed and the
+--       lane waits. So row n+1 is claimed only once row n is
 --       done or dead.
 --   (b) Ids become visible in id order: ingest transactions are serialised
 --       (the mf_ingest application lock in message_ingest.sql, held to
@@ -70,7 +72,7 @@ SET NOCOUNT ON;
 SET XACT_ABORT ON;
 
 DECLARE @head BIGINT, @candidate BIGINT, @status NVARCHAR(16), @due DATETIME2(6),
-        @lease_expires_at DATETIME2(6), @tries INT = 0;
+        @lease_expires_at DATETIME2(6), @held BIT, @tries INT = 0;
 
 -- Step 2: the head, found through mf_queue_lane_head (the hint keeps the plan
 -- a seek on (lane, id) even when statistics are young; the filter is repeated
@@ -87,7 +89,7 @@ BEGIN
         BREAK;
 
     SET @status = NULL;
-    SELECT @status = status, @due = next_attempt_at, @lease_expires_at = lease_expires_at
+    SELECT @status = status, @due = next_attempt_at, @lease_expires_at = lease_expires_at, @held = held
       FROM mf_queue WITH (UPDLOCK, HOLDLOCK, ROWLOCK)
      WHERE id = @candidate;
     IF @status IN (N'pending', N'inflight')
@@ -110,9 +112,9 @@ BEGIN
     SET @status = N'pending';
 END;
 
--- Step 3: claim the head if it is pending and due.
+-- Step 3: claim the head if it is pending, not held and due.
 DECLARE @claimed INT = 0;
-IF @status = N'pending' AND @due <= @now
+IF @status = N'pending' AND @held = 0 AND @due <= @now
 BEGIN
     UPDATE mf_queue
        SET status = N'inflight',
@@ -125,7 +127,7 @@ BEGIN
 END;
 
 SELECT q.id, q.message_id, q.destination, q.lane, q.status, q.attempts, q.next_attempt_at,
-       q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at,
+       q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at, q.held,
        m.payload, m.control_id
   FROM mf_queue AS q
   JOIN mf_messages AS m ON m.id = q.message_id

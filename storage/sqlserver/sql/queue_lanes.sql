@@ -5,8 +5,12 @@ SET NOCOUNT ON;
 DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
 SELECT q.lane, q.destination, d.depth,
        q.id, q.message_id, q.destination, q.lane, q.status, q.attempts, q.next_attempt_at,
-       q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at,
-       DATEDIFF_BIG(microsecond, q.created_at, @now) AS head_age_us
+       q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at, q.held,
+       DATEDIFF_BIG(microsecond, q.created_at, @now) AS head_age_us,
+       -- claimable: what QueueClaimNext would take now
+       CAST(CASE WHEN (q.status = N'pending' AND q.held = 0 AND q.next_attempt_at <= @now)
+                   OR (q.status = N'inflight' AND q.lease_expires_at <= @now)
+                 THEN 1 ELSE 0 END AS BIT) AS claimable
   FROM (SELECT lane, COUNT_BIG(*) AS depth, MIN(id) AS head_id
           FROM mf_queue
          WHERE status IN (N'pending', N'inflight')

@@ -1,0 +1,264 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/lanes"
+	"github.com/messagefoundry/mf/leadership"
+	"github.com/messagefoundry/mf/storage"
+)
+
+// Options start an Engine.
+type Options struct {
+	Config *config.Config
+	Store  storage.Store
+	Log    zerolog.Logger
+	// NodeID names this node (process); it owns the row leases of the
+	// deliveries it makes. Default: leadership.NewNodeID().
+	NodeID string
+	// Leadership is the leadership actor's props; nil means single-node.
+	Leadership *actor.Props
+	// DrainTimeout bounds how long a clean stop lets lanes finish the
+	// delivery in hand before abandoning it (default 30s).
+	DrainTimeout time.Duration
+}
+
+// Status is this node's role as root last set it.
+type Status struct {
+	Leader bool
+	Fence  storage.Fence
+	Since  time.Time
+}
+
+// Engine is a running actor tree.
+type Engine struct {
+	system *actor.ActorSystem
+	root   *actor.PID
+	status *atomic.Pointer[Status]
+}
+
+type shutdown struct{}
+type shutdownDone struct{}
+
+// fenced reports a graph write refused by the fence of term fence.
+type fenced struct {
+	fence storage.Fence
+	op    string
+	err   error
+}
+
+// Start builds the actor tree and returns at once; the graph starts as soon
+// as the leadership actor reports that this node leads.
+func Start(o Options) (*Engine, error) {
+	router, err := lanes.NewRouter(o.Config)
+	if err != nil {
+		return nil, fmt.Errorf("routes: %w", err)
+	}
+	if o.NodeID == "" {
+		o.NodeID = leadership.NewNodeID()
+	}
+	if o.Leadership == nil {
+		o.Leadership = leadership.NewSingleNode()
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 30 * time.Second
+	}
+	status := &atomic.Pointer[Status]{}
+	status.Store(&Status{})
+	system := actor.NewActorSystem(WithZerolog(o.Log))
+	r := &root{opts: o, router: router, status: status}
+	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return r }), "root")
+	if err != nil {
+		return nil, err
+	}
+	registerLeaderMetrics(status)
+	return &Engine{system: system, root: pid, status: status}, nil
+}
+
+// Status returns this node's current role.
+func (e *Engine) Status() Status { return *e.status.Load() }
+
+// Stop shuts the engine down cleanly: the graph stops (listeners close,
+// lanes finish the delivery in hand, up to the drain timeout), then the
+// leadership actor gives up the lease, then the actor system ends.
+func (e *Engine) Stop(ctx context.Context) error {
+	deadline, ok := ctx.Deadline()
+	timeout := time.Until(deadline)
+	if !ok {
+		timeout = 2 * time.Minute
+	}
+	_, err := e.system.Root.RequestFuture(e.root, shutdown{}, timeout).Result()
+	if err != nil {
+		return fmt.Errorf("engine stop: %w", err)
+	}
+	if err := e.system.Root.StopFuture(e.root).Wait(); err != nil {
+		return fmt.Errorf("engine stop: %w", err)
+	}
+	e.system.Shutdown()
+	return nil
+}
+
+// root holds the node's role and owns the graph's lifecycle.
+type root struct {
+	opts   Options
+	router *lanes.Router
+	status *atomic.Pointer[Status]
+
+	leadership *actor.PID
+	graph      *actor.PID
+	spec       *graphSpec
+	cancel     context.CancelFunc
+	stopping   bool
+}
+
+// Receive implements actor.Actor.
+func (r *root) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		r.leadership, _ = ctx.SpawnNamed(r.opts.Leadership, "leadership")
+	case leadership.Changed:
+		r.changed(ctx, msg)
+	case fenced:
+		if r.spec == nil || msg.fence != r.spec.fence {
+			return // a late report from a graph already stopped
+		}
+		r.opts.Log.Error().Err(msg.err).Str("op", msg.op).Int64("term", msg.fence.Term).
+			Msg("a write was refused by the fence: another node leads now; stopping the graph")
+		countChange("fenced")
+		r.stopGraph(ctx, false)
+		ctx.Send(r.leadership, leadership.Fenced{})
+	case shutdown:
+		r.stopping = true
+		r.stopGraph(ctx, true)
+		if r.leadership != nil {
+			// Its Stopping resigns the lease and marks the node left.
+			if err := ctx.StopFuture(r.leadership).Wait(); err != nil {
+				r.opts.Log.Warn().Err(err).Msg("the leadership actor did not stop in time")
+			}
+		}
+		ctx.Respond(shutdownDone{})
+	}
+}
+
+func (r *root) changed(ctx actor.Context, c leadership.Changed) {
+	log := r.opts.Log.With().Int64("term", c.Fence.Term).Str("reason", c.Reason).Logger()
+	countChange(c.Reason)
+	if !c.Leader {
+		log.Info().Msg("leadership lost: stopping the graph")
+		r.stopGraph(ctx, false)
+		return
+	}
+	if r.spec != nil && r.spec.fence == c.Fence {
+		return
+	}
+	r.stopGraph(ctx, false) // a graph of an older term, if any
+	if r.stopping {
+		return
+	}
+	log.Info().Str("owner", c.Fence.Owner).Msg("leadership gained: recovering the previous leader's deliveries")
+	r.recover(c.Fence, log)
+	r.startGraph(ctx, c.Fence)
+}
+
+// recover is promotion recovery: rows left in flight by any other owner go
+// back to pending at once (the fence guarantees that owner has stopped), so
+// failover does not wait out their row leases. Should it fail, those rows
+// still come back when their leases expire (stranded-head reclaim, sweep).
+func (r *root) recover(f storage.Fence, log zerolog.Logger) {
+	for attempt := 1; attempt <= 3; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		n, err := r.opts.Store.QueueRecoverForeign(ctx, storage.QueueRecoverForeignParams{Fence: f, Owner: r.opts.NodeID})
+		cancel()
+		if err == nil {
+			if n > 0 {
+				log.Warn().Int64("rows", n).Msg("re-pended deliveries the previous leader left in flight; they will be delivered again, each before anything newer of its lane")
+			}
+			return
+		}
+		lanes.StoreError("queue_recover_foreign")
+		if errors.Is(err, storage.ErrFenced) {
+			log.Error().Err(err).Msg("promotion recovery was fenced: another node already holds a newer term")
+			return
+		}
+		log.Error().Err(err).Int("attempt", attempt).Msg("promotion recovery failed")
+		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+	}
+	log.Error().Msg("promotion recovery gave up; the previous leader's in-flight rows return when their leases expire")
+}
+
+func (r *root) startGraph(ctx actor.Context, f storage.Fence) {
+	gctx, cancel := context.WithCancel(context.Background())
+	system, self := ctx.ActorSystem(), ctx.Self()
+	spec := &graphSpec{
+		ctx: gctx, cfg: r.opts.Config, store: r.opts.Store, fence: f, owner: r.opts.NodeID, log: r.opts.Log, router: r.router,
+		done: make(chan struct{}),
+		onFenced: func(op string, err error) {
+			system.Root.Send(self, fenced{fence: f, op: op, err: err})
+		},
+	}
+	pid, err := ctx.SpawnNamed(newGraph(spec), fmt.Sprintf("graph-%d", f.Term))
+	if err != nil {
+		cancel()
+		r.opts.Log.Error().Err(err).Msg("cannot start the graph")
+		return
+	}
+	r.graph, r.spec, r.cancel = pid, spec, cancel
+	r.status.Store(&Status{Leader: true, Fence: f, Since: time.Now()})
+}
+
+// stopGraph stops the graph and waits until it and all its children have
+// stopped: every listener has closed its port. On demotion (drain false) the
+// term's context is cancelled first, so deliveries in hand are abandoned at
+// once; on a clean shutdown lanes finish them, up to the drain timeout.
+func (r *root) stopGraph(ctx actor.Context, drain bool) {
+	if r.graph == nil {
+		return
+	}
+	r.status.Store(&Status{Since: time.Now()})
+	if !drain {
+		r.cancel()
+	}
+	ctx.Stop(r.graph)
+	select {
+	case <-r.spec.done:
+	case <-time.After(r.opts.DrainTimeout):
+		r.opts.Log.Warn().Dur("drain_timeout", r.opts.DrainTimeout).Msg("the graph did not stop within the drain timeout; abandoning the deliveries in hand")
+		r.cancel()
+		<-r.spec.done
+	}
+	r.cancel()
+	r.graph, r.spec, r.cancel = nil, nil, nil
+	r.opts.Log.Info().Msg("graph stopped: no listener is open on this node")
+}
+
+func countChange(reason string) {
+	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_leadership_changes_total{reason=%q}`, reason)).Inc()
+}
+
+// leaderStatus is the status the process-wide leader gauges read.
+var leaderStatus atomic.Pointer[atomic.Pointer[Status]]
+
+func registerLeaderMetrics(s *atomic.Pointer[Status]) {
+	leaderStatus.Store(s)
+	metrics.GetOrCreateGauge("mf_is_leader", func() float64 {
+		if p := leaderStatus.Load(); p != nil && p.Load().Leader {
+			return 1
+		}
+		return 0
+	})
+	metrics.GetOrCreateGauge("mf_leader_term", func() float64 {
+		if p := leaderStatus.Load(); p != nil {
+			return float64(p.Load().Fence.Term)
+		}
+		return 0
+	})
+}

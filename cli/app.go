@@ -1,0 +1,102 @@
+// Package cli is the mf command (urfave/cli/v2). It only turns flags and
+// files into a config.Config and starts things; no engine logic lives here.
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+)
+
+// Version is set at build time with -ldflags "-X github.com/messagefoundry/mf/cli.Version=…".
+var Version = "dev"
+
+// Main runs the mf command with args and returns the process exit code.
+func Main(args []string) int {
+	if err := App(os.Stdout, os.Stderr).Run(args); err != nil {
+		fmt.Fprintln(os.Stderr, "mf:", err)
+		return 1
+	}
+	return 0
+}
+
+// App builds the command tree writing to stdout and stderr.
+func App(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:      "mf",
+		Usage:     "MessageFoundry: an HL7 v2 integration engine",
+		Version:   Version,
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Flags:     logFlags(),
+		Commands: []*cli.Command{
+			runCommand(),
+			checkCommand(),
+			migrateCommand(),
+			sendCommand(),
+			versionCommand(),
+		},
+		ExitErrHandler: func(*cli.Context, error) {}, // Main prints the error once
+	}
+}
+
+// configFlag is the --config flag shared by the commands that read one.
+var configFlag = &cli.StringFlag{
+	Name: "config", Aliases: []string{"c"}, EnvVars: []string{"MF_CONFIG"},
+	Usage: "config file (default: ./mf.toml if present, else the built-in default)",
+}
+
+// logFlags are accepted before the command (mf --log-level debug run) and
+// after it (mf run --log-level debug); urfave/cli parses each level apart.
+func logFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "log-format", Value: "json", Usage: "log format: json or console", EnvVars: []string{"MF_LOG_FORMAT"}},
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log level: debug, info, warn, error", EnvVars: []string{"MF_LOG_LEVEL"}},
+	}
+}
+
+// setFlag returns the value of a flag defined at several levels: the
+// innermost level that set it wins, else the default.
+func setFlag(c *cli.Context, name string) string {
+	for _, ctx := range c.Lineage() {
+		if ctx.IsSet(name) {
+			return ctx.String(name)
+		}
+	}
+	return c.String(name)
+}
+
+// logger builds the process logger from the log flags.
+func logger(c *cli.Context) (zerolog.Logger, error) {
+	levelName, format := setFlag(c, "log-level"), setFlag(c, "log-format")
+	level, err := zerolog.ParseLevel(strings.ToLower(levelName))
+	if err != nil || level == zerolog.NoLevel {
+		return zerolog.Nop(), fmt.Errorf("--log-level %q: want debug, info, warn or error", levelName)
+	}
+	var w io.Writer = c.App.ErrWriter
+	switch format {
+	case "json":
+	case "console":
+		w = zerolog.ConsoleWriter{Out: c.App.ErrWriter, TimeFormat: time.RFC3339}
+	default:
+		return zerolog.Nop(), fmt.Errorf("--log-format %q: want json or console", format)
+	}
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the version",
+		Action: func(c *cli.Context) error {
+			fmt.Fprintln(c.App.Writer, "mf", Version)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/hl7"
+	"github.com/messagefoundry/mf/lanes"
+	"github.com/messagefoundry/mf/listeners"
+)
+
+func sendCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "send",
+		Usage:     "send the HL7 messages of files over MLLP and print each ACK",
+		ArgsUsage: "FILE...",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "to", Value: "127.0.0.1:2575", Usage: "MLLP listener address host:port"},
+			&cli.IntFlag{Name: "connections", Value: 1, Usage: "connections to send over in parallel"},
+			&cli.IntFlag{Name: "repeat", Value: 1, Usage: "send the messages this many times"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only the summary"},
+			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "wait this long for each ACK"},
+			&cli.BoolFlag{Name: "tls", Usage: "connect with TLS"},
+			&cli.StringFlag{Name: "tls-ca", Usage: "PEM file of the CA that signed the listener's certificate"},
+			&cli.StringFlag{Name: "tls-cert", Usage: "PEM client certificate (mutual TLS)"},
+			&cli.StringFlag{Name: "tls-key", Usage: "PEM client key (mutual TLS)"},
+			&cli.StringFlag{Name: "server-name", Usage: "name to verify in the listener's certificate"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return errors.New("send: name at least one file of HL7 messages")
+			}
+			var msgs [][]byte
+			for _, f := range c.Args().Slice() {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					return fmt.Errorf("send: %w", err)
+				}
+				msgs = append(msgs, listeners.SplitMessages(b)...)
+			}
+			conns := max(c.Int("connections"), 1)
+			sender, err := lanes.NewSender(config.Outbound{
+				Name: "send", Type: config.OutboundMLLP, Address: c.String("to"), Connections: conns,
+				TLS: c.Bool("tls"), TLSCA: c.String("tls-ca"), TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"),
+				ServerName: c.String("server-name"), TimeoutSeconds: c.Duration("timeout").Seconds(),
+				RetryBaseSeconds: 0.1, RetryMaxSeconds: 1,
+			})
+			if err != nil {
+				return fmt.Errorf("send: %w", err)
+			}
+			defer sender.Close()
+			return send(c, sender, msgs, conns, c.Int("repeat"))
+		},
+	}
+}
+
+// send sends every message repeat times over conns workers and prints each
+// outcome and a summary; it fails if any message was not accepted.
+func send(c *cli.Context, sender lanes.Sender, msgs [][]byte, conns, repeat int) error {
+	total := len(msgs) * max(repeat, 1)
+	var next, accepted, failed atomic.Int64
+	var out sync.Mutex
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < conns; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= total {
+					return
+				}
+				payload := msgs[i%len(msgs)]
+				controlID := ""
+				if m, err := hl7.Parse(payload); err == nil {
+					controlID = m.ControlID()
+				}
+				ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+				err := sender.Send(ctx, lanes.Outgoing{QueueID: int64(i + 1), ControlID: controlID, Payload: payload})
+				cancel()
+				if err == nil {
+					accepted.Add(1)
+				} else {
+					failed.Add(1)
+				}
+				if !c.Bool("quiet") || err != nil {
+					out.Lock()
+					if err == nil {
+						fmt.Fprintf(c.App.Writer, "%d %s: accepted\n", i+1, controlID)
+					} else {
+						fmt.Fprintf(c.App.Writer, "%d %s: %v\n", i+1, controlID, err)
+					}
+					out.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	fmt.Fprintf(c.App.Writer, "sent %d messages over %d connections in %.2fs: %.0f msg/s; accepted %d, not accepted %d\n",
+		total, conns, took.Seconds(), float64(total)/took.Seconds(), accepted.Load(), failed.Load())
+	if failed.Load() > 0 {
+		return fmt.Errorf("send: %d of %d messages were not accepted", failed.Load(), total)
+	}
+	return nil
+}

@@ -1,0 +1,52 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/postgres"
+	"github.com/messagefoundry/mf/storage/sqlite"
+	"github.com/messagefoundry/mf/storage/sqlserver"
+)
+
+// openStore opens the configured store (it does not migrate). The engine
+// opens a SQLite file exclusively: one process per file.
+func openStore(ctx context.Context, s config.Store, engine bool) (storage.Store, error) {
+	switch s.Backend {
+	case config.BackendSQLite:
+		return sqlite.Open(ctx, sqlite.Options{Path: s.Path, Exclusive: engine})
+	case config.BackendPostgres:
+		return postgres.Open(ctx, postgres.Options{URL: s.URL, Password: s.Password, PoolSize: int32(s.PoolSize)})
+	case config.BackendSQLServer:
+		return sqlserver.Open(ctx, sqlserver.Options{URL: s.URL, Password: s.Password, PoolSize: s.PoolSize})
+	}
+	return nil, fmt.Errorf("store.backend %q is not supported", s.Backend)
+}
+
+func migrateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "migrate",
+		Usage: "apply the store's schema migrations and exit (mf run also does this at start)",
+		Flags: []cli.Flag{configFlag},
+		Action: func(c *cli.Context) error {
+			cfg, err := loadConfig(c)
+			if err != nil {
+				return err
+			}
+			st, err := openStore(c.Context, cfg.Store, false)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if err := st.Migrate(c.Context); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "%s store migrated\n", st.Dialect())
+			return nil
+		},
+	}
+}

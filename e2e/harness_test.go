@@ -1,0 +1,346 @@
+// Package e2e tests the mf binary from the outside: it builds it once, runs
+// it as a separate process with a config of the test's making, feeds it over
+// MLLP and watches what reaches real destinations.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/hl7"
+)
+
+// mfBin is the binary under test, built once by TestMain.
+var mfBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mf-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	mfBin = filepath.Join(dir, "mf")
+	args := []string{"build", "-o", mfBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, ".")...)
+	build.Dir = ".."
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building mf:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freePort returns a loopback address nobody listens on right now.
+func freePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// engine is one mf process.
+type engine struct {
+	t      testing.TB
+	dir    string
+	config string
+	listen string // its MLLP inbound
+	cmd    *exec.Cmd
+	logs   *syncBuffer
+	exited chan struct{}
+}
+
+// startEngine writes cfg (a config template: {{listen}} is replaced by a
+// free loopback address) into a fresh directory and runs mf there.
+func startEngine(t testing.TB, cfg string) *engine {
+	t.Helper()
+	e := &engine{t: t, dir: t.TempDir(), listen: freePort(t)}
+	e.config = filepath.Join(e.dir, "mf.toml")
+	cfg = strings.ReplaceAll(cfg, "{{listen}}", e.listen)
+	cfg = strings.ReplaceAll(cfg, "{{dir}}", e.dir)
+	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	t.Cleanup(func() { e.kill() })
+	return e
+}
+
+// start runs the process (again) in the engine's directory and waits until
+// its MLLP port accepts connections.
+func (e *engine) start() {
+	e.t.Helper()
+	e.logs = &syncBuffer{}
+	e.cmd = exec.Command(mfBin, "--log-level", "debug", "run", "--config", e.config)
+	e.cmd.Dir = e.dir
+	e.cmd.Stdout, e.cmd.Stderr = e.logs, e.logs
+	if err := e.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.exited = make(chan struct{})
+	go func() { e.cmd.Wait(); close(e.exited) }()
+	waitFor(e.t, "mf to open its MLLP port", 30*time.Second, func() bool {
+		select {
+		case <-e.exited:
+			e.t.Fatalf("mf exited at start:\n%s", e.logs.String())
+		default:
+		}
+		c, err := net.DialTimeout("tcp", e.listen, 200*time.Millisecond)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	})
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (e *engine) kill() {
+	if e.cmd == nil || e.cmd.Process == nil {
+		return
+	}
+	e.cmd.Process.Kill()
+	<-e.exited
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (e *engine) stop() int {
+	e.t.Helper()
+	e.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-e.exited:
+	case <-time.After(60 * time.Second):
+		e.t.Fatalf("mf did not exit within 60s of SIGTERM:\n%s", e.logs.String())
+	}
+	return e.cmd.ProcessState.ExitCode()
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// adt builds an ADT^A01 whose PID-3.1 is patient and whose control id is id.
+func adt(id, patient string) []byte {
+	return []byte("MSH|^~\\&|EPIC|HOSP|LAB|HOSP|20261121090000||ADT^A01^ADT_A01|" + id + "|P|2.5.1\r" +
+		"EVN|A01|20261121090000\r" +
+		"PID|1||" + patient + "^^^HOSP^MR||DOE^JANE||19800101|F\r")
+}
+
+// client is an MLLP sender under the test's control.
+type client struct {
+	t  testing.TB
+	c  net.Conn
+	fr *hl7.FrameReader
+}
+
+func dial(t testing.TB, addr string) *client {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &client{t: t, c: c, fr: hl7.NewFrameReader(c, 1<<20)}
+}
+
+// send writes one frame and returns the ACK's MSA-1 code and MSA-2.
+func (cl *client) send(payload []byte) (hl7.Acknowledgment, error) {
+	cl.c.SetDeadline(time.Now().Add(30 * time.Second))
+	if err := hl7.WriteFrame(cl.c, payload); err != nil {
+		return hl7.Acknowledgment{}, err
+	}
+	return cl.readAck()
+}
+
+func (cl *client) readAck() (hl7.Acknowledgment, error) {
+	b, err := cl.fr.ReadFrame()
+	if err != nil {
+		return hl7.Acknowledgment{}, err
+	}
+	return hl7.ParseAck(b)
+}
+
+// receiver is an MLLP destination that records what it gets and answers as
+// told: AA normally, or AE/AR for messages the reject function picks.
+type receiver struct {
+	t        testing.TB
+	ln       net.Listener
+	mu       sync.Mutex
+	got      []received
+	answer   func(r received) string // MSA-1 to answer; "" = AA
+	closed   chan struct{}
+	connsMu  sync.Mutex
+	conns    map[net.Conn]bool
+	accepted int
+}
+
+type received struct {
+	ControlID string
+	Patient   string
+}
+
+func startReceiver(t testing.TB, addr string) *receiver {
+	t.Helper()
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &receiver{t: t, ln: ln, closed: make(chan struct{}), conns: map[net.Conn]bool{}}
+	go r.accept()
+	t.Cleanup(r.close)
+	return r
+}
+
+func (r *receiver) addr() string { return r.ln.Addr().String() }
+
+func (r *receiver) accept() {
+	for {
+		c, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		r.connsMu.Lock()
+		r.conns[c] = true
+		r.accepted++
+		r.connsMu.Unlock()
+		go r.serve(c)
+	}
+}
+
+func (r *receiver) serve(c net.Conn) {
+	defer c.Close()
+	fr := hl7.NewFrameReader(bufio.NewReader(c), 1<<20)
+	for {
+		b, err := fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		m, err := hl7.Parse(b)
+		if err != nil {
+			r.t.Errorf("receiver got an unparsable message: %v", err)
+			return
+		}
+		rec := received{ControlID: m.ControlID(), Patient: m.Get(mustPath("PID-3.1"))}
+		code := ""
+		if r.answer != nil {
+			code = r.answer(rec)
+		}
+		if code == "" || code == "AA" {
+			r.mu.Lock()
+			r.got = append(r.got, rec)
+			r.mu.Unlock()
+			code = "AA"
+		}
+		if err := hl7.WriteFrame(c, hl7.Ack(m, hl7.AckCode(code), "")); err != nil {
+			return
+		}
+	}
+}
+
+func (r *receiver) close() {
+	r.ln.Close()
+	r.connsMu.Lock()
+	for c := range r.conns {
+		c.Close()
+	}
+	r.connsMu.Unlock()
+}
+
+func (r *receiver) received() []received {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]received(nil), r.got...)
+}
+
+func mustPath(s string) hl7.Path {
+	p, err := hl7.ParsePath(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// laneResult is what one lane (one patient) received.
+type laneResult struct {
+	highest int // highest position delivered
+	repeats int // deliveries that repeated the message just before them
+}
+
+// checkLanes verifies the FIFO contract on what the destination got: per
+// lane, once adjacent repeats are collapsed, the positions delivered are
+// exactly 0, 1, 2, ... k — nothing skipped, nothing newer before older. A
+// repeat can only be adjacent (the lane's head delivered again after a crash
+// or a lost ACK: at least once). pos maps a control id to its position in
+// its lane.
+func checkLanes(t testing.TB, got []received, pos map[string]int) map[string]*laneResult {
+	t.Helper()
+	lanes := map[string]*laneResult{}
+	last := map[string]string{}
+	for _, r := range got {
+		n, ok := pos[r.ControlID]
+		if !ok {
+			t.Fatalf("the destination received a message that was never sent: %s", r.ControlID)
+		}
+		l := lanes[r.Patient]
+		if l == nil {
+			l = &laneResult{highest: -1}
+			lanes[r.Patient] = l
+		}
+		switch {
+		case last[r.Patient] == r.ControlID:
+			l.repeats++
+		case n == l.highest+1:
+			l.highest = n
+		default:
+			t.Fatalf("lane %s: got position %d (%s) after position %d: out of order or skipped", r.Patient, n, r.ControlID, l.highest)
+		}
+		last[r.Patient] = r.ControlID
+	}
+	return lanes
+}

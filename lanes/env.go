@@ -1,0 +1,27 @@
+package lanes
+
+import (
+	"context"
+
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/storage"
+)
+
+// Env is what the lane actors of one graph share: the leader term they work
+// under and the means to act in it.
+type Env struct {
+	// Ctx is cancelled when the term ends (demotion or fence): deliveries in
+	// hand are abandoned (they will be delivered again by the next leader).
+	Ctx   context.Context
+	Store storage.Store
+	Fence storage.Fence
+	// Owner is this node; it holds the row leases of the lane's claims.
+	Owner  string
+	Config *config.Config
+	Log    zerolog.Logger
+	// OnFenced is called when a write fails with storage.ErrFenced: the node
+	// has lost leadership and the graph must stop.
+	OnFenced func(op string, err error)
+}

@@ -1,0 +1,197 @@
+package lanes
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/storage"
+)
+
+// Wake tells a lane actor that its lane may have claimable work.
+type Wake struct{}
+
+// next makes a looping lane take its next row; one row per message, so that
+// a stop is handled between rows and the delivery in hand always finishes.
+type next struct{}
+
+// idle reports to the manager that a lane found nothing to claim after
+// having seen `wakes` Wake messages.
+type idle struct {
+	lane  string
+	wakes int
+}
+
+// laneActor delivers one lane, one row at a time:
+// claim (which reclaims a stranded head first) → send → complete, or retry
+// with backoff (the row stays the head), or, once exhausted, dead or hold.
+type laneActor struct {
+	lane   string
+	dest   config.Outbound
+	sender Sender
+	env    *Env
+
+	log     zerolog.Logger
+	looping bool // a next is queued or a row is in hand
+	wakes   int  // Wake messages seen, echoed in idle
+	timer   scheduler.CancelFunc
+}
+
+// Receive implements actor.Actor.
+func (l *laneActor) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		// The lane name carries the lane key (often a patient id): never log it.
+		l.log = l.env.Log.With().Str("destination", l.dest.Name).Logger()
+		l.wake(ctx)
+	case Wake:
+		l.wakes++
+		l.wake(ctx)
+	case next:
+		l.step(ctx)
+	case *actor.Stopping:
+		if l.timer != nil {
+			l.timer()
+		}
+	}
+}
+
+func (l *laneActor) wake(ctx actor.Context) {
+	if l.looping {
+		return
+	}
+	if l.timer != nil {
+		l.timer()
+		l.timer = nil
+	}
+	l.looping = true
+	ctx.Send(ctx.Self(), next{})
+}
+
+// wakeAfter schedules a Wake for when a backing-off head is due.
+func (l *laneActor) wakeAfter(ctx actor.Context, d time.Duration) {
+	l.looping = false
+	if l.timer != nil {
+		l.timer()
+	}
+	l.timer = scheduler.NewTimerScheduler(ctx).SendOnce(d, ctx.Self(), Wake{})
+}
+
+func (l *laneActor) step(ctx actor.Context) {
+	if l.env.Ctx.Err() != nil { // demoted: touch nothing more
+		l.looping = false
+		return
+	}
+	c, err := l.env.Store.QueueClaimNext(l.env.Ctx, storage.QueueClaimNextParams{
+		Fence: l.env.Fence, Lane: l.lane, Owner: l.env.Owner, LeaseTTL: l.env.Config.Store.LeaseTTL(),
+	})
+	switch {
+	case errors.Is(err, storage.ErrNoWork):
+		l.looping = false
+		ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes})
+		return
+	case err != nil:
+		l.storeFailed(ctx, "claim", err)
+		return
+	}
+
+	log := l.log.With().Int64("queue_id", c.Row.ID).Int64("message_id", c.Row.MessageID).
+		Str("control_id", c.ControlID).Int64("attempt", c.Row.Attempts).Logger()
+	start := time.Now()
+	dctx, cancel := context.WithTimeout(l.env.Ctx, l.dest.Timeout())
+	sendErr := l.sender.Send(dctx, Outgoing{QueueID: c.Row.ID, ControlID: c.ControlID, Payload: c.Payload})
+	cancel()
+	elapsed := time.Since(start)
+	claim := storage.Claim{ID: c.Row.ID, Owner: c.Row.LeaseOwner, Attempt: c.Row.Attempts}
+
+	if sendErr == nil {
+		err = l.env.Store.QueueComplete(l.env.Ctx, storage.QueueCompleteParams{Fence: l.env.Fence, Claim: claim})
+		observeDelivery(l.dest.Name, "delivered", elapsed)
+		log.Debug().Dur("took", elapsed).Msg("delivered")
+		l.finished(ctx, log, "complete", err)
+		return
+	}
+
+	var de *DeliveryError
+	permanent := errors.As(sendErr, &de) && de.Permanent
+	exhausted := permanent || (l.dest.MaxAttempts > 0 && c.Row.Attempts >= int64(l.dest.MaxAttempts))
+	reason := sendErr.Error()
+	if !exhausted {
+		delay := Backoff(c.Row.Attempts, l.dest.RetryBase(), l.dest.RetryMax())
+		err = l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: claim, Delay: delay, Error: reason})
+		observeDelivery(l.dest.Name, "retry", elapsed)
+		log.Warn().Err(sendErr).Dur("retry_in", delay).Msg("delivery failed; the lane waits and retries this message (order is kept)")
+		if l.finished(ctx, log, "retry", err) {
+			l.wakeAfter(ctx, delay)
+		}
+		return
+	}
+	if l.dest.OnExhausted == config.ExhaustedDead {
+		err = l.env.Store.QueueDead(l.env.Ctx, storage.QueueDeadParams{Fence: l.env.Fence, Claim: claim, Error: reason})
+		observeDelivery(l.dest.Name, "dead", elapsed)
+		log.Error().Err(sendErr).Bool("rejected", permanent).Msg("delivery given up: message set aside as dead, the lane moves on; inspect it with GET /messages/{id}")
+		l.finished(ctx, log, "dead", err)
+		return
+	}
+	err = l.env.Store.QueueHold(l.env.Ctx, storage.QueueHoldParams{Fence: l.env.Fence, Claim: claim, Error: reason})
+	observeDelivery(l.dest.Name, "blocked", elapsed)
+	log.Error().Err(sendErr).Bool("rejected", permanent).Msg("delivery given up: the lane is blocked until an operator retries or skips this message (POST /queue/{id}/retry or /skip)")
+	if l.finished(ctx, log, "hold", err) {
+		l.looping = false
+		ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes})
+	}
+}
+
+// finished handles the store's answer to the write that ends a delivery and
+// reports whether the lane should carry on with its own scheduling (true) or
+// has already been rescheduled.
+func (l *laneActor) finished(ctx actor.Context, log zerolog.Logger, op string, err error) bool {
+	switch {
+	case err == nil:
+	case errors.Is(err, storage.ErrClaimLost):
+		// The lease ran out and the row was reclaimed: it will be delivered
+		// again (at least once). Nothing to undo here.
+		log.Warn().Str("op", op).Msg("row lease expired before the delivery was recorded; the message will be delivered again")
+	default:
+		l.storeFailed(ctx, op, err)
+		return false
+	}
+	if op == "complete" || op == "dead" {
+		ctx.Send(ctx.Self(), next{})
+	}
+	return true
+}
+
+// storeFailed handles a failed store call: a fence means this node is no
+// longer the leader; anything else is retried after a pause.
+func (l *laneActor) storeFailed(ctx actor.Context, op string, err error) {
+	StoreError(op)
+	if errors.Is(err, storage.ErrFenced) || l.env.Ctx.Err() != nil {
+		l.looping = false
+		l.env.OnFenced(op, err)
+		return
+	}
+	l.log.Error().Err(err).Str("op", op).Msg("store call failed; the lane retries in 1s (check the database)")
+	l.wakeAfter(ctx, time.Second)
+}
+
+// Backoff is the delay before attempt n+1 after n failed attempts:
+// base·2^(n-1), capped at max, with ±20% jitter so that lanes failing
+// together do not retry in lockstep.
+func Backoff(n int64, base, max time.Duration) time.Duration {
+	d := base
+	for i := int64(1); i < n && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	jitter := 0.8 + 0.4*rand.Float64()
+	return time.Duration(float64(d) * jitter)
+}

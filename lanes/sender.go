@@ -1,0 +1,119 @@
+package lanes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/messagefoundry/mf/config"
+)
+
+// Sender delivers messages to one destination ([[outbound]]). Send is safe for concurrent use by the destination's lane actors; each lane sends one message at a time.
+type Sender interface {
+	// Send delivers m once. nil: delivered (the destination accepted it);
+	// else a *DeliveryError. A Send without a deadline on ctx is bounded by
+	// the destination's timeout_seconds.
+	Send(ctx context.Context, m Outgoing) error // nil: delivered (the destination accepted it); else a *DeliveryError
+	// Close releases the sender's connections; a Send in progress fails
+	// (retryably) and later ones fail at once.
+	Close() error
+}
+
+// Outgoing is one message to deliver.
+type Outgoing struct {
+	// QueueID is the mf_queue row being delivered: the file sender names
+	// its file after it, the HTTP sender sends it in X-MF-Queue-ID.
+	QueueID int64
+	// ControlID is the message's MSH-10, raw, as hl7.Message.ControlID
+	// returns it; the MLLP sender checks that the ACK's MSA-2 matches it.
+	ControlID string
+	// Payload is the message as received, byte for byte. It is never put in
+	// an error or a log line (PHI).
+	Payload []byte
+}
+
+// DeliveryError says why a delivery failed and whether retrying may help.
+type DeliveryError struct {
+	// Permanent is true when retrying the same message cannot succeed (the
+	// destination rejected it: AR/CR, HTTP 4xx); the lane applies
+	// on_exhausted at once. False: retry later with backoff.
+	Permanent bool
+	// Reason says what failed, naming the destination; it never holds
+	// payload bytes.
+	Reason string
+	// Err is the underlying error, if any.
+	Err error
+}
+
+func (e *DeliveryError) Error() string {
+	if e.Err == nil {
+		return e.Reason
+	}
+	return e.Reason + ": " + e.Err.Error()
+}
+
+func (e *DeliveryError) Unwrap() error { return e.Err }
+
+// IsPermanent reports whether err is a *DeliveryError marked permanent.
+func IsPermanent(err error) bool {
+	var de *DeliveryError
+	return errors.As(err, &de) && de.Permanent
+}
+
+// retryable returns a DeliveryError that retrying may cure.
+func retryableError(err error, format string, args ...any) *DeliveryError {
+	return &DeliveryError{Reason: fmt.Sprintf(format, args...), Err: err}
+}
+
+// permanent returns a DeliveryError that retrying cannot cure.
+func permanentError(err error, format string, args ...any) *DeliveryError {
+	return &DeliveryError{Permanent: true, Reason: fmt.Sprintf(format, args...), Err: err}
+}
+
+// Defaults for an Outbound whose config.ApplyDefaults has not run.
+const (
+	defaultSendTimeout = 30 * time.Second
+	defaultRetryBase   = time.Second
+	defaultRetryMax    = 5 * time.Minute
+)
+
+// NewSender returns the Sender for o, by o.Type: "mllp", "file" or "http".
+// It checks what it needs of o (addresses, TLS files) and errors name the
+// outbound; it opens no connection.
+func NewSender(o config.Outbound) (Sender, error) {
+	var (
+		s   Sender
+		err error
+	)
+	switch o.Type {
+	case config.OutboundMLLP:
+		s, err = newMLLPSender(o)
+	case config.OutboundFile:
+		s, err = newFileSender(o)
+	case config.OutboundHTTP:
+		s, err = newHTTPSender(o)
+	default:
+		err = fmt.Errorf("type %q is not one of mllp, file, http", o.Type)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("outbound %q: %w", o.Name, err)
+	}
+	return s, nil
+}
+
+// sendTimeout is o's delivery timeout, defaulted.
+func sendTimeout(o config.Outbound) time.Duration {
+	if d := o.Timeout(); d > 0 {
+		return d
+	}
+	return defaultSendTimeout
+}
+
+// withSendDeadline bounds ctx by timeout unless it already has a deadline.
+func withSendDeadline(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, timeout)
+}

@@ -1,0 +1,106 @@
+package lanes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/messagefoundry/mf/config"
+)
+
+// File permissions of what the file sender creates: messages are PHI, so
+// nothing is world-readable; the group may read (a pick-up process).
+const (
+	fileSenderDirMode  = 0o750
+	fileSenderFileMode = 0o640
+)
+
+// fileSender writes each message to its own file in a directory (DESIGN §7).
+//
+// The file is named after the queue row, <queue id, 20 digits>.hl7, so the
+// names sort in FIFO order and a redelivery of the same row (at least once)
+// rewrites the same file instead of adding a duplicate. A file appears
+// whole or not at all: the message is written to a hidden temporary file in
+// the same directory, synced, renamed into place, and the directory synced,
+// so that neither a reader nor a crash ever sees half a message.
+type fileSender struct {
+	name, dir string
+}
+
+func newFileSender(o config.Outbound) (*fileSender, error) {
+	if o.Directory == "" {
+		return nil, errors.New("directory: required for type = \"file\"")
+	}
+	return &fileSender{name: o.Name, dir: o.Directory}, nil
+}
+
+// fileSenderName is the name the file sender gives the message of queue row id.
+func fileSenderName(queueID int64) string { return fmt.Sprintf("%020d.hl7", queueID) }
+
+// Send implements Sender. Every failure is retryable (a full disk, a missing
+// permission, an unmounted share may all be fixed).
+func (s *fileSender) Send(ctx context.Context, m Outgoing) error {
+	if err := ctx.Err(); err != nil {
+		return retryableError(err, "file %s: queue id %d not written", s.name, m.QueueID)
+	}
+	final := filepath.Join(s.dir, fileSenderName(m.QueueID))
+	if err := s.write(final, m.Payload); err != nil {
+		return retryableError(err, "file %s: writing queue id %d (control id %q) to %s failed", s.name, m.QueueID, m.ControlID, final)
+	}
+	return nil
+}
+
+func (s *fileSender) write(final string, payload []byte) (err error) {
+	if err := os.MkdirAll(s.dir, fileSenderDirMode); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(s.dir, "."+filepath.Base(final)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if err = tmp.Chmod(fileSenderFileMode); err != nil {
+		return err
+	}
+	if _, err = tmp.Write(payload); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), final); err != nil {
+		return err
+	}
+	return syncDir(s.dir)
+}
+
+// syncDir makes a rename in dir durable. Windows cannot sync a directory
+// (and does not need to).
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Close implements Sender; the file sender holds nothing open.
+func (s *fileSender) Close() error { return nil }

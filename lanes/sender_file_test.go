@@ -1,0 +1,145 @@
+package lanes
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/messagefoundry/mf/config"
+)
+
+func newTestFileSender(t *testing.T, dir string) Sender {
+	t.Helper()
+	s, err := NewSender(config.Outbound{Name: "drop", Type: config.OutboundFile, Directory: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// listDir returns the names in dir, hidden ones included.
+func listDir(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func TestFileSenderWritesOneFilePerQueueRow(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "out", "lab") // created on demand
+	s := newTestFileSender(t, dir)
+	m := testMessage("MSG1")
+	if err := s.Send(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "00000000000000000042.hl7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(m.Payload) {
+		t.Errorf("file holds %q", got)
+	}
+	if names := listDir(t, dir); len(names) != 1 {
+		t.Errorf("directory holds %v, want the message file only (no temporary file left)", names)
+	}
+	if runtime.GOOS != "windows" {
+		fi, _ := os.Stat(filepath.Join(dir, "00000000000000000042.hl7"))
+		di, _ := os.Stat(dir)
+		if fi.Mode().Perm() != 0o640 || di.Mode().Perm()&0o007 != 0 {
+			t.Errorf("file mode %v, directory mode %v: messages are PHI, not world-readable", fi.Mode(), di.Mode())
+		}
+	}
+}
+
+func TestFileSenderRedeliveryRewritesTheSameFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newTestFileSender(t, dir)
+	first := testMessage("MSG1")
+	first.Payload = append(first.Payload, "NTE|1||a longer first version of the message\r"...)
+	if err := s.Send(t.Context(), first); err != nil {
+		t.Fatal(err)
+	}
+	again := testMessage("MSG1") // the same row, delivered again (at least once)
+	if err := s.Send(t.Context(), again); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "00000000000000000042.hl7"))
+	if string(got) != string(again.Payload) {
+		t.Errorf("file holds %q, want the redelivered payload exactly", got)
+	}
+	if names := listDir(t, dir); len(names) != 1 {
+		t.Errorf("directory holds %v, want one file", names)
+	}
+}
+
+func TestFileSenderNamesSortInQueueOrder(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newTestFileSender(t, dir)
+	var wg sync.WaitGroup
+	for _, id := range []int64{9, 10, 100, 1, 12345678901234} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := testMessage(fmt.Sprint("C", id))
+			m.QueueID = id
+			if err := s.Send(t.Context(), m); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	want := []string{"00000000000000000001.hl7", "00000000000000000009.hl7", "00000000000000000010.hl7",
+		"00000000000000000100.hl7", "00000012345678901234.hl7"}
+	got := listDir(t, dir) // os.ReadDir sorts by name
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("files %v, want %v", got, want)
+	}
+}
+
+func TestFileSenderFailuresAreRetryable(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	notADir := filepath.Join(base, "file")
+	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := newTestFileSender(t, filepath.Join(notADir, "sub"))
+	err := s.Send(t.Context(), testMessage("MSG1"))
+	wantDeliveryError(t, err, false, `file drop: writing queue id 42 (control id "MSG1") to `)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err = newTestFileSender(t, base).Send(ctx, testMessage("MSG1"))
+	wantDeliveryError(t, err, false, "file drop: queue id 42 not written")
+	if _, statErr := os.Stat(filepath.Join(base, "00000000000000000042.hl7")); statErr == nil {
+		t.Error("a cancelled Send wrote the file")
+	}
+}
+
+func TestFileSenderReadOnlyDirectory(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS == "windows" || os.Geteuid() == 0 {
+		t.Skip("needs a POSIX system and a non-root user (root ignores permissions)")
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(dir, 0o700) })
+	err := newTestFileSender(t, dir).Send(t.Context(), testMessage("MSG1"))
+	wantDeliveryError(t, err, false, "permission denied")
+}

@@ -1,0 +1,129 @@
+package lanes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/messagefoundry/mf/config"
+)
+
+// HTTP sender protocol.
+const (
+	// HL7ContentType is the Content-Type of a message POSTed by the HTTP
+	// sender: HL7 v2 in its traditional encoding (ER7).
+	HL7ContentType = "x-application/hl7-v2+er7"
+	// HeaderQueueID carries the queue row's ID: a receiver can use it to
+	// recognise a redelivery (delivery is at least once).
+	HeaderQueueID = "X-MF-Queue-ID"
+	// HeaderControlID carries the message's control ID (MSH-10).
+	HeaderControlID = "X-MF-Control-ID"
+	// httpDrainMax bounds how much of a response body is read (and
+	// discarded) so that the connection can be reused.
+	httpDrainMax = 64 << 10
+)
+
+// httpSender POSTs each message to a URL (DESIGN §7): a 2xx answer is a
+// delivery; 408, 429, 5xx and transport errors are retried; any other
+// answer (other 4xx, and 3xx: redirects are not followed, since a POST
+// must not silently turn into a GET) is permanent.
+type httpSender struct {
+	name      string
+	url       string
+	timeout   time.Duration
+	client    *http.Client
+	transport *http.Transport
+}
+
+func newHTTPSender(o config.Outbound) (*httpSender, error) {
+	u, err := url.Parse(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("url: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("url: want an http:// or https:// URL with a host")
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// No proxy from the environment: mf reads its settings from the config
+	// file only, and PHI goes where the file says.
+	tr.Proxy = nil
+	if o.TLS || o.TLSCA != "" || o.TLSCert != "" || o.TLSKey != "" || o.ServerName != "" {
+		if u.Scheme != "https" {
+			return nil, errors.New("tls_ca, tls_cert, tls_key and server_name need an https:// url (refusing to send in plaintext)")
+		}
+		cfg, err := outboundTLSConfig(o)
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig = cfg
+	}
+	return &httpSender{
+		name:      o.Name,
+		url:       o.URL,
+		timeout:   sendTimeout(o),
+		transport: tr,
+		client: &http.Client{
+			Transport: tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		},
+	}, nil
+}
+
+// Send implements Sender.
+func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
+	ctx, cancel := withSendDeadline(ctx, s.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(m.Payload))
+	if err != nil {
+		return permanentError(err, "http %s: building the request for queue id %d", s.name, m.QueueID)
+	}
+	req.Header.Set("Content-Type", HL7ContentType)
+	req.Header.Set("User-Agent", "mf")
+	req.Header.Set(HeaderQueueID, strconv.FormatInt(m.QueueID, 10))
+	req.Header.Set(HeaderControlID, headerSafe(m.ControlID))
+
+	resp, err := s.client.Do(req)
+	if err != nil {
+		// Transport errors (refused, reset, TLS, timeout) may all pass.
+		// The error names the URL, never the body.
+		return retryableError(err, "http %s: POST of queue id %d (control id %q) failed", s.name, m.QueueID, m.ControlID)
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, httpDrainMax)
+	_ = resp.Body.Close()
+
+	code := resp.StatusCode
+	switch {
+	case code >= 200 && code <= 299:
+		return nil
+	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500:
+		return retryableError(nil, "http %s: %s answered %s to queue id %d (control id %q)", s.name, s.url, resp.Status, m.QueueID, m.ControlID)
+	default:
+		return permanentError(nil, "http %s: %s answered %s to queue id %d (control id %q)", s.name, s.url, resp.Status, m.QueueID, m.ControlID)
+	}
+}
+
+// headerSafe replaces what an HTTP header value cannot carry (control
+// characters) so that an odd control ID never fails the request.
+func headerSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// Close implements Sender: idle connections are closed.
+func (s *httpSender) Close() error {
+	s.transport.CloseIdleConnections()
+	return nil
+}

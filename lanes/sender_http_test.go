@@ -1,0 +1,251 @@
+package lanes
+
+import (
+	"context"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/config"
+)
+
+func httpOutbound(url string) config.Outbound {
+	return config.Outbound{Name: "api", Type: config.OutboundHTTP, URL: url, TimeoutSeconds: 5}
+}
+
+func newTestHTTPSender(t *testing.T, o config.Outbound) Sender {
+	t.Helper()
+	s, err := NewSender(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestHTTPSenderPostsTheMessage(t *testing.T) {
+	t.Parallel()
+	type request struct {
+		method, path, contentType, queueID, controlID string
+		body                                          []byte
+	}
+	got := make(chan request, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- request{r.Method, r.URL.Path, r.Header.Get("Content-Type"), r.Header.Get("X-MF-Queue-ID"), r.Header.Get("X-MF-Control-ID"), body}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+
+	m := testMessage("MSG1")
+	if err := newTestHTTPSender(t, httpOutbound(srv.URL+"/hl7/in")).Send(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.method != http.MethodPost || r.path != "/hl7/in" || r.contentType != "x-application/hl7-v2+er7" ||
+		r.queueID != "42" || r.controlID != "MSG1" || string(r.body) != string(m.Payload) {
+		t.Errorf("request %+v", r)
+	}
+}
+
+func TestHTTPSenderStatusCodes(t *testing.T) {
+	t.Parallel()
+	var redirectFollowed atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/elsewhere" {
+			redirectFollowed.Store(true)
+			return
+		}
+		code := 0
+		fmt.Sscan(strings.TrimPrefix(r.URL.Path, "/"), &code)
+		if code >= 300 && code < 400 {
+			w.Header().Set("Location", "/elsewhere")
+		}
+		w.WriteHeader(code)
+		fmt.Fprint(w, "the receiver's explanation")
+	}))
+	defer srv.Close()
+
+	for _, tt := range []struct {
+		code     int
+		ok, perm bool
+	}{
+		{200, true, false}, {201, true, false}, {204, true, false},
+		{408, false, false}, {429, false, false}, {500, false, false}, {502, false, false}, {503, false, false}, {504, false, false},
+		{400, false, true}, {401, false, true}, {403, false, true}, {404, false, true}, {413, false, true}, {422, false, true},
+		{301, false, true}, {302, false, true}, {307, false, true}, {308, false, true},
+	} {
+		url := fmt.Sprintf("%s/%d", srv.URL, tt.code)
+		err := newTestHTTPSender(t, httpOutbound(url)).Send(t.Context(), testMessage("MSG1"))
+		if tt.ok {
+			if err != nil {
+				t.Errorf("%d: %v", tt.code, err)
+			}
+			continue
+		}
+		wantDeliveryError(t, err, tt.perm, fmt.Sprintf(`http api: %s answered %d %s to queue id 42 (control id "MSG1")`, url, tt.code, http.StatusText(tt.code)))
+	}
+	if redirectFollowed.Load() {
+		t.Error("a redirect was followed: a POST must not be re-sent elsewhere (or turned into a GET)")
+	}
+}
+
+func TestHTTPSenderReusesConnections(t *testing.T) {
+	t.Parallel()
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A large answer, partly read by nobody: the sender drains it.
+		fmt.Fprint(w, strings.Repeat("x", 32<<10))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	s := newTestHTTPSender(t, httpOutbound(srv.URL))
+	for range 10 {
+		if err := s.Send(t.Context(), testMessage("MSG1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for 10 sequential POSTs, want 1 (bodies drained and closed)", n)
+	}
+}
+
+func TestHTTPSenderConcurrentSends(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("X-MF-Control-ID")] = true
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	s := newTestHTTPSender(t, httpOutbound(srv.URL))
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Send(t.Context(), testMessage(fmt.Sprint("C", i))); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != 20 {
+		t.Errorf("%d distinct messages received, want 20", len(seen))
+	}
+}
+
+func TestHTTPSenderTransportErrorsAreRetryable(t *testing.T) {
+	t.Parallel()
+	t.Run("refused", func(t *testing.T) {
+		srv := httptest.NewServer(http.NotFoundHandler())
+		url := srv.URL
+		srv.Close()
+		err := newTestHTTPSender(t, httpOutbound(url)).Send(t.Context(), testMessage("MSG1"))
+		wantDeliveryError(t, err, false, `http api: POST of queue id 42 (control id "MSG1") failed`)
+	})
+	t.Run("connection dropped", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c, _, _ := w.(http.Hijacker).Hijack()
+			c.Close()
+		}))
+		defer srv.Close()
+		err := newTestHTTPSender(t, httpOutbound(srv.URL)).Send(t.Context(), testMessage("MSG1"))
+		wantDeliveryError(t, err, false, "failed")
+	})
+	t.Run("stalled server hits the deadline", func(t *testing.T) {
+		release := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+		defer srv.Close()
+		defer close(release)
+		ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := newTestHTTPSender(t, httpOutbound(srv.URL)).Send(ctx, testMessage("MSG1"))
+		de := wantDeliveryError(t, err, false, "failed")
+		if !errors.Is(de, context.DeadlineExceeded) {
+			t.Errorf("error %v does not wrap context.DeadlineExceeded", err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("Send took %v", took)
+		}
+	})
+	t.Run("timeout_seconds without ctx deadline", func(t *testing.T) {
+		release := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+		defer srv.Close()
+		defer close(release)
+		o := httpOutbound(srv.URL)
+		o.TimeoutSeconds = 0.15
+		start := time.Now()
+		wantDeliveryError(t, newTestHTTPSender(t, o).Send(context.Background(), testMessage("MSG1")), false, "failed")
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("Send took %v", took)
+		}
+	})
+}
+
+func TestHTTPSenderHTTPS(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	err := newTestHTTPSender(t, httpOutbound(srv.URL)).Send(t.Context(), testMessage("MSG1"))
+	wantDeliveryError(t, err, false, "certificate")
+
+	o := httpOutbound(srv.URL)
+	o.TLSCA = caFile
+	if err := newTestHTTPSender(t, o).Send(t.Context(), testMessage("MSG1")); err != nil {
+		t.Fatalf("with tls_ca: %v", err)
+	}
+}
+
+func TestHTTPSenderMutualTLS(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t, nil, []net.IP{net.ParseIP("127.0.0.1")})
+	var client atomic.Value
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		client.Store(r.TLS.PeerCertificates[0].Subject.CommonName)
+	}))
+	srv.TLS = pki.serverTLS()
+	srv.StartTLS()
+	defer srv.Close()
+
+	o := httpOutbound(srv.URL)
+	o.TLSCA, o.TLSCert, o.TLSKey = pki.caFile, pki.clientCert, pki.clientKey
+	if err := newTestHTTPSender(t, o).Send(t.Context(), testMessage("MSG1")); err != nil {
+		t.Fatal(err)
+	}
+	if client.Load() != "mf-test-client" {
+		t.Errorf("client certificate %v", client.Load())
+	}
+}
+
+func TestHeaderSafe(t *testing.T) {
+	t.Parallel()
+	if got := headerSafe("A\x01B\x7fC é"); got != "A?B?C é" {
+		t.Errorf("headerSafe = %q", got)
+	}
+}

@@ -1,0 +1,898 @@
+package lanes
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/hl7"
+)
+
+// secret is in every test payload: no error may ever quote it.
+const secret = "DOE^JANE^SECRET"
+
+// testMessage returns an ADT^A01 with control ID id.
+func testMessage(id string) Outgoing {
+	payload := "MSH|^~\\&|MF|HOSP|LAB|LABFAC|20240115083015||ADT^A01^ADT_A01|" + id + "|P|2.5.1\r" +
+		"PID|1||123456^^^HOSP^MR||" + secret + "||19800101|F\r"
+	return Outgoing{QueueID: 42, ControlID: id, Payload: []byte(payload)}
+}
+
+// checkNoPayload fails the test if err quotes the payload.
+func checkNoPayload(t *testing.T, err error) {
+	t.Helper()
+	if err != nil && (strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), "123456")) {
+		t.Errorf("error quotes the payload: %v", err)
+	}
+}
+
+// wantDeliveryError asserts err is a *DeliveryError with that permanence
+// whose text says says.
+func wantDeliveryError(t *testing.T, err error, permanent bool, says string) *DeliveryError {
+	t.Helper()
+	var de *DeliveryError
+	if !errors.As(err, &de) {
+		t.Fatalf("error %v (%T) is not a *DeliveryError", err, err)
+	}
+	if de.Permanent != permanent {
+		t.Fatalf("Permanent = %v, want %v: %v", de.Permanent, permanent, err)
+	}
+	if IsPermanent(err) != permanent {
+		t.Fatalf("IsPermanent disagrees with Permanent")
+	}
+	if !strings.Contains(err.Error(), says) {
+		t.Fatalf("error %q does not say %q", err, says)
+	}
+	checkNoPayload(t, err)
+	return de
+}
+
+// waitFor polls cond until it holds, failing the test after 5 s. For state
+// that offers nothing to block on.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// answer is what the test receiver does with one message.
+type answer struct {
+	code      hl7.AckCode // ACK with this code (default AA)
+	reason    string      // ... and this reason (an ERR segment)
+	controlID *string     // ... answering this control ID instead of MSH-10
+	raw       string      // reply with this frame payload instead of an ACK
+	drop      bool        // close the connection without answering
+	stall     bool        // never answer (but keep reading)
+	delay     time.Duration
+}
+
+// mllpReceiver is an MLLP server for tests: it answers each message as its
+// script says and counts connections and messages.
+type mllpReceiver struct {
+	t      *testing.T
+	ln     net.Listener
+	addr   string
+	script func(m *hl7.Message) answer
+	done   chan struct{}
+	wg     sync.WaitGroup
+
+	mu          sync.Mutex
+	conns       map[net.Conn]bool
+	accepted    int
+	open        int
+	maxOpen     int
+	inFlight    int
+	maxInFlight int
+	received    []string // control IDs, in arrival order
+	peerNames   []string // TLS client certificate CNs
+}
+
+// startReceiver starts a receiver on 127.0.0.1 (TLS when cfg is not nil).
+func startReceiver(t *testing.T, cfg *tls.Config, script func(m *hl7.Message) answer) *mllpReceiver {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg != nil {
+		ln = tls.NewListener(ln, cfg)
+	}
+	if script == nil {
+		script = func(*hl7.Message) answer { return answer{} }
+	}
+	r := &mllpReceiver{t: t, ln: ln, addr: ln.Addr().String(), script: script, done: make(chan struct{}), conns: map[net.Conn]bool{}}
+	r.wg.Add(1)
+	go r.accept()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *mllpReceiver) accept() {
+	defer r.wg.Done()
+	for {
+		c, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		r.conns[c] = true
+		r.accepted++
+		r.open++
+		r.maxOpen = max(r.maxOpen, r.open)
+		r.mu.Unlock()
+		r.wg.Add(1)
+		go r.serve(c)
+	}
+}
+
+func (r *mllpReceiver) serve(c net.Conn) {
+	defer r.wg.Done()
+	defer func() {
+		c.Close()
+		r.mu.Lock()
+		delete(r.conns, c)
+		r.open--
+		r.mu.Unlock()
+	}()
+	if tc, ok := c.(*tls.Conn); ok {
+		if err := tc.Handshake(); err != nil {
+			return
+		}
+		if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+			r.mu.Lock()
+			r.peerNames = append(r.peerNames, certs[0].Subject.CommonName)
+			r.mu.Unlock()
+		}
+	}
+	fr := hl7.NewFrameReader(c, 1<<20)
+	for {
+		payload, err := fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		m, err := hl7.Parse(payload)
+		if err != nil {
+			_ = hl7.WriteFrame(c, hl7.NakUnparsable(err.Error()))
+			continue
+		}
+		r.mu.Lock()
+		r.received = append(r.received, m.ControlID())
+		r.inFlight++
+		r.maxInFlight = max(r.maxInFlight, r.inFlight)
+		r.mu.Unlock()
+		a := r.script(m)
+		if a.delay > 0 {
+			time.Sleep(a.delay)
+		}
+		r.mu.Lock()
+		r.inFlight--
+		r.mu.Unlock()
+		switch {
+		case a.stall:
+			continue // never answer; the next read sees the sender hang up
+		case a.drop:
+			return
+		case a.raw != "":
+			_ = hl7.WriteFrame(c, []byte(a.raw))
+		default:
+			code := a.code
+			if code == "" {
+				code = hl7.AA
+			}
+			ack := hl7.Ack(m, code, a.reason)
+			if a.controlID != nil {
+				ack = []byte(strings.Replace(string(ack), "|"+m.ControlID()+"\r", "|"+*a.controlID+"\r", 1))
+			}
+			_ = hl7.WriteFrame(c, ack)
+		}
+	}
+}
+
+// closeConnections closes every open connection from the receiver's side,
+// as a receiver's idle timeout does, and waits until they are gone.
+func (r *mllpReceiver) closeConnections() {
+	r.mu.Lock()
+	for c := range r.conns {
+		c.Close()
+	}
+	r.mu.Unlock()
+	waitFor(r.t, "the receiver's connections to close", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.open == 0
+	})
+}
+
+func (r *mllpReceiver) stop() {
+	select {
+	case <-r.done:
+		return
+	default:
+	}
+	close(r.done)
+	r.ln.Close()
+	r.mu.Lock()
+	for c := range r.conns {
+		c.Close()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// stats returns connections accepted and open, and messages received.
+func (r *mllpReceiver) stats() (accepted, open int, received []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.accepted, r.open, append([]string(nil), r.received...)
+}
+
+// mllpOutbound is an MLLP outbound to addr with test-friendly timings.
+func mllpOutbound(addr string) config.Outbound {
+	return config.Outbound{
+		Name: "lab", Type: config.OutboundMLLP, Address: addr, Connections: 1,
+		RetryBaseSeconds: 0.05, RetryMaxSeconds: 1, TimeoutSeconds: 5,
+	}
+}
+
+// newTestMLLPSender returns the MLLP sender for o, closed at cleanup.
+func newTestMLLPSender(t *testing.T, o config.Outbound) *mllpSender {
+	t.Helper()
+	s, err := NewSender(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s.(*mllpSender)
+}
+
+func TestMLLPSenderDeliversOverOnePersistentConnection(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t, nil, nil)
+	s := newTestMLLPSender(t, mllpOutbound(r.addr))
+	for i := range 5 {
+		if err := s.Send(t.Context(), testMessage(fmt.Sprintf("C%d", i))); err != nil {
+			t.Fatalf("Send %d: %v", i, err)
+		}
+	}
+	accepted, _, received := r.stats()
+	if accepted != 1 {
+		t.Errorf("%d connections for 5 messages, want 1 reused", accepted)
+	}
+	if strings.Join(received, ",") != "C0,C1,C2,C3,C4" {
+		t.Errorf("received %v", received)
+	}
+}
+
+func TestMLLPSenderAckCodes(t *testing.T) {
+	t.Parallel()
+	codes := map[string]answer{
+		"AA": {code: hl7.AA}, "CA": {code: hl7.CA},
+		"AE": {code: hl7.AE, reason: "database locked"}, "CE": {code: hl7.CE},
+		"AR": {code: hl7.AR, reason: "unknown patient"}, "CR": {code: hl7.CR},
+	}
+	r := startReceiver(t, nil, func(m *hl7.Message) answer { return codes[m.ControlID()] })
+	s := newTestMLLPSender(t, mllpOutbound(r.addr))
+	for _, tt := range []struct {
+		code     string
+		ok, perm bool
+		says     string
+	}{
+		{"AA", true, false, ""},
+		{"CA", true, false, ""},
+		{"AE", false, false, `mllp lab: receiver answered AE to control id "AE" (queue id 42): error 207 database locked`},
+		{"CE", false, false, "receiver answered CE"},
+		{"AR", false, true, `mllp lab: receiver rejected control id "AR" (queue id 42) with AR: error 207 unknown patient`},
+		{"CR", false, true, "with CR"},
+	} {
+		err := s.Send(t.Context(), testMessage(tt.code))
+		if tt.ok {
+			if err != nil {
+				t.Errorf("%s: %v", tt.code, err)
+			}
+			continue
+		}
+		wantDeliveryError(t, err, tt.perm, tt.says)
+	}
+	// An AE or AR is a clean answer: the connection stays.
+	if accepted, _, _ := r.stats(); accepted != 1 {
+		t.Errorf("%d connections, want 1: AE/AR must not close the connection", accepted)
+	}
+}
+
+func TestMLLPSenderControlIDMismatchClosesConnection(t *testing.T) {
+	t.Parallel()
+	other := "SOMEONE-ELSE"
+	var mismatch sync.Once
+	r := startReceiver(t, nil, func(m *hl7.Message) answer {
+		a := answer{}
+		mismatch.Do(func() { a.controlID = &other })
+		return a
+	})
+	s := newTestMLLPSender(t, mllpOutbound(r.addr))
+	err := s.Send(t.Context(), testMessage("MSG1"))
+	wantDeliveryError(t, err, false, `ACK for control id "SOMEONE-ELSE" while waiting for "MSG1" (queue id 42): connection out of step, closed`)
+	if err := s.Send(t.Context(), testMessage("MSG1")); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if accepted, _, _ := r.stats(); accepted != 2 {
+		t.Errorf("%d connections, want 2: the out-of-step connection must be replaced", accepted)
+	}
+}
+
+func TestMLLPSenderUnreadableReply(t *testing.T) {
+	t.Parallel()
+	for name, raw := range map[string]string{
+		"not HL7":     "HTTP/1.1 400 Bad Request",
+		"no MSA":      "MSH|^~\\&|LAB|LABFAC|MF|HOSP|20240101||ACK|X|P|2.5",
+		"bad MSA-1":   "MSH|^~\\&|LAB|LABFAC|MF|HOSP|20240101||ACK|X|P|2.5\rMSA|OK|MSG1",
+		"bad framing": "\x0b",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := startReceiver(t, nil, func(*hl7.Message) answer {
+				if raw == "\x0b" {
+					return answer{drop: true}
+				}
+				return answer{raw: raw}
+			})
+			s := newTestMLLPSender(t, mllpOutbound(r.addr))
+			err := s.Send(t.Context(), testMessage("MSG1"))
+			says := "unreadable reply to control id \"MSG1\" (queue id 42); connection closed"
+			if raw == "\x0b" {
+				says = "exchange for control id \"MSG1\" (queue id 42) failed; connection closed"
+			}
+			wantDeliveryError(t, err, false, says)
+			waitFor(t, "the connection to close", func() bool { _, open, _ := r.stats(); return open == 0 })
+		})
+	}
+}
+
+func TestMLLPSenderReceiverDropsConnection(t *testing.T) {
+	t.Parallel()
+	var drop sync.Once
+	r := startReceiver(t, nil, func(*hl7.Message) answer {
+		a := answer{}
+		drop.Do(func() { a.drop = true })
+		return a
+	})
+	s := newTestMLLPSender(t, mllpOutbound(r.addr))
+	err := s.Send(t.Context(), testMessage("MSG1"))
+	de := wantDeliveryError(t, err, false, "reading the ACK")
+	if !errors.Is(de, hl7.ErrNotFramed) && !strings.Contains(de.Error(), "EOF") && !strings.Contains(de.Error(), "reset") {
+		t.Errorf("error %v: want the connection's end", de)
+	}
+	if err := s.Send(t.Context(), testMessage("MSG1")); err != nil {
+		t.Fatalf("retry on a new connection: %v", err)
+	}
+}
+
+// A receiver that closes an idle connection (its idle timeout) costs no
+// failed delivery: the sender notices and dials again before sending.
+func TestMLLPSenderRedialsAfterIdleClose(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t, nil, nil)
+	s := newTestMLLPSender(t, mllpOutbound(r.addr))
+	if err := s.Send(t.Context(), testMessage("MSG1")); err != nil {
+		t.Fatal(err)
+	}
+	r.closeConnections()
+	waitFor(t, "the sender to see the connection closed", func() bool {
+		c := <-s.slots
+		defer func() { s.slots <- c }()
+		return c != nil && len(c.replies) > 0
+	})
+	if err := s.Send(t.Context(), testMessage("MSG2")); err != nil {
+		t.Fatalf("Send after the receiver closed the idle connection: %v", err)
+	}
+	if accepted, _, received := r.stats(); accepted != 2 || len(received) != 2 {
+		t.Errorf("accepted %d, received %v", accepted, received)
+	}
+}
+
+func TestMLLPSenderStalledReceiverHitsDeadline(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t, nil, func(*hl7.Message) answer { return answer{stall: true} })
+
+	t.Run("ctx deadline", func(t *testing.T) {
+		s := newTestMLLPSender(t, mllpOutbound(r.addr))
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := s.Send(ctx, testMessage("MSG1"))
+		took := time.Since(start)
+		de := wantDeliveryError(t, err, false, `no ACK for control id "MSG1" (queue id 42) in time; connection closed`)
+		if !errors.Is(de, context.DeadlineExceeded) {
+			t.Errorf("error %v does not wrap context.DeadlineExceeded", err)
+		}
+		if took < 190*time.Millisecond || took > 2*time.Second {
+			t.Errorf("Send took %v, want about the 200ms deadline", took)
+		}
+	})
+	t.Run("timeout_seconds without ctx deadline", func(t *testing.T) {
+		o := mllpOutbound(r.addr)
+		o.TimeoutSeconds = 0.2
+		s := newTestMLLPSender(t, o)
+		start := time.Now()
+		err := s.Send(context.Background(), testMessage("MSG2"))
+		wantDeliveryError(t, err, false, "in time")
+		if took := time.Since(start); took < 190*time.Millisecond || took > 2*time.Second {
+			t.Errorf("Send took %v, want about timeout_seconds", took)
+		}
+	})
+}
+
+func TestMLLPSenderWaitsForAFreeConnection(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	r := startReceiver(t, nil, func(m *hl7.Message) answer {
+		if m.ControlID() == "SLOW" {
+			<-release
+		}
+		return answer{}
+	})
+	s := newTestMLLPSender(t, mllpOutbound(r.addr))
+	slow := make(chan error, 1)
+	go func() { slow <- s.Send(t.Context(), testMessage("SLOW")) }()
+	waitFor(t, "the slow message to arrive", func() bool { _, _, rec := r.stats(); return len(rec) == 1 })
+
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	err := s.Send(ctx, testMessage("FAST"))
+	wantDeliveryError(t, err, false, "mllp lab: no free connection (of 1) for queue id 42")
+
+	close(release)
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(t.Context(), testMessage("FAST")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMLLPSenderConcurrentSends(t *testing.T) {
+	t.Parallel()
+	for _, conns := range []int{1, 3} {
+		t.Run(fmt.Sprintf("connections=%d", conns), func(t *testing.T) {
+			t.Parallel()
+			r := startReceiver(t, nil, func(*hl7.Message) answer { return answer{delay: time.Millisecond} })
+			o := mllpOutbound(r.addr)
+			o.Connections = conns
+			s := newTestMLLPSender(t, o)
+
+			const lanes, perLane = 8, 25
+			var wg sync.WaitGroup
+			errs := make(chan error, lanes*perLane)
+			for l := range lanes {
+				wg.Add(1)
+				go func() { // one lane: one message at a time
+					defer wg.Done()
+					for i := range perLane {
+						if err := s.Send(t.Context(), testMessage(fmt.Sprintf("L%d-%d", l, i))); err != nil {
+							errs <- err
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			accepted, _, received := r.stats()
+			if len(received) != lanes*perLane {
+				t.Fatalf("received %d messages, want %d", len(received), lanes*perLane)
+			}
+			// Each lane's messages arrived in its order.
+			next := map[string]int{}
+			for _, id := range received {
+				var l, i int
+				fmt.Sscanf(id, "L%d-%d", &l, &i)
+				key := fmt.Sprint(l)
+				if i != next[key] {
+					t.Fatalf("lane %d: message %d arrived when %d was due", l, i, next[key])
+				}
+				next[key]++
+			}
+			r.mu.Lock()
+			maxOpen, maxInFlight := r.maxOpen, r.maxInFlight
+			r.mu.Unlock()
+			if accepted != conns || maxOpen > conns {
+				t.Errorf("%d connections accepted, %d open at once; want exactly %d", accepted, maxOpen, conns)
+			}
+			if maxInFlight > conns || (conns > 1 && maxInFlight < 2) {
+				t.Errorf("%d messages in flight at once with %d connections", maxInFlight, conns)
+			}
+		})
+	}
+}
+
+func TestMLLPSenderEmptyControlIDIsReadFromPayload(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t, nil, nil)
+	s := newTestMLLPSender(t, mllpOutbound(r.addr))
+	m := testMessage("FROM-MSH10")
+	m.ControlID = ""
+	if err := s.Send(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMLLPSenderUnframeablePayloadIsPermanent(t *testing.T) {
+	t.Parallel()
+	s := newTestMLLPSender(t, mllpOutbound("127.0.0.1:1"))
+	m := testMessage("MSG1")
+	m.Payload = append(m.Payload, 0x1c)
+	wantDeliveryError(t, s.Send(t.Context(), m), true, "queue id 42 cannot be sent over MLLP")
+}
+
+func TestMLLPSenderClose(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t, nil, func(*hl7.Message) answer { return answer{stall: true} })
+	s := newTestMLLPSender(t, mllpOutbound(r.addr))
+	inFlight := make(chan error, 1)
+	go func() { inFlight <- s.Send(context.Background(), testMessage("MSG1")) }()
+	waitFor(t, "the message to arrive", func() bool { _, _, rec := r.stats(); return len(rec) == 1 })
+
+	start := time.Now()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err := <-inFlight
+	wantDeliveryError(t, err, false, "interrupted")
+	if !errors.Is(err, errSenderClosed) {
+		t.Errorf("error %v does not wrap errSenderClosed", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Close took %v with a Send in flight", took)
+	}
+	wantDeliveryError(t, s.Send(t.Context(), testMessage("MSG2")), false, "not sent")
+	waitFor(t, "the connection to close", func() bool { _, open, _ := r.stats(); return open == 0 })
+	if err := s.Close(); err != nil { // twice is fine
+		t.Fatal(err)
+	}
+}
+
+// fakeClock is a settable clock for the dial backoff.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func TestDialBackoff(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	b := newDialBackoff(time.Second, 10*time.Second)
+	b.now = clock.now
+	b.jitter = func(d time.Duration) time.Duration { return d }
+
+	if _, _, ok := b.allow(); !ok {
+		t.Fatal("a first dial must be allowed")
+	}
+	dialErr := errors.New("connection refused")
+	for i, want := range []time.Duration{1, 2, 4, 8, 10, 10} {
+		if got := b.failed(dialErr); got != want*time.Second {
+			t.Fatalf("failure %d: wait %v, want %v", i+1, got, want*time.Second)
+		}
+		next, last, ok := b.allow()
+		if ok || !next.Equal(clock.now().Add(want*time.Second)) || last != dialErr {
+			t.Fatalf("failure %d: allow() = %v, %v, %v", i+1, next, last, ok)
+		}
+		clock.advance(want*time.Second - time.Millisecond)
+		if _, _, ok := b.allow(); ok {
+			t.Fatalf("failure %d: dial allowed before the backoff elapsed", i+1)
+		}
+		clock.advance(time.Millisecond)
+		if _, _, ok := b.allow(); !ok {
+			t.Fatalf("failure %d: dial not allowed once the backoff elapsed", i+1)
+		}
+	}
+	b.succeeded()
+	if got := b.failed(dialErr); got != time.Second {
+		t.Fatalf("after a success the backoff restarts from base: got %v", got)
+	}
+
+	// Hundreds of failures neither overflow nor pass the cap.
+	for range 500 {
+		if d := b.failed(dialErr); d <= 0 || d > 10*time.Second {
+			t.Fatalf("wait %v out of (0, max]", d)
+		}
+	}
+}
+
+func TestDialBackoffJitter(t *testing.T) {
+	t.Parallel()
+	b := newDialBackoff(time.Second, time.Minute)
+	seen := map[time.Duration]bool{}
+	for range 200 {
+		b.succeeded()
+		b.failed(nil)
+		b.failed(nil)
+		d := b.failed(nil) // third failure: 4s before jitter
+		if d < 2*time.Second || d > 4*time.Second {
+			t.Fatalf("jittered wait %v outside [2s, 4s]", d)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 10 {
+		t.Errorf("only %d distinct waits in 200: no jitter?", len(seen))
+	}
+	// Defaults when the outbound was not defaulted.
+	if d := newDialBackoff(0, 0); d.base != defaultRetryBase || d.max != defaultRetryMax {
+		t.Errorf("defaults: base %v, max %v", d.base, d.max)
+	}
+}
+
+func TestMLLPSenderReconnectBackoff(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t, nil, nil)
+	s := newTestMLLPSender(t, mllpOutbound(r.addr))
+	clock := &fakeClock{t: time.Now()}
+	s.backoff.now = clock.now
+	s.backoff.jitter = func(d time.Duration) time.Duration { return d }
+
+	// The receiver is "down" until up is set: dials are counted.
+	var mu sync.Mutex
+	up, dials := false, 0
+	realDial := s.dial
+	s.dial = func(ctx context.Context) (net.Conn, error) {
+		mu.Lock()
+		dials++
+		isUp := up
+		mu.Unlock()
+		if !isUp {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+		}
+		return realDial(ctx)
+	}
+	dialCount := func() int { mu.Lock(); defer mu.Unlock(); return dials }
+
+	err := s.Send(t.Context(), testMessage("MSG1"))
+	wantDeliveryError(t, err, false, "mllp lab: dial "+r.addr+" failed; next dial in 50ms: dial tcp: connection refused")
+
+	// Within the backoff: no dial at all, and the error says when.
+	for range 3 {
+		err = s.Send(t.Context(), testMessage("MSG1"))
+		wantDeliveryError(t, err, false, "mllp lab: "+r.addr+" unreachable; next dial allowed at ")
+	}
+	if n := dialCount(); n != 1 {
+		t.Fatalf("%d dials during the backoff, want 1", n)
+	}
+
+	clock.advance(50 * time.Millisecond)
+	err = s.Send(t.Context(), testMessage("MSG1"))
+	wantDeliveryError(t, err, false, "next dial in 100ms") // doubled
+	if n := dialCount(); n != 2 {
+		t.Fatalf("%d dials, want 2", n)
+	}
+
+	mu.Lock()
+	up = true
+	mu.Unlock()
+	clock.advance(100 * time.Millisecond)
+	if err := s.Send(t.Context(), testMessage("MSG1")); err != nil {
+		t.Fatalf("Send once the receiver is up: %v", err)
+	}
+	// The success reset the backoff: the next failure waits base again.
+	if d := s.backoff.failed(nil); d != 50*time.Millisecond {
+		t.Errorf("after a successful dial the backoff restarts at base; got %v", d)
+	}
+}
+
+func TestMLLPSenderRealRefusedDial(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	o := mllpOutbound(addr)
+	o.RetryBaseSeconds, o.RetryMaxSeconds = 60, 60
+	s := newTestMLLPSender(t, o)
+	wantDeliveryError(t, s.Send(t.Context(), testMessage("MSG1")), false, "dial "+addr+" failed; next dial in")
+	start := time.Now()
+	wantDeliveryError(t, s.Send(t.Context(), testMessage("MSG1")), false, "unreachable; next dial allowed at")
+	if took := time.Since(start); took > 100*time.Millisecond {
+		t.Errorf("a Send during the backoff took %v: it must fail fast", took)
+	}
+}
+
+// testPKI is a CA with a server and a client certificate, as PEM files.
+type testPKI struct {
+	caFile                string
+	caPool                *x509.CertPool
+	server                tls.Certificate
+	clientCert, clientKey string
+}
+
+// newTestPKI issues a CA, a server certificate for dnsNames and ips, and a
+// client certificate with CN "mf-test-client".
+func newTestPKI(t *testing.T, dnsNames []string, ips []net.IP) *testPKI {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mf test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	p := &testPKI{caFile: filepath.Join(dir, "ca.pem"), caPool: x509.NewCertPool()}
+	p.caPool.AddCert(ca)
+	writePEM(t, p.caFile, "CERTIFICATE", caDER)
+
+	issue := func(serial int64, cn string, usage x509.ExtKeyUsage) ([]byte, *ecdsa.PrivateKey) {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		}
+		if usage == x509.ExtKeyUsageServerAuth {
+			tmpl.DNSNames, tmpl.IPAddresses = dnsNames, ips
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return der, key
+	}
+	srvDER, srvKey := issue(2, "mf test server", x509.ExtKeyUsageServerAuth)
+	p.server = tls.Certificate{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}
+
+	cliDER, cliKey := issue(3, "mf-test-client", x509.ExtKeyUsageClientAuth)
+	p.clientCert, p.clientKey = filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	writePEM(t, p.clientCert, "CERTIFICATE", cliDER)
+	keyDER, _ := x509.MarshalECPrivateKey(cliKey)
+	writePEM(t, p.clientKey, "EC PRIVATE KEY", keyDER)
+	return p
+}
+
+func writePEM(t *testing.T, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// serverTLS requires client certificates issued by the PKI's CA.
+func (p *testPKI) serverTLS() *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{p.server}, ClientCAs: p.caPool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+}
+
+func TestMLLPSenderMutualTLS(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t, nil, []net.IP{net.ParseIP("127.0.0.1")})
+	r := startReceiver(t, pki.serverTLS(), nil)
+	o := mllpOutbound(r.addr)
+	o.TLS, o.TLSCA, o.TLSCert, o.TLSKey = true, pki.caFile, pki.clientCert, pki.clientKey
+	s := newTestMLLPSender(t, o)
+	for i := range 3 {
+		if err := s.Send(t.Context(), testMessage(fmt.Sprint("TLS", i))); err != nil {
+			t.Fatalf("Send over mutual TLS: %v", err)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.accepted != 1 || len(r.peerNames) != 1 || r.peerNames[0] != "mf-test-client" {
+		t.Errorf("accepted %d, client certificates %v", r.accepted, r.peerNames)
+	}
+}
+
+func TestMLLPSenderTLSServerNameOverride(t *testing.T) {
+	t.Parallel()
+	// The certificate names mllp.test only; the address is an IP.
+	pki := newTestPKI(t, []string{"mllp.test"}, nil)
+	r := startReceiver(t, pki.serverTLS(), nil)
+
+	o := mllpOutbound(r.addr)
+	o.TLS, o.TLSCA, o.TLSCert, o.TLSKey = true, pki.caFile, pki.clientCert, pki.clientKey
+	s := newTestMLLPSender(t, o)
+	err := s.Send(t.Context(), testMessage("MSG1"))
+	wantDeliveryError(t, err, false, "certificate")
+
+	o.ServerName = "mllp.test"
+	s = newTestMLLPSender(t, o)
+	if err := s.Send(t.Context(), testMessage("MSG1")); err != nil {
+		t.Fatalf("Send with server_name = mllp.test: %v", err)
+	}
+}
+
+func TestMLLPSenderTLSFailures(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t, nil, []net.IP{net.ParseIP("127.0.0.1")})
+	other := newTestPKI(t, nil, []net.IP{net.ParseIP("127.0.0.1")})
+	r := startReceiver(t, pki.serverTLS(), nil)
+
+	t.Run("unknown CA", func(t *testing.T) {
+		o := mllpOutbound(r.addr)
+		o.TLS, o.TLSCA, o.TLSCert, o.TLSKey = true, other.caFile, pki.clientCert, pki.clientKey
+		err := newTestMLLPSender(t, o).Send(t.Context(), testMessage("MSG1"))
+		wantDeliveryError(t, err, false, "certificate signed by unknown authority")
+	})
+	t.Run("no client certificate", func(t *testing.T) {
+		o := mllpOutbound(r.addr)
+		o.TLS, o.TLSCA = true, pki.caFile
+		err := newTestMLLPSender(t, o).Send(t.Context(), testMessage("MSG1"))
+		// TLS 1.3 reports the server's refusal on the first read.
+		wantDeliveryError(t, err, false, "mllp lab:")
+	})
+	t.Run("plaintext to a TLS receiver", func(t *testing.T) {
+		o := mllpOutbound(r.addr)
+		o.TimeoutSeconds = 1
+		err := newTestMLLPSender(t, o).Send(t.Context(), testMessage("MSG1"))
+		wantDeliveryError(t, err, false, "mllp lab:")
+	})
+	if _, _, received := r.stats(); len(received) != 0 {
+		t.Errorf("the receiver got %v over failed TLS", received)
+	}
+}
+
+func TestOutboundTLSConfig(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t, nil, nil)
+	cfg, err := outboundTLSConfig(config.Outbound{TLS: true, TLSCA: pki.caFile, TLSCert: pki.clientCert, TLSKey: pki.clientKey, ServerName: "x.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MinVersion != tls.VersionTLS12 || cfg.ServerName != "x.test" || cfg.RootCAs == nil || len(cfg.Certificates) != 1 || cfg.InsecureSkipVerify {
+		t.Errorf("config %+v", cfg)
+	}
+	cfg, err = outboundTLSConfig(config.Outbound{TLS: true})
+	if err != nil || cfg.RootCAs != nil {
+		t.Errorf("without tls_ca the system roots are used: %v, %v", cfg.RootCAs, err)
+	}
+}
+
+func TestMLLPJudgeQuotesAShortenedReason(t *testing.T) {
+	t.Parallel()
+	s := &mllpSender{name: "lab"}
+	m, err := hl7.Parse(testMessage("MSG1").Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := s.judge(hl7.Ack(m, hl7.AE, strings.Repeat("é", 300)), "MSG1", 42)
+	if j == nil || j.closeConn || j.Permanent {
+		t.Fatalf("judgement %+v", j)
+	}
+	msg := j.Error()
+	if !strings.HasSuffix(msg, "...") || !utf8.ValidString(msg) || len(msg) > 300 {
+		t.Errorf("reason %q: want the receiver's text cut to about %d bytes, between characters", msg, mllpReasonMax)
+	}
+	if j := s.judge(hl7.Ack(m, hl7.AA, ""), "MSG1", 42); j != nil {
+		t.Errorf("AA judged %v", j)
+	}
+}

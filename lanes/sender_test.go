@@ -1,0 +1,87 @@
+package lanes
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/messagefoundry/mf/config"
+)
+
+func TestNewSenderByType(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		o    config.Outbound
+		want string
+	}{
+		{config.Outbound{Name: "a", Type: config.OutboundMLLP, Address: "127.0.0.1:2575"}, "*lanes.mllpSender"},
+		{config.Outbound{Name: "b", Type: config.OutboundFile, Directory: "out"}, "*lanes.fileSender"},
+		{config.Outbound{Name: "c", Type: config.OutboundHTTP, URL: "https://example.test/hl7"}, "*lanes.httpSender"},
+	} {
+		s, err := NewSender(tt.o)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.o.Type, err)
+		}
+		if got := fmt.Sprintf("%T", s); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.o.Type, got, tt.want)
+		}
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestNewSenderErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "not.pem")
+	os.WriteFile(notPEM, []byte("hello"), 0o600)
+	for _, tt := range []struct {
+		o    config.Outbound
+		says string
+	}{
+		{config.Outbound{Name: "x", Type: "ftp"}, `outbound "x": type "ftp" is not one of mllp, file, http`},
+		{config.Outbound{Name: "x", Type: "mllp", Address: "nohost"}, `outbound "x": address: want host:port`},
+		{config.Outbound{Name: "x", Type: "mllp", Address: "h:1", TLSCA: notPEM}, "need tls = true (refusing to send in plaintext)"},
+		{config.Outbound{Name: "x", Type: "mllp", Address: "h:1", ServerName: "h"}, "need tls = true"},
+		{config.Outbound{Name: "x", Type: "mllp", Address: "h:1", TLS: true, TLSCA: filepath.Join(dir, "missing.pem")}, "tls_ca: open"},
+		{config.Outbound{Name: "x", Type: "mllp", Address: "h:1", TLS: true, TLSCA: notPEM}, "holds no PEM certificate"},
+		{config.Outbound{Name: "x", Type: "mllp", Address: "h:1", TLS: true, TLSCert: notPEM}, "tls_cert and tls_key go together"},
+		{config.Outbound{Name: "x", Type: "mllp", Address: "h:1", TLS: true, TLSCert: notPEM, TLSKey: notPEM}, "tls_cert/tls_key:"},
+		{config.Outbound{Name: "x", Type: "file"}, `outbound "x": directory: required`},
+		{config.Outbound{Name: "x", Type: "http", URL: "ftp://h/x"}, "url: want an http:// or https:// URL"},
+		{config.Outbound{Name: "x", Type: "http", URL: "http://"}, "url: want an http:// or https:// URL with a host"},
+		{config.Outbound{Name: "x", Type: "http", URL: "http://h/x", TLSCA: notPEM}, "need an https:// url"},
+		{config.Outbound{Name: "x", Type: "http", URL: "https://h/x", TLSCA: notPEM}, "holds no PEM certificate"},
+	} {
+		s, err := NewSender(tt.o)
+		if err == nil || s != nil {
+			t.Errorf("%+v: NewSender = %v, %v; want an error", tt.o, s, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("error %q does not say %q", err, tt.says)
+		}
+	}
+}
+
+func TestDeliveryError(t *testing.T) {
+	t.Parallel()
+	cause := fs.ErrPermission
+	e := retryableError(cause, "file %s: queue id %d", "drop", 7)
+	if e.Error() != "file drop: queue id 7: permission denied" || !errors.Is(e, fs.ErrPermission) || e.Permanent {
+		t.Errorf("retryable: %q, permanent %v", e, e.Permanent)
+	}
+	p := permanentError(nil, "rejected")
+	if p.Error() != "rejected" || !p.Permanent || p.Unwrap() != nil {
+		t.Errorf("permanent: %q", p)
+	}
+	wrapped := fmt.Errorf("lane: %w", p)
+	if !IsPermanent(wrapped) || IsPermanent(e) || IsPermanent(errors.New("x")) || IsPermanent(nil) {
+		t.Error("IsPermanent")
+	}
+}

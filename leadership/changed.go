@@ -1,0 +1,20 @@
+package leadership
+
+import "github.com/messagefoundry/mf/storage"
+
+// Changed reports a change of this node's leadership to the leadership
+// actor's parent (root). Changes are sent in the order they happen, none
+// dropped, so root always acts on the latest.
+type Changed struct {
+	// Leader is true from the moment the node holds the lease (Fence says
+	// under which term) until it loses or gives it up.
+	Leader bool
+	Fence  storage.Fence
+	// Reason says why, for logs and the mf_leadership_changes_total metric:
+	// "single-node", "elected", "renew-lost", "fenced", "resigned".
+	Reason string
+}
+
+// Fenced tells the leadership actor that a graph write failed with
+// storage.ErrFenced: another node holds a newer term.
+type Fenced struct{}

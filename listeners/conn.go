@@ -1,0 +1,168 @@
+package listeners
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/messagefoundry/mf/hl7"
+	"github.com/messagefoundry/mf/storage"
+)
+
+// conn serves one MLLP connection: read a frame, have it stored, answer
+// with the ACK of DESIGN §6, and again. A connection never affects
+// another: its bad bytes end only itself.
+type conn struct {
+	l     *MLLP
+	c     net.Conn
+	reply chan Result
+}
+
+func (cn *conn) serve() {
+	l := cn.l
+	cn.reply = make(chan Result, 1)
+	if tc, ok := cn.c.(*tls.Conn); ok {
+		tc.SetDeadline(time.Now().Add(l.cfg.ReadTimeout()))
+		if err := tc.Handshake(); err != nil {
+			l.log.Warn().Err(err).Str("remote", cn.c.RemoteAddr().String()).Msg("TLS handshake failed; connection closed (check the sender's certificate)")
+			return
+		}
+		tc.SetDeadline(time.Time{})
+	}
+	frames := hl7.NewFrameReader(cn.c, l.cfg.MaxMessageBytes)
+	for {
+		// Between messages the sender may stay silent up to the idle
+		// timeout; once a frame has begun it must complete within the read
+		// timeout (a sender stalled mid-frame is cut off).
+		//
+		// Set the deadline, then check for a stop: stop() closes `closing`
+		// before it interrupts reads, so either we see it here or its
+		// interruption comes after this deadline and ends the read below.
+		cn.c.SetReadDeadline(time.Now().Add(l.cfg.IdleTimeout()))
+		select {
+		case <-l.closing:
+			return
+		default:
+		}
+		err := frames.StartFrame()
+		if err == nil {
+			cn.c.SetReadDeadline(time.Now().Add(l.cfg.ReadTimeout()))
+			var payload []byte
+			payload, err = frames.ReadFrame()
+			if err == nil {
+				countReceived(l.cfg.Name)
+				if !cn.answer(payload) {
+					return
+				}
+				continue
+			}
+		}
+		switch {
+		case errors.Is(err, hl7.ErrFrameTooLarge):
+			countRejected(l.cfg.Name, reasonOversize)
+			l.log.Warn().Int("max_message_bytes", l.cfg.MaxMessageBytes).Str("remote", cn.c.RemoteAddr().String()).
+				Msg("message larger than max_message_bytes: answered AR and closed the connection (raise max_message_bytes if it is legitimate)")
+			cn.write(hl7.NakUnparsable(fmt.Sprintf("message larger than %d bytes", l.cfg.MaxMessageBytes)))
+		case errors.Is(err, hl7.ErrNotFramed):
+			countRejected(l.cfg.Name, reasonNotFramed)
+			l.log.Warn().Str("remote", cn.c.RemoteAddr().String()).
+				Msg("bytes outside an MLLP frame: answered AR and closed the connection (is the sender speaking MLLP?)")
+			cn.write(hl7.NakUnparsable("not an MLLP frame: expected 0x0B"))
+		case errors.Is(err, io.EOF), errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, net.ErrClosed):
+			// closed by the sender, idle or stalled past its deadline, or
+			// the listener is stopping
+		default:
+			l.log.Debug().Err(err).Msg("connection ended")
+		}
+		return
+	}
+}
+
+// answer stores one message and writes its ACK; false ends the connection.
+func (cn *conn) answer(payload []byte) bool {
+	start := time.Now()
+	ack, ok := cn.handle(payload)
+	if !ok || !cn.write(ack) {
+		return false
+	}
+	observeAck(cn.l.cfg.Name, start)
+	return true
+}
+
+// handle stores one message and returns its ACK; ok is false when the
+// listener gave up waiting (the sender gets no ACK and will resend).
+func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
+	l := cn.l
+	msg, perr := hl7.Parse(payload)
+	if perr != nil {
+		countRejected(l.cfg.Name, reasonParse)
+		// Kept as received, for the operator; the sender is told why.
+		res, ok := cn.store(storage.NewMessage{Inbound: l.cfg.Name, Payload: payload, Status: storage.MessageRejected, Error: perr.Error()})
+		if !ok {
+			return nil, false
+		}
+		log := l.log.Warn().Str("reason", perr.Error())
+		if res.Err != nil {
+			log = log.AnErr("store_error", res.Err)
+		}
+		log.Int64("message_id", res.MessageID).Msg("message is not HL7 v2: answered AR")
+		return hl7.NakUnparsable(perr.Error()), true
+	}
+
+	deliveries := l.env.Router.Route(l.cfg.Name, msg)
+	status := storage.MessageRouted
+	if len(deliveries) == 0 {
+		status = storage.MessageUnrouted
+	}
+	res, ok := cn.store(storage.NewMessage{
+		Inbound: l.cfg.Name, ControlID: msg.ControlID(), MessageType: msg.MessageType(),
+		Payload: payload, Status: status, Deliveries: deliveries,
+	})
+	if !ok {
+		return nil, false
+	}
+	if res.Err != nil {
+		countRejected(l.cfg.Name, reasonStore)
+		return hl7.Ack(msg, hl7.AcceptCode(msg, hl7.Error), "message not stored, send it again: "+storeReason(res.Err)), true
+	}
+	if status == storage.MessageUnrouted {
+		l.log.Info().Int64("message_id", res.MessageID).Str("control_id", msg.ControlID()).
+			Msg("no route matches the message: stored as unrouted")
+	}
+	return hl7.Ack(msg, hl7.AcceptCode(msg, hl7.Accept), ""), true
+}
+
+// store hands the message to the ingest actor and waits for its commit.
+func (cn *conn) store(m storage.NewMessage) (Result, bool) {
+	l := cn.l
+	l.env.System.Root.Send(l.env.Ingest, Submit{Msg: m, Reply: cn.reply})
+	select {
+	case r := <-cn.reply:
+		return r, true
+	case <-l.killed:
+		return Result{}, false
+	}
+}
+
+func (cn *conn) write(ack []byte) bool {
+	cn.c.SetWriteDeadline(time.Now().Add(cn.l.cfg.ReadTimeout()))
+	if err := hl7.WriteFrame(cn.c, ack); err != nil {
+		cn.l.log.Debug().Err(err).Msg("writing the ACK failed; the sender will resend")
+		return false
+	}
+	return true
+}
+
+// storeReason is the short, payload-free reason given to a sender in an AE.
+func storeReason(err error) string {
+	switch {
+	case errors.Is(err, storage.ErrFenced), errors.Is(err, ErrShuttingDown):
+		return "this node is no longer the primary"
+	default:
+		return "the message store is unavailable"
+	}
+}

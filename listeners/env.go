@@ -1,0 +1,32 @@
+// Package listeners holds the inbound side of the graph: the MLLP listener
+// actors (one per [[inbound]] of type mllp, binding their port only while the
+// graph runs, that is only on the leader), the file-poll inbound, and the
+// ingest actor that commits the messages of many connections in one
+// transaction (group commit) before any of them is acknowledged.
+package listeners
+
+import (
+	"context"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/lanes"
+	"github.com/messagefoundry/mf/storage"
+)
+
+// Env is what the inbound actors of one graph share.
+type Env struct {
+	// Ctx is cancelled when the leader term ends.
+	Ctx    context.Context
+	Store  storage.Store
+	Fence  storage.Fence
+	Log    zerolog.Logger
+	Router *lanes.Router
+	// Ingest is the graph's ingest actor; Lanes its lane manager.
+	Ingest *actor.PID
+	Lanes  *actor.PID
+	System *actor.ActorSystem
+	// OnFenced is called when a write fails with storage.ErrFenced.
+	OnFenced func(op string, err error)
+}

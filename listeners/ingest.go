@@ -1,0 +1,128 @@
+package listeners
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/messagefoundry/mf/lanes"
+	"github.com/messagefoundry/mf/storage"
+)
+
+// MaxBatch bounds the messages of one ingest transaction.
+const MaxBatch = 512
+
+// ErrShuttingDown answers a message that arrived while the graph stopped: it
+// was not stored, and the sender must send it again (to the next leader).
+var ErrShuttingDown = errors.New("the engine is stopping or no longer the leader; message not stored")
+
+// Submit asks the ingest actor to store one message. The outcome is sent on
+// Reply, which must have room for it (capacity 1): the sender may only
+// acknowledge the message after a nil Result.Err.
+type Submit struct {
+	Msg   storage.NewMessage
+	Reply chan<- Result
+}
+
+// Result is the outcome of a Submit.
+type Result struct {
+	MessageID int64
+	Err       error
+}
+
+type committed struct {
+	err   error
+	lanes []string
+}
+
+// Ingest is the group-commit actor. While one transaction is being
+// committed, arriving messages queue up; when it ends they all go into the
+// next one. So under load each transaction carries many messages and the
+// store's commit latency is paid once per batch, not once per message, and
+// with one connection it degenerates to one message per commit.
+type Ingest struct {
+	env      *Env
+	pending  []Submit
+	inflight bool
+	commits  sync.WaitGroup
+}
+
+// NewIngest returns the props of the ingest actor.
+func NewIngest(env *Env) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &Ingest{env: env} })
+}
+
+// Receive implements actor.Actor.
+func (in *Ingest) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case Submit:
+		in.pending = append(in.pending, msg)
+		if !in.inflight {
+			in.flush(ctx)
+		}
+	case committed:
+		in.inflight = false
+		if len(msg.lanes) > 0 {
+			ctx.Send(in.env.Lanes, lanes.Ingested{Lanes: msg.lanes})
+		}
+		if errors.Is(msg.err, storage.ErrFenced) {
+			in.env.OnFenced("message_ingest", msg.err)
+		}
+		if len(in.pending) > 0 {
+			in.flush(ctx)
+		}
+	case *actor.Stopping, *actor.Restarting:
+		for _, s := range in.pending {
+			s.Reply <- Result{Err: ErrShuttingDown}
+		}
+		in.pending = nil
+		in.commits.Wait() // the transaction in flight answers its senders itself
+	}
+}
+
+// flush commits the queued messages in one transaction, off the actor's
+// goroutine, and answers every sender from there when it ends.
+func (in *Ingest) flush(ctx actor.Context) {
+	n := min(len(in.pending), MaxBatch)
+	batch := in.pending[:n:n]
+	in.pending = in.pending[n:]
+	in.inflight = true
+	in.commits.Add(1)
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	go func() {
+		defer in.commits.Done()
+		msgs := make([]storage.NewMessage, len(batch))
+		for i, s := range batch {
+			msgs[i] = s.Msg
+		}
+		start := time.Now()
+		res, err := in.env.Store.MessageIngest(in.env.Ctx, storage.MessageIngestParams{Fence: in.env.Fence, Messages: msgs})
+		observeBatch(len(batch), time.Since(start))
+		var touched []string
+		if err != nil {
+			lanes.StoreError("message_ingest")
+			in.env.Log.Error().Err(err).Int("messages", len(batch)).
+				Msg("storing a batch of messages failed; each sender gets AE and will resend")
+		} else {
+			seen := map[string]bool{}
+			for _, m := range msgs {
+				for _, d := range m.Deliveries {
+					if !seen[d.Lane] {
+						seen[d.Lane] = true
+						touched = append(touched, d.Lane)
+					}
+				}
+			}
+		}
+		for i, s := range batch {
+			if err != nil {
+				s.Reply <- Result{Err: err}
+			} else {
+				s.Reply <- Result{MessageID: res[i].MessageID}
+			}
+		}
+		root.Send(self, committed{err: err, lanes: touched})
+	}()
+}

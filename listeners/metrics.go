@@ -1,0 +1,37 @@
+package listeners
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+var ingestBatchSize = metrics.NewPrometheusHistogramExt("mf_ingest_batch_size",
+	[]float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512})
+
+func observeBatch(n int, _ time.Duration) { ingestBatchSize.Update(float64(n)) }
+
+func countReceived(inbound string) {
+	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_received_total{inbound=%q}`, inbound)).Inc()
+}
+
+// Rejection reasons, a closed set (metric label values).
+const (
+	reasonParse     = "parse"
+	reasonOversize  = "oversize"
+	reasonNotFramed = "not_framed"
+	reasonStore     = "store"
+)
+
+func countRejected(inbound, reason string) {
+	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_rejected_total{inbound=%q,reason=%q}`, inbound, reason)).Inc()
+}
+
+func observeAck(inbound string, since time.Time) {
+	metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_ack_duration_seconds{inbound=%q}`, inbound)).UpdateDuration(since)
+}
+
+func countRefusedConn(inbound string) {
+	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_connections_refused_total{inbound=%q}`, inbound)).Inc()
+}

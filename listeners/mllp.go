@@ -1,0 +1,224 @@
+package listeners
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/config"
+)
+
+// Grace is how long a stopping listener lets its connections finish the
+// message in hand (wait for its commit and write its ACK) before closing them.
+const Grace = 5 * time.Second
+
+type bind struct{}
+
+// MLLP is the listener actor of one [[inbound]] of type mllp. It binds its
+// port in Started and closes it, and every connection, in Stopping: the port
+// is open exactly while the graph runs, that is only on the leader, which is
+// what makes a load balancer's TCP health check find the primary.
+type MLLP struct {
+	env *Env
+	cfg config.Inbound
+	log zerolog.Logger
+
+	ln       net.Listener
+	closing  chan struct{} // closed when the listener stops: finish up
+	killed   chan struct{} // closed when the grace period is over: give up
+	accepted sync.WaitGroup
+	conns    *connSet
+	retry    scheduler.CancelFunc
+	failures int
+}
+
+// NewMLLP returns the props of an MLLP listener actor.
+func NewMLLP(env *Env, cfg config.Inbound) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &MLLP{env: env, cfg: cfg, log: env.Log.With().Str("inbound", cfg.Name).Logger()}
+	})
+}
+
+// Receive implements actor.Actor.
+func (l *MLLP) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		l.closing = make(chan struct{})
+		l.killed = make(chan struct{})
+		l.conns = &connSet{m: map[net.Conn]struct{}{}}
+		l.bind(ctx)
+	case bind:
+		l.bind(ctx)
+	case *actor.Stopping, *actor.Restarting:
+		l.stop()
+	}
+}
+
+func (l *MLLP) bind(ctx actor.Context) {
+	tlsCfg, err := serverTLS(l.cfg)
+	if err == nil {
+		l.ln, err = net.Listen("tcp", l.cfg.Listen)
+	}
+	if err != nil {
+		l.failures++
+		delay := min(time.Duration(l.failures)*time.Second, 30*time.Second)
+		l.log.Error().Err(err).Str("listen", l.cfg.Listen).Dur("retry_in", delay).
+			Msg("cannot open the MLLP listener; retrying (is the port taken, or a certificate file unreadable?)")
+		l.retry = scheduler.NewTimerScheduler(ctx).SendOnce(delay, ctx.Self(), bind{})
+		return
+	}
+	l.failures = 0
+	if tlsCfg != nil {
+		l.ln = tls.NewListener(l.ln, tlsCfg)
+	}
+	l.log.Info().Str("listen", l.ln.Addr().String()).Bool("tls", tlsCfg != nil).Msg("MLLP listener open")
+	l.accepted.Add(1)
+	go l.acceptLoop()
+}
+
+func (l *MLLP) acceptLoop() {
+	defer l.accepted.Done()
+	refused, lastRefusalLog := 0, time.Time{}
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			select {
+			case <-l.closing:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			l.log.Warn().Err(err).Msg("accept failed; retrying")
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if !l.conns.add(c, l.cfg.MaxConnections) {
+			c.Close()
+			countRefusedConn(l.cfg.Name)
+			refused++
+			if time.Since(lastRefusalLog) > 10*time.Second { // once per interval, not per connection
+				l.log.Warn().Int("refused", refused).Int("max_connections", l.cfg.MaxConnections).
+					Msg("connections refused: the listener is at max_connections")
+				refused, lastRefusalLog = 0, time.Now()
+			}
+			continue
+		}
+		go func() {
+			defer l.conns.remove(c)
+			(&conn{l: l, c: c}).serve()
+		}()
+	}
+}
+
+// stop closes the port first (no new connections), lets the connections
+// finish the message in hand for up to Grace, then closes them all, and
+// returns only when every connection goroutine has ended.
+func (l *MLLP) stop() {
+	if l.retry != nil {
+		l.retry()
+	}
+	close(l.closing)
+	if l.ln != nil {
+		l.ln.Close()
+		l.accepted.Wait()
+		l.log.Info().Str("listen", l.cfg.Listen).Msg("MLLP listener closed")
+	}
+	l.conns.interruptReads()
+	if !l.conns.wait(Grace) {
+		close(l.killed)
+		l.conns.closeAll()
+		l.conns.wait(time.Minute)
+	}
+}
+
+// connSet tracks a listener's open connections.
+type connSet struct {
+	mu sync.Mutex
+	m  map[net.Conn]struct{}
+	wg sync.WaitGroup
+}
+
+func (s *connSet) add(c net.Conn, limit int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.m) >= limit {
+		return false
+	}
+	s.m[c] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+func (s *connSet) remove(c net.Conn) {
+	s.mu.Lock()
+	delete(s.m, c)
+	s.mu.Unlock()
+	c.Close()
+	s.wg.Done()
+}
+
+// interruptReads makes every blocked read return now; a connection waiting
+// for its commit is not reading and still writes its ACK.
+func (s *connSet) interruptReads() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.m {
+		c.SetReadDeadline(time.Now())
+	}
+}
+
+func (s *connSet) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.m {
+		c.Close()
+	}
+}
+
+func (s *connSet) wait(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// serverTLS builds the listener's TLS config: none without a certificate;
+// mutual TLS when client_ca is set.
+func serverTLS(c config.Inbound) (*tls.Config, error) {
+	if c.TLSCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("inbound %s: load tls_cert/tls_key: %w", c.Name, err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.ClientCA != "" {
+		pem, err := os.ReadFile(c.ClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("inbound %s: read client_ca: %w", c.Name, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("inbound %s: client_ca %s holds no PEM certificate", c.Name, c.ClientCA)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}

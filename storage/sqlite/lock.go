@@ -1,0 +1,43 @@
+package sqlite
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// processLock is an exclusive advisory lock on PATH.lock, held while a
+// process runs the engine on PATH. SQLite is single-node: two engines on
+// one file would each deliver its lanes, and each would take the other's
+// in-flight rows for a crashed predecessor's. The kernel drops the lock when
+// the process dies, however it dies, so a kill -9 never leaves it behind.
+type processLock struct{ f *os.File }
+
+func lockFile(path string) (*processLock, error) {
+	name := path + ".lock"
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open lock file %s: %w", name, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b := make([]byte, 32)
+		n, _ := f.ReadAt(b, 0)
+		f.Close()
+		holder := strings.TrimSpace(string(b[:n]))
+		if _, perr := strconv.Atoi(holder); perr != nil {
+			holder = "unknown"
+		}
+		return nil, fmt.Errorf("sqlite: %s is in use by another mf process (pid %s): SQLite is single-node; stop that process, or use a PostgreSQL or SQL Server store for more than one node", path, holder)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return &processLock{f: f}, nil
+}
+
+func (l *processLock) release() {
+	if l != nil {
+		l.f.Close() // closing the descriptor releases the flock
+	}
+}
