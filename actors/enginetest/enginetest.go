@@ -1,0 +1,153 @@
+// Package enginetest runs a real engine (the actor tree on a real SQLite
+// store) inside a test, with a store whose failures the test can switch on,
+// so that tests of listeners and lanes read like their scenario.
+package enginetest
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/actors"
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/sqlite"
+)
+
+// Engine is one running engine.
+type Engine struct {
+	Config *config.Config
+	Store  *FaultStore
+	Dir    string
+	eng    *actors.Engine
+}
+
+// FreeAddr returns a loopback address nobody listens on right now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Start parses cfg (after replacing {{dir}} with a fresh directory), opens a
+// SQLite store there and starts the engine; it is stopped when the test ends.
+// Every [[inbound]] of type mllp must be open before Start returns.
+func Start(t testing.TB, cfg string) *Engine {
+	t.Helper()
+	dir := t.TempDir()
+	cfg = strings.ReplaceAll(cfg, "{{dir}}", dir)
+	c, err := config.Parse([]byte(cfg), filepath.Join(dir, "mf.toml"))
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	c.Store.Path = filepath.Join(dir, "mf.db")
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: c.Store.Path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fs := &FaultStore{Store: st}
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	if testing.Verbose() {
+		log = log.Level(zerolog.DebugLevel)
+	}
+	eng, err := actors.Start(actors.Options{Config: c, Store: fs, Log: log, DrainTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Engine{Config: c, Store: fs, Dir: dir, eng: eng}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := eng.Stop(ctx); err != nil {
+			t.Errorf("engine stop: %v", err)
+		}
+		st.Close()
+	})
+	for _, in := range c.Inbound {
+		if in.Type == config.InboundMLLP {
+			WaitFor(t, "inbound "+in.Name+" to listen", 10*time.Second, func() bool {
+				conn, err := net.DialTimeout("tcp", in.Listen, 100*time.Millisecond)
+				if err != nil {
+					return false
+				}
+				conn.Close()
+				return true
+			})
+		}
+	}
+	return e
+}
+
+// WaitFor polls cond until it holds or the deadline passes.
+func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Messages reads back every message stored so far (ids are dense from 1 in a
+// fresh SQLite store).
+func (e *Engine) Messages(t testing.TB) []storage.MessageDetail {
+	t.Helper()
+	var out []storage.MessageDetail
+	for id := int64(1); ; id++ {
+		d, err := e.Store.MessageRead(context.Background(), id)
+		if err != nil {
+			return out
+		}
+		out = append(out, d)
+	}
+}
+
+// WriteFile writes content to name in the engine's directory and returns the
+// path (for certificates and inbound files).
+func WriteFile(t testing.TB, dir, name string, content []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// FaultStore is a storage.Store whose ingest can be made to fail.
+type FaultStore struct {
+	storage.Store
+	// FailIngest makes MessageIngest fail, as a database outage would.
+	FailIngest atomic.Bool
+}
+
+// ErrInjected is the failure FaultStore injects.
+var ErrInjected = &injected{}
+
+type injected struct{}
+
+func (*injected) Error() string { return "enginetest: injected store failure" }
+
+// MessageIngest implements storage.Store.
+func (f *FaultStore) MessageIngest(ctx context.Context, p storage.MessageIngestParams) ([]storage.IngestedMessage, error) {
+	if f.FailIngest.Load() {
+		return nil, ErrInjected
+	}
+	return f.Store.MessageIngest(ctx, p)
+}

@@ -1,0 +1,136 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/config"
+)
+
+const minimal = `
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "127.0.0.1:2575"
+
+[[outbound]]
+name = "lab"
+type = "mllp"
+address = "lab.internal:2576"
+
+[[route]]
+from = "adt_in"
+to = ["lab"]
+lane_key = "PID-3.1"
+`
+
+func TestDefaults(t *testing.T) {
+	c, err := config.Parse([]byte(minimal), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.Backend != "sqlite" || c.Store.Path != "mf.db" || c.Store.PoolSize != 5 ||
+		c.Store.LeaseTTL() != time.Minute || c.Store.Retention() != 7*24*time.Hour {
+		t.Fatalf("store defaults: %+v", c.Store)
+	}
+	cl := c.Cluster
+	if cl.Enabled || cl.Heartbeat() != 10*time.Second || cl.LeaderFenceTimeout() != 20*time.Second ||
+		cl.LeaderLeaseTTL() != 30*time.Second || cl.NodeTimeout() != 30*time.Second || cl.ReclaimInterval() != 30*time.Second {
+		t.Fatalf("cluster defaults: %+v", cl)
+	}
+	if c.API.Listen != "127.0.0.1:8765" {
+		t.Fatalf("api defaults: %+v", c.API)
+	}
+	in, out := c.Inbound[0], c.Outbound[0]
+	if in.MaxMessageBytes != 1<<20 || in.MaxConnections != 100 || in.IdleTimeout() != 5*time.Minute || in.ReadTimeout() != 30*time.Second {
+		t.Fatalf("inbound defaults: %+v", in)
+	}
+	if out.MaxAttempts != 0 || out.OnExhausted != "block" || out.RetryBase() != time.Second || out.RetryMax() != 5*time.Minute ||
+		out.Timeout() != 30*time.Second || out.Connections != 1 {
+		t.Fatalf("outbound defaults: %+v", out)
+	}
+}
+
+func TestBuiltInDefaultIsValid(t *testing.T) {
+	c, err := config.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Inbound) != 1 || c.Inbound[0].Listen != "127.0.0.1:2575" || c.Outbound[0].Directory != "out" {
+		t.Fatalf("built-in default: %+v", c)
+	}
+}
+
+// Unknown keys are errors naming the file, the line and the key.
+func TestUnknownKeyNamesKeyAndFile(t *testing.T) {
+	_, err := config.Parse([]byte("[store]\nbakend = \"sqlite\"\n"+minimal), "site.toml")
+	if err == nil || !strings.Contains(err.Error(), "site.toml:2") || !strings.Contains(err.Error(), `"store.bakend"`) {
+		t.Fatalf("got %v", err)
+	}
+	_, err = config.Parse([]byte(minimal+"timeout = 3\n"), "site.toml")
+	if err == nil || !strings.Contains(err.Error(), `"route.timeout"`) {
+		t.Fatalf("got %v", err)
+	}
+	_, err = config.Parse([]byte("[store]\npool_size = \"five\"\n"), "site.toml")
+	if err == nil || !strings.Contains(err.Error(), "site.toml:2") {
+		t.Fatalf("a wrong type: got %v", err)
+	}
+}
+
+// Each rule of DESIGN §10, refused with the file and the key named.
+func TestValidationNamesTheKey(t *testing.T) {
+	cases := []struct {
+		name, toml, key string
+	}{
+		{"timing invariant", "[cluster]\nheartbeat_seconds = 25\n", "cluster: need 0 < heartbeat_seconds"},
+		{"node timeout", "[cluster]\nnode_timeout_seconds = 5\n", "cluster.node_timeout_seconds"},
+		{"cluster on sqlite", "[cluster]\nenabled = true\n", "cluster.enabled"},
+		{"cluster pool", "[store]\nbackend = \"postgres\"\nurl = \"postgres://db/mf\"\npool_size = 1\n[cluster]\nenabled = true\n", "store.pool_size"},
+		{"server db without url", "[store]\nbackend = \"postgres\"\n", "store.url"},
+		{"unknown backend", "[store]\nbackend = \"mysql\"\n", "store.backend"},
+		{"api plaintext on the network", "[api]\nlisten = \"10.0.0.5:8765\"\n", "api.listen"},
+		{"token role", "[[api.tokens]]\nname = \"g\"\nrole = \"root\"\nsha256 = \"" + strings.Repeat("a", 64) + "\"\n", "api.tokens[0].role"},
+		{"token hash", "[[api.tokens]]\nname = \"g\"\nrole = \"viewer\"\nsha256 = \"abc\"\n", "api.tokens[0].sha256"},
+		{"route from nowhere", "[[route]]\nfrom = \"nope\"\nto = [\"lab\"]\n", "route[1].from"},
+		{"route to nowhere", "[[route]]\nfrom = \"adt_in\"\nto = [\"nope\"]\n", "route[1].to"},
+		{"bad lane key", "[[route]]\nfrom = \"adt_in\"\nto = [\"lab\"]\nlane_key = \"PID3\"\n", "route[1].lane_key"},
+		{"bad filter path", "[[route]]\nfrom = \"adt_in\"\nto = [\"lab\"]\nfilter = { \"MSH-x\" = \"ADT\" }\n", "route[1].filter"},
+		{"timeout above the row lease", "[[outbound]]\nname = \"slow\"\ntype = \"file\"\ndirectory = \"x\"\ntimeout_seconds = 90\n", "outbound[1].timeout_seconds"},
+		{"on_exhausted", "[[outbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"x\"\non_exhausted = \"drop\"\n", "outbound[1].on_exhausted"},
+		{"tls settings without tls", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\ntls_ca = \"ca.pem\"\n", "outbound[1].tls"},
+		{"duplicate outbound", "[[outbound]]\nname = \"lab\"\ntype = \"file\"\ndirectory = \"x\"\n", "outbound[1].name"},
+		{"slash in a destination", "[[outbound]]\nname = \"a/b\"\ntype = \"file\"\ndirectory = \"x\"\n", "outbound[1].name"},
+		{"mllp inbound without tls on the network", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \":2575\"\n", "inbound[1].listen"},
+		{"mutual tls without a certificate", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\nclient_ca = \"ca.pem\"\n", "inbound[1].client_ca"},
+		{"file inbound without a directory", "[[inbound]]\nname = \"x\"\ntype = \"file\"\n", "inbound[1].directory"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(minimal+tc.toml), "site.toml")
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), "site.toml") || !strings.Contains(err.Error(), tc.key) {
+				t.Fatalf("error %q does not name site.toml and %s", err, tc.key)
+			}
+		})
+	}
+}
+
+func TestClusterOnAServerDatabaseIsValid(t *testing.T) {
+	_, err := config.Parse([]byte(`
+[store]
+backend = "postgres"
+url = "postgres://db.internal/mf"
+[cluster]
+enabled = true
+heartbeat_seconds = 0.2
+leader_fence_timeout_seconds = 0.5
+leader_lease_ttl_seconds = 1.0
+node_timeout_seconds = 1.0
+`+minimal), "cluster.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+}
