@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/messagefoundry/mf/actors/enginetest"
 )
 
 // singleNode is a config template: one MLLP inbound, one MLLP destination,
@@ -87,13 +89,13 @@ func (l *load) send(t testing.TB, addr string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cl := dial(t, addr)
+			cl := enginetest.Dial(t, addr)
 			for i := 0; i < l.n; i++ {
 				p := i % l.patients
 				if p%l.conns != c {
 					continue
 				}
-				ack, err := cl.send(adt(controlID(i), patient(p)))
+				ack, err := cl.TrySend(adt(controlID(i), patient(p)))
 				if err != nil {
 					return
 				}

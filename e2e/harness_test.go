@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/hl7"
 )
 
@@ -46,16 +47,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a loopback address nobody listens on right now.
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func freePort(t testing.TB) string { return enginetest.FreeAddr(t) }
 
 // engine is one mf process.
 type engine struct {
@@ -133,16 +125,9 @@ func (e *engine) stop() int {
 	return e.cmd.ProcessState.ExitCode()
 }
 
-// waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	enginetest.WaitFor(t, what, timeout, cond)
 }
 
 type syncBuffer struct {
@@ -162,46 +147,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// adt builds an ADT^A01 whose PID-3.1 is patient and whose control id is id.
-func adt(id, patient string) []byte {
-	return []byte("MSH|^~\\&|EPIC|HOSP|LAB|HOSP|20261121090000||ADT^A01^ADT_A01|" + id + "|P|2.5.1\r" +
-		"EVN|A01|20261121090000\r" +
-		"PID|1||" + patient + "^^^HOSP^MR||DOE^JANE||19800101|F\r")
-}
-
-// client is an MLLP sender under the test's control.
-type client struct {
-	t  testing.TB
-	c  net.Conn
-	fr *hl7.FrameReader
-}
-
-func dial(t testing.TB, addr string) *client {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &client{t: t, c: c, fr: hl7.NewFrameReader(c, 1<<20)}
-}
-
-// send writes one frame and returns the ACK's MSA-1 code and MSA-2.
-func (cl *client) send(payload []byte) (hl7.Acknowledgment, error) {
-	cl.c.SetDeadline(time.Now().Add(30 * time.Second))
-	if err := hl7.WriteFrame(cl.c, payload); err != nil {
-		return hl7.Acknowledgment{}, err
-	}
-	return cl.readAck()
-}
-
-func (cl *client) readAck() (hl7.Acknowledgment, error) {
-	b, err := cl.fr.ReadFrame()
-	if err != nil {
-		return hl7.Acknowledgment{}, err
-	}
-	return hl7.ParseAck(b)
-}
+func adt(id, patient string) []byte { return []byte(enginetest.ADT(id, patient)) }
 
 // receiver is an MLLP destination that records what it gets and answers as
 // told: AA normally, or AE/AR for messages the reject function picks.

@@ -3,7 +3,6 @@ package lanes_test
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -51,22 +50,10 @@ func (d *httpDestination) received() []string {
 
 func send(t *testing.T, addr string, msgs ...string) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fr := hl7.NewFrameReader(c, 1<<20)
+	cl := enginetest.Dial(t, addr)
 	for _, m := range msgs {
-		if err := hl7.WriteFrame(c, []byte(m)); err != nil {
-			t.Fatal(err)
-		}
-		b, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ack, err := hl7.ParseAck(b); err != nil || ack.Code != hl7.AA {
-			t.Fatalf("ack %+v, %v", ack, err)
+		if ack := cl.Send(m); ack.Code != hl7.AA {
+			t.Fatalf("ack %+v", ack)
 		}
 	}
 }

@@ -1,85 +1,17 @@
 package listeners_test
 
 import (
-	"errors"
-	"io"
-	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/hl7"
 	"github.com/messagefoundry/mf/storage"
 )
 
-// client is an MLLP sender under the test's control.
-type client struct {
-	t  *testing.T
-	c  net.Conn
-	fr *hl7.FrameReader
-}
+func dial(t *testing.T, addr string) *enginetest.Client { return enginetest.Dial(t, addr) }
 
-func dial(t *testing.T, addr string) *client {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
-	return wrap(t, c)
-}
-
-func wrap(t *testing.T, c net.Conn) *client {
-	t.Cleanup(func() { c.Close() })
-	return &client{t: t, c: c, fr: hl7.NewFrameReader(c, 1<<20)}
-}
-
-// raw writes bytes as they are and reads one ACK frame.
-func (cl *client) raw(b []byte) (hl7.Acknowledgment, error) {
-	cl.t.Helper()
-	cl.c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := cl.c.Write(b); err != nil {
-		return hl7.Acknowledgment{}, err
-	}
-	f, err := cl.fr.ReadFrame()
-	if err != nil {
-		return hl7.Acknowledgment{}, err
-	}
-	return hl7.ParseAck(f)
-}
-
-// send frames payload, and returns its ACK.
-func (cl *client) send(payload string) hl7.Acknowledgment {
-	cl.t.Helper()
-	frame, err := hl7.AppendFrame(nil, []byte(payload))
-	if err != nil {
-		cl.t.Fatal(err)
-	}
-	ack, err := cl.raw(frame)
-	if err != nil {
-		cl.t.Fatalf("send: %v", err)
-	}
-	return ack
-}
-
-// closed reports whether the engine has closed the connection.
-func (cl *client) closed() bool {
-	cl.c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, err := cl.c.Read(make([]byte, 1))
-	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || strings.Contains(fmtErr(err), "reset")
-}
-
-func fmtErr(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-func adt(id, patient string) string {
-	return "MSH|^~\\&|EPIC|HOSP|LAB|HOSP|20261121090000||ADT^A01^ADT_A01|" + id + "|P|2.5.1\r" +
-		"PID|1||" + patient + "^^^HOSP^MR||DOE^JANE\r"
-}
+func adt(id, patient string) string { return enginetest.ADT(id, patient) }
 
 const ackConfig = `
 [[inbound]]
@@ -111,14 +43,14 @@ func TestAckTable(t *testing.T) {
 		t.Helper()
 		n++
 		id := "GOOD" + string(rune('A'+n))
-		if ack := good.send(adt(id, "P1")); ack.Code != hl7.AA || ack.ControlID != id {
+		if ack := good.Send(adt(id, "P1")); ack.Code != hl7.AA || ack.ControlID != id {
 			t.Fatalf("the well-behaved connection got %s for %s (MSA-2 %q)", ack.Code, id, ack.ControlID)
 		}
 	}
 	stillWorks()
 
 	t.Run("valid and routed: AA with MSA-2 = MSH-10", func(t *testing.T) {
-		ack := dial(t, addr).send(adt("CTRL1", "P2"))
+		ack := dial(t, addr).Send(adt("CTRL1", "P2"))
 		if ack.Code != hl7.AA || ack.ControlID != "CTRL1" {
 			t.Fatalf("got %+v", ack)
 		}
@@ -126,31 +58,31 @@ func TestAckTable(t *testing.T) {
 	})
 	t.Run("enhanced mode (MSH-15 set): CA", func(t *testing.T) {
 		msg := strings.Replace(adt("CTRL2", "P2"), "|P|2.5.1\r", "|P|2.5.1|||AL|NE\r", 1)
-		if ack := dial(t, addr).send(msg); ack.Code != hl7.CA || ack.ControlID != "CTRL2" {
+		if ack := dial(t, addr).Send(msg); ack.Code != hl7.CA || ack.ControlID != "CTRL2" {
 			t.Fatalf("got %+v", ack)
 		}
 		stillWorks()
 	})
 	t.Run("valid, no route matches: AA, stored unrouted", func(t *testing.T) {
 		oru := "MSH|^~\\&|LIS|HOSP|EHR|HOSP|20261121090000||ORU^R01|CTRL3|P|2.5.1\rPID|1||P3\r"
-		if ack := dial(t, addr).send(oru); ack.Code != hl7.AA || ack.ControlID != "CTRL3" {
+		if ack := dial(t, addr).Send(oru); ack.Code != hl7.AA || ack.ControlID != "CTRL3" {
 			t.Fatalf("got %+v", ack)
 		}
 		stillWorks()
 	})
 	t.Run("no MSH: AR with the reason, stored rejected, connection stays", func(t *testing.T) {
 		cl := dial(t, addr)
-		ack := cl.send("PID|1||P4\rPV1|1|I\r")
+		ack := cl.Send("PID|1||P4\rPV1|1|I\r")
 		if ack.Code != hl7.AR || !strings.Contains(ack.Text+ack.ErrorMessage, "MSH") {
 			t.Fatalf("got %+v", ack)
 		}
-		if ack := cl.send(adt("CTRL5", "P4")); ack.Code != hl7.AA {
+		if ack := cl.Send(adt("CTRL5", "P4")); ack.Code != hl7.AA {
 			t.Fatalf("the same connection after an AR: %+v", ack)
 		}
 		stillWorks()
 	})
 	t.Run("bad separators: AR with the reason, stored rejected", func(t *testing.T) {
-		ack := dial(t, addr).send("MSH|^~|EPIC|HOSP|LAB|HOSP|20261121090000||ADT^A01|CTRL6|P|2.5.1\r")
+		ack := dial(t, addr).Send("MSH|^~|EPIC|HOSP|LAB|HOSP|20261121090000||ADT^A01|CTRL6|P|2.5.1\r")
 		if ack.Code != hl7.AR || !strings.Contains(strings.ToLower(ack.Text+ack.ErrorMessage), "separator") {
 			t.Fatalf("got %+v", ack)
 		}
@@ -158,11 +90,11 @@ func TestAckTable(t *testing.T) {
 	})
 	t.Run("garbage bytes outside a frame: AR, then closed", func(t *testing.T) {
 		cl := dial(t, addr)
-		ack, err := cl.raw([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+		ack, err := cl.Raw([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
 		if err != nil || ack.Code != hl7.AR {
 			t.Fatalf("got %+v, %v", ack, err)
 		}
-		if !cl.closed() {
+		if !cl.Closed() {
 			t.Fatal("connection still open after bytes outside a frame")
 		}
 		stillWorks()
@@ -171,11 +103,11 @@ func TestAckTable(t *testing.T) {
 		cl := dial(t, addr)
 		big := adt("CTRL7", "P7") + "NTE|1||" + strings.Repeat("x", 2000) + "\r"
 		frame, _ := hl7.AppendFrame(nil, []byte(big))
-		ack, err := cl.raw(frame)
+		ack, err := cl.Raw(frame)
 		if err != nil || ack.Code != hl7.AR || !strings.Contains(ack.Text+ack.ErrorMessage, "1024") {
 			t.Fatalf("got %+v, %v", ack, err)
 		}
-		if !cl.closed() {
+		if !cl.Closed() {
 			t.Fatal("connection still open after an oversize frame")
 		}
 		stillWorks()
@@ -183,12 +115,12 @@ func TestAckTable(t *testing.T) {
 	t.Run("store failed: AE, nothing stored; AA again once it is back", func(t *testing.T) {
 		cl := dial(t, addr)
 		e.Store.FailIngest.Store(true)
-		ack := cl.send(adt("CTRL8", "P8"))
+		ack := cl.Send(adt("CTRL8", "P8"))
 		if ack.Code != hl7.AE || ack.ControlID != "CTRL8" {
 			t.Fatalf("got %+v", ack)
 		}
 		e.Store.FailIngest.Store(false)
-		if ack := cl.send(adt("CTRL8", "P8")); ack.Code != hl7.AA {
+		if ack := cl.Send(adt("CTRL8", "P8")); ack.Code != hl7.AA {
 			t.Fatalf("after the store came back: %+v", ack)
 		}
 		stillWorks()

@@ -59,7 +59,7 @@ func TestGroupCommitSharesTransactions(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
 				id := fmt.Sprintf("G%02d-%02d", c, i)
-				if ack := cl.send(adt(id, fmt.Sprintf("P%d", c))); ack.Code != hl7.AA || ack.ControlID != id {
+				if ack := cl.Send(adt(id, fmt.Sprintf("P%d", c))); ack.Code != hl7.AA || ack.ControlID != id {
 					t.Errorf("%s: %+v", id, ack)
 					return
 				}

@@ -126,9 +126,7 @@ func sendTLS(t *testing.T, addr string, cfg *tls.Config) (hl7.AckCode, error) {
 	if err != nil {
 		return "", err
 	}
-	cl := wrap(t, c)
-	frame, _ := hl7.AppendFrame(nil, []byte(adt("TLS1", "P1")))
-	ack, err := cl.raw(frame)
+	ack, err := enginetest.Wrap(t, c).TrySend([]byte(adt("TLS1", "P1")))
 	return ack.Code, err
 }
 
@@ -143,8 +141,7 @@ func TestMLLPOverTLS(t *testing.T) {
 	}
 	// A plaintext sender gets no ACK: its bytes are not a TLS handshake.
 	cl := dial(t, addr)
-	frame, _ := hl7.AppendFrame(nil, []byte(adt("PLAIN", "P1")))
-	if ack, err := cl.raw(frame); err == nil {
+	if ack, err := cl.TrySend([]byte(adt("PLAIN", "P1"))); err == nil {
 		t.Fatalf("a plaintext sender got an ACK from a TLS listener: %+v", ack)
 	}
 }
