@@ -9,6 +9,7 @@ import (
 
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/lanes"
+	"github.com/messagefoundry/mf/leadership"
 	"github.com/messagefoundry/mf/listeners"
 	"github.com/messagefoundry/mf/storage"
 )
@@ -19,7 +20,8 @@ type graphSpec struct {
 	cfg      *config.Config
 	store    storage.Store
 	fence    storage.Fence
-	owner    string // this node: the owner of the row leases it takes
+	owner    string // this run of the node: the owner of the row leases it takes
+	trust    *leadership.Trust
 	log      zerolog.Logger
 	router   *lanes.Router
 	onFenced func(op string, err error)
@@ -53,7 +55,8 @@ func (g *graph) Receive(ctx actor.Context) {
 func (g *graph) spawn(ctx actor.Context) {
 	s := g.spec
 	log := s.log.With().Int64("term", s.fence.Term).Logger()
-	laneEnv := &lanes.Env{Ctx: s.ctx, Store: s.store, Fence: s.fence, Owner: s.owner, Config: s.cfg, Log: log, OnFenced: s.onFenced}
+	laneEnv := &lanes.Env{Ctx: s.ctx, Store: s.store, Fence: s.fence, Owner: s.owner, Trust: s.trust.Trusted,
+		Config: s.cfg, Log: log, OnFenced: s.onFenced}
 	lanePID, _ := ctx.SpawnNamed(lanes.NewManager(laneEnv), "lanes")
 
 	in := &listeners.Env{Ctx: s.ctx, Store: s.store, Fence: s.fence, Log: log, Router: s.router,

@@ -22,21 +22,37 @@ type Options struct {
 	Config *config.Config
 	Store  storage.Store
 	Log    zerolog.Logger
-	// NodeID names this node (process); it owns the row leases of the
-	// deliveries it makes. Default: leadership.NewNodeID().
+	// NodeID names this node: the leader lease's owner and its row in
+	// mf_nodes. Default: leadership.NewNodeID().
 	NodeID string
+	// Instance names this run of the node; it owns the row leases of the
+	// deliveries it makes. Default: leadership.NewInstanceID(NodeID).
+	Instance string
 	// Leadership is the leadership actor's props; nil means single-node.
 	Leadership *actor.Props
+	// Trust is the window the leadership actor keeps open while this node
+	// leads (nil: single-node, always open).
+	Trust *leadership.Trust
+	// Reload re-reads this node's config file when the shared config
+	// version moves (nil: reloading is not possible).
+	Reload func() (*config.Config, error)
+	// ConfigVersion is the shared config version the node started with.
+	ConfigVersion int64
 	// DrainTimeout bounds how long a clean stop lets lanes finish the
 	// delivery in hand before abandoning it (default 30s).
 	DrainTimeout time.Duration
 }
 
-// Status is this node's role as root last set it.
+// Status is this node's role as root last set it: what /cluster/status
+// reports, read without asking the actor.
 type Status struct {
-	Leader bool
-	Fence  storage.Fence
-	Since  time.Time
+	NodeID    string
+	Clustered bool
+	Leader    bool
+	Fence     storage.Fence
+	Since     time.Time
+	// ConfigVersion is the shared config version this node runs.
+	ConfigVersion int64
 }
 
 // Engine is a running actor tree.
@@ -66,14 +82,19 @@ func Start(o Options) (*Engine, error) {
 	if o.NodeID == "" {
 		o.NodeID = leadership.NewNodeID()
 	}
+	if o.Instance == "" {
+		o.Instance = leadership.NewInstanceID(o.NodeID)
+	}
+	clustered := o.Leadership != nil
 	if o.Leadership == nil {
 		o.Leadership = leadership.NewSingleNode()
+		o.Trust = leadership.AlwaysTrusted()
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 30 * time.Second
 	}
 	status := &atomic.Pointer[Status]{}
-	status.Store(&Status{})
+	status.Store(&Status{NodeID: o.NodeID, Clustered: clustered, ConfigVersion: o.ConfigVersion})
 	system := actor.NewActorSystem(WithZerolog(o.Log))
 	r := &root{opts: o, router: router, status: status}
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return r }), "root")
@@ -127,6 +148,8 @@ func (r *root) Receive(ctx actor.Context) {
 		r.leadership, _ = ctx.SpawnNamed(r.opts.Leadership, "leadership")
 	case leadership.Changed:
 		r.changed(ctx, msg)
+	case leadership.ConfigChanged:
+		r.reload(ctx, msg.Version)
 	case fenced:
 		if r.spec == nil || msg.fence != r.spec.fence {
 			return // a late report from a graph already stopped
@@ -176,7 +199,7 @@ func (r *root) changed(ctx actor.Context, c leadership.Changed) {
 func (r *root) recover(f storage.Fence, log zerolog.Logger) {
 	for attempt := 1; attempt <= 3; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		n, err := r.opts.Store.QueueRecoverForeign(ctx, storage.QueueRecoverForeignParams{Fence: f, Owner: r.opts.NodeID})
+		n, err := r.opts.Store.QueueRecoverForeign(ctx, storage.QueueRecoverForeignParams{Fence: f, Owner: r.opts.Instance})
 		cancel()
 		if err == nil {
 			if n > 0 {
@@ -199,7 +222,8 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence) {
 	gctx, cancel := context.WithCancel(context.Background())
 	system, self := ctx.ActorSystem(), ctx.Self()
 	spec := &graphSpec{
-		ctx: gctx, cfg: r.opts.Config, store: r.opts.Store, fence: f, owner: r.opts.NodeID, log: r.opts.Log, router: r.router,
+		ctx: gctx, cfg: r.opts.Config, store: r.opts.Store, fence: f, owner: r.opts.Instance, trust: r.opts.Trust,
+		log: r.opts.Log, router: r.router,
 		done: make(chan struct{}),
 		onFenced: func(op string, err error) {
 			system.Root.Send(self, fenced{fence: f, op: op, err: err})
@@ -212,7 +236,44 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence) {
 		return
 	}
 	r.graph, r.spec, r.cancel = pid, spec, cancel
-	r.status.Store(&Status{Leader: true, Fence: f, Since: time.Now()})
+	r.setStatus(func(s *Status) { s.Leader, s.Fence, s.Since = true, f, time.Now() })
+}
+
+// setStatus publishes a changed copy of the status.
+func (r *root) setStatus(change func(*Status)) {
+	s := *r.status.Load()
+	change(&s)
+	r.status.Store(&s)
+}
+
+// reload applies a bump of the shared config version: this node re-reads
+// its own file (every node runs its own copy) and, if it leads, restarts its
+// graph on it, letting lanes finish the delivery in hand. A file that no
+// longer loads leaves the running config in place.
+func (r *root) reload(ctx actor.Context, version int64) {
+	log := r.opts.Log.With().Int64("config_version", version).Logger()
+	if r.opts.Reload == nil {
+		log.Warn().Msg("the shared config version moved, but this node cannot reload its config; restart it to apply the change")
+		return
+	}
+	cfg, err := r.opts.Reload()
+	var router *lanes.Router
+	if err == nil {
+		router, err = lanes.NewRouter(cfg)
+	}
+	if err != nil {
+		log.Error().Err(err).Msg("config reload failed; this node keeps running its current config (fix the file, then run mf reload again)")
+		return
+	}
+	r.opts.Config, r.router = cfg, router
+	if r.spec != nil {
+		fence := r.spec.fence
+		r.stopGraph(ctx, true)
+		r.startGraph(ctx, fence)
+	}
+	r.setStatus(func(s *Status) { s.ConfigVersion = version })
+	ctx.Send(r.leadership, leadership.ConfigLoaded{Version: version})
+	log.Info().Msg("config reloaded")
 }
 
 // stopGraph stops the graph and waits until it and all its children have
@@ -223,7 +284,7 @@ func (r *root) stopGraph(ctx actor.Context, drain bool) {
 	if r.graph == nil {
 		return
 	}
-	r.status.Store(&Status{Since: time.Now()})
+	r.setStatus(func(s *Status) { s.Leader, s.Fence, s.Since = false, storage.Fence{}, time.Now() })
 	if !drain {
 		r.cancel()
 	}

@@ -38,6 +38,7 @@ func App(stdout, stderr io.Writer) *cli.App {
 			runCommand(),
 			checkCommand(),
 			migrateCommand(),
+			reloadCommand(),
 			sendCommand(),
 			versionCommand(),
 		},

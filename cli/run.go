@@ -2,17 +2,18 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/messagefoundry/mf/actors"
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/leadership"
+	"github.com/messagefoundry/mf/storage"
 )
 
 func runCommand() *cli.Command {
@@ -33,13 +34,10 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if cfg.Cluster.Enabled {
-				return errors.New("config: cluster.enabled = true: clustering is not in this build yet; run single-node (cluster.enabled = false)")
-			}
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 
-			st, err := openStore(ctx, cfg.Store, true)
+			st, err := openStore(ctx, cfg, true)
 			if err != nil {
 				return err
 			}
@@ -56,11 +54,17 @@ func runCommand() *cli.Command {
 				nodeID = leadership.NewNodeID()
 			}
 			log = log.With().Str("node", nodeID).Logger()
-			eng, err := actors.Start(actors.Options{Config: cfg, Store: st, Log: log, NodeID: nodeID, DrainTimeout: c.Duration("drain-timeout")})
+			opts := actors.Options{Config: cfg, Store: st, Log: log, NodeID: nodeID, DrainTimeout: c.Duration("drain-timeout")}
+			if cfg.Cluster.Enabled {
+				if err := clustered(ctx, &opts, log); err != nil {
+					return err
+				}
+			}
+			eng, err := actors.Start(opts)
 			if err != nil {
 				return err
 			}
-			ev := log.Info().Str("config", cfg.Path).Str("store", cfg.Store.Backend).Str("version", Version)
+			ev := log.Info().Str("config", cfg.Path).Str("store", cfg.Store.Backend).Str("version", Version).Bool("clustered", cfg.Cluster.Enabled)
 			if cfg.Store.Backend == config.BackendSQLite {
 				ev = ev.Str("path", cfg.Store.Path)
 			}
@@ -77,4 +81,35 @@ func runCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// clustered sets a node up for active-passive: the lease loop as its
+// leadership actor, and a config it can reload when another node bumps the
+// shared version.
+func clustered(ctx context.Context, opts *actors.Options, log zerolog.Logger) error {
+	cfg := opts.Config
+	if !opts.Store.Clusterable() {
+		return fmt.Errorf("config: %s: cluster.enabled = true needs a server database; %s is single-node", cfg.Path, opts.Store.Dialect())
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	version, err := opts.Store.ConfigVersionRead(rctx, storage.ConfigVersionReadParams{})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("store: read the shared config version: %w", err)
+	}
+	opts.Trust = leadership.NewTrust()
+	opts.ConfigVersion = version
+	opts.Leadership = leadership.NewElector(leadership.ElectorOptions{
+		Store: opts.Store, Cluster: cfg.Cluster, NodeID: opts.NodeID, Trust: opts.Trust, ConfigVersion: version, Log: log,
+	})
+	path, password := cfg.Path, cfg.Store.Password
+	opts.Reload = func() (*config.Config, error) {
+		c, err := reloadConfig(path)
+		if err != nil {
+			return nil, err
+		}
+		c.Store.Password = password
+		return c, nil
+	}
+	return nil
 }

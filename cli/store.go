@@ -15,12 +15,17 @@ import (
 
 // openStore opens the configured store (it does not migrate). The engine
 // opens a SQLite file exclusively: one process per file.
-func openStore(ctx context.Context, s config.Store, engine bool) (storage.Store, error) {
+func openStore(ctx context.Context, cfg *config.Config, engine bool) (storage.Store, error) {
+	s, cluster := cfg.Store, cfg.Cluster
 	switch s.Backend {
 	case config.BackendSQLite:
 		return sqlite.Open(ctx, sqlite.Options{Path: s.Path, Exclusive: engine})
 	case config.BackendPostgres:
-		return postgres.Open(ctx, postgres.Options{URL: s.URL, Password: s.Password, PoolSize: int32(s.PoolSize)})
+		o := postgres.Options{URL: s.URL, Password: s.Password, PoolSize: int32(s.PoolSize)}
+		if cluster.Enabled {
+			o.IdleInTransactionTimeout = cluster.LeaderFenceTimeout()
+		}
+		return postgres.Open(ctx, o)
 	case config.BackendSQLServer:
 		return sqlserver.Open(ctx, sqlserver.Options{URL: s.URL, Password: s.Password, PoolSize: s.PoolSize})
 	}
@@ -37,7 +42,7 @@ func migrateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			st, err := openStore(c.Context, cfg.Store, false)
+			st, err := openStore(c.Context, cfg, false)
 			if err != nil {
 				return err
 			}

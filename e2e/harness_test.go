@@ -64,6 +64,14 @@ type engine struct {
 // free loopback address) into a fresh directory and runs mf there.
 func startEngine(t testing.TB, cfg string) *engine {
 	t.Helper()
+	e := newEngine(t, cfg)
+	e.start()
+	return e
+}
+
+// newEngine prepares an engine without starting it.
+func newEngine(t testing.TB, cfg string) *engine {
+	t.Helper()
 	e := &engine{t: t, dir: t.TempDir(), listen: freePort(t)}
 	e.config = filepath.Join(e.dir, "mf.toml")
 	cfg = strings.ReplaceAll(cfg, "{{listen}}", e.listen)
@@ -71,7 +79,6 @@ func startEngine(t testing.TB, cfg string) *engine {
 	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.start()
 	t.Cleanup(func() { e.kill() })
 	return e
 }
@@ -79,6 +86,16 @@ func startEngine(t testing.TB, cfg string) *engine {
 // start runs the process (again) in the engine's directory and waits until
 // its MLLP port accepts connections.
 func (e *engine) start() {
+	e.t.Helper()
+	e.launch()
+	waitFor(e.t, "mf to open its MLLP port", 30*time.Second, func() bool {
+		e.checkAlive()
+		return e.accepts()
+	})
+}
+
+// launch runs the process (again) and returns at once.
+func (e *engine) launch() {
 	e.t.Helper()
 	e.logs = &syncBuffer{}
 	e.cmd = exec.Command(mfBin, "--log-level", "debug", "run", "--config", e.config)
@@ -89,19 +106,33 @@ func (e *engine) start() {
 	}
 	e.exited = make(chan struct{})
 	go func() { e.cmd.Wait(); close(e.exited) }()
-	waitFor(e.t, "mf to open its MLLP port", 30*time.Second, func() bool {
-		select {
-		case <-e.exited:
-			e.t.Fatalf("mf exited at start:\n%s", e.logs.String())
-		default:
-		}
-		c, err := net.DialTimeout("tcp", e.listen, 200*time.Millisecond)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	})
+}
+
+// checkAlive fails the test if the process has exited.
+func (e *engine) checkAlive() {
+	select {
+	case <-e.exited:
+		e.t.Fatalf("mf exited:\n%s", e.logs.String())
+	default:
+	}
+}
+
+// accepts reports whether the engine's MLLP port accepts a connection now.
+func (e *engine) accepts() bool {
+	c, err := net.DialTimeout("tcp", e.listen, 100*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// signal sends sig to the process.
+func (e *engine) signal(sig os.Signal) {
+	e.t.Helper()
+	if err := e.cmd.Process.Signal(sig); err != nil {
+		e.t.Fatalf("signal %v: %v", sig, err)
+	}
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
@@ -269,6 +300,9 @@ func checkLanes(t testing.TB, got []received, pos map[string]int) map[string]*la
 	lanes := map[string]*laneResult{}
 	last := map[string]string{}
 	for _, r := range got {
+		if r.ControlID == "PROBE" { // the cluster tests' liveness probes
+			continue
+		}
 		n, ok := pos[r.ControlID]
 		if !ok {
 			t.Fatalf("the destination received a message that was never sent: %s", r.ControlID)

@@ -18,7 +18,10 @@ type Env struct {
 	Store storage.Store
 	Fence storage.Fence
 	// Owner is this node; it holds the row leases of the lane's claims.
-	Owner  string
+	Owner string
+	// Trust reports whether this node may still act as leader right now
+	// (the leadership trust window); a lane sends nothing when it is false.
+	Trust  func() bool
 	Config *config.Config
 	Log    zerolog.Logger
 	// OnFenced is called when a write fails with storage.ErrFenced: the node

@@ -14,6 +14,9 @@ import (
 	"github.com/messagefoundry/mf/storage"
 )
 
+// distrustPause is how long a lane waits when leadership is in doubt.
+const distrustPause = 100 * time.Millisecond
+
 // Wake tells a lane actor that its lane may have claimable work.
 type Wake struct{}
 
@@ -88,6 +91,12 @@ func (l *laneActor) step(ctx actor.Context) {
 		l.looping = false
 		return
 	}
+	if !l.env.Trust() {
+		// Leadership is in doubt (a renewal is late): wait, the elector
+		// either renews or fences, and a fence stops this graph.
+		l.wakeAfter(ctx, distrustPause)
+		return
+	}
 	c, err := l.env.Store.QueueClaimNext(l.env.Ctx, storage.QueueClaimNextParams{
 		Fence: l.env.Fence, Lane: l.lane, Owner: l.env.Owner, LeaseTTL: l.env.Config.Store.LeaseTTL(),
 	})
@@ -103,12 +112,23 @@ func (l *laneActor) step(ctx actor.Context) {
 
 	log := l.log.With().Int64("queue_id", c.Row.ID).Int64("message_id", c.Row.MessageID).
 		Str("control_id", c.ControlID).Int64("attempt", c.Row.Attempts).Logger()
+	claim := storage.Claim{ID: c.Row.ID, Owner: c.Row.LeaseOwner, Attempt: c.Row.Attempts}
+	if !l.env.Trust() {
+		// Checked again right before the send: a process frozen past its
+		// trust window (SIGSTOP, a VM pause) must not deliver on waking;
+		// the row goes back in place, still the lane's head.
+		err = l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: claim, Error: "not sent: this node's leadership was in doubt"})
+		log.Warn().Msg("leadership in doubt right before a send: the message was not sent and stays the lane's head")
+		if l.finished(ctx, log, "retry", err) {
+			l.wakeAfter(ctx, distrustPause)
+		}
+		return
+	}
 	start := time.Now()
 	dctx, cancel := context.WithTimeout(l.env.Ctx, l.dest.Timeout())
 	sendErr := l.sender.Send(dctx, Outgoing{QueueID: c.Row.ID, ControlID: c.ControlID, Payload: c.Payload})
 	cancel()
 	elapsed := time.Since(start)
-	claim := storage.Claim{ID: c.Row.ID, Owner: c.Row.LeaseOwner, Attempt: c.Row.Attempts}
 
 	if sendErr == nil {
 		err = l.env.Store.QueueComplete(l.env.Ctx, storage.QueueCompleteParams{Fence: l.env.Fence, Claim: claim})

@@ -126,6 +126,17 @@ type Store interface {
 	ConfigVersionRead(ctx context.Context, p ConfigVersionReadParams) (int64, error)
 }
 
+// ResignWatcher is implemented by stores that can tell followers at once
+// that the leader resigned (PostgreSQL, with LISTEN/NOTIFY), so that a clean
+// stop hands over in well under a heartbeat. Other stores' followers notice
+// at their next election attempt.
+type ResignWatcher interface {
+	// WatchResignations calls notify for every resignation of the leader
+	// lease of this store until ctx is done; it reconnects after errors,
+	// reporting each to onError. It returns when ctx is done.
+	WatchResignations(ctx context.Context, notify func(), onError func(error))
+}
+
 // Errors every dialect maps its native errors to. Compare with errors.Is.
 var (
 	// ErrFenced means the write's fence no longer matches the leader lease:

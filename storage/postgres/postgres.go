@@ -36,6 +36,14 @@ type Options struct {
 	Password string
 	// PoolSize is the pool's maximum number of connections (default 5).
 	PoolSize int32
+	// IdleInTransactionTimeout, when set, makes the server end a session
+	// that stays inside a transaction without sending anything for this
+	// long. A node frozen mid-transaction (SIGSTOP, a VM pause) otherwise
+	// keeps its locks, the fence's share lock on the lease row among them,
+	// and the next election waits behind it for as long as the node is
+	// frozen. None of the engine's transactions waits on anything but the
+	// database, so a clustered node sets it to its fence timeout.
+	IdleInTransactionTimeout time.Duration
 }
 
 // Store is the PostgreSQL storage.Store.
@@ -53,6 +61,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	if o.Password != "" {
 		cfg.ConnConfig.Password = o.Password
+	}
+	if o.IdleInTransactionTimeout > 0 {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(o.IdleInTransactionTimeout.Milliseconds())
 	}
 	cfg.MaxConns = o.PoolSize
 	if cfg.MaxConns <= 0 {

@@ -1,0 +1,199 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/actors"
+	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/hl7"
+	"github.com/messagefoundry/mf/leadership"
+	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/sqlite"
+)
+
+// scripted is a leadership actor played by the test: what the test sends it
+// goes to root, and what root sends it is recorded.
+type scripted struct {
+	hello chan<- scriptedRef
+	got   chan<- any
+}
+
+type scriptedRef struct {
+	system *actor.ActorSystem
+	pid    *actor.PID
+}
+
+func (s *scripted) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.hello <- scriptedRef{ctx.ActorSystem(), ctx.Self()}
+	case leadership.Changed, leadership.ConfigChanged:
+		ctx.Send(ctx.Parent(), m)
+	case leadership.ConfigLoaded, leadership.Fenced:
+		s.got <- m
+	}
+}
+
+type harness struct {
+	t      *testing.T
+	eng    *actors.Engine
+	store  *enginetest.FaultStore
+	lead   scriptedRef
+	got    chan any
+	listen string
+}
+
+func graphConfig(listen string) string {
+	return fmt.Sprintf(`
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = %q
+
+[[outbound]]
+name = "out"
+type = "file"
+directory = "out"
+
+[[route]]
+from = "adt_in"
+to = ["out"]
+`, listen)
+}
+
+func start(t *testing.T, reload func() (*config.Config, error)) *harness {
+	t.Helper()
+	h := &harness{t: t, got: make(chan any, 16), listen: enginetest.FreeAddr(t)}
+	cfg, err := config.Parse([]byte(graphConfig(h.listen)), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range cfg.Outbound {
+		cfg.Outbound[i].Directory = filepath.Join(t.TempDir(), "out")
+	}
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.store = &enginetest.FaultStore{Store: st}
+	hello := make(chan scriptedRef, 1)
+	h.eng, err = actors.Start(actors.Options{
+		Config: cfg, Store: h.store, Log: zerolog.New(zerolog.NewTestWriter(t)), NodeID: "n1",
+		Leadership: actor.PropsFromProducer(func() actor.Actor { return &scripted{hello: hello, got: h.got} }),
+		Trust:      leadership.AlwaysTrusted(),
+		Reload:     reload,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := h.eng.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+		st.Close()
+	})
+	h.lead = <-hello
+	return h
+}
+
+// tell makes the scripted leadership actor report m to root.
+func (h *harness) tell(m any) { h.lead.system.Root.Send(h.lead.pid, m) }
+
+func open(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
+}
+
+// Root starts the graph when leadership is gained and stops it, closing the
+// listener's port, when it is lost; again with the next term.
+func TestGraphFollowsLeadership(t *testing.T) {
+	h := start(t, nil)
+	if open(h.listen) {
+		t.Fatal("the port is open before this node leads")
+	}
+	for term := int64(1); term <= 2; term++ {
+		f := storage.Fence{Owner: "n1", Term: term}
+		h.tell(leadership.Changed{Leader: true, Fence: f, Reason: "elected"})
+		enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(h.listen) })
+		if s := h.eng.Status(); !s.Leader || s.Fence != f || !s.Clustered {
+			t.Fatalf("status while leading: %+v", s)
+		}
+		h.tell(leadership.Changed{Leader: false, Fence: f, Reason: "renew-lost"})
+		enginetest.WaitFor(t, "the port to close", 5*time.Second, func() bool { return !open(h.listen) })
+		if s := h.eng.Status(); s.Leader {
+			t.Fatalf("status after the loss: %+v", s)
+		}
+	}
+}
+
+// A fenced write stops the graph and tells the leadership actor.
+func TestFencedWriteStopsTheGraph(t *testing.T) {
+	h := start(t, nil)
+	// Term 1 of "n1" was never elected in this store: every graph write of
+	// that fence is refused by the store itself.
+	h.tell(leadership.Changed{Leader: true, Fence: storage.Fence{Owner: "n1", Term: 1}, Reason: "elected"})
+	enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(h.listen) })
+	ack := enginetest.Dial(t, h.listen).Send(enginetest.ADT("F1", "P1"))
+	if ack.Code != hl7.AE {
+		t.Fatalf("a fenced ingest answered %s; want AE", ack.Code)
+	}
+	select {
+	case m := <-h.got:
+		if _, ok := m.(leadership.Fenced); !ok {
+			t.Fatalf("the leadership actor got %#v; want Fenced", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the leadership actor was not told of the fence")
+	}
+	enginetest.WaitFor(t, "the port to close", 5*time.Second, func() bool { return !open(h.listen) })
+}
+
+// A config version bump makes root reload the node's config and restart the
+// graph on it (here: on another port), then confirm the version.
+func TestConfigChangeRestartsTheGraph(t *testing.T) {
+	moved := enginetest.FreeAddr(t)
+	h := start(t, func() (*config.Config, error) {
+		c, err := config.Parse([]byte(graphConfig(moved)), "test.toml")
+		if err == nil {
+			c.Outbound[0].Directory = filepath.Join(t.TempDir(), "out")
+		}
+		return c, err
+	})
+	h.tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Reason: "single-node"})
+	enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(h.listen) })
+	h.tell(leadership.ConfigChanged{Version: 7})
+	select {
+	case m := <-h.got:
+		if m != (leadership.ConfigLoaded{Version: 7}) {
+			t.Fatalf("the leadership actor got %#v; want ConfigLoaded{7}", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reload was not confirmed")
+	}
+	if open(h.listen) || !open(moved) {
+		t.Fatalf("after the reload: old port open %v, new port open %v", open(h.listen), open(moved))
+	}
+	if ack := enginetest.Dial(t, moved).Send(enginetest.ADT("R1", "P1")); ack.Code != hl7.AA {
+		t.Fatalf("the reloaded graph answered %s", ack.Code)
+	}
+	if v := h.eng.Status().ConfigVersion; v != 7 {
+		t.Fatalf("status config version %d, want 7", v)
+	}
+}

@@ -1,0 +1,333 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/hl7"
+	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/postgres"
+	"github.com/messagefoundry/mf/storage/postgres/pgtest"
+)
+
+// timing is a [cluster] timing: heartbeat < fence timeout < lease TTL.
+type timing struct{ heartbeat, fence, ttl time.Duration }
+
+// fast is the timing of most cluster tests.
+var fast = timing{200 * time.Millisecond, 500 * time.Millisecond, time.Second}
+
+func (tm timing) toml() string {
+	return fmt.Sprintf("heartbeat_seconds = %g\nleader_fence_timeout_seconds = %g\nleader_lease_ttl_seconds = %g\nnode_timeout_seconds = %g\n",
+		tm.heartbeat.Seconds(), tm.fence.Seconds(), tm.ttl.Seconds(), tm.ttl.Seconds())
+}
+
+// cluster is N mf processes on one PostgreSQL schema, delivering to one
+// MLLP destination.
+type cluster struct {
+	t      *testing.T
+	url    string // the schema's URL
+	timing timing
+	nodes  []*engine
+	dest   *receiver
+	admin  storage.Store
+}
+
+// startCluster starts n nodes, node-0 … node-n-1, and waits for a primary.
+func startCluster(t *testing.T, n int, tm timing) *cluster {
+	t.Helper()
+	c := newCluster(t, tm)
+	for i := 0; i < n; i++ {
+		c.addNode(c.url)
+	}
+	c.waitForPrimary(-1)
+	return c
+}
+
+func newCluster(t *testing.T, tm timing) *cluster {
+	t.Helper()
+	c := &cluster{t: t, url: pgtest.NewSchema(t), timing: tm, dest: startReceiver(t, "")}
+	admin, err := postgres.Open(context.Background(), postgres.Options{URL: c.url, PoolSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	c.admin = admin
+	return c
+}
+
+// addNode launches one more node whose store URL is storeURL (the schema's,
+// or a proxy's in front of it).
+func (c *cluster) addNode(storeURL string) *engine {
+	c.t.Helper()
+	id := fmt.Sprintf("node-%d", len(c.nodes))
+	e := newEngine(c.t, `
+[store]
+backend = "postgres"
+url = "`+storeURL+`"
+pool_size = 4
+lease_ttl_seconds = 5
+
+[cluster]
+enabled = true
+node_id = "`+id+`"
+reclaim_interval_seconds = 1
+`+c.timing.toml()+`
+[api]
+listen = "`+freePortNoT()+`"
+
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "{{listen}}"
+
+[[outbound]]
+name = "lab"
+type = "mllp"
+address = "`+c.dest.addr()+`"
+timeout_seconds = 2
+retry_base_seconds = 0.1
+retry_max_seconds = 0.5
+
+[[route]]
+from = "adt_in"
+to = ["lab"]
+lane_key = "PID-3.1"
+`)
+	e.launch()
+	c.nodes = append(c.nodes, e)
+	return e
+}
+
+// primaries lists the nodes whose MLLP port accepts connections now.
+func (c *cluster) primaries() []int {
+	var out []int
+	for i, n := range c.nodes {
+		if n.accepts() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// waitForPrimary waits until exactly one node, not counting node not,
+// accepts MLLP, and acknowledges a message AA; it returns that node. Node
+// not is left out because a frozen (SIGSTOPped) process's listening socket
+// still completes TCP handshakes in the kernel.
+func (c *cluster) waitForPrimary(not int) int {
+	c.t.Helper()
+	p := -1
+	waitFor(c.t, "a primary that acknowledges", 30*time.Second, func() bool {
+		var ps []int
+		for _, i := range c.primaries() {
+			if i != not {
+				ps = append(ps, i)
+			}
+		}
+		if len(ps) != 1 {
+			return false
+		}
+		p = ps[0]
+		return c.acks(p)
+	})
+	return p
+}
+
+// acks reports whether node i answers a probe message AA.
+func (c *cluster) acks(i int) bool {
+	conn, err := net.DialTimeout("tcp", c.nodes[i].listen, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if hl7.WriteFrame(conn, adt("PROBE", "PROBE")) != nil {
+		return false
+	}
+	b, err := hl7.NewFrameReader(conn, 1<<20).ReadFrame()
+	if err != nil {
+		return false
+	}
+	ack, err := hl7.ParseAck(b)
+	return err == nil && ack.Code == hl7.AA
+}
+
+func (c *cluster) nodeList() storage.NodeList {
+	c.t.Helper()
+	l, err := c.admin.NodeList(context.Background())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return l
+}
+
+// vipLoad is a sender that, like a partner behind a VIP, sends each message
+// to whichever node accepts, reconnecting and resending until it gets AA.
+// Lane p's messages go over connection p % conns, in order.
+type vipLoad struct {
+	*load
+	c    *cluster
+	stop chan struct{}
+	done sync.WaitGroup
+	sent int
+}
+
+func startVIPLoad(c *cluster, patients, conns int) *vipLoad {
+	v := &vipLoad{load: newLoad(50_000, patients, conns), c: c, stop: make(chan struct{})}
+	for k := 0; k < conns; k++ {
+		v.done.Add(1)
+		go v.run(k)
+	}
+	return v
+}
+
+func (v *vipLoad) run(k int) {
+	defer v.done.Done()
+	var conn net.Conn
+	var fr *hl7.FrameReader
+	next := 0 // the node to try first; moves past a node that failed us
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	for i := 0; i < v.n; i++ {
+		p := i % v.patients
+		if p%v.conns != k {
+			continue
+		}
+		for { // until this message is acknowledged AA
+			select {
+			case <-v.stop:
+				return
+			default:
+			}
+			if conn == nil {
+				for j := range v.c.nodes {
+					n := v.c.nodes[(next+j)%len(v.c.nodes)]
+					if c, err := net.DialTimeout("tcp", n.listen, 100*time.Millisecond); err == nil {
+						conn, fr = c, hl7.NewFrameReader(c, 1<<20)
+						next = (next + j) % len(v.c.nodes)
+						break
+					}
+				}
+				if conn == nil {
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+			}
+			conn.SetDeadline(time.Now().Add(3 * time.Second))
+			var ack hl7.Acknowledgment
+			err := hl7.WriteFrame(conn, adt(controlID(i), patient(p)))
+			if err == nil {
+				var b []byte
+				if b, err = fr.ReadFrame(); err == nil {
+					ack, err = hl7.ParseAck(b)
+				}
+			}
+			if err == nil && ack.Code == hl7.AA {
+				v.mu.Lock()
+				v.acked[controlID(i)] = true
+				v.mu.Unlock()
+				break
+			}
+			conn.Close() // dropped at failover, or AE: resend to the primary
+			conn = nil
+			next++
+		}
+	}
+}
+
+func (v *vipLoad) finish() {
+	close(v.stop)
+	v.done.Wait()
+}
+
+// proxy is a TCP proxy between a node and PostgreSQL that the test can cut.
+type proxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	cut    bool
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target}
+	go p.accept()
+	t.Cleanup(p.cutAll)
+	return p
+}
+
+func (p *proxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			c.Close()
+			up.Close()
+			continue
+		}
+		p.conns = append(p.conns, c, up)
+		p.mu.Unlock()
+		go func() { io.Copy(up, c); up.Close() }()
+		go func() { io.Copy(c, up); c.Close() }()
+	}
+}
+
+// cutAll severs every connection and refuses new ones: the node behind the
+// proxy has lost its database.
+func (p *proxy) cutAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	p.ln.Close()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
+
+// viaProxy returns the schema URL with its host replaced by the proxy's.
+func viaProxy(t *testing.T, raw string, p *proxy) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = p.ln.Addr().String()
+	return u.String()
+}
+
+// hostOf is the host:port of a postgres URL.
+func hostOf(t *testing.T, raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(u.Host, ":") {
+		return u.Host + ":5432"
+	}
+	return u.Host
+}

@@ -1,0 +1,102 @@
+// Package leadership decides which node of a cluster is the primary: the one
+// node that runs the message graph (listeners, lanes, sweeper). Every node
+// runs the same lease loop, the Elector actor, against one row of the shared
+// database, mf_leader_lease; a single node uses SingleNode instead, which is
+// the leader of term 0 from the start.
+//
+// # The lease
+//
+// The row holds (owner, term, acquired_at, expires_at). All times in it are
+// the database's clock, computed in the same statement that writes them, so
+// no node's clock decides who may lead.
+//
+//   - Elect succeeds only when expires_at <= now: the lease expired, or its
+//     holder resigned (set expires_at = now). It never preempts, not even its
+//     own live lease. It sets owner, term+1 and expires_at = now + TTL.
+//   - Renew succeeds only for the same owner and term: expires_at = now + TTL.
+//   - Every write of the graph carries the fence {owner, term} and checks it
+//     against the row in the same transaction (storage.ErrFenced otherwise).
+//
+// # States
+//
+//	           elect ok (term T)
+//	┌──────────┐ ───────────────────────▶ ┌────────────┐
+//	│ follower │                          │ leader (T) │──┐ renew ok:
+//	└──────────┘ ◀─────────────────────── └────────────┘◀─┘ window moves
+//	   ▲    │      renew finds another          │
+//	   │    │      owner/term; trust window     │ clean stop:
+//	   └────┘      closes; a write is fenced    ▼ resign, leave
+//	 lease live:                             (stopped)
+//	 retry at min(heartbeat, remaining + 10ms),
+//	 or at once on a resignation NOTIFY
+//
+// A follower attempts an election every heartbeat_seconds; when it finds a
+// live lease it also learns, in the same statement, how long the lease has
+// left on the database clock, and comes back just after it expires if that
+// is sooner. On PostgreSQL a resignation NOTIFYs every follower, which
+// attempts at once: a clean stop hands over in milliseconds.
+//
+// A leader renews every heartbeat_seconds. Each change is sent to root as
+// Changed, in order: root runs promotion recovery and starts graph(T) on a
+// gain, and stops the graph, waiting for every listener to close its port,
+// on a loss.
+//
+// # The trust window, and why a fenced leader has stopped first
+//
+// The leader keeps a local window, on its monotonic clock:
+//
+//	trusted_until = start of the last successful attempt + leader_fence_timeout
+//
+// Every attempt is bounded by the window (its context's deadline is
+// trusted_until), and a checkTrust message is armed for trusted_until. When
+// the window closes without a newer success the node fences itself: it
+// reports the loss, root stops the graph, and the Trust shared with the lanes
+// closes, so no lane starts another send.
+//
+// Safety. Let a successful attempt start at local time s. The statement it
+// sent runs on the database at some real time d >= s (it cannot run before
+// it is sent) and sets expires_at = d + TTL. No other node can be elected
+// before real time d + TTL >= s + TTL. This node stops trusting itself at
+// s + fence_timeout. Since the config enforces
+//
+//	heartbeat_seconds < leader_fence_timeout_seconds < leader_lease_ttl_seconds
+//
+// the old leader stops at least TTL - fence_timeout before anyone else can
+// start: with the defaults 30 - 20 = 10 s, of which the graph's stop must
+// use only a part (it cancels every delivery in hand at once). Both bounds
+// count elapsed time from the same instant, so neither clock's offset
+// matters, only their rates, and the margin absorbs any drift between them.
+//
+// What the window cannot cover, the fence does: a process frozen (SIGSTOP,
+// a VM pause) between its check and its action wakes with a stale term.
+// Every database write it then attempts fails with ErrFenced and changes
+// nothing, because the election that followed bumped the term, and the
+// write checks the term in its own transaction while holding the lease row
+// shared (so the election cannot commit in between). Lanes also check the
+// trust window right before each send to a destination, which leaves only
+// a pause landing between that check and the first bytes on the wire: at
+// least once, by design.
+//
+// # Liveness: a frozen leader must not hold the lease row
+//
+// The fence's share lock on the lease row lives as long as its transaction.
+// A leader frozen in the middle of one keeps it, and the next election (an
+// UPDATE of that row) would wait behind it for as long as the freeze lasts.
+// On PostgreSQL a clustered node's sessions therefore carry
+// idle_in_transaction_session_timeout = leader_fence_timeout: the server
+// ends a session that sits inside a transaction that long, releasing its
+// locks, by the time the lease can expire. None of the engine's
+// transactions waits on anything but the database (no delivery happens
+// inside one), so only a frozen or cut-off client ever meets the timeout.
+// SQL Server has no such setting: there a frozen node delays elections
+// until its connections drop.
+//
+// # Membership and config
+//
+// With each attempt the elector writes its heartbeat to mf_nodes (best
+// effort: membership informs operators, it never decides who leads) and
+// reads the shared config version; when another node's `mf reload` bumped
+// it, root reloads this node's own config file and restarts its graph.
+// A clean stop resigns the lease (a few bounded attempts; expiry is the
+// fallback) and marks the node left.
+package leadership

@@ -1,0 +1,322 @@
+package leadership
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/storage"
+)
+
+// Timings that are not configuration. The configured ones (heartbeat, fence
+// timeout, lease TTL) come from [cluster]; see doc.go for how they relate.
+const (
+	// expiryMargin is added to a live lease's remaining time when a follower
+	// schedules its next attempt for just after the lease expires.
+	expiryMargin = 10 * time.Millisecond
+	// resignAttempts and resignTimeout bound the resignation on a clean stop;
+	// lease expiry is the fallback.
+	resignAttempts = 3
+	resignTimeout  = time.Second
+)
+
+// ConfigChanged tells root that the shared config version moved: it reloads
+// this node's config file, restarts its graph if it leads, and answers
+// ConfigLoaded.
+type ConfigChanged struct{ Version int64 }
+
+// ConfigLoaded tells the elector which config version this node now runs,
+// which its heartbeat reports.
+type ConfigLoaded struct{ Version int64 }
+
+type tick struct{ gen int }
+type checkTrust struct{ until time.Time }
+type resigned struct{}
+
+var renewDuration = metrics.NewPrometheusHistogram("mf_lease_renew_duration_seconds")
+
+// Elector is the leadership actor of a clustered node: the lease loop and the
+// membership heartbeat. It is in one of two states, follower or leader (see
+// doc.go), and reports every change to its parent (root) as Changed, in
+// order.
+type Elector struct {
+	store  storage.Store
+	cfg    config.Cluster
+	nodeID string
+	host   string
+	pid    int64
+	trust  *Trust
+	log    zerolog.Logger
+
+	leader       bool
+	fence        storage.Fence
+	trustedUntil time.Time // monotonic; meaningful while leader
+	configSeen   int64     // the last shared config version seen
+	configLoaded int64     // the version this node runs (reported in mf_nodes)
+	gen          int       // the current tick; older ones are ignored
+	timer        scheduler.CancelFunc
+	stopWatch    context.CancelFunc
+}
+
+// ElectorOptions configure NewElector.
+type ElectorOptions struct {
+	Store   storage.Store
+	Cluster config.Cluster
+	// NodeID is this node's name in the lease and in mf_nodes.
+	NodeID string
+	// Trust is the window the elector keeps open while it leads.
+	Trust *Trust
+	// ConfigVersion is the shared config version this node started with.
+	ConfigVersion int64
+	Log           zerolog.Logger
+}
+
+// NewElector returns the props of a clustered node's leadership actor.
+func NewElector(o ElectorOptions) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		host, _ := os.Hostname()
+		return &Elector{
+			store: o.Store, cfg: o.Cluster, nodeID: o.NodeID, host: host, pid: int64(os.Getpid()),
+			trust: o.Trust, configSeen: o.ConfigVersion, configLoaded: o.ConfigVersion,
+			log: o.Log.With().Str("component", "leadership").Logger(),
+		}
+	})
+}
+
+// Receive implements actor.Actor.
+func (e *Elector) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		e.watchResignations(ctx)
+		e.step(ctx)
+	case tick:
+		if msg.gen == e.gen {
+			e.step(ctx)
+		}
+	case resigned:
+		if !e.leader {
+			e.step(ctx) // the lease was just freed: try at once
+		}
+	case checkTrust:
+		// The trust window ends: unless a renewal has moved it since, stop
+		// acting as leader now, whatever the database call in hand does.
+		if e.leader && msg.until.Equal(e.trustedUntil) && !time.Now().Before(e.trustedUntil) {
+			e.lose(ctx, "fenced", "no lease renewal within leader_fence_timeout_seconds: stopped acting as leader before the lease can expire")
+			e.schedule(ctx, e.cfg.Heartbeat())
+		}
+	case Fenced:
+		if e.leader {
+			e.lose(ctx, "fenced", "a write was refused by the fence: another node holds a newer term")
+			e.schedule(ctx, e.cfg.Heartbeat())
+		}
+	case ConfigLoaded:
+		e.configLoaded = msg.Version
+		e.heartbeat() // report the version now, not a heartbeat later
+	case *actor.Stopping:
+		e.stop()
+	}
+}
+
+// step is one round of the loop: an election attempt (follower) or a renewal
+// (leader), then the heartbeat, then the config version check.
+func (e *Elector) step(ctx actor.Context) {
+	var next time.Duration
+	if e.leader {
+		var renewed bool
+		next, renewed = e.renew(ctx)
+		if !renewed && e.leader {
+			// The database is in doubt: go straight back to renewing
+			// rather than spend the trust window on side calls.
+			e.schedule(ctx, next)
+			return
+		}
+	} else {
+		next = e.elect(ctx)
+	}
+	e.heartbeat()
+	e.watchConfig(ctx)
+	e.schedule(ctx, next)
+}
+
+// callContext bounds a side call (heartbeat, config read) by the heartbeat
+// and, while leading, by the trust window: no call may hold the actor past
+// the moment it must fence.
+func (e *Elector) callContext() (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(e.cfg.Heartbeat())
+	if e.leader && e.trustedUntil.Before(deadline) {
+		deadline = e.trustedUntil
+	}
+	return context.WithDeadline(context.Background(), deadline)
+}
+
+// elect is the follower state: take the lease if it has expired or been
+// resigned. On a live lease, come back just after it expires if that is
+// sooner than the next heartbeat.
+func (e *Elector) elect(ctx actor.Context) time.Duration {
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(context.Background(), e.cfg.Heartbeat())
+	l, elected, err := e.store.LeaseAttemptElect(cctx, storage.LeaseAttemptElectParams{Owner: e.nodeID, TTL: e.cfg.LeaderLeaseTTL()})
+	cancel()
+	if err != nil {
+		e.log.Warn().Err(err).Msg("election attempt failed; retrying at the next heartbeat (check the database)")
+		return e.cfg.Heartbeat()
+	}
+	if !elected {
+		if wait := l.Remaining() + expiryMargin; wait < e.cfg.Heartbeat() {
+			return wait
+		}
+		return e.cfg.Heartbeat()
+	}
+	e.leader = true
+	e.fence = storage.Fence{Owner: e.nodeID, Term: l.Term}
+	e.trusted(ctx, start)
+	e.log.Info().Int64("term", l.Term).Msg("elected leader")
+	ctx.Send(ctx.Parent(), Changed{Leader: true, Fence: e.fence, Reason: "elected"})
+	return e.cfg.Heartbeat()
+}
+
+// renew is the leader state. The attempt may take at most what is left of
+// the trust window; a renewal that finds another owner or term is a loss at
+// once; any other failure is retried until the window closes.
+func (e *Elector) renew(ctx actor.Context) (next time.Duration, renewed bool) {
+	start := time.Now()
+	if !start.Before(e.trustedUntil) {
+		e.lose(ctx, "fenced", "the trust window closed before a renewal could start")
+		return e.cfg.Heartbeat(), false
+	}
+	cctx, cancel := context.WithDeadline(context.Background(), e.trustedUntil)
+	_, err := e.store.LeaseAttemptRenew(cctx, storage.LeaseAttemptRenewParams{Owner: e.nodeID, Term: e.fence.Term, TTL: e.cfg.LeaderLeaseTTL()})
+	cancel()
+	renewDuration.UpdateDuration(start)
+	switch {
+	case err == nil:
+		e.trusted(ctx, start)
+		return e.cfg.Heartbeat(), true
+	case errors.Is(err, storage.ErrLeaseLost):
+		e.lose(ctx, "renew-lost", "the lease is held by another owner or term")
+	case !time.Now().Before(e.trustedUntil):
+		e.lose(ctx, "fenced", "no lease renewal within leader_fence_timeout_seconds: stopped acting as leader before the lease can expire")
+	default:
+		left := time.Until(e.trustedUntil)
+		e.log.Warn().Err(err).Int64("term", e.fence.Term).Dur("trust_left", left).
+			Msg("lease renewal failed; retrying until the trust window closes (check the database)")
+		return min(e.cfg.Heartbeat()/4, left), false
+	}
+	return e.cfg.Heartbeat(), false
+}
+
+// trusted opens the trust window from the start of a successful attempt:
+// the lease it renewed lasts until the database's now + TTL, counted from a
+// moment after start, so the window closes at least TTL - fence timeout
+// before any other node can be elected (doc.go).
+func (e *Elector) trusted(ctx actor.Context, start time.Time) {
+	e.trustedUntil = start.Add(e.cfg.LeaderFenceTimeout())
+	e.trust.set(e.trustedUntil)
+	scheduler.NewTimerScheduler(ctx).SendOnce(time.Until(e.trustedUntil), ctx.Self(), checkTrust{until: e.trustedUntil})
+}
+
+// lose ends this node's leadership and tells root, which stops the graph.
+func (e *Elector) lose(ctx actor.Context, reason, why string) {
+	e.trust.close()
+	term := e.fence.Term
+	e.leader = false
+	e.fence = storage.Fence{}
+	ev := e.log.Info()
+	if reason == "fenced" {
+		ev = e.log.Error()
+	}
+	ev.Int64("term", term).Str("reason", reason).Msg("leadership lost: " + why)
+	ctx.Send(ctx.Parent(), Changed{Leader: false, Fence: storage.Fence{Owner: e.nodeID, Term: term}, Reason: reason})
+}
+
+// heartbeat records this node in mf_nodes. Best effort: membership is for
+// operators; it never decides who leads.
+func (e *Elector) heartbeat() {
+	cctx, cancel := e.callContext()
+	defer cancel()
+	err := e.store.NodeHeartbeat(cctx, storage.NodeHeartbeatParams{
+		NodeID: e.nodeID, Host: e.host, PID: e.pid, IsLeader: e.leader, ConfigVersion: e.configLoaded,
+	})
+	if err != nil {
+		e.log.Warn().Err(err).Msg("membership heartbeat failed (check the database)")
+	}
+}
+
+// watchConfig notices a bump of the shared config version and asks root to
+// reload, once per version: root answers ConfigLoaded only when the reload
+// worked, and the heartbeat reports the version actually running.
+func (e *Elector) watchConfig(ctx actor.Context) {
+	cctx, cancel := e.callContext()
+	v, err := e.store.ConfigVersionRead(cctx, storage.ConfigVersionReadParams{})
+	cancel()
+	switch {
+	case err != nil:
+		e.log.Warn().Err(err).Msg("reading the shared config version failed")
+	case v != e.configSeen:
+		e.configSeen = v
+		ctx.Send(ctx.Parent(), ConfigChanged{Version: v})
+	}
+}
+
+func (e *Elector) schedule(ctx actor.Context, d time.Duration) {
+	if e.timer != nil {
+		e.timer()
+	}
+	e.gen++
+	e.timer = scheduler.NewTimerScheduler(ctx).SendOnce(d, ctx.Self(), tick{gen: e.gen})
+}
+
+// watchResignations wakes the follower the moment a leader resigns, where
+// the store can tell (PostgreSQL NOTIFY).
+func (e *Elector) watchResignations(ctx actor.Context) {
+	w, ok := e.store.(storage.ResignWatcher)
+	if !ok {
+		return
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	e.stopWatch = cancel
+	system, self := ctx.ActorSystem(), ctx.Self()
+	go w.WatchResignations(wctx,
+		func() { system.Root.Send(self, resigned{}) },
+		func(err error) {
+			e.log.Warn().Err(err).Msg("listening for lease resignations failed; reconnecting (followers still poll every heartbeat)")
+		})
+}
+
+// stop is the clean stop: give the lease up now (so a standby takes over
+// without waiting for it to expire) and leave a tombstone. Root has already
+// stopped the graph.
+func (e *Elector) stop() {
+	if e.timer != nil {
+		e.timer()
+	}
+	if e.stopWatch != nil {
+		e.stopWatch()
+	}
+	if e.leader {
+		e.trust.close()
+		for attempt := 1; attempt <= resignAttempts; attempt++ {
+			cctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
+			_, err := e.store.LeaseResign(cctx, storage.LeaseResignParams{Owner: e.nodeID, Term: e.fence.Term})
+			cancel()
+			if err == nil {
+				e.log.Info().Int64("term", e.fence.Term).Msg("resigned the leader lease")
+				break
+			}
+			e.log.Warn().Err(err).Int("attempt", attempt).Msg("resigning the leader lease failed; it will expire instead")
+		}
+		e.leader = false
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
+	defer cancel()
+	if err := e.store.NodeLeave(cctx, storage.NodeLeaveParams{NodeID: e.nodeID}); err != nil {
+		e.log.Warn().Err(err).Msg("could not mark this node left; it will show as stale")
+	}
+}

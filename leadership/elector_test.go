@@ -1,0 +1,212 @@
+package leadership_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/leadership"
+	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/postgres"
+	"github.com/messagefoundry/mf/storage/postgres/pgtest"
+)
+
+var fast = config.Cluster{
+	Enabled: true, HeartbeatSeconds: 0.1, LeaderFenceTimeoutSeconds: 0.3, LeaderLeaseTTLSeconds: 0.6,
+	NodeTimeoutSeconds: 0.6, ReclaimIntervalSeconds: 1,
+}
+
+// flakyStore makes lease renewals fail, as an unreachable database would.
+type flakyStore struct {
+	storage.Store
+	failRenew atomic.Bool
+}
+
+func (f *flakyStore) LeaseAttemptRenew(ctx context.Context, p storage.LeaseAttemptRenewParams) (storage.Lease, error) {
+	if f.failRenew.Load() {
+		<-ctx.Done() // hangs like a lost connection, until the attempt's deadline
+		return storage.Lease{}, errors.New("injected: database unreachable")
+	}
+	return f.Store.LeaseAttemptRenew(ctx, p)
+}
+
+// node is one elector under a probe parent that records what it reports.
+type node struct {
+	id     string
+	trust  *leadership.Trust
+	events chan any
+	system *actor.ActorSystem
+	pid    *actor.PID
+}
+
+type probe struct {
+	props  *actor.Props
+	events chan any
+}
+
+func (p *probe) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.SpawnNamed(p.props, "leadership")
+	case leadership.Changed, leadership.ConfigChanged:
+		p.events <- m
+	}
+}
+
+func startNode(t *testing.T, id string, st storage.Store) *node {
+	t.Helper()
+	n := &node{id: id, trust: leadership.NewTrust(), events: make(chan any, 64), system: actor.NewActorSystem()}
+	props := leadership.NewElector(leadership.ElectorOptions{
+		Store: st, Cluster: fast, NodeID: id, Trust: n.trust, Log: zerolog.New(zerolog.NewTestWriter(t)),
+	})
+	n.pid = n.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probe{props: props, events: n.events} }))
+	t.Cleanup(n.stop)
+	return n
+}
+
+// stop is a clean stop: the elector resigns and leaves.
+func (n *node) stop() {
+	if n.pid != nil {
+		n.system.Root.StopFuture(n.pid).Wait()
+		n.pid = nil
+	}
+}
+
+// next returns the next event within d, or fails.
+func (n *node) next(t *testing.T, d time.Duration) any {
+	t.Helper()
+	select {
+	case e := <-n.events:
+		return e
+	case <-time.After(d):
+		t.Fatalf("%s reported nothing within %v", n.id, d)
+		return nil
+	}
+}
+
+func (n *node) wantChanged(t *testing.T, d time.Duration, leader bool, reason string) leadership.Changed {
+	t.Helper()
+	e := n.next(t, d)
+	c, ok := e.(leadership.Changed)
+	if !ok || c.Leader != leader || (reason != "" && c.Reason != reason) {
+		t.Fatalf("%s reported %#v; want leader=%v reason %q", n.id, e, leader, reason)
+	}
+	return c
+}
+
+func openStore(t *testing.T, url string) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), postgres.Options{URL: url, PoolSize: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Two nodes: exactly one leads; on its clean stop the other takes over at
+// once (NOTIFY), with the next term.
+func TestOneLeaderAndCleanHandOver(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewSchema(t)
+	a := startNode(t, "a", openStore(t, url))
+	first := a.wantChanged(t, 5*time.Second, true, "elected")
+	if !a.trust.Trusted() {
+		t.Fatal("the leader's trust window is closed")
+	}
+	b := startNode(t, "b", openStore(t, url))
+	select {
+	case e := <-b.events:
+		t.Fatalf("b reported %#v while a leads", e)
+	case <-time.After(3 * fast.LeaderLeaseTTL()):
+	}
+
+	start := time.Now()
+	a.stop()
+	second := b.wantChanged(t, 5*time.Second, true, "elected")
+	t.Logf("hand-over after a clean stop: %v (heartbeat %v)", time.Since(start).Round(time.Millisecond), fast.Heartbeat())
+	if second.Fence.Term != first.Fence.Term+1 {
+		t.Fatalf("terms %d then %d", first.Fence.Term, second.Fence.Term)
+	}
+}
+
+// A leader that cannot renew fences itself within the fence timeout: it
+// reports the loss, and its trust window is closed by then.
+func TestUnrenewableLeaderFencesItself(t *testing.T) {
+	t.Parallel()
+	st := &flakyStore{Store: openStore(t, pgtest.NewSchema(t))}
+	a := startNode(t, "a", st)
+	a.wantChanged(t, 5*time.Second, true, "elected")
+	st.failRenew.Store(true)
+	start := time.Now()
+	lost := a.wantChanged(t, 5*time.Second, false, "fenced")
+	took := time.Since(start)
+	t.Logf("fenced %v after renewals began to fail (fence timeout %v)", took.Round(time.Millisecond), fast.LeaderFenceTimeout())
+	if took > fast.LeaderFenceTimeout()+200*time.Millisecond {
+		t.Fatalf("fenced after %v; want within the fence timeout %v", took, fast.LeaderFenceTimeout())
+	}
+	if a.trust.Trusted() {
+		t.Fatal("the trust window is still open after the fence")
+	}
+	if lost.Fence.Term != 1 {
+		t.Fatalf("lost term %d, want 1", lost.Fence.Term)
+	}
+	// The database comes back: the node, a follower now, is elected again
+	// once the lease has expired, under a new term.
+	st.failRenew.Store(false)
+	again := a.wantChanged(t, 5*time.Second, true, "elected")
+	if again.Fence.Term != 2 {
+		t.Fatalf("re-elected with term %d, want 2", again.Fence.Term)
+	}
+}
+
+// A renewal that finds another owner or term is a loss at once.
+func TestRenewFindingAnotherTermLosesAtOnce(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewSchema(t)
+	admin := openStore(t, url)
+	a := startNode(t, "a", openStore(t, url))
+	c := a.wantChanged(t, 5*time.Second, true, "elected")
+	// Someone else takes the lease (as if a's lease had lapsed unseen).
+	if _, err := admin.LeaseResign(context.Background(), storage.LeaseResignParams{Owner: "a", Term: c.Fence.Term}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := admin.LeaseAttemptElect(context.Background(), storage.LeaseAttemptElectParams{Owner: "intruder", TTL: time.Minute}); err != nil || !ok {
+		t.Fatalf("intruder election: %v %v", ok, err)
+	}
+	a.wantChanged(t, 2*time.Second, false, "renew-lost")
+	if a.trust.Trusted() {
+		t.Fatal("the trust window is still open after the loss")
+	}
+}
+
+// A bump of the shared config version reaches root as ConfigChanged once.
+func TestConfigBumpIsReported(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewSchema(t)
+	admin := openStore(t, url)
+	a := startNode(t, "a", openStore(t, url))
+	a.wantChanged(t, 5*time.Second, true, "elected")
+	v, err := admin.ConfigVersionBump(context.Background(), storage.ConfigVersionBumpParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := a.next(t, 2*time.Second)
+	if cc, ok := e.(leadership.ConfigChanged); !ok || cc.Version != v {
+		t.Fatalf("reported %#v; want ConfigChanged{%d}", e, v)
+	}
+	select {
+	case e := <-a.events:
+		t.Fatalf("reported %#v again", e)
+	case <-time.After(5 * fast.Heartbeat()):
+	}
+}
