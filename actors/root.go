@@ -301,6 +301,14 @@ func (r *root) stopGraph(ctx actor.Context, drain bool) {
 	r.opts.Log.Info().Msg("graph stopped: no listener is open on this node")
 }
 
+// RegisterMetrics creates the leadership series at zero, so that a scrape
+// shows them before any change.
+func RegisterMetrics() {
+	for _, reason := range []string{"single-node", "elected", "renew-lost", "fenced"} {
+		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_leadership_changes_total{reason=%q}`, reason))
+	}
+}
+
 func countChange(reason string) {
 	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_leadership_changes_total{reason=%q}`, reason)).Inc()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/messagefoundry/mf/actors"
+	"github.com/messagefoundry/mf/api"
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/leadership"
 	"github.com/messagefoundry/mf/storage"
@@ -64,6 +65,14 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			// The API runs on every node, primary or standby.
+			srv := api.New(api.Options{Config: cfg, Store: st, Status: eng.Status, Log: log})
+			if err := srv.Start(); err != nil {
+				sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_ = eng.Stop(sctx)
+				return fmt.Errorf("api: listen on %s (config [api] listen): %w", cfg.API.Listen, err)
+			}
 			ev := log.Info().Str("config", cfg.Path).Str("store", cfg.Store.Backend).Str("version", Version).Bool("clustered", cfg.Cluster.Enabled)
 			if cfg.Store.Backend == config.BackendSQLite {
 				ev = ev.Str("path", cfg.Store.Path)
@@ -76,6 +85,9 @@ func runCommand() *cli.Command {
 			defer cancel()
 			if err := eng.Stop(sctx); err != nil {
 				return err
+			}
+			if err := srv.Shutdown(sctx); err != nil {
+				log.Warn().Err(err).Msg("the API did not shut down cleanly")
 			}
 			log.Info().Msg("mf stopped")
 			return nil

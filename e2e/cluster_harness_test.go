@@ -3,10 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/url"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -252,82 +249,3 @@ func (v *vipLoad) finish() {
 	v.done.Wait()
 }
 
-// proxy is a TCP proxy between a node and PostgreSQL that the test can cut.
-type proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	cut    bool
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: target}
-	go p.accept()
-	t.Cleanup(p.cutAll)
-	return p
-}
-
-func (p *proxy) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			c.Close()
-			up.Close()
-			continue
-		}
-		p.conns = append(p.conns, c, up)
-		p.mu.Unlock()
-		go func() { io.Copy(up, c); up.Close() }()
-		go func() { io.Copy(c, up); c.Close() }()
-	}
-}
-
-// cutAll severs every connection and refuses new ones: the node behind the
-// proxy has lost its database.
-func (p *proxy) cutAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = true
-	p.ln.Close()
-	for _, c := range p.conns {
-		c.Close()
-	}
-}
-
-// viaProxy returns the schema URL with its host replaced by the proxy's.
-func viaProxy(t *testing.T, raw string, p *proxy) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = p.ln.Addr().String()
-	return u.String()
-}
-
-// hostOf is the host:port of a postgres URL.
-func hostOf(t *testing.T, raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(u.Host, ":") {
-		return u.Host + ":5432"
-	}
-	return u.Host
-}

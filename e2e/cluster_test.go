@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -136,8 +137,8 @@ func TestClusterPausedPrimaryFencesAndRejoins(t *testing.T) {
 func TestClusterPartitionedPrimaryClosesBeforeTheNextOpens(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, fast)
-	px := startProxy(t, hostOf(t, c.url))
-	a := c.addNode(viaProxy(t, c.url, px))
+	px := enginetest.StartProxy(t, enginetest.HostOf(t, c.url))
+	a := c.addNode(px.Via(t, c.url))
 	if p := c.waitForPrimary(-1); p != 0 {
 		t.Fatalf("node-%d is primary; want node-0 (the only node)", p)
 	}
@@ -145,7 +146,7 @@ func TestClusterPartitionedPrimaryClosesBeforeTheNextOpens(t *testing.T) {
 	waitFor(t, "node-1 to join as a standby", 30*time.Second, func() bool { return len(c.nodeList().Nodes) == 2 })
 
 	start := time.Now()
-	px.cutAll()
+	px.Cut()
 	var aClosed, bOpen time.Time
 	waitFor(t, "node-0 to close its port and node-1 to open its", 30*time.Second, func() bool {
 		now := time.Now()

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/messagefoundry/mf/config"
 )
 
 // observeDelivery counts one delivery attempt's outcome and its duration.
@@ -18,4 +20,19 @@ func observeDelivery(dest, result string, took time.Duration) {
 // StoreError counts a failed store call by operation.
 func StoreError(op string) {
 	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_store_errors_total{op=%q}`, op)).Inc()
+}
+
+// Delivery results, a closed set (metric label values).
+var deliveryResults = []string{"delivered", "retry", "dead", "blocked"}
+
+// RegisterMetrics creates the delivery series at zero, so that a scrape
+// shows them before any traffic.
+func RegisterMetrics(outbounds []config.Outbound) {
+	for _, o := range outbounds {
+		for _, r := range deliveryResults {
+			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_deliveries_total{destination=%q,result=%q}`, o.Name, r))
+		}
+		metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_delivery_duration_seconds{destination=%q}`, o.Name))
+	}
+	metrics.GetOrCreateCounter(`mf_store_errors_total{op="message_ingest"}`)
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/messagefoundry/mf/config"
 )
 
 var ingestBatchSize = metrics.NewPrometheusHistogramExt("mf_ingest_batch_size",
@@ -34,4 +36,16 @@ func observeAck(inbound string, since time.Time) {
 
 func countRefusedConn(inbound string) {
 	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_connections_refused_total{inbound=%q}`, inbound)).Inc()
+}
+
+// RegisterMetrics creates the inbound series at zero, so that a scrape shows
+// them before any traffic.
+func RegisterMetrics(inbounds []config.Inbound) {
+	for _, in := range inbounds {
+		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_received_total{inbound=%q}`, in.Name))
+		for _, reason := range []string{reasonParse, reasonOversize, reasonNotFramed, reasonStore} {
+			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_rejected_total{inbound=%q,reason=%q}`, in.Name, reason))
+		}
+		metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_ack_duration_seconds{inbound=%q}`, in.Name))
+	}
 }

@@ -5,6 +5,8 @@ package enginetest
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -93,6 +95,9 @@ func Start(t testing.TB, cfg string) *Engine {
 	return e
 }
 
+// Status is the engine's current role.
+func (e *Engine) Status() actors.Status { return e.eng.Status() }
+
 // WaitFor polls cond until it holds or the deadline passes.
 func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
@@ -150,4 +155,52 @@ func (f *FaultStore) MessageIngest(ctx context.Context, p storage.MessageIngestP
 		return nil, ErrInjected
 	}
 	return f.Store.MessageIngest(ctx, p)
+}
+
+// JSONShape fails the test unless body is a JSON object whose keys are
+// exactly those of want, each of the JSON type named ("string", "bool",
+// "number", "null", "array", "object"); keys of extra may also appear.
+func JSONShape(t testing.TB, what string, body []byte, want map[string]string, extra ...string) map[string]any {
+	t.Helper()
+	var got map[string]any
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatalf("%s: not a JSON object: %v (%s)", what, err, body)
+	}
+	allowed := map[string]bool{}
+	for _, k := range extra {
+		allowed[k] = true
+	}
+	for k, typ := range want {
+		v, ok := got[k]
+		if !ok {
+			t.Fatalf("%s: no %q in %s", what, k, body)
+		}
+		if jt := jsonType(v); jt != typ {
+			t.Fatalf("%s: %q is %s (%v), want %s", what, k, jt, v, typ)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok && !allowed[k] {
+			t.Fatalf("%s: unexpected key %q in %s", what, k, body)
+		}
+	}
+	return got
+}
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "string"
+	case bool:
+		return "bool"
+	case float64:
+		return "number"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return fmt.Sprintf("%T", v)
 }

@@ -1,0 +1,188 @@
+package api_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/api"
+	"github.com/messagefoundry/mf/hl7"
+	"github.com/messagefoundry/mf/storage"
+	"github.com/rs/zerolog"
+)
+
+// The three tokens of the test config, one per role.
+var tokens = map[string]string{"viewer": "tok-viewer", "operator": "tok-operator", "admin": "tok-admin"}
+
+func tokenConfig() string {
+	var b strings.Builder
+	for role, tok := range tokens {
+		sum := sha256.Sum256([]byte(tok))
+		fmt.Fprintf(&b, "[[api.tokens]]\nname = %q\nrole = %q\nsha256 = %q\n\n", role+"-token", role, hex.EncodeToString(sum[:]))
+	}
+	return b.String()
+}
+
+// env is a single-node engine with its API served by httptest.
+type env struct {
+	e      *enginetest.Engine
+	srv    *httptest.Server
+	listen string
+}
+
+func start(t *testing.T, outbound string) *env {
+	t.Helper()
+	listen := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, tokenConfig()+`
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "`+listen+`"
+`+outbound+`
+[[route]]
+from = "adt_in"
+to = ["emr"]
+lane_key = "PID-3.1"
+`)
+	s := api.New(api.Options{Config: e.Config, Store: e.Store, Status: e.Status, Log: zerolog.New(zerolog.NewTestWriter(t))})
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	return &env{e: e, srv: srv, listen: listen}
+}
+
+const fileOutbound = `
+[[outbound]]
+name = "emr"
+type = "file"
+directory = "{{dir}}/out"
+`
+
+// call does one request with the role's token ("" for none) and returns
+// the status and body.
+func (v *env) call(t *testing.T, method, path, role string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, v.srv.URL+path, nil)
+	if role != "" {
+		req.Header.Set("Authorization", "Bearer "+tokens[role])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || path != "/metrics" {
+		if !strings.HasPrefix(ct, "application/json") {
+			t.Fatalf("%s %s: content type %q", method, path, ct)
+		}
+	}
+	return resp.StatusCode, body
+}
+
+// pendingRows ingests n messages for lane emr/P9 with the delivery held back
+// (nothing is delivered: the lane's rows stay pending) and returns their ids.
+func (v *env) ingest(t *testing.T, n int) []int64 {
+	t.Helper()
+	res, err := v.e.Store.MessageIngest(context.Background(), storage.MessageIngestParams{Messages: func() []storage.NewMessage {
+		var ms []storage.NewMessage
+		for i := 0; i < n; i++ {
+			ms = append(ms, storage.NewMessage{Inbound: "adt_in", ControlID: fmt.Sprintf("X%d", i), Payload: []byte(enginetest.ADT("X", "P9")),
+				Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "nowhere", Lane: "nowhere/P9"}}})
+		}
+		return ms
+	}()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, r := range res {
+		ids = append(ids, r.QueueIDs[0])
+	}
+	return ids
+}
+
+// Every path, with no token and with each role: 401, 403 or 200 as DESIGN §8
+// says, and a JSON error body whenever it is not 200.
+func TestPermissionsTable(t *testing.T) {
+	v := start(t, fileOutbound)
+	rows := v.ingest(t, 3) // a lane whose destination is unknown: its rows stay pending
+	msgID := int64(1)
+	type row struct {
+		method, path string
+		need         api.Permission // 0: open to all
+	}
+	paths := []row{
+		{"GET", "/health", 0},
+		{"GET", "/ready", 0},
+		{"GET", "/cluster/status", api.MonitoringRead},
+		{"GET", "/cluster/nodes", api.MonitoringRead},
+		{"GET", "/metrics", api.MonitoringRead},
+		{"GET", "/lanes", api.MonitoringRead},
+		{"GET", fmt.Sprintf("/messages/%d", msgID), api.MessageRead},
+		{"POST", fmt.Sprintf("/queue/%d/retry", rows[0]), api.QueueWrite},
+		{"POST", "/config/reload", api.ConfigWrite},
+	}
+	skips := map[string]int64{"operator": rows[1], "admin": rows[2]}
+	for _, p := range paths {
+		for _, role := range []string{"", "viewer", "operator", "admin"} {
+			want := http.StatusOK
+			switch {
+			case p.need == 0:
+			case role == "":
+				want = http.StatusUnauthorized
+			case !api.HasPermission(role, p.need):
+				want = http.StatusForbidden
+			}
+			got, body := v.call(t, p.method, p.path, role)
+			if got != want {
+				t.Errorf("%s %s as %q: %d, want %d (%s)", p.method, p.path, role, got, want, body)
+			}
+			if got != http.StatusOK {
+				var e struct{ Error string }
+				if json.Unmarshal(body, &e) != nil || e.Error == "" {
+					t.Errorf("%s %s as %q: error body %q is not {\"error\": ...}", p.method, p.path, role, body)
+				}
+			}
+		}
+	}
+	// Skip, each permitted role on its own row.
+	for _, role := range []string{"", "viewer", "operator", "admin"} {
+		id := skips[role]
+		if id == 0 {
+			id = rows[2]
+		}
+		want := map[string]int{"": 401, "viewer": 403, "operator": 200, "admin": 200}[role]
+		if got, body := v.call(t, "POST", fmt.Sprintf("/queue/%d/skip", id), role); got != want {
+			t.Errorf("POST skip as %q: %d, want %d (%s)", role, got, want, body)
+		}
+	}
+	// A wrong token is as good as none; an unknown path is a JSON 404.
+	req, _ := http.NewRequest("GET", v.srv.URL+"/lanes", nil)
+	req.Header.Set("Authorization", "Bearer not-a-token")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a wrong token: %v %v", resp.StatusCode, err)
+	}
+	if got, _ := v.call(t, "GET", "/nope", "admin"); got != http.StatusNotFound {
+		t.Fatalf("unknown path: %d", got)
+	}
+	if got, _ := v.call(t, "POST", fmt.Sprintf("/queue/%d/skip", rows[1]), "operator"); got != http.StatusConflict {
+		t.Fatalf("skip of a dead row: %d, want 409", got)
+	}
+	if got, _ := v.call(t, "GET", "/messages/999999", "operator"); got != http.StatusNotFound {
+		t.Fatalf("a missing message: %d, want 404", got)
+	}
+}
+
+var _ = hl7.AA
+var _ = time.Second
+
+func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }

@@ -1,0 +1,117 @@
+package api
+
+import (
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/messagefoundry/mf/leadership"
+	"github.com/messagefoundry/mf/storage"
+)
+
+// ClusterStatus is GET /cluster/status: this node's posture, from its own
+// memory (the per-node authoritative leadership signal).
+type ClusterStatus struct {
+	NodeID        string `json:"node_id"`
+	Clustered     bool   `json:"clustered"`
+	IsLeader      bool   `json:"is_leader"`
+	Role          string `json:"role"` // primary, standby or single-node
+	ConfigVersion int64  `json:"config_version"`
+	// Term is the leader term this node works under (0 when not leading,
+	// or single-node). It follows the reference's fields.
+	Term int64 `json:"term"`
+}
+
+// ClusterNodes is GET /cluster/nodes: every node and the derived leader.
+type ClusterNodes struct {
+	Nodes []NodeEntry `json:"nodes"`
+	// LeaderNodeID is the one live leader by the freshness rule, or null.
+	LeaderNodeID *string `json:"leader_node_id"`
+	// LeaseOwner and LeaseExpiresAt are the leader lease row itself: who
+	// may process, and until when (epoch seconds on the database clock).
+	LeaseOwner     *string  `json:"lease_owner"`
+	LeaseExpiresAt *float64 `json:"lease_expires_at"`
+}
+
+// NodeEntry is one node of ClusterNodes. Times are epoch seconds.
+type NodeEntry struct {
+	NodeID    string   `json:"node_id"`
+	Host      string   `json:"host"`
+	PID       int64    `json:"pid"`
+	Status    string   `json:"status"`
+	StartedAt *float64 `json:"started_at"`
+	LastSeen  *float64 `json:"last_seen"`
+	IsLeader  bool     `json:"is_leader"`
+}
+
+// Roles a node reports in ClusterStatus.Role.
+const (
+	RolePrimary    = "primary"
+	RoleStandby    = "standby"
+	RoleSingleNode = "single-node"
+)
+
+func epoch(t time.Time) *float64 {
+	if t.IsZero() {
+		return nil
+	}
+	f := float64(t.UnixMicro()) / 1e6
+	return &f
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
+	st := s.o.Status()
+	role := RoleSingleNode
+	if st.Clustered {
+		role = RoleStandby
+		if st.Leader {
+			role = RolePrimary
+		}
+	}
+	writeJSON(w, http.StatusOK, ClusterStatus{
+		NodeID: st.NodeID, Clustered: st.Clustered, IsLeader: st.Leader || !st.Clustered,
+		Role: role, ConfigVersion: st.ConfigVersion, Term: st.Fence.Term,
+	})
+}
+
+func (s *Server) clusterNodes(w http.ResponseWriter, r *http.Request) {
+	st := s.o.Status()
+	if !st.Clustered {
+		// A single node has no heartbeat history and leads for good: the
+		// synthetic self-entry of the reference.
+		host, _ := os.Hostname()
+		writeJSON(w, http.StatusOK, ClusterNodes{
+			Nodes: []NodeEntry{{NodeID: st.NodeID, Host: host, PID: int64(os.Getpid()), Status: storage.NodeActive, IsLeader: true}},
+			LeaderNodeID: &st.NodeID, LeaseOwner: &st.NodeID,
+		})
+		return
+	}
+	list, err := s.o.Store.NodeList(r.Context())
+	if err != nil {
+		s.storeFailed(w, "node list", err)
+		return
+	}
+	lease, err := s.o.Store.LeaseRead(r.Context())
+	if err != nil {
+		s.storeFailed(w, "lease read", err)
+		return
+	}
+	out := ClusterNodes{Nodes: []NodeEntry{}, LeaderNodeID: strPtr(leadership.LeaderOf(list, s.o.Config.Cluster.NodeTimeout()))}
+	for _, n := range list.Nodes {
+		out.Nodes = append(out.Nodes, NodeEntry{
+			NodeID: n.NodeID, Host: n.Host, PID: n.PID, Status: n.Status,
+			StartedAt: epoch(n.StartedAt), LastSeen: epoch(n.LastSeen), IsLeader: n.IsLeader,
+		})
+	}
+	if lease.Term > 0 { // never elected: no owner, no expiry
+		out.LeaseOwner, out.LeaseExpiresAt = strPtr(lease.Owner), epoch(lease.ExpiresAt)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,134 @@
+package api
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/messagefoundry/mf/actors"
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/lanes"
+	"github.com/messagefoundry/mf/listeners"
+)
+
+// queueSnapshot is what the queue gauges report: read from the store at each
+// scrape (any node can, the store is shared), so a standby reports the same
+// depths as the primary.
+type queueSnapshot struct {
+	depth   map[string]float64 // pending + in flight, by destination
+	blocked float64            // lanes whose head is held for an operator
+}
+
+var (
+	snapshot     atomic.Pointer[queueSnapshot]
+	registerOnce sync.Mutex
+)
+
+func currentSnapshot() *queueSnapshot {
+	if s := snapshot.Load(); s != nil {
+		return s
+	}
+	return &queueSnapshot{}
+}
+
+// registerMetrics creates every series of DESIGN §9 that the config implies,
+// at zero, so that a scrape shows them all before any traffic.
+func registerMetrics(cfg *config.Config) {
+	registerOnce.Lock()
+	defer registerOnce.Unlock()
+	// # TYPE lines: without them a parser sees a histogram's _bucket,
+	// _sum and _count as three untyped series.
+	metrics.ExposeMetadata(true)
+	listeners.RegisterMetrics(cfg.Inbound)
+	lanes.RegisterMetrics(cfg.Outbound)
+	actors.RegisterMetrics()
+	for _, o := range cfg.Outbound {
+		dest := o.Name
+		metrics.GetOrCreateGauge(fmt.Sprintf(`mf_queue_depth{destination=%q}`, dest), func() float64 {
+			return currentSnapshot().depth[dest]
+		})
+	}
+	metrics.GetOrCreateGauge("mf_lanes_blocked", func() float64 { return currentSnapshot().blocked })
+}
+
+// help is the HELP text of every series the engine exports.
+var help = map[string]string{
+	"mf_messages_received_total":      "Messages read from an inbound (MLLP frames, file messages).",
+	"mf_messages_rejected_total":      "Inbound messages refused, by reason: parse (not HL7), oversize, not_framed, store (not stored: AE).",
+	"mf_ack_duration_seconds":         "Time from a message's arrival to its acknowledgement, the commit included.",
+	"mf_connections_refused_total":    "MLLP connections closed at once because the listener was at max_connections.",
+	"mf_deliveries_total":             "Delivery attempts by result: delivered, retry, dead, blocked.",
+	"mf_delivery_duration_seconds":    "Time of one delivery attempt to a destination.",
+	"mf_queue_depth":                  "Queue rows pending or in flight, by destination.",
+	"mf_lanes_blocked":                "Lanes whose head is held for an operator (on_exhausted = block).",
+	"mf_is_leader":                    "1 while this node is the leader (runs the graph), else 0.",
+	"mf_leader_term":                  "The leader term this node works under (0 when not leading, or single-node).",
+	"mf_lease_renew_duration_seconds": "Time of one leader lease renewal.",
+	"mf_leadership_changes_total":     "Leadership changes of this node by reason: elected, renew-lost, fenced, single-node.",
+	"mf_ingest_batch_size":            "Messages per ingest transaction (group commit).",
+	"mf_store_errors_total":           "Failed store calls by operation.",
+}
+
+// runtime holds the Go and process collectors. VictoriaMetrics has its own,
+// but their names and types fail promtool's lint (go_cgo_calls_count typed
+// counter, process_io_*_total typed gauge); client_golang's are Prometheus's
+// conventions.
+var runtime = func() *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return r
+}()
+
+// metrics serves the Prometheus text format: the engine's series, Go
+// runtime and process metrics.
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	snap := &queueSnapshot{depth: map[string]float64{}}
+	stats, err := s.o.Store.QueueStats(r.Context())
+	if err == nil {
+		for _, st := range stats {
+			if st.Status == "pending" || st.Status == "inflight" {
+				snap.depth[st.Destination] += float64(st.Count)
+			}
+		}
+		ls, lerr := s.o.Store.QueueLanes(r.Context())
+		for _, l := range ls {
+			if l.Blocked() {
+				snap.blocked++
+			}
+		}
+		err = lerr
+	}
+	if err != nil {
+		lanes.StoreError("metrics_queue")
+		s.o.Log.Warn().Err(err).Msg("metrics: reading the queue failed; queue gauges keep their last values")
+	} else {
+		snapshot.Store(snap)
+	}
+	var engine bytes.Buffer
+	metrics.WritePrometheus(&engine, false)
+	w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	// VictoriaMetrics writes "# HELP name" with no text: fill it in.
+	for _, line := range strings.SplitAfter(engine.String(), "\n") {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "# HELP "); ok && !strings.Contains(name, " ") {
+			line = "# HELP " + name + " " + help[name] + "\n"
+		}
+		io.WriteString(w, line)
+	}
+	families, err := runtime.Gather()
+	if err != nil {
+		s.o.Log.Warn().Err(err).Msg("metrics: gathering Go and process metrics failed")
+	}
+	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, f := range families {
+		_ = enc.Encode(f)
+	}
+}

@@ -1,0 +1,164 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/api"
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/storage/postgres"
+	"github.com/messagefoundry/mf/storage/postgres/pgtest"
+)
+
+// rejecting is an HTTP destination that refuses (400) messages containing
+// "POISON" and records the others' control ids.
+type rejecting struct {
+	*httptest.Server
+	mu  sync.Mutex
+	got []string
+}
+
+func newRejecting(t *testing.T) *rejecting {
+	d := &rejecting{}
+	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "POISON") {
+			http.Error(w, "unknown patient", http.StatusBadRequest)
+			return
+		}
+		d.mu.Lock()
+		d.got = append(d.got, r.Header.Get("X-MF-Control-ID"))
+		d.mu.Unlock()
+	}))
+	t.Cleanup(d.Close)
+	return d
+}
+
+func (d *rejecting) received() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return strings.Join(d.got, ",")
+}
+
+func metricValue(t *testing.T, v *env, series string) string {
+	t.Helper()
+	_, body := v.call(t, "GET", "/metrics", "viewer")
+	for _, line := range strings.Split(string(body), "\n") {
+		if name, value, ok := strings.Cut(line, " "); ok && name == series {
+			return value
+		}
+	}
+	t.Fatalf("no %s in the scrape", series)
+	return ""
+}
+
+// A destination rejects a message (AR-like, permanent) with on_exhausted =
+// "block": /lanes and mf_lanes_blocked show the blocked lane; a viewer may
+// not skip it; an operator's skip moves the lane on.
+func TestBlockedLaneShownAndSkipped(t *testing.T) {
+	dest := newRejecting(t)
+	v := start(t, `
+[[outbound]]
+name = "emr"
+type = "http"
+url = "`+dest.URL+`"
+on_exhausted = "block"
+`)
+	cl := enginetest.Dial(t, v.listen)
+	cl.Send(strings.Replace(enginetest.ADT("B1", "P1"), "DOE^JANE", "POISON", 1))
+	cl.Send(enginetest.ADT("B2", "P1"))
+
+	type lanes struct{ Lanes []api.Lane }
+	var blocked api.Lane
+	enginetest.WaitFor(t, "the lane to show blocked", 10*time.Second, func() bool {
+		_, body := v.call(t, "GET", "/lanes", "viewer")
+		var l lanes
+		if err := json.Unmarshal(body, &l); err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range l.Lanes {
+			if x.Blocked {
+				blocked = x
+				return true
+			}
+		}
+		return false
+	})
+	if blocked.Depth != 2 || blocked.Destination != "emr" || !strings.Contains(blocked.LastError, "400") || strings.Contains(blocked.Lane, "P1") {
+		t.Fatalf("blocked lane as a viewer sees it: %+v (the lane key must be hashed for a viewer)", blocked)
+	}
+	if got := metricValue(t, v, "mf_lanes_blocked"); got != "1" {
+		t.Fatalf("mf_lanes_blocked = %s, want 1", got)
+	}
+	path := fmt.Sprintf("/queue/%d/skip", blocked.HeadID)
+	if code, _ := v.call(t, "POST", path, "viewer"); code != http.StatusForbidden {
+		t.Fatalf("a viewer's skip: %d, want 403", code)
+	}
+	if dest.received() != "" {
+		t.Fatalf("delivered %s while blocked", dest.received())
+	}
+	if code, body := v.call(t, "POST", path, "operator"); code != http.StatusOK {
+		t.Fatalf("an operator's skip: %d %s", code, body)
+	}
+	enginetest.WaitFor(t, "the lane to move on to B2", 10*time.Second, func() bool { return dest.received() == "B2" })
+	if got := metricValue(t, v, "mf_lanes_blocked"); got != "0" {
+		t.Fatalf("mf_lanes_blocked = %s after the skip, want 0", got)
+	}
+	_, body := v.call(t, "GET", fmt.Sprintf("/messages/%d", 1), "operator")
+	var m api.Message
+	if err := json.Unmarshal(body, &m); err != nil || len(m.Queue) != 1 || m.Queue[0].Status != "dead" ||
+		!strings.Contains(m.Queue[0].LastError, "skipped by operator") || !strings.Contains(m.Payload, "POISON") {
+		t.Fatalf("the skipped message: %s", body)
+	}
+}
+
+// /ready is 503 with a reason while the store is unreachable (a cut network
+// between the node and PostgreSQL), and 200 again once it is back.
+func TestReadyFollowsTheStore(t *testing.T) {
+	url := pgtest.NewSchema(t)
+	px := enginetest.StartProxy(t, enginetest.HostOf(t, url))
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, postgres.Options{URL: px.Via(t, url), PoolSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := config.Parse([]byte(""), "empty.toml")
+	srv := httptest.NewServer(api.New(api.Options{Config: cfg, Store: st, Log: zerolog.Nop()}).Handler())
+	t.Cleanup(srv.Close)
+	ready := func() (int, map[string]string) {
+		resp, err := http.Get(srv.URL + "/ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]string
+		json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	if code, body := ready(); code != http.StatusOK {
+		t.Fatalf("ready before the cut: %d %v", code, body)
+	}
+	px.Cut()
+	code, body := ready()
+	if code != http.StatusServiceUnavailable || body["reason"] == "" {
+		t.Fatalf("ready with the store cut off: %d %v; want 503 with a reason", code, body)
+	}
+	t.Logf("while cut off: %d %v", code, body)
+	px.Restore(t)
+	enginetest.WaitFor(t, "ready again", 10*time.Second, func() bool { c, _ := ready(); return c == http.StatusOK })
+}

@@ -1,0 +1,278 @@
+// Package api is the HTTP API every node serves, primary or standby (it is
+// not part of the leader-only graph): health and readiness for load
+// balancers, cluster membership for monitoring, Prometheus metrics, lanes,
+// messages, and the operator's actions on blocked lanes. Every endpoint but
+// /health and /ready needs a bearer token whose role carries its permission
+// (DESIGN §8).
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/actors"
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/storage"
+)
+
+// Options configure a Server.
+type Options struct {
+	Config *config.Config
+	Store  storage.Store
+	// Status reads the node's role (actors.Engine.Status).
+	Status func() actors.Status
+	Log    zerolog.Logger
+}
+
+// Server is the API of one node.
+type Server struct {
+	o    Options
+	http *http.Server
+	ln   net.Listener
+}
+
+// readyTimeout bounds the store check of /ready.
+const readyTimeout = 2 * time.Second
+
+// New builds the server; Start binds it.
+func New(o Options) *Server {
+	s := &Server{o: o}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", s.health)
+	mux.HandleFunc("GET /ready", s.ready)
+	mux.HandleFunc("GET /cluster/status", s.require(MonitoringRead, s.clusterStatus))
+	mux.HandleFunc("GET /cluster/nodes", s.require(MonitoringRead, s.clusterNodes))
+	mux.HandleFunc("GET /metrics", s.require(MonitoringRead, s.metrics))
+	mux.HandleFunc("GET /lanes", s.require(MonitoringRead, s.lanes))
+	mux.HandleFunc("GET /messages/{id}", s.require(MessageRead, s.message))
+	mux.HandleFunc("POST /queue/{id}/retry", s.require(QueueWrite, s.queueRetry))
+	mux.HandleFunc("POST /queue/{id}/skip", s.require(QueueWrite, s.queueSkip))
+	mux.HandleFunc("POST /config/reload", s.require(ConfigWrite, s.configReload))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	registerMetrics(o.Config)
+	return s
+}
+
+// Handler exposes the routes (for tests).
+func (s *Server) Handler() http.Handler { return s.http.Handler }
+
+// Start binds [api] listen, with TLS when configured, and serves in the
+// background.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.o.Config.API.Listen)
+	if err != nil {
+		return err
+	}
+	s.ln = ln
+	a := s.o.Config.API
+	go func() {
+		var err error
+		if a.TLSCert != "" {
+			err = s.http.ServeTLS(ln, a.TLSCert, a.TLSKey)
+		} else {
+			err = s.http.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.o.Log.Error().Err(err).Msg("the API server stopped")
+		}
+	}()
+	s.o.Log.Info().Str("listen", ln.Addr().String()).Bool("tls", a.TLSCert != "").Msg("API listening")
+	return nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Shutdown stops the server, letting requests in flight finish.
+func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+// storeFailed answers 503 for a store error, without its detail (which may
+// name hosts); the log has it.
+func (s *Server) storeFailed(w http.ResponseWriter, op string, err error) {
+	s.o.Log.Error().Err(err).Str("op", op).Msg("API: store call failed")
+	writeError(w, http.StatusServiceUnavailable, "the store is unavailable ("+op+")")
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// ready is 200 when the store answers and is migrated, else 503 with why.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := s.o.Store.Ping(ctx); err != nil {
+		reason := "the store is unreachable or not migrated"
+		if errors.Is(err, context.DeadlineExceeded) {
+			reason = "the store did not answer within " + readyTimeout.String()
+		}
+		s.o.Log.Warn().Err(err).Msg("not ready: " + reason)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": reason})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// Lane is one entry of GET /lanes.
+type Lane struct {
+	// Lane is "destination/key"; the key is often a patient id, so a
+	// token without MESSAGE_READ sees a hash of it instead.
+	Lane        string  `json:"lane"`
+	Destination string  `json:"destination"`
+	Depth       int64   `json:"depth"`
+	HeadID      int64   `json:"head_id"`
+	HeadAge     float64 `json:"head_age_seconds"`
+	Blocked     bool    `json:"blocked"`
+	Attempts    int64   `json:"attempts"`
+	LastError   string  `json:"last_error"`
+}
+
+func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
+	ls, err := s.o.Store.QueueLanes(r.Context())
+	if err != nil {
+		s.storeFailed(w, "queue lanes", err)
+		return
+	}
+	who, _ := authenticate(r, s.o.Config.API.Tokens)
+	phi := HasPermission(who.role, MessageRead)
+	out := []Lane{}
+	for _, l := range ls {
+		name := l.Lane
+		if !phi && len(name) > len(l.Destination)+1 {
+			sum := sha256.Sum256([]byte(name))
+			name = l.Destination + "/#" + hex.EncodeToString(sum[:6])
+		}
+		out = append(out, Lane{
+			Lane: name, Destination: l.Destination, Depth: l.Depth, HeadID: l.Head.ID,
+			HeadAge: l.HeadAge.Seconds(), Blocked: l.Blocked(), Attempts: l.Head.Attempts, LastError: l.Head.LastError,
+		})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"lanes": out})
+}
+
+// Message is GET /messages/{id}.
+type Message struct {
+	ID          int64      `json:"id"`
+	Inbound     string     `json:"inbound"`
+	ReceivedAt  *float64   `json:"received_at"`
+	ControlID   string     `json:"control_id"`
+	MessageType string     `json:"message_type"`
+	Status      string     `json:"status"`
+	Error       string     `json:"error"`
+	Payload     string     `json:"payload"`
+	Queue       []QueueRow `json:"queue"`
+}
+
+// QueueRow is one delivery of a Message.
+type QueueRow struct {
+	ID            int64    `json:"id"`
+	Destination   string   `json:"destination"`
+	Lane          string   `json:"lane"`
+	Status        string   `json:"status"`
+	Held          bool     `json:"held"`
+	Attempts      int64    `json:"attempts"`
+	NextAttemptAt *float64 `json:"next_attempt_at"`
+	LastError     string   `json:"last_error"`
+	UpdatedAt     *float64 `json:"updated_at"`
+}
+
+func (s *Server) message(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	d, err := s.o.Store.MessageRead(r.Context(), id)
+	if errors.Is(err, storage.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "no message "+strconv.FormatInt(id, 10))
+		return
+	}
+	if err != nil {
+		s.storeFailed(w, "message read", err)
+		return
+	}
+	m := d.Message
+	out := Message{ID: m.ID, Inbound: m.Inbound, ReceivedAt: epoch(m.ReceivedAt), ControlID: m.ControlID,
+		MessageType: m.MessageType, Status: m.Status, Error: m.Error, Payload: string(m.Payload), Queue: []QueueRow{}}
+	for _, q := range d.Queue {
+		out.Queue = append(out.Queue, QueueRow{ID: q.ID, Destination: q.Destination, Lane: q.Lane, Status: q.Status,
+			Held: q.Held, Attempts: q.Attempts, NextAttemptAt: epoch(q.NextAttemptAt), LastError: q.LastError, UpdatedAt: epoch(q.UpdatedAt)})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) queueRetry(w http.ResponseWriter, r *http.Request) {
+	s.queueAction(w, r, "retry", func(id int64) error {
+		return s.o.Store.QueueRelease(r.Context(), storage.QueueReleaseParams{ID: id})
+	})
+}
+
+func (s *Server) queueSkip(w http.ResponseWriter, r *http.Request) {
+	who, _ := authenticate(r, s.o.Config.API.Tokens)
+	s.queueAction(w, r, "skip", func(id int64) error {
+		return s.o.Store.QueueSkip(r.Context(), storage.QueueSkipParams{ID: id, Reason: "skipped by operator " + who.name})
+	})
+}
+
+// queueAction runs an operator action on a queue row: 404 if there is no
+// such row, 409 if it is in flight or finished.
+func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action string, do func(int64) error) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	err := do(id)
+	switch {
+	case err == nil:
+		who, _ := authenticate(r, s.o.Config.API.Tokens)
+		s.o.Log.Info().Int64("queue_id", id).Str("action", action).Str("token", who.name).Msg("operator action on a queue row")
+		writeJSON(w, http.StatusOK, map[string]any{"id": id, "action": action})
+	case errors.Is(err, storage.ErrNotFound):
+		writeError(w, http.StatusNotFound, "no queue row "+strconv.FormatInt(id, 10))
+	case errors.Is(err, storage.ErrNotPending):
+		writeError(w, http.StatusConflict, "queue row "+strconv.FormatInt(id, 10)+" is in flight or finished: only a pending row can be retried or skipped")
+	default:
+		s.storeFailed(w, "queue "+action, err)
+	}
+}
+
+func (s *Server) configReload(w http.ResponseWriter, r *http.Request) {
+	v, err := s.o.Store.ConfigVersionBump(r.Context(), storage.ConfigVersionBumpParams{})
+	if err != nil {
+		s.storeFailed(w, "config version bump", err)
+		return
+	}
+	s.o.Log.Info().Int64("config_version", v).Msg("config reload requested through the API")
+	writeJSON(w, http.StatusOK, map[string]int64{"config_version": v})
+}
+
+func pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		writeError(w, http.StatusBadRequest, "the id must be a positive integer")
+		return 0, false
+	}
+	return id, true
+}
+

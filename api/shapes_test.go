@@ -1,0 +1,102 @@
+package api_test
+
+import (
+	"bytes"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/messagefoundry/mf/actors/enginetest"
+)
+
+// The shapes of reference 000, field for field (names, JSON types, nulls).
+var (
+	statusShape = map[string]string{"node_id": "string", "clustered": "bool", "is_leader": "bool", "role": "string", "config_version": "number"}
+	nodesShape  = map[string]string{"nodes": "array", "leader_node_id": "string", "lease_owner": "string", "lease_expires_at": "null"}
+	// A single node has no heartbeat history: started_at and last_seen are null.
+	singleNodeEntry = map[string]string{"node_id": "string", "host": "string", "pid": "number", "status": "string",
+		"started_at": "null", "last_seen": "null", "is_leader": "bool"}
+)
+
+func TestSingleNodeClusterEndpoints(t *testing.T) {
+	v := start(t, fileOutbound)
+	code, body := v.call(t, "GET", "/cluster/status", "viewer")
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	st := enginetest.JSONShape(t, "/cluster/status", body, statusShape, "term")
+	if st["clustered"] != false || st["is_leader"] != true || st["role"] != "single-node" || st["config_version"] != 0.0 {
+		t.Fatalf("single-node status: %s", body)
+	}
+	_, body = v.call(t, "GET", "/cluster/nodes", "viewer")
+	nodes := enginetest.JSONShape(t, "/cluster/nodes", body, nodesShape)
+	list := nodes["nodes"].([]any)
+	if len(list) != 1 {
+		t.Fatalf("single-node nodes: %s", body)
+	}
+	entry, _ := jsonOf(list[0])
+	self := enginetest.JSONShape(t, "/cluster/nodes entry", entry, singleNodeEntry)
+	if self["node_id"] != st["node_id"] || nodes["leader_node_id"] != st["node_id"] || nodes["lease_owner"] != st["node_id"] ||
+		self["status"] != "active" || self["is_leader"] != true || self["pid"] != float64(os.Getpid()) {
+		t.Fatalf("single-node nodes: %s (status %v)", body, st)
+	}
+}
+
+// Every name of DESIGN §9 is in a scrape that a Prometheus text parser
+// accepts; with promtool on the PATH (CI installs it), so does promtool.
+func TestMetricsParseAndCarryEveryName(t *testing.T) {
+	v := start(t, fileOutbound)
+	enginetest.Dial(t, v.listen).Send(enginetest.ADT("M1", "P1"))
+	code, body := v.call(t, "GET", "/metrics", "viewer")
+	if code != http.StatusOK {
+		t.Fatalf("metrics %d", code)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("the scrape does not parse: %v", err)
+	}
+	for _, name := range []string{
+		"mf_messages_received_total", "mf_messages_rejected_total", "mf_ack_duration_seconds", "mf_deliveries_total",
+		"mf_delivery_duration_seconds", "mf_queue_depth", "mf_lanes_blocked", "mf_is_leader", "mf_leader_term",
+		"mf_lease_renew_duration_seconds", "mf_leadership_changes_total", "mf_ingest_batch_size", "mf_store_errors_total",
+		"go_goroutines", "process_resident_memory_bytes",
+	} {
+		if _, ok := families[name]; !ok {
+			t.Errorf("no %s in the scrape", name)
+		}
+	}
+	if f := families["mf_is_leader"]; f == nil || f.Metric[0].GetGauge().GetValue() != 1 {
+		t.Errorf("mf_is_leader: %v", f)
+	}
+	for _, f := range families {
+		if !strings.HasPrefix(f.GetName(), "mf_") {
+			continue // Go runtime and process metrics carry their own labels
+		}
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				if n := l.GetName(); n != "inbound" && n != "destination" && n != "result" && n != "reason" && n != "op" && n != "le" && n != "vmrange" {
+					t.Errorf("%s has a label %q outside the bounded set", f.GetName(), n)
+				}
+			}
+		}
+	}
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+			t.Fatal("promtool is not installed (CI=true: .ci/run installs Debian's prometheus package)")
+		}
+		t.Skip("promtool not installed (Debian package prometheus); the parser check above ran")
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+}
