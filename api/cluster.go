@@ -88,7 +88,7 @@ func (s *Server) clusterNodes(w http.ResponseWriter, r *http.Request) {
 		// synthetic self-entry of the reference.
 		host, _ := os.Hostname()
 		writeJSON(w, http.StatusOK, ClusterNodes{
-			Nodes: []NodeEntry{{NodeID: st.NodeID, Host: host, PID: int64(os.Getpid()), Status: storage.NodeActive, IsLeader: true}},
+			Nodes:        []NodeEntry{{NodeID: st.NodeID, Host: host, PID: int64(os.Getpid()), Status: storage.NodeActive, IsLeader: true}},
 			LeaderNodeID: &st.NodeID, LeaseOwner: &st.NodeID,
 		})
 		return

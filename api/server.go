@@ -275,4 +275,3 @@ func pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	}
 	return id, true
 }
-

@@ -248,4 +248,3 @@ func (v *vipLoad) finish() {
 	close(v.stop)
 	v.done.Wait()
 }
-
