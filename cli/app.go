@@ -40,6 +40,9 @@ func App(stdout, stderr io.Writer) *cli.App {
 			migrateCommand(),
 			reloadCommand(),
 			sendCommand(),
+			statusCommand(),
+			nodesCommand(),
+			tokenCommand(),
 			versionCommand(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // Main prints the error once

@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -67,6 +69,7 @@ func newCluster(t *testing.T, tm timing) *cluster {
 func (c *cluster) addNode(storeURL string) *engine {
 	c.t.Helper()
 	id := fmt.Sprintf("node-%d", len(c.nodes))
+	apiAddr := freePortNoT()
 	e := newEngine(c.t, `
 [store]
 backend = "postgres"
@@ -80,7 +83,11 @@ node_id = "`+id+`"
 reclaim_interval_seconds = 1
 `+c.timing.toml()+`
 [api]
-listen = "`+freePortNoT()+`"
+listen = "`+apiAddr+`"
+[[api.tokens]]
+name = "test"
+role = "viewer"
+sha256 = "`+viewerTokenSHA+`"
 
 [[inbound]]
 name = "adt_in"
@@ -100,9 +107,29 @@ from = "adt_in"
 to = ["lab"]
 lane_key = "PID-3.1"
 `)
+	e.api = "http://" + apiAddr
 	e.launch()
 	c.nodes = append(c.nodes, e)
 	return e
+}
+
+// viewerToken is the API token every cluster node accepts (role viewer).
+const (
+	viewerToken    = "e2e-viewer-token"
+	viewerTokenSHA = "667da53dbb3834e0b648a640ce71af319cc8ab45423f583878eb5dc436b61971" // sha256 of viewerToken
+)
+
+// get fetches an API path of the node with the viewer token.
+func (e *engine) get(path string) (int, []byte, error) {
+	req, _ := http.NewRequest("GET", e.api+path, nil)
+	req.Header.Set("Authorization", "Bearer "+viewerToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
 }
 
 // primaries lists the nodes whose MLLP port accepts connections now.

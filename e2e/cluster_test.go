@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -101,8 +102,11 @@ func TestClusterPausedPrimaryFencesAndRejoins(t *testing.T) {
 	waitFor(t, "some messages acked", 30*time.Second, func() bool { return load.ackedCount() >= 100 })
 
 	c.nodes[p].signal(syscall.SIGSTOP)
+	stoppedAt := time.Now()
 	q := c.waitForPrimary(p)
 	waitFor(t, "the new primary to take load", 30*time.Second, func() bool { return load.ackedCount() >= 300 })
+	resumedAt := len(c.nodes[p].logs.String())
+	contAt := time.Now()
 	c.nodes[p].signal(syscall.SIGCONT)
 
 	waitFor(t, "the resumed node to fence itself", 10*time.Second, func() bool {
@@ -116,11 +120,32 @@ func TestClusterPausedPrimaryFencesAndRejoins(t *testing.T) {
 	if !strings.Contains(c.nodes[p].logs.String(), `"reason":"fenced"`) {
 		t.Logf("note: the resumed node lost the lease by a failed renewal, not by its trust window")
 	}
+	// Nothing the resumed node did under its old term was written: no
+	// store call it started after waking succeeded. Each successful batch
+	// and delivery is logged at debug with the instant its store call
+	// started. A call started before the freeze may have committed then
+	// (PostgreSQL finishes a COMMIT it has received) and be logged after
+	// SIGCONT, when the client reads the reply: that write was made under
+	// the then-valid term, before the next one existed.
+	after := c.nodes[p].logs.String()[resumedAt:]
+	if linesSince(grepLines(c.nodes[p].logs.String(), "leadership lost"), "time", contAt) == "" {
+		t.Fatal("no log line of the resumed node is stamped after SIGCONT: the timestamp check below could not see a write")
+	}
+	if w := linesSince(grepLines(c.nodes[p].logs.String(), `"message":"messages stored"`, `"message":"delivered"`), "call_started", contAt); w != "" {
+		t.Fatalf("the resumed node wrote under its old term (SIGSTOP %s, SIGCONT %s):\n%s\n--- new primary:\n%s",
+			stoppedAt.UTC().Format(time.RFC3339Nano), contAt.UTC().Format(time.RFC3339Nano), w,
+			grepLines(c.nodes[q].logs.String(), "leadership", "elected", "re-pended"))
+	}
+	// The fence shows in its metrics.
+	_, metrics, err := c.nodes[p].get("/metrics")
+	if err != nil || !strings.Contains(string(metrics), `mf_leadership_changes_total{reason="fenced"} 1`) {
+		t.Fatalf("the resumed node's metrics lack the fence (%v):\n%s", err, grepLines(string(metrics), "mf_leadership_changes_total"))
+	}
 	load.finish()
 	waitFor(t, "every acked message to be delivered", 60*time.Second, func() bool { return load.allDelivered(c.dest) })
 	lanes := checkLanes(t, c.dest.received(), load.pos)
-	t.Logf("%d messages acked; %d lanes delivered in order; resumed node's log:\n%s", load.ackedCount(), len(lanes),
-		grepLines(c.nodes[p].logs.String(), "leadership", "fence"))
+	t.Logf("%d messages acked; %d lanes delivered in order; resumed node's log after SIGCONT:\n%s", load.ackedCount(), len(lanes),
+		grepLines(after, "leadership", "fence", "not sent", "refused"))
 	waitFor(t, "the resumed node to rejoin as a standby", 10*time.Second, func() bool {
 		for _, n := range c.nodeList().Nodes {
 			if n.NodeID == fmt.Sprintf("node-%d", p) {
@@ -240,6 +265,23 @@ func TestClusterReloadReachesEveryNode(t *testing.T) {
 	}
 }
 
+// linesSince returns the JSON log lines of s whose timestamp field is at or
+// after t.
+func linesSince(s, field string, t time.Time) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		v, _ := rec[field].(string)
+		if ts, err := time.Parse(time.RFC3339Nano, v); err == nil && !ts.Before(t) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // grepLines returns the lines of s containing any of words.
 func grepLines(s string, words ...string) string {
 	var out []string
@@ -252,4 +294,102 @@ func grepLines(s string, words ...string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// The shapes of reference 000 on a live two-node cluster, field for field:
+// each node's /cluster/status, and /cluster/nodes with a left tombstone of
+// a cleanly stopped node, and a crashed leader that must not be reported as
+// the leader once its heartbeat is stale.
+func TestClusterEndpointsShapes(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 2, fast)
+	p := c.waitForPrimary(-1)
+	s := 1 - p
+	statusShape := map[string]string{"node_id": "string", "clustered": "bool", "is_leader": "bool", "role": "string", "config_version": "number"}
+	nodeShape := map[string]string{"node_id": "string", "host": "string", "pid": "number", "status": "string",
+		"started_at": "number", "last_seen": "number", "is_leader": "bool"}
+	for i, role := range map[int]string{p: "primary", s: "standby"} {
+		code, body, err := c.nodes[i].get("/cluster/status")
+		if err != nil || code != 200 {
+			t.Fatalf("node-%d /cluster/status: %d %v", i, code, err)
+		}
+		st := enginetest.JSONShape(t, "/cluster/status", body, statusShape, "term")
+		if st["role"] != role || st["clustered"] != true || st["is_leader"] != (role == "primary") || st["node_id"] != fmt.Sprintf("node-%d", i) {
+			t.Fatalf("node-%d /cluster/status: %s; want role %s", i, body, role)
+		}
+	}
+	nodes := func(from int, leaderType string) (map[string]any, []map[string]any) {
+		t.Helper()
+		code, body, err := c.nodes[from].get("/cluster/nodes")
+		if err != nil || code != 200 {
+			t.Fatalf("/cluster/nodes: %d %v", code, err)
+		}
+		top := enginetest.JSONShape(t, "/cluster/nodes", body, map[string]string{
+			"nodes": "array", "leader_node_id": leaderType, "lease_owner": "string", "lease_expires_at": "number"})
+		var entries []map[string]any
+		for _, n := range top["nodes"].([]any) {
+			b, _ := json.Marshal(n)
+			entries = append(entries, enginetest.JSONShape(t, "/cluster/nodes entry", b, nodeShape))
+		}
+		return top, entries
+	}
+	waitFor(t, "both nodes listed, the primary flagged", 10*time.Second, func() bool {
+		top, entries := nodes(s, "string")
+		return len(entries) == 2 && top["leader_node_id"] == fmt.Sprintf("node-%d", p) && top["lease_owner"] == top["leader_node_id"]
+	})
+
+	// A third node joins and leaves cleanly: a left tombstone.
+	third := c.addNode(c.url)
+	waitFor(t, "node-2 to join", 10*time.Second, func() bool { _, e := nodes(s, "string"); return len(e) == 3 })
+	third.signal(syscall.SIGTERM)
+	<-third.exited
+	_, entries := nodes(s, "string")
+	for _, n := range entries {
+		if n["node_id"] == "node-2" && (n["status"] != "left" || n["is_leader"] != false) {
+			t.Fatalf("the cleanly stopped node: %v; want a left tombstone", n)
+		}
+	}
+
+	// The primary crashes: its row keeps the leader flag, but once its
+	// last_seen is older than node_timeout it is never reported as leader.
+	c.nodes[p].kill()
+	dead := fmt.Sprintf("node-%d", p)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		code, body, err := c.nodes[s].get("/cluster/nodes")
+		if err != nil || code != 200 {
+			t.Fatalf("/cluster/nodes from the survivor: %d %v", code, err)
+		}
+		var top struct {
+			Nodes []struct {
+				NodeID   string  `json:"node_id"`
+				LastSeen float64 `json:"last_seen"`
+				IsLeader bool    `json:"is_leader"`
+			} `json:"nodes"`
+			LeaderNodeID *string `json:"leader_node_id"`
+		}
+		if err := json.Unmarshal(body, &top); err != nil {
+			t.Fatal(err)
+		}
+		var deadRow *struct {
+			NodeID   string  `json:"node_id"`
+			LastSeen float64 `json:"last_seen"`
+			IsLeader bool    `json:"is_leader"`
+		}
+		for i := range top.Nodes {
+			if top.Nodes[i].NodeID == dead {
+				deadRow = &top.Nodes[i]
+			}
+		}
+		stale := deadRow != nil && time.Since(time.UnixMicro(int64(deadRow.LastSeen*1e6))) > c.timing.ttl+200*time.Millisecond
+		if stale && top.LeaderNodeID != nil && *top.LeaderNodeID == dead {
+			t.Fatalf("the crashed node %s is reported as leader with a stale heartbeat: %s", dead, body)
+		}
+		if top.LeaderNodeID != nil && *top.LeaderNodeID == fmt.Sprintf("node-%d", s) {
+			t.Logf("after the crash: leader_node_id %s; the crashed row still flagged: %v", *top.LeaderNodeID, deadRow != nil && deadRow.IsLeader)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the survivor never became the reported leader")
 }

@@ -55,6 +55,7 @@ type engine struct {
 	dir    string
 	config string
 	listen string // its MLLP inbound
+	api    string // its API's base URL, when the test set one
 	cmd    *exec.Cmd
 	logs   *syncBuffer
 	exited chan struct{}

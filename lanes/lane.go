@@ -131,9 +131,12 @@ func (l *laneActor) step(ctx actor.Context) {
 	elapsed := time.Since(start)
 
 	if sendErr == nil {
+		called := time.Now()
 		err = l.env.Store.QueueComplete(l.env.Ctx, storage.QueueCompleteParams{Fence: l.env.Fence, Claim: claim})
 		observeDelivery(l.dest.Name, "delivered", elapsed)
-		log.Debug().Dur("took", elapsed).Msg("delivered")
+		if err == nil {
+			log.Debug().Dur("took", elapsed).Time("call_started", called).Msg("delivered")
+		}
 		l.finished(ctx, log, "complete", err)
 		return
 	}

@@ -106,6 +106,7 @@ func (in *Ingest) flush(ctx actor.Context) {
 			in.env.Log.Error().Err(err).Int("messages", len(batch)).
 				Msg("storing a batch of messages failed; each sender gets AE and will resend")
 		} else {
+			in.env.Log.Debug().Int("messages", len(batch)).Time("call_started", start).Msg("messages stored")
 			seen := map[string]bool{}
 			for _, m := range msgs {
 				for _, d := range m.Deliveries {

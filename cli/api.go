@@ -1,0 +1,193 @@
+package cli
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/messagefoundry/mf/api"
+)
+
+// TokenEnv names the environment variable that holds the API token of mf
+// status and mf nodes (never a flag: it would show in the process list).
+const TokenEnv = "MF_API_TOKEN"
+
+func apiFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "api", Value: "http://127.0.0.1:8765", EnvVars: []string{"MF_API"}, Usage: "base URL of a node's API"},
+		&cli.StringFlag{Name: "tls-ca", Usage: "PEM CA that signed the API's certificate (default: the system roots)"},
+		&cli.BoolFlag{Name: "json", Usage: "print the API's JSON as it is"},
+	}
+}
+
+// getAPI fetches path from the node's API with the token of MF_API_TOKEN.
+func getAPI(c *cli.Context, path string) ([]byte, error) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	if ca := c.String("tls-ca"); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca %s holds no PEM certificate", ca)
+		}
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
+	url := strings.TrimSuffix(c.String("api"), "/") + path
+	req, err := http.NewRequestWithContext(c.Context, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	if tok := os.Getenv(TokenEnv); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error string }
+		_ = json.Unmarshal(body, &e)
+		hint := ""
+		if resp.StatusCode == http.StatusUnauthorized {
+			hint = " (set " + TokenEnv + " to a token of role viewer or above; mf token new makes one)"
+		}
+		return nil, fmt.Errorf("GET %s: %s: %s%s", url, resp.Status, e.Error, hint)
+	}
+	return body, nil
+}
+
+func printJSON(w io.Writer, body []byte) error {
+	var out bytes.Buffer
+	if err := json.Indent(&out, body, "", "  "); err != nil {
+		return err
+	}
+	out.WriteByte('\n')
+	_, err := out.WriteTo(w)
+	return err
+}
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "show a node's role (GET /cluster/status)",
+		Flags: apiFlags(),
+		Action: func(c *cli.Context) error {
+			body, err := getAPI(c, "/cluster/status")
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				return printJSON(c.App.Writer, body)
+			}
+			var s api.ClusterStatus
+			if err := json.Unmarshal(body, &s); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "node\t%s\nrole\t%s\nclustered\t%v\nleader\t%v\nterm\t%d\nconfig version\t%d\n",
+				s.NodeID, s.Role, s.Clustered, s.IsLeader, s.Term, s.ConfigVersion)
+			return tw.Flush()
+		},
+	}
+}
+
+func nodesCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "nodes",
+		Usage: "list the cluster's nodes and its leader (GET /cluster/nodes)",
+		Flags: apiFlags(),
+		Action: func(c *cli.Context) error {
+			body, err := getAPI(c, "/cluster/nodes")
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				return printJSON(c.App.Writer, body)
+			}
+			var n api.ClusterNodes
+			if err := json.Unmarshal(body, &n); err != nil {
+				return err
+			}
+			now := time.Now()
+			ago := func(t *float64) string {
+				if t == nil {
+					return "-"
+				}
+				return now.Sub(time.UnixMicro(int64(*t*1e6))).Round(100*time.Millisecond).String() + " ago"
+			}
+			tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tHOST\tPID\tSTATUS\tLEADER FLAG\tLAST SEEN\tSTARTED")
+			for _, e := range n.Nodes {
+				flag := ""
+				if e.IsLeader {
+					flag = "yes"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", e.NodeID, e.Host, e.PID, e.Status, flag, ago(e.LastSeen), ago(e.StartedAt))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			leader, owner, expires := "none", "none", "never"
+			if n.LeaderNodeID != nil {
+				leader = *n.LeaderNodeID
+			}
+			if n.LeaseOwner != nil {
+				owner = *n.LeaseOwner
+			}
+			if n.LeaseExpiresAt != nil {
+				expires = time.Until(time.UnixMicro(int64(*n.LeaseExpiresAt * 1e6))).Round(100 * time.Millisecond).String()
+			}
+			fmt.Fprintf(c.App.Writer, "\nleader: %s (lease owner %s, lease expires in %s)\n", leader, owner, expires)
+			return nil
+		},
+	}
+}
+
+func tokenCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "token",
+		Usage: "API tokens",
+		Subcommands: []*cli.Command{{
+			Name:  "new",
+			Usage: "print a new token and the config lines that grant it a role",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "role", Required: true, Usage: "viewer, operator or admin"},
+				&cli.StringFlag{Name: "name", Value: "", Usage: "a name for the token, shown in logs (default: the role)"},
+			},
+			Action: func(c *cli.Context) error {
+				role := c.String("role")
+				if !api.HasPermission(role, api.MonitoringRead) {
+					return errors.New("token new: --role must be viewer, operator or admin")
+				}
+				name := c.String("name")
+				if name == "" {
+					name = role
+				}
+				tok, sum, err := api.NewToken()
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "token: %s\n\nGive the token to its user (it is shown only now), and add these lines to every node's\nconfig, which keeps only its SHA-256; then restart the nodes (the API reads its tokens at start):\n\n[[api.tokens]]\nname = %q\nrole = %q\nsha256 = %q\n", tok, name, role, sum)
+				return nil
+			},
+		}},
+	}
+}
