@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -161,4 +162,34 @@ func TestReadyFollowsTheStore(t *testing.T) {
 	t.Logf("while cut off: %d %v", code, body)
 	px.Restore(t)
 	enginetest.WaitFor(t, "ready again", 10*time.Second, func() bool { c, _ := ready(); return c == http.StatusOK })
+}
+
+// With tls_cert and tls_key the API serves HTTPS only.
+func TestAPIOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	p := enginetest.NewPKI(t, dir)
+	addr := enginetest.FreeAddr(t)
+	cfg, err := config.Parse([]byte(`
+[api]
+listen = "`+addr+`"
+tls_cert = "`+p.ServerCert+`"
+tls_key = "`+p.ServerKey+`"
+`), "tls.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := api.New(api.Options{Config: cfg, Log: zerolog.Nop()})
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.Pool, MinVersion: tls.VersionTLS12}}, Timeout: 5 * time.Second}
+	resp, err := client.Get("https://" + addr + "/health")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET https /health: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + "/health"); err == nil && resp.StatusCode == http.StatusOK {
+		t.Fatal("plain HTTP got 200 from a TLS API")
+	}
 }

@@ -369,3 +369,42 @@ func TestQuickStart(t *testing.T) {
 		t.Fatal("mf run did not stop after SIGINT")
 	}
 }
+
+// SIGTERM while a delivery is in hand: the delivery finishes (the
+// destination gets the message and the row is recorded done), the engine
+// exits 0, and after a restart the message is not sent again.
+func TestSIGTERMFinishesTheDeliveryInHand(t *testing.T) {
+	t.Parallel()
+	dest := startReceiver(t, "")
+	inHand := make(chan struct{}, 1)
+	dest.answer = func(r received) string {
+		if r.ControlID == "SLOW" {
+			inHand <- struct{}{}
+			time.Sleep(time.Second) // the destination takes its time to ACK
+		}
+		return ""
+	}
+	e := startEngine(t, singleNode(dest.addr(), ""))
+	if ack, err := enginetest.Dial(t, e.listen).TrySend(adt("SLOW", "P1")); err != nil || ack.Code != "AA" {
+		t.Fatalf("send: %+v %v", ack, err)
+	}
+	select {
+	case <-inHand:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the delivery never started")
+	}
+	if code := e.stop(); code != 0 {
+		t.Fatalf("mf exited %d after SIGTERM", code)
+	}
+	if got := dest.received(); len(got) != 1 || got[0].ControlID != "SLOW" {
+		t.Fatalf("the destination got %v; want the delivery in hand completed", got)
+	}
+	e.start()
+	if ack, err := enginetest.Dial(t, e.listen).TrySend(adt("NEXT", "P1")); err != nil || ack.Code != "AA" {
+		t.Fatalf("send after the restart: %+v %v", ack, err)
+	}
+	waitFor(t, "the next message", 30*time.Second, func() bool { return len(dest.received()) >= 2 })
+	if got := dest.received(); len(got) != 2 || got[1].ControlID != "NEXT" {
+		t.Fatalf("after the restart the destination got %v; want SLOW once, then NEXT", got)
+	}
+}
