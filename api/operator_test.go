@@ -5,11 +5,9 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,36 +19,6 @@ import (
 	"github.com/messagefoundry/mf/storage/postgres"
 	"github.com/messagefoundry/mf/storage/postgres/pgtest"
 )
-
-// rejecting is an HTTP destination that refuses (400) messages containing
-// "POISON" and records the others' control ids.
-type rejecting struct {
-	*httptest.Server
-	mu  sync.Mutex
-	got []string
-}
-
-func newRejecting(t *testing.T) *rejecting {
-	d := &rejecting{}
-	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if strings.Contains(string(body), "POISON") {
-			http.Error(w, "unknown patient", http.StatusBadRequest)
-			return
-		}
-		d.mu.Lock()
-		d.got = append(d.got, r.Header.Get("X-MF-Control-ID"))
-		d.mu.Unlock()
-	}))
-	t.Cleanup(d.Close)
-	return d
-}
-
-func (d *rejecting) received() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return strings.Join(d.got, ",")
-}
 
 func metricValue(t *testing.T, v *env, series string) string {
 	t.Helper()
@@ -68,7 +36,7 @@ func metricValue(t *testing.T, v *env, series string) string {
 // "block": /lanes and mf_lanes_blocked show the blocked lane; a viewer may
 // not skip it; an operator's skip moves the lane on.
 func TestBlockedLaneShownAndSkipped(t *testing.T) {
-	dest := newRejecting(t)
+	dest := enginetest.StartHTTPDestination(t)
 	v := start(t, `
 [[outbound]]
 name = "emr"
@@ -106,13 +74,13 @@ on_exhausted = "block"
 	if code, _ := v.call(t, "POST", path, "viewer"); code != http.StatusForbidden {
 		t.Fatalf("a viewer's skip: %d, want 403", code)
 	}
-	if dest.received() != "" {
-		t.Fatalf("delivered %s while blocked", dest.received())
+	if len(dest.Received()) != 0 {
+		t.Fatalf("delivered %v while blocked", dest.Received())
 	}
 	if code, body := v.call(t, "POST", path, "operator"); code != http.StatusOK {
 		t.Fatalf("an operator's skip: %d %s", code, body)
 	}
-	enginetest.WaitFor(t, "the lane to move on to B2", 10*time.Second, func() bool { return dest.received() == "B2" })
+	enginetest.WaitFor(t, "the lane to move on to B2", 10*time.Second, func() bool { return strings.Join(dest.Received(), ",") == "B2" })
 	if got := metricValue(t, v, "mf_lanes_blocked"); got != "0" {
 		t.Fatalf("mf_lanes_blocked = %s after the skip, want 0", got)
 	}

@@ -64,21 +64,14 @@ func reloadCommand() *cli.Command {
 			"it runs. Deploy the same file to every node first.",
 		Flags: []cli.Flag{configFlag},
 		Action: func(c *cli.Context) error {
-			cfg, err := loadConfig(c)
-			if err != nil {
-				return err
-			}
-			st, err := openStore(c.Context, cfg, false)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			v, err := st.ConfigVersionBump(c.Context, storage.ConfigVersionBumpParams{})
-			if err != nil {
-				return fmt.Errorf("reload: %w", err)
-			}
-			fmt.Fprintf(c.App.Writer, "config version %d: every node reloads its own config file within a heartbeat\n", v)
-			return nil
+			return withStore(c, func(st storage.Store) error {
+				v, err := st.ConfigVersionBump(c.Context, storage.ConfigVersionBumpParams{})
+				if err != nil {
+					return fmt.Errorf("reload: %w", err)
+				}
+				fmt.Fprintf(c.App.Writer, "config version %d: every node reloads its own config file within a heartbeat\n", v)
+				return nil
+			})
 		},
 	}
 }

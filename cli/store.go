@@ -38,20 +38,28 @@ func migrateCommand() *cli.Command {
 		Usage: "apply the store's schema migrations and exit (mf run also does this at start)",
 		Flags: []cli.Flag{configFlag},
 		Action: func(c *cli.Context) error {
-			cfg, err := loadConfig(c)
-			if err != nil {
-				return err
-			}
-			st, err := openStore(c.Context, cfg, false)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			if err := st.Migrate(c.Context); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.App.Writer, "%s store migrated\n", st.Dialect())
-			return nil
+			return withStore(c, func(st storage.Store) error {
+				if err := st.Migrate(c.Context); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "%s store migrated\n", st.Dialect())
+				return nil
+			})
 		},
 	}
+}
+
+// withStore loads the config, opens its store for a one-off command and
+// runs fn on it.
+func withStore(c *cli.Context, fn func(storage.Store) error) error {
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(c.Context, cfg, false)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return fn(st)
 }

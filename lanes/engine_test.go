@@ -2,12 +2,7 @@ package lanes_test
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,38 +10,6 @@ import (
 	"github.com/messagefoundry/mf/hl7"
 	"github.com/messagefoundry/mf/storage"
 )
-
-// httpDestination records the control ids it accepts and refuses (400) any
-// message containing "POISON" while reject is set.
-type httpDestination struct {
-	*httptest.Server
-	reject atomic.Bool
-	mu     sync.Mutex
-	got    []string
-}
-
-func newHTTPDestination(t *testing.T) *httpDestination {
-	d := &httpDestination{}
-	d.reject.Store(true)
-	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if d.reject.Load() && strings.Contains(string(body), "POISON") {
-			http.Error(w, "unknown patient", http.StatusBadRequest)
-			return
-		}
-		d.mu.Lock()
-		d.got = append(d.got, r.Header.Get("X-MF-Control-ID"))
-		d.mu.Unlock()
-	}))
-	t.Cleanup(d.Close)
-	return d
-}
-
-func (d *httpDestination) received() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]string(nil), d.got...)
-}
 
 func send(t *testing.T, addr string, msgs ...string) {
 	t.Helper()
@@ -68,7 +31,7 @@ func msg(id, patient, note string) string {
 // lanes go on; an operator's retry sends it again and the lane resumes in
 // order.
 func TestRejectedHeadBlocksItsLaneUntilReleased(t *testing.T) {
-	dest := newHTTPDestination(t)
+	dest := enginetest.StartHTTPDestination(t)
 	addr := enginetest.FreeAddr(t)
 	e := enginetest.Start(t, `
 [[inbound]]
@@ -102,9 +65,9 @@ lane_key = "PID-3.1"
 				blocked = l
 			}
 		}
-		return blocked.Lane != "" && len(dest.received()) == 3
+		return blocked.Lane != "" && len(dest.Received()) == 3
 	})
-	if a, b := lane(dest.received(), "A"), lane(dest.received(), "B"); a != "A1" || b != "B1,B2" {
+	if a, b := lane(dest.Received(), "A"), lane(dest.Received(), "B"); a != "A1" || b != "B1,B2" {
 		t.Fatalf("delivered %s and %s; want A1 (A3 waits behind the blocked A2) and B1,B2", a, b)
 	}
 	if blocked.Depth != 2 || !strings.Contains(blocked.Head.LastError, "400") {
@@ -113,18 +76,18 @@ lane_key = "PID-3.1"
 
 	// Nothing moves while the lane is blocked, through several rescans.
 	time.Sleep(2500 * time.Millisecond)
-	if n := len(dest.received()); n != 3 {
-		t.Fatalf("a blocked lane delivered: %v", dest.received())
+	if n := len(dest.Received()); n != 3 {
+		t.Fatalf("a blocked lane delivered: %v", dest.Received())
 	}
 
-	dest.reject.Store(false)
+	dest.Reject.Store(false)
 	if err := e.Store.QueueRelease(context.Background(), storage.QueueReleaseParams{ID: blocked.Head.ID}); err != nil {
 		t.Fatal(err)
 	}
 	enginetest.WaitFor(t, "the released lane to deliver A2 then A3", 10*time.Second, func() bool {
-		return len(dest.received()) == 5
+		return len(dest.Received()) == 5
 	})
-	if a := lane(dest.received(), "A"); a != "A1,A2,A3" {
+	if a := lane(dest.Received(), "A"); a != "A1,A2,A3" {
 		t.Fatalf("lane P1 delivered %s; want A1,A2,A3", a)
 	}
 }
