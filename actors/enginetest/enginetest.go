@@ -4,13 +4,16 @@
 package enginetest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,7 +31,29 @@ type Engine struct {
 	Config *config.Config
 	Store  *FaultStore
 	Dir    string
-	eng    *actors.Engine
+	// Logs holds every line the engine logged, at debug level and up.
+	Logs *LogBuffer
+	eng  *actors.Engine
+}
+
+// LogBuffer collects log lines safely across goroutines.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns everything logged so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // FreeAddr returns a loopback address nobody listens on right now.
@@ -63,15 +88,17 @@ func Start(t testing.TB, cfg string) *Engine {
 		t.Fatal(err)
 	}
 	fs := &FaultStore{Store: st}
-	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	logs := &LogBuffer{}
+	var out io.Writer = logs
 	if testing.Verbose() {
-		log = log.Level(zerolog.DebugLevel)
+		out = io.MultiWriter(logs, zerolog.NewTestWriter(t))
 	}
+	log := zerolog.New(out).Level(zerolog.DebugLevel).With().Timestamp().Logger()
 	eng, err := actors.Start(actors.Options{Config: c, Store: fs, Log: log, DrainTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Engine{Config: c, Store: fs, Dir: dir, eng: eng}
+	e := &Engine{Config: c, Store: fs, Dir: dir, Logs: logs, eng: eng}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -1,0 +1,259 @@
+package listeners_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/hl7"
+)
+
+func hostileConfig(listen, extra string) string {
+	return `
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "` + listen + `"
+` + extra + `
+
+[[outbound]]
+name = "out"
+type = "file"
+directory = "{{dir}}/out"
+
+[[route]]
+from = "adt_in"
+to = ["out"]
+lane_key = "PID-3.1"
+`
+}
+
+// 1,000 connections that send nothing and 50 that stall mid-frame: a
+// well-behaved sender on the same listener still gets every ACK within 1 s,
+// and each stalled connection is closed at its frame deadline.
+func TestIdleAndStalledConnectionsDoNotHurtAGoodSender(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	const readTimeout = time.Second
+	enginetest.Start(t, hostileConfig(addr, "max_connections = 2000\nread_timeout_seconds = 1\nidle_timeout_seconds = 120"))
+
+	var idle []net.Conn
+	for i := 0; i < 1000; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("idle connection %d: %v", i, err)
+		}
+		idle = append(idle, c)
+	}
+	t.Cleanup(func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	})
+
+	type stall struct {
+		c     net.Conn
+		start time.Time
+	}
+	var stalls []stall
+	for i := 0; i < 50; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		half := "\x0bMSH|^~\\&|EPIC|HOSP|LAB|HOSP|20261121||ADT^A01|STALL|P|2.5.1\rPID|1||"
+		if _, err := c.Write([]byte(half)); err != nil {
+			t.Fatal(err)
+		}
+		stalls = append(stalls, stall{c, time.Now()})
+	}
+
+	good := enginetest.Dial(t, addr)
+	var worst time.Duration
+	for i := 0; i < 20; i++ {
+		start := time.Now()
+		ack := good.Send(adt(fmt.Sprintf("GOOD%02d", i), "P1"))
+		took := time.Since(start)
+		if ack.Code != hl7.AA {
+			t.Fatalf("good sender message %d: %s", i, ack.Code)
+		}
+		if took > time.Second {
+			t.Fatalf("good sender message %d acknowledged after %v: more than 1 s", i, took)
+		}
+		worst = max(worst, took)
+	}
+
+	var wg sync.WaitGroup
+	closedAfter := make([]time.Duration, len(stalls))
+	for i, s := range stalls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := s.c.Read(make([]byte, 1)); err != nil {
+				closedAfter[i] = time.Since(s.start)
+			}
+		}()
+	}
+	wg.Wait()
+	var latest time.Duration
+	for i, d := range closedAfter {
+		if d == 0 || d > readTimeout+time.Second || d < readTimeout-200*time.Millisecond {
+			t.Fatalf("stalled connection %d closed after %v; want at its %v frame deadline", i, d, readTimeout)
+		}
+		latest = max(latest, d)
+	}
+	t.Logf("worst ACK of the good sender %v; the 50 stalled connections closed by %v (read_timeout %v); 1,000 idle ones open",
+		worst.Round(time.Millisecond), latest.Round(time.Millisecond), readTimeout)
+}
+
+// 10,000 load-balancer health checks (connect, then close) produce no log
+// line per probe and no error, and the listener keeps serving. The probes
+// come in a tight loop, far faster than a load balancer's every 100 ms, so
+// the connection limit is raised out of the way (TestConnectionLimit covers
+// it).
+func TestHealthCheckProbesAreSilent(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, hostileConfig(addr, "max_connections = 1000"))
+	before := strings.Count(e.Logs.String(), "\n")
+	for i := 0; i < 10000; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("probe %d: %v", i, err)
+		}
+		c.Close()
+	}
+	if ack := enginetest.Dial(t, addr).Send(adt("AFTER", "P1")); ack.Code != hl7.AA {
+		t.Fatalf("after the probes: %s", ack.Code)
+	}
+	logs := e.Logs.String()
+	during := strings.Count(logs, "\n") - before
+	if during > 5 {
+		t.Fatalf("%d log lines for 10,000 probes and one message:\n%s", during, lastLines(logs, 10))
+	}
+	for _, line := range strings.Split(logs, "\n") {
+		var rec struct{ Level string }
+		if json.Unmarshal([]byte(line), &rec) == nil && (rec.Level == "warn" || rec.Level == "error") {
+			t.Fatalf("a %s line: %s", rec.Level, line)
+		}
+	}
+	t.Logf("10,000 probes: %d log lines at any level", during)
+}
+
+// No log line, at any level, carries the contents of a message: its PID
+// segment never appears, whatever happened to the message (accepted,
+// rejected as not HL7, oversize, failed to store, refused by a destination).
+func TestLogsCarryNoPatientData(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	dest := enginetest.StartHTTPDestination(t)
+	e := enginetest.Start(t, `
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "`+addr+`"
+max_message_bytes = 1024
+
+[[outbound]]
+name = "emr"
+type = "http"
+url = "`+dest.URL+`"
+max_attempts = 2
+on_exhausted = "dead"
+retry_base_seconds = 0.05
+retry_max_seconds = 0.1
+
+[[route]]
+from = "adt_in"
+to = ["emr"]
+lane_key = "PID-3.1"
+`)
+	const mrn, name = "SECRETMRN4711", "SECRETNAME^GRETA"
+	pid := "PID|1||" + mrn + "^^^HOSP^MR||" + name + "||19800101|F\r"
+	msh := "MSH|^~\\&|EPIC|HOSP|LAB|HOSP|20261121090000||ADT^A01|%s|P|2.5.1\r"
+	cl := enginetest.Dial(t, addr)
+	cl.Send(fmt.Sprintf(msh, "OK1") + pid)                         // accepted, delivered
+	cl.Send(fmt.Sprintf(msh, "POISON1") + pid + "NTE|1||POISON\r") // refused by the destination, dead
+	cl.Send(pid)                                                   // not HL7: rejected
+	cl.Send(strings.Replace(fmt.Sprintf(msh, "BAD"), "|^~\\&|", "|^~|", 1) + pid)
+	e.Store.FailIngest.Store(true)
+	cl.Send(fmt.Sprintf(msh, "AE1") + pid) // not stored: AE
+	e.Store.FailIngest.Store(false)
+	big := enginetest.Dial(t, addr)
+	big.TrySend([]byte(fmt.Sprintf(msh, "BIG") + pid + strings.Repeat("NTE|1||"+mrn+"\r", 60)))
+	enginetest.WaitFor(t, "the poisoned message to be set aside", 10*time.Second, func() bool {
+		return strings.Contains(e.Logs.String(), "set aside as dead")
+	})
+	logs := e.Logs.String()
+	for _, secret := range []string{mrn, "SECRETNAME", "GRETA", "19800101"} {
+		if strings.Contains(logs, secret) {
+			t.Fatalf("the logs carry %q:\n%s", secret, grep(logs, secret))
+		}
+	}
+	t.Logf("%d log lines scanned, no patient data", strings.Count(logs, "\n"))
+}
+
+// Connections beyond max_connections are closed at once and counted, and
+// the refusals are logged once per interval, not once per connection.
+func TestConnectionLimit(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, hostileConfig(addr, "max_connections = 10"))
+	refused0 := refusedCount()
+	var held []*enginetest.Client
+	for i := 0; i < 10; i++ {
+		held = append(held, enginetest.Dial(t, addr))
+	}
+	if ack := held[0].Send(adt("IN1", "P1")); ack.Code != hl7.AA {
+		t.Fatalf("a connection within the limit: %s", ack.Code)
+	}
+	for i := 0; i < 20; i++ {
+		if !enginetest.Dial(t, addr).Closed() {
+			t.Fatalf("connection %d beyond the limit was not closed at once", 11+i)
+		}
+	}
+	if n := refusedCount() - refused0; n != 20 {
+		t.Fatalf("mf_connections_refused_total grew by %v for 20 refused connections", n)
+	}
+	if n := strings.Count(e.Logs.String(), "connections refused"); n != 1 {
+		t.Fatalf("%d log lines for 20 refused connections; want 1 per interval", n)
+	}
+	if ack := held[9].Send(adt("IN2", "P1")); ack.Code != hl7.AA {
+		t.Fatalf("a held connection after the refusals: %s", ack.Code)
+	}
+}
+
+// refusedCount reads mf_connections_refused_total{inbound="adt_in"}.
+func refusedCount() float64 {
+	var buf bytes.Buffer
+	metrics.WritePrometheus(&buf, false)
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, `mf_connections_refused_total{inbound="adt_in"} `); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
+}
+
+func grep(s, word string) string {
+	var b bytes.Buffer
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, word) {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
