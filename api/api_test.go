@@ -11,11 +11,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/api"
-	"github.com/messagefoundry/mf/hl7"
 	"github.com/messagefoundry/mf/storage"
 	"github.com/rs/zerolog"
 )
@@ -181,8 +179,5 @@ func TestPermissionsTable(t *testing.T) {
 		t.Fatalf("a missing message: %d, want 404", got)
 	}
 }
-
-var _ = hl7.AA
-var _ = time.Second
 
 func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }

@@ -129,17 +129,3 @@ func TestFileSenderFailuresAreRetryable(t *testing.T) {
 		t.Error("a cancelled Send wrote the file")
 	}
 }
-
-func TestFileSenderReadOnlyDirectory(t *testing.T) {
-	t.Parallel()
-	if runtime.GOOS == "windows" || os.Geteuid() == 0 {
-		t.Skip("needs a POSIX system and a non-root user (root ignores permissions)")
-	}
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o500); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Chmod(dir, 0o700) })
-	err := newTestFileSender(t, dir).Send(t.Context(), testMessage("MSG1"))
-	wantDeliveryError(t, err, false, "permission denied")
-}
