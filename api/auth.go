@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -53,6 +54,15 @@ type principal struct {
 	name, role string
 }
 
+type principalKey struct{}
+
+// principalOf returns the token require authenticated the request with
+// (zero for an open endpoint or public metrics).
+func principalOf(r *http.Request) principal {
+	p, _ := r.Context().Value(principalKey{}).(principal)
+	return p
+}
+
 // authenticate finds the token of the request's bearer credential. The
 // token's SHA-256 is compared with every configured one in constant time,
 // all of them, so that neither a match nor its position shows in the timing.
@@ -86,6 +96,7 @@ func (s *Server) require(p Permission, h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		who, ok := authenticate(r, s.o.Config.API.Tokens)
+		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, who))
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mf"`)
 			writeError(w, http.StatusUnauthorized, "a valid bearer token is required (Authorization: Bearer TOKEN)")

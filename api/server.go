@@ -155,7 +155,7 @@ func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, "queue lanes", err)
 		return
 	}
-	who, _ := authenticate(r, s.o.Config.API.Tokens)
+	who := principalOf(r)
 	phi := HasPermission(who.role, MessageRead)
 	out := []Lane{}
 	for _, l := range ls {
@@ -229,7 +229,7 @@ func (s *Server) queueRetry(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) queueSkip(w http.ResponseWriter, r *http.Request) {
-	who, _ := authenticate(r, s.o.Config.API.Tokens)
+	who := principalOf(r)
 	s.queueAction(w, r, "skip", func(id int64) error {
 		return s.o.Store.QueueSkip(r.Context(), storage.QueueSkipParams{ID: id, Reason: "skipped by operator " + who.name})
 	})
@@ -245,7 +245,7 @@ func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action stri
 	err := do(id)
 	switch {
 	case err == nil:
-		who, _ := authenticate(r, s.o.Config.API.Tokens)
+		who := principalOf(r)
 		s.o.Log.Info().Int64("queue_id", id).Str("action", action).Str("token", who.name).Msg("operator action on a queue row")
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "action": action})
 	case errors.Is(err, storage.ErrNotFound):

@@ -202,7 +202,6 @@ type vipLoad struct {
 	c    *cluster
 	stop chan struct{}
 	done sync.WaitGroup
-	sent int
 }
 
 func startVIPLoad(c *cluster, patients, conns int) *vipLoad {

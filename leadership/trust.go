@@ -34,14 +34,6 @@ func (t *Trust) Trusted() bool {
 	return u != nil && time.Now().Before(*u)
 }
 
-// Until returns the end of the window (zero when closed or single-node).
-func (t *Trust) Until() time.Time {
-	if u := t.until.Load(); u != nil {
-		return *u
-	}
-	return time.Time{}
-}
-
 func (t *Trust) set(until time.Time) { t.until.Store(&until) }
 
 func (t *Trust) close() { t.until.Store(nil) }

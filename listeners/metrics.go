@@ -12,7 +12,7 @@ import (
 var ingestBatchSize = metrics.NewPrometheusHistogramExt("mf_ingest_batch_size",
 	[]float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512})
 
-func observeBatch(n int, _ time.Duration) { ingestBatchSize.Update(float64(n)) }
+func observeBatch(n int) { ingestBatchSize.Update(float64(n)) }
 
 func countReceived(inbound string) {
 	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_received_total{inbound=%q}`, inbound)).Inc()

@@ -387,13 +387,7 @@ func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c s
 		if tag.RowsAffected() == 1 {
 			return nil
 		}
-		var one int
-		if err := tx.QueryRow(ctx, queries.Get("queue_exists"), c.ID).Scan(&one); errors.Is(err, pgx.ErrNoRows) {
-			return storage.ErrNotFound
-		} else if err != nil {
-			return err
-		}
-		return storage.ErrClaimLost
+		return missingOr(ctx, tx, c.ID, storage.ErrClaimLost)
 	})
 	return wrap(fmt.Sprintf("%s of queue row %d attempt %d", op, c.ID, c.Attempt), err)
 }
@@ -438,13 +432,28 @@ func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ..
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
-	var one int
-	if err := s.pool.QueryRow(ctx, queries.Get("queue_exists"), id).Scan(&one); errors.Is(err, pgx.ErrNoRows) {
-		return storage.ErrNotFound
-	} else if err != nil {
-		return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
+	err = missingOr(ctx, s.pool, id, storage.ErrNotPending)
+	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrNotPending) {
+		return err
 	}
-	return storage.ErrNotPending
+	return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
+}
+
+// missingOr says why an update of queue row id matched nothing: the row does
+// not exist (ErrNotFound), or it is not in the state the update needs
+// (otherwise).
+func missingOr(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, id int64, otherwise error) error {
+	var one int
+	err := q.QueryRow(ctx, queries.Get("queue_exists"), id).Scan(&one)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return storage.ErrNotFound
+	case err != nil:
+		return err
+	}
+	return otherwise
 }
 
 // QueueExtendLease implements storage.Store.

@@ -606,13 +606,7 @@ func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c s
 		if n == 1 {
 			return nil
 		}
-		var one int
-		if err := tx.QueryRowContext(ctx, queries.Get("queue_exists"), c.ID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
-			return storage.ErrNotFound
-		} else if err != nil {
-			return err
-		}
-		return storage.ErrClaimLost
+		return missingOr(ctx, tx, c.ID, storage.ErrClaimLost)
 	})
 	return wrap(fmt.Sprintf("%s of queue row %d attempt %d", op, c.ID, c.Attempt), err)
 }
@@ -658,13 +652,7 @@ func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ..
 		if n, err := res.RowsAffected(); err != nil || n == 1 {
 			return err
 		}
-		var one int
-		if err := tx.QueryRowContext(ctx, queries.Get("queue_exists"), id).Scan(&one); errors.Is(err, sql.ErrNoRows) {
-			return storage.ErrNotFound
-		} else if err != nil {
-			return err
-		}
-		return storage.ErrNotPending
+		return missingOr(ctx, tx, id, storage.ErrNotPending)
 	})
 	return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
 }
@@ -778,4 +766,19 @@ func wrap(op string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("sqlite: %s: %w", op, err)
+}
+
+// missingOr says why an update of queue row id matched nothing: the row does
+// not exist (ErrNotFound), or it is not in the state the update needs
+// (otherwise).
+func missingOr(ctx context.Context, tx *sql.Tx, id int64, otherwise error) error {
+	var one int
+	err := tx.QueryRowContext(ctx, queries.Get("queue_exists"), id).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return storage.ErrNotFound
+	case err != nil:
+		return err
+	}
+	return otherwise
 }
