@@ -60,7 +60,7 @@ func (g *graph) spawn(ctx actor.Context) {
 	lanePID, _ := ctx.SpawnNamed(lanes.NewManager(laneEnv), "lanes")
 
 	in := &listeners.Env{Ctx: s.ctx, Store: s.store, Fence: s.fence, Log: log, Router: s.router,
-		Lanes: lanePID, System: ctx.ActorSystem(), OnFenced: s.onFenced}
+		Lanes: lanePID, System: ctx.ActorSystem(), OnFenced: s.onFenced, LogPayloads: s.cfg.LogPayloads}
 	in.Ingest, _ = ctx.SpawnNamed(listeners.NewIngest(in), "ingest")
 
 	for _, ic := range s.cfg.Inbound {

@@ -78,6 +78,9 @@ func runCommand() *cli.Command {
 				ev = ev.Str("path", cfg.Store.Path)
 			}
 			ev.Msg("mf started")
+			for _, w := range cfg.Warnings() {
+				log.Warn().Str("config", cfg.Path).Msg(w)
+			}
 
 			<-ctx.Done()
 			log.Info().Msg("stopping: closing listeners and finishing the deliveries in hand")

@@ -18,6 +18,12 @@ type Config struct {
 	Outbound []Outbound `toml:"outbound"`
 	Route    []Route    `toml:"route"`
 
+	// LogPayloads lets log lines about a rejected message carry its bytes,
+	// and lines about a destination's refusal carry the destination's own
+	// words (which may echo patient data). Off by default: logs are shipped
+	// to places that are not cleared for PHI. A top-level key.
+	LogPayloads bool `toml:"log_payloads"`
+
 	// Path is the file the config was read from ("" for a built-in config);
 	// errors name it.
 	Path string `toml:"-"`

@@ -134,3 +134,24 @@ node_timeout_seconds = 1.0
 		t.Fatal(err)
 	}
 }
+
+// The settings that weaken safety on purpose are each reported for a WARN
+// at start; a safe config reports none.
+func TestWarningsNameTheWeakenedSettings(t *testing.T) {
+	c, err := config.Parse([]byte(minimal), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := c.Warnings(); len(w) != 0 || c.LogPayloads {
+		t.Fatalf("a safe config warns %q (log_payloads %v)", w, c.LogPayloads)
+	}
+	risky := "log_payloads = true\n" + strings.Replace(minimal, `listen = "127.0.0.1:2575"`, "listen = \"0.0.0.0:2575\"\nallow_plaintext = true", 1)
+	c, err = config.Parse([]byte(risky), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := strings.Join(c.Warnings(), "\n")
+	if !c.LogPayloads || !strings.Contains(w, "inbound[0].listen: 0.0.0.0:2575 accepts plaintext") || !strings.Contains(w, "log_payloads = true") {
+		t.Fatalf("warnings: %q", w)
+	}
+}

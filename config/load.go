@@ -323,3 +323,26 @@ func IsLoopback(host string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// Warnings lists the settings of a valid config that weaken its safety on
+// purpose (plaintext on the network, payloads in logs), each naming its key:
+// mf run logs them at WARN so that they never go unnoticed.
+func (c *Config) Warnings() []string {
+	var w []string
+	plain := func(key, addr, cert string, allow bool) {
+		host, _, err := net.SplitHostPort(addr)
+		if err == nil && allow && cert == "" && !IsLoopback(host) {
+			w = append(w, fmt.Sprintf("%s: %s accepts plaintext on the network (allow_plaintext = true); use TLS outside a trusted segment", key, addr))
+		}
+	}
+	plain("api.listen", c.API.Listen, c.API.TLSCert, c.API.AllowPlaintext)
+	for i, in := range c.Inbound {
+		if in.Type == InboundMLLP {
+			plain(fmt.Sprintf("inbound[%d].listen", i), in.Listen, in.TLSCert, in.AllowPlaintext)
+		}
+	}
+	if c.LogPayloads {
+		w = append(w, "log_payloads = true: log lines about rejected messages carry their contents (patient data); turn it off outside debugging")
+	}
+	return w
+}

@@ -28,3 +28,7 @@ type Env struct {
 	// has lost leadership and the graph must stop.
 	OnFenced func(op string, err error)
 }
+
+// logPayloads reports config log_payloads: whether log lines may carry a
+// destination's own words about a message.
+func (e *Env) logPayloads() bool { return e.Config != nil && e.Config.LogPayloads }

@@ -149,7 +149,7 @@ func (l *laneActor) step(ctx actor.Context) {
 		delay := Backoff(c.Row.Attempts, l.dest.RetryBase(), l.dest.RetryMax())
 		err = l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: claim, Delay: delay, Error: reason})
 		observeDelivery(l.dest.Name, "retry", elapsed)
-		log.Warn().Err(sendErr).Dur("retry_in", delay).Msg("delivery failed; the lane waits and retries this message (order is kept)")
+		log.Warn().Err(forLog(sendErr, l.env.logPayloads())).Dur("retry_in", delay).Msg("delivery failed; the lane waits and retries this message (order is kept)")
 		if l.finished(ctx, log, "retry", err) {
 			l.wakeAfter(ctx, delay)
 		}
@@ -158,13 +158,13 @@ func (l *laneActor) step(ctx actor.Context) {
 	if l.dest.OnExhausted == config.ExhaustedDead {
 		err = l.env.Store.QueueDead(l.env.Ctx, storage.QueueDeadParams{Fence: l.env.Fence, Claim: claim, Error: reason})
 		observeDelivery(l.dest.Name, "dead", elapsed)
-		log.Error().Err(sendErr).Bool("rejected", permanent).Msg("delivery given up: message set aside as dead, the lane moves on; inspect it with GET /messages/{id}")
+		log.Error().Err(forLog(sendErr, l.env.logPayloads())).Bool("rejected", permanent).Msg("delivery given up: message set aside as dead, the lane moves on; inspect it with GET /messages/{id}")
 		l.finished(ctx, log, "dead", err)
 		return
 	}
 	err = l.env.Store.QueueHold(l.env.Ctx, storage.QueueHoldParams{Fence: l.env.Fence, Claim: claim, Error: reason})
 	observeDelivery(l.dest.Name, "blocked", elapsed)
-	log.Error().Err(sendErr).Bool("rejected", permanent).Msg("delivery given up: the lane is blocked until an operator retries or skips this message (POST /queue/{id}/retry or /skip)")
+	log.Error().Err(forLog(sendErr, l.env.logPayloads())).Bool("rejected", permanent).Msg("delivery given up: the lane is blocked until an operator retries or skips this message (POST /queue/{id}/retry or /skip)")
 	if l.finished(ctx, log, "hold", err) {
 		l.looping = false
 		ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes})

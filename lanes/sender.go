@@ -44,13 +44,36 @@ type DeliveryError struct {
 	Reason string
 	// Err is the underlying error, if any.
 	Err error
+	// Detail is the destination's own explanation (an ACK's text or error
+	// message). It may echo the message's fields, so it goes into the queue
+	// row (read under MESSAGE_READ) but into logs only with log_payloads.
+	Detail string
 }
 
+// Error is the full reason, with the destination's detail: what the queue
+// row records.
 func (e *DeliveryError) Error() string {
-	if e.Err == nil {
-		return e.Reason
+	s := e.Reason
+	if e.Detail != "" {
+		s += ": " + e.Detail
 	}
-	return e.Reason + ": " + e.Err.Error()
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// forLog returns err as a log line may show it: without a DeliveryError's
+// Detail unless withDetail (config log_payloads).
+func forLog(err error, withDetail bool) error {
+	var de *DeliveryError
+	if withDetail || !errors.As(err, &de) || de.Detail == "" {
+		return err
+	}
+	redacted := *de
+	redacted.Detail = ""
+	redacted.Reason += " (the destination's explanation is in the queue row: GET /messages/{id})"
+	return &redacted
 }
 
 func (e *DeliveryError) Unwrap() error { return e.Err }

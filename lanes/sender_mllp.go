@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -203,26 +204,26 @@ func (s *mllpSender) judge(reply []byte, want string, queueID int64) *judgement 
 		detail = ack.Text
 	}
 	if ack.ErrorCode != "" {
-		detail = "error " + ack.ErrorCode + " " + detail
+		detail = strings.TrimSpace("error " + ack.ErrorCode + " " + detail)
 	}
-	if detail != "" {
-		if len(detail) > mllpReasonMax {
-			n := mllpReasonMax
-			for n > 0 && !utf8.RuneStart(detail[n]) {
-				n--
-			}
-			detail = detail[:n] + "..."
+	if len(detail) > mllpReasonMax {
+		n := mllpReasonMax
+		for n > 0 && !utf8.RuneStart(detail[n]) {
+			n--
 		}
-		detail = ": " + detail
+		detail = detail[:n] + "..."
 	}
+	var de *DeliveryError
 	switch ack.Code.Outcome() {
 	case hl7.Accept:
 		return nil
 	case hl7.Reject:
-		return &judgement{permanentError(nil, "mllp %s: receiver rejected control id %q (queue id %d) with %s%s", s.name, want, queueID, ack.Code, detail), false}
+		de = permanentError(nil, "mllp %s: receiver rejected control id %q (queue id %d) with %s", s.name, want, queueID, ack.Code)
 	default:
-		return &judgement{retryableError(nil, "mllp %s: receiver answered %s to control id %q (queue id %d)%s", s.name, ack.Code, want, queueID, detail), false}
+		de = retryableError(nil, "mllp %s: receiver answered %s to control id %q (queue id %d)", s.name, ack.Code, want, queueID)
 	}
+	de.Detail = detail
+	return &judgement{de, false}
 }
 
 // connect dials the receiver, unless a recent dial failed and the backoff

@@ -109,7 +109,7 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 		if res.Err != nil {
 			log = log.AnErr("store_error", res.Err)
 		}
-		log.Int64("message_id", res.MessageID).Msg("message is not HL7 v2: answered AR")
+		l.env.logPayload(log, payload).Int64("message_id", res.MessageID).Msg("message is not HL7 v2: answered AR")
 		return hl7.NakUnparsable(perr.Error()), true
 	}
 

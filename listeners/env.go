@@ -29,4 +29,22 @@ type Env struct {
 	System *actor.ActorSystem
 	// OnFenced is called when a write fails with storage.ErrFenced.
 	OnFenced func(op string, err error)
+	// LogPayloads (config log_payloads) lets the line about a rejected
+	// message carry its bytes; otherwise no log line carries message content.
+	LogPayloads bool
+}
+
+// payloadLogMax bounds the bytes of a message one log line may carry when
+// log_payloads is on.
+const payloadLogMax = 4096
+
+// logPayload adds the message's bytes to ev when log_payloads is on.
+func (env *Env) logPayload(ev *zerolog.Event, payload []byte) *zerolog.Event {
+	if !env.LogPayloads {
+		return ev
+	}
+	if len(payload) > payloadLogMax {
+		return ev.Bytes("payload", payload[:payloadLogMax]).Bool("payload_truncated", true)
+	}
+	return ev.Bytes("payload", payload)
 }

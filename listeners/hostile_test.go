@@ -149,13 +149,43 @@ func TestHealthCheckProbesAreSilent(t *testing.T) {
 	t.Logf("10,000 probes: %d log lines at any level", during)
 }
 
-// No log line, at any level, carries the contents of a message: its PID
-// segment never appears, whatever happened to the message (accepted,
-// rejected as not HL7, oversize, failed to store, refused by a destination).
 func TestLogsCarryNoPatientData(t *testing.T) {
+	logs := phiScenario(t, false)
+	for _, secret := range phiSecrets {
+		if strings.Contains(logs, secret) {
+			t.Fatalf("the logs carry %q:\n%s", secret, grep(logs, secret))
+		}
+	}
+	t.Logf("%d log lines scanned, no patient data", strings.Count(logs, "\n"))
+}
+
+// log_payloads = true is the one switch that lets message content into the
+// logs: the rejected message's bytes and the destination's own words. This
+// is also the scan's positive control: the same scenario does leak then.
+func TestLogPayloadsLetsContentIntoLogs(t *testing.T) {
+	logs := phiScenario(t, true)
+	if !strings.Contains(grep(logs, "message is not HL7 v2"), phiMRN) {
+		t.Fatalf("with log_payloads, the rejected message's line lacks its payload:\n%s", grep(logs, "not HL7"))
+	}
+	if !strings.Contains(grep(logs, "receiver rejected"), "unknown patient "+phiMRN) {
+		t.Fatalf("with log_payloads, the refusal lacks the destination's words:\n%s", grep(logs, "receiver rejected"))
+	}
+}
+
+const phiMRN = "SECRETMRN4711"
+
+// phiSecrets are the patient's field values the scenario sends.
+var phiSecrets = []string{phiMRN, "SECRETNAME", "GRETA", "19800101"}
+
+// phiScenario drives every path that logs about a message: accepted and
+// delivered, refused by an HTTP destination and by an MLLP destination that
+// echoes the patient id in its ACK (both dead-lettered), not HL7, bad
+// separators, not stored (AE) and oversize. It returns the captured logs.
+func phiScenario(t *testing.T, logPayloads bool) string {
 	addr := enginetest.FreeAddr(t)
 	dest := enginetest.StartHTTPDestination(t)
-	e := enginetest.Start(t, `
+	echo := startEchoingRejecter(t, "unknown patient "+phiMRN)
+	e := enginetest.Start(t, fmt.Sprintf("log_payloads = %v\n", logPayloads)+`
 [[inbound]]
 name = "adt_in"
 type = "mllp"
@@ -171,34 +201,66 @@ on_exhausted = "dead"
 retry_base_seconds = 0.05
 retry_max_seconds = 0.1
 
+[[outbound]]
+name = "lab"
+type = "mllp"
+address = "`+echo+`"
+on_exhausted = "dead"
+
 [[route]]
 from = "adt_in"
-to = ["emr"]
+to = ["emr", "lab"]
 lane_key = "PID-3.1"
 `)
-	const mrn, name = "SECRETMRN4711", "SECRETNAME^GRETA"
-	pid := "PID|1||" + mrn + "^^^HOSP^MR||" + name + "||19800101|F\r"
+	pid := "PID|1||" + phiMRN + "^^^HOSP^MR||SECRETNAME^GRETA||19800101|F\r"
 	msh := "MSH|^~\\&|EPIC|HOSP|LAB|HOSP|20261121090000||ADT^A01|%s|P|2.5.1\r"
 	cl := enginetest.Dial(t, addr)
-	cl.Send(fmt.Sprintf(msh, "OK1") + pid)                         // accepted, delivered
-	cl.Send(fmt.Sprintf(msh, "POISON1") + pid + "NTE|1||POISON\r") // refused by the destination, dead
+	cl.Send(fmt.Sprintf(msh, "OK1") + pid)                         // accepted; delivered to emr, refused by lab
+	cl.Send(fmt.Sprintf(msh, "POISON1") + pid + "NTE|1||POISON\r") // refused by both destinations, dead
 	cl.Send(pid)                                                   // not HL7: rejected
 	cl.Send(strings.Replace(fmt.Sprintf(msh, "BAD"), "|^~\\&|", "|^~|", 1) + pid)
 	e.Store.FailIngest.Store(true)
 	cl.Send(fmt.Sprintf(msh, "AE1") + pid) // not stored: AE
 	e.Store.FailIngest.Store(false)
 	big := enginetest.Dial(t, addr)
-	big.TrySend([]byte(fmt.Sprintf(msh, "BIG") + pid + strings.Repeat("NTE|1||"+mrn+"\r", 60)))
-	enginetest.WaitFor(t, "the poisoned message to be set aside", 10*time.Second, func() bool {
-		return strings.Contains(e.Logs.String(), "set aside as dead")
+	big.TrySend([]byte(fmt.Sprintf(msh, "BIG") + pid + strings.Repeat("NTE|1||"+phiMRN+"\r", 60)))
+	enginetest.WaitFor(t, "the refused messages to be set aside", 10*time.Second, func() bool {
+		return strings.Count(e.Logs.String(), "set aside as dead") >= 3 // POISON1 at emr, OK1 and POISON1 at lab
 	})
-	logs := e.Logs.String()
-	for _, secret := range []string{mrn, "SECRETNAME", "GRETA", "19800101"} {
-		if strings.Contains(logs, secret) {
-			t.Fatalf("the logs carry %q:\n%s", secret, grep(logs, secret))
-		}
+	return e.Logs.String()
+}
+
+// startEchoingRejecter is an MLLP destination that answers every message AR
+// with text, as receivers do that quote the field they choke on.
+func startEchoingRejecter(t *testing.T, text string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("%d log lines scanned, no patient data", strings.Count(logs, "\n"))
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				fr := hl7.NewFrameReader(c, 1<<20)
+				for {
+					b, err := fr.ReadFrame()
+					if err != nil {
+						return
+					}
+					m, err := hl7.Parse(b)
+					if err != nil || hl7.WriteFrame(c, hl7.Ack(m, hl7.AR, text)) != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
 
 // Connections beyond max_connections are closed at once and counted, and
