@@ -70,6 +70,7 @@ var help = map[string]string{
 	"mf_delivery_duration_seconds":    "Time of one delivery attempt to a destination.",
 	"mf_queue_depth":                  "Queue rows pending or in flight, by destination.",
 	"mf_lanes_blocked":                "Lanes whose head is held for an operator (on_exhausted = block).",
+	"mf_lanes_active":                 "Lanes with a delivering actor on this node now (each stops when its lane runs dry).",
 	"mf_is_leader":                    "1 while this node is the leader (runs the graph), else 0.",
 	"mf_leader_term":                  "The leader term this node works under (0 when not leading, or single-node).",
 	"mf_lease_renew_duration_seconds": "Time of one leader lease renewal.",

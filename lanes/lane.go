@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,8 +18,14 @@ import (
 // distrustPause is how long a lane waits when leadership is in doubt.
 const distrustPause = 100 * time.Millisecond
 
-// Wake tells a lane actor that its lane may have claimable work.
+// Wake tells a lane actor that its lane may have claimable work. The
+// manager coalesces them: a lane has at most one Wake queued (see laneRef).
 type Wake struct{}
+
+// due is the lane's own timer firing: a backing-off head is due, or a
+// pause after a store failure is over. Unlike Wake it is not counted, since
+// the manager did not send it.
+type due struct{}
 
 // next makes a looping lane take its next row; one row per message, so that
 // a stop is handled between rows and the delivery in hand always finishes.
@@ -40,6 +47,10 @@ type laneActor struct {
 	sender Sender
 	env    *Env
 
+	// queued is the manager's "a Wake is in this lane's mailbox" flag,
+	// cleared as the Wake is taken: the manager sends another only after.
+	queued *atomic.Bool
+
 	log     zerolog.Logger
 	looping bool // a next is queued or a row is in hand
 	wakes   int  // Wake messages seen, echoed in idle
@@ -54,7 +65,13 @@ func (l *laneActor) Receive(ctx actor.Context) {
 		l.log = l.env.Log.With().Str("destination", l.dest.Name).Logger()
 		l.wake(ctx)
 	case Wake:
+		// Cleared before looking for work: a row committed after this point
+		// gets a fresh Wake, one committed before it is found by the claim.
+		l.queued.Store(false)
 		l.wakes++
+		l.wake(ctx)
+	case due:
+		l.timer = nil
 		l.wake(ctx)
 	case next:
 		l.step(ctx)
@@ -83,7 +100,7 @@ func (l *laneActor) wakeAfter(ctx actor.Context, d time.Duration) {
 	if l.timer != nil {
 		l.timer()
 	}
-	l.timer = scheduler.NewTimerScheduler(ctx).SendOnce(d, ctx.Self(), Wake{})
+	l.timer = scheduler.NewTimerScheduler(ctx).SendOnce(d, ctx.Self(), due{})
 }
 
 func (l *laneActor) step(ctx actor.Context) {

@@ -2,6 +2,7 @@ package lanes
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -24,13 +25,29 @@ type rescan struct{}
 
 // Manager spawns one lane actor per lane with work and stops it when its lane
 // runs dry. It owns the destinations' senders, shared by their lanes.
+//
+// Backpressure: nothing flows from ingest to the lanes but wake-ups; the
+// rows themselves wait in the store, and a lane claims one at a time. Wakes
+// are coalesced, so a lane's mailbox holds at most one Wake, one next and
+// one timer message however fast messages arrive or however slow its
+// destination is.
 type Manager struct {
 	env     *Env
 	dests   map[string]config.Outbound
 	senders map[string]Sender
-	lanes   map[string]*actor.PID
-	wakes   map[string]int
+	lanes   map[string]*laneRef
 	timer   scheduler.CancelFunc
+}
+
+// laneRef is the manager's handle on one lane actor.
+type laneRef struct {
+	pid *actor.PID
+	// wakes counts the Wakes sent; a lane reporting idle after fewer has
+	// one still coming and is not stopped.
+	wakes int
+	// queued is set when a Wake is sent and cleared by the lane when it
+	// takes it: while set, another Wake would add nothing.
+	queued atomic.Bool
 }
 
 // NewManager returns the props of a lane manager for env.
@@ -52,17 +69,24 @@ func (m *Manager) Receive(ctx actor.Context) {
 	case rescan:
 		m.rescan(ctx)
 	case idle:
-		if pid, ok := m.lanes[msg.lane]; ok && m.wakes[msg.lane] == msg.wakes {
-			ctx.Stop(pid)
+		if ref, ok := m.lanes[msg.lane]; ok && ref.wakes == msg.wakes {
+			ctx.Stop(ref.pid)
 			delete(m.lanes, msg.lane)
-			delete(m.wakes, msg.lane)
+			setActiveLanes(len(m.lanes))
 		}
+	case inspect:
+		wakes := map[string]int{}
+		for lane, ref := range m.lanes {
+			wakes[lane] = ref.wakes
+		}
+		ctx.Respond(wakes)
 	case *actor.Stopping:
 		if m.timer != nil {
 			m.timer()
 		}
 	case *actor.Stopped, *actor.Restarting:
 		// Children (the lanes) have stopped: no one uses the senders now.
+		setActiveLanes(0)
 		for name, s := range m.senders {
 			if err := s.Close(); err != nil {
 				m.env.Log.Warn().Err(err).Str("destination", name).Msg("closing the destination's connections failed")
@@ -74,8 +98,7 @@ func (m *Manager) Receive(ctx actor.Context) {
 func (m *Manager) start(ctx actor.Context) {
 	m.dests = map[string]config.Outbound{}
 	m.senders = map[string]Sender{}
-	m.lanes = map[string]*actor.PID{}
-	m.wakes = map[string]int{}
+	m.lanes = map[string]*laneRef{}
 	for _, o := range m.env.Config.Outbound {
 		s, err := NewSender(o)
 		if err != nil {
@@ -90,9 +113,10 @@ func (m *Manager) start(ctx actor.Context) {
 	m.timer = scheduler.NewTimerScheduler(ctx).SendRepeatedly(0, RescanInterval, ctx.Self(), rescan{})
 }
 
-// wake makes sure lane has an actor and tells it to look for work.
+// wake makes sure lane has an actor and tells it to look for work, unless a
+// Wake it has not taken yet is already queued.
 func (m *Manager) wake(ctx actor.Context, lane string) {
-	pid, ok := m.lanes[lane]
+	ref, ok := m.lanes[lane]
 	if !ok {
 		dest := DestinationOf(lane)
 		o, known := m.dests[dest]
@@ -100,15 +124,23 @@ func (m *Manager) wake(ctx actor.Context, lane string) {
 			return // logged once at start, or a destination removed from the config
 		}
 		sender, env := m.senders[dest], m.env
+		ref = &laneRef{}
 		// A fresh actor per (re)start: a restarted lane starts from the store.
-		pid = ctx.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor {
-			return &laneActor{lane: lane, dest: o, sender: sender, env: env}
+		ref.pid = ctx.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor {
+			return &laneActor{lane: lane, dest: o, sender: sender, env: env, queued: &ref.queued}
 		}), "lane")
-		m.lanes[lane] = pid
+		m.lanes[lane] = ref
+		setActiveLanes(len(m.lanes))
 	}
-	m.wakes[lane]++
-	ctx.Send(pid, Wake{})
+	if !ref.queued.CompareAndSwap(false, true) {
+		return
+	}
+	ref.wakes++
+	ctx.Send(ref.pid, Wake{})
 }
+
+// inspect asks the manager for its lanes and the Wakes sent to each (tests).
+type inspect struct{}
 
 func (m *Manager) rescan(ctx actor.Context) {
 	if m.env.Ctx.Err() != nil {

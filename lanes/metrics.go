@@ -2,6 +2,7 @@ package lanes
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -22,6 +23,11 @@ func StoreError(op string) {
 	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_store_errors_total{op=%q}`, op)).Inc()
 }
 
+// activeLanes is the number of lane actors the manager has running.
+var activeLanes atomic.Int64
+
+func setActiveLanes(n int) { activeLanes.Store(int64(n)) }
+
 // Delivery results, a closed set (metric label values).
 var deliveryResults = []string{"delivered", "retry", "dead", "blocked"}
 
@@ -35,4 +41,5 @@ func RegisterMetrics(outbounds []config.Outbound) {
 		metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_delivery_duration_seconds{destination=%q}`, o.Name))
 	}
 	metrics.GetOrCreateCounter(`mf_store_errors_total{op="message_ingest"}`)
+	metrics.GetOrCreateGauge("mf_lanes_active", func() float64 { return float64(activeLanes.Load()) })
 }

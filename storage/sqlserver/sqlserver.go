@@ -98,17 +98,10 @@ var _ storage.Store = (*Store)(nil)
 // Open prepares a connection pool. Like the PostgreSQL dialect it does not
 // connect yet, and it does not migrate: call Migrate.
 func Open(_ context.Context, o Options) (*Store, error) {
-	cfg, err := msdsn.Parse(o.URL)
+	cfg, err := connectorConfig(o)
 	if err != nil {
-		// msdsn's errors name the offending setting, never the password.
-		return nil, fmt.Errorf("sqlserver: parse store url: %w", err)
+		return nil, err
 	}
-	if o.Password != "" {
-		cfg.Password = o.Password
-	}
-	// DATETIME2 carries no zone: every stored time is UTC, so decode it as
-	// UTC whatever the URL's timezone setting (the dialect sends no times).
-	cfg.Encoding.Timezone = time.UTC
 	// NewConnectorConfig builds the connector of the same driver that
 	// go-mssqldb registers as "sqlserver" (@name parameters, no "?"
 	// rewriting), from the parsed settings, so the password can be replaced
@@ -882,4 +875,22 @@ func missingOr(ctx context.Context, tx *sql.Tx, id int64, otherwise error) error
 		return err
 	}
 	return otherwise
+}
+
+// connectorConfig parses the URL with the driver's own parser, so that its
+// TLS settings (encrypt, TrustServerCertificate, certificate, hostNameInCertificate)
+// mean exactly what go-mssqldb documents, then applies the password.
+func connectorConfig(o Options) (msdsn.Config, error) {
+	cfg, err := msdsn.Parse(o.URL)
+	if err != nil {
+		// msdsn's errors name the offending setting, never the password.
+		return cfg, fmt.Errorf("sqlserver: parse store url: %w", err)
+	}
+	if o.Password != "" {
+		cfg.Password = o.Password
+	}
+	// DATETIME2 carries no zone: every stored time is UTC, so decode it as
+	// UTC whatever the URL's timezone setting (the dialect sends no times).
+	cfg.Encoding.Timezone = time.UTC
+	return cfg, nil
 }

@@ -1,0 +1,125 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/storage/postgres"
+	"github.com/messagefoundry/mf/storage/postgres/pgtest"
+)
+
+// The store URL's TLS settings reach the driver untouched. The server says
+// whether a session is encrypted (pg_stat_ssl), so this is checked on the
+// wire: sslmode=disable gives a plain session; sslmode=require an encrypted
+// one when the server offers TLS, and a refusal, never a silent downgrade,
+// when it does not; verify-full against a CA that did not sign the server's
+// certificate is refused.
+func TestStoreURLTLSSettingsPassThrough(t *testing.T) {
+	base := pgtest.NewSchema(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	with := func(params map[string]string) string {
+		u, err := url.Parse(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		for k, v := range params {
+			q.Set(k, v)
+		}
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	// encrypted opens a store on rawURL and asks the server whether the
+	// session is encrypted.
+	encrypted := func(rawURL string) (bool, error) {
+		s, err := postgres.Open(ctx, postgres.Options{URL: rawURL, PoolSize: 1})
+		if err != nil {
+			return false, err
+		}
+		defer s.Close()
+		var ssl bool
+		err = s.Pool().QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl)
+		return ssl, err
+	}
+
+	plain, err := encrypted(with(map[string]string{"sslmode": "disable"}))
+	if err != nil || plain {
+		t.Fatalf("sslmode=disable: encrypted %v, err %v", plain, err)
+	}
+	var serverTLS string
+	s, err := postgres.Open(ctx, postgres.Options{URL: with(map[string]string{"sslmode": "disable"}), PoolSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Pool().QueryRow(ctx, "SHOW ssl").Scan(&serverTLS)
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	enc, err := encrypted(with(map[string]string{"sslmode": "require"}))
+	switch {
+	case serverTLS == "on" && (err != nil || !enc):
+		t.Fatalf("sslmode=require against a server with TLS: encrypted %v, err %v", enc, err)
+	case serverTLS != "on" && err == nil:
+		t.Fatalf("sslmode=require against a server without TLS connected anyway (encrypted %v)", enc)
+	}
+	t.Logf("server ssl=%s; sslmode=require: encrypted %v (err %v)", serverTLS, enc, err)
+
+	ca := filepath.Join(t.TempDir(), "other-ca.pem")
+	if err := os.WriteFile(ca, strangerCA(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := encrypted(with(map[string]string{"sslmode": "verify-full", "sslrootcert": ca})); err == nil {
+		t.Fatal("sslmode=verify-full with a CA that did not sign the server's certificate connected")
+	}
+}
+
+// MF_STORE_PASSWORD's value (Options.Password) replaces the URL's password
+// and keeps everything else the URL says.
+func TestPasswordOptionReplacesTheURLs(t *testing.T) {
+	s, err := postgres.Open(context.Background(), postgres.Options{
+		URL:      "postgres://mf:in-the-url@db.internal:5433/mf?sslmode=verify-full&application_name=mf",
+		Password: "from-env", PoolSize: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cc := s.Pool().Config().ConnConfig
+	if cc.Password != "from-env" || cc.User != "mf" || cc.Host != "db.internal" || cc.Port != 5433 ||
+		cc.TLSConfig == nil || cc.TLSConfig.InsecureSkipVerify || cc.TLSConfig.ServerName != "db.internal" ||
+		cc.RuntimeParams["application_name"] != "mf" {
+		t.Fatalf("config: user %q password %q host %s:%d tls %+v params %v", cc.User, cc.Password, cc.Host, cc.Port, cc.TLSConfig, cc.RuntimeParams)
+	}
+}
+
+// strangerCA is a self-signed CA certificate (PEM) that signed nothing.
+func strangerCA(t *testing.T) []byte {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "a stranger"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}

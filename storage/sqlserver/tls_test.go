@@ -1,0 +1,60 @@
+package sqlserver
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/microsoft/go-mssqldb/msdsn"
+)
+
+// The URL's transport security reaches the driver as written (no server is
+// needed to check what the connector will do), and MF_STORE_PASSWORD's value
+// replaces the URL's password without disturbing it.
+func TestStoreURLTLSSettingsPassThrough(t *testing.T) {
+	for _, tc := range []struct {
+		url        string
+		encryption msdsn.Encryption
+		skipVerify bool
+		serverName string
+	}{
+		{"sqlserver://mf@db.internal:1433?database=mf&encrypt=disable", msdsn.EncryptionDisabled, false, ""},
+		{"sqlserver://mf@db.internal:1433?database=mf&encrypt=true", msdsn.EncryptionRequired, false, "db.internal"},
+		{"sqlserver://mf@db.internal:1433?database=mf&encrypt=strict", msdsn.EncryptionStrict, false, "db.internal"},
+		{"sqlserver://mf@db.internal:1433?database=mf&encrypt=true&TrustServerCertificate=true", msdsn.EncryptionRequired, true, "db.internal"},
+		{"sqlserver://mf@10.0.0.5:1433?database=mf&encrypt=true&hostNameInCertificate=sql.hosp.example", msdsn.EncryptionRequired, false, "sql.hosp.example"},
+	} {
+		cfg, err := connectorConfig(Options{URL: tc.url})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.url, err)
+		}
+		if cfg.Encryption != tc.encryption {
+			t.Errorf("%s: encryption %v, want %v", tc.url, cfg.Encryption, tc.encryption)
+		}
+		if tc.encryption == msdsn.EncryptionDisabled {
+			if cfg.TLSConfig != nil {
+				t.Errorf("%s: a TLS config for a plaintext connection", tc.url)
+			}
+			continue
+		}
+		if cfg.TLSConfig == nil {
+			t.Fatalf("%s: no TLS config", tc.url)
+		}
+		if cfg.TLSConfig.InsecureSkipVerify != tc.skipVerify || cfg.TLSConfig.ServerName != tc.serverName {
+			t.Errorf("%s: InsecureSkipVerify %v ServerName %q, want %v %q", tc.url,
+				cfg.TLSConfig.InsecureSkipVerify, cfg.TLSConfig.ServerName, tc.skipVerify, tc.serverName)
+		}
+	}
+
+	cfg, err := connectorConfig(Options{URL: "sqlserver://mf:in-the-url@db.internal?database=mf&encrypt=strict", Password: "from-env"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Password != "from-env" || cfg.User != "mf" || cfg.Encryption != msdsn.EncryptionStrict || cfg.Database != "mf" {
+		t.Fatalf("password override: user %q password %q encryption %v database %q", cfg.User, cfg.Password, cfg.Encryption, cfg.Database)
+	}
+	if _, err := connectorConfig(Options{URL: "sqlserver://mf:hunter2@db.internal?encrypt=sometimes"}); err == nil {
+		t.Fatal("an unknown encrypt value was accepted")
+	} else if strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("the parse error carries the password: %v", err)
+	}
+}
