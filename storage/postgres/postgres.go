@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/messagefoundry/mf/storage"
@@ -151,15 +152,42 @@ func (s *Store) Migrate(ctx context.Context) error {
 func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var one int
-		err := tx.QueryRow(ctx, queries.Get("fence"), f.Owner, f.Term).Scan(&one)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return storage.ErrFenced
-		}
-		if err != nil {
-			return fmt.Errorf("postgres: fence check: %w", err)
+		if err := tx.QueryRow(ctx, queries.Get("fence"), f.Owner, f.Term).Scan(&one); err != nil {
+			return fenceError(err)
 		}
 		return fn(tx)
 	})
+}
+
+// fencedBatch is fenced in one round trip, for the hot paths (ingest, claim,
+// complete): the fence and the statements queued on b go out as one
+// pipelined batch, which PostgreSQL runs as one implicit transaction. The
+// fence raises when it fails, so that transaction aborts before any write
+// of it runs. read takes the statements' results in order.
+func (s *Store) fencedBatch(ctx context.Context, f storage.Fence, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
+	b := &pgx.Batch{}
+	b.Queue(queries.Get("fence"), f.Owner, f.Term)
+	queue(b)
+	br := s.pool.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return fenceError(err)
+	}
+	if err := read(br); err != nil {
+		br.Close()
+		return err
+	}
+	return br.Close() // the implicit transaction commits at the batch's end
+}
+
+// fenceError maps the fence's failure (SQLSTATE MF001, raised by mf_fence)
+// to storage.ErrFenced.
+func fenceError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "MF001" {
+		return storage.ErrFenced
+	}
+	return fmt.Errorf("postgres: fence check: %w", err)
 }
 
 func scanLease(row pgx.Row, extra ...any) (storage.Lease, error) {
@@ -270,8 +298,7 @@ func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
 // trip for all its statements inside the transaction.
 func (s *Store) MessageIngest(ctx context.Context, p storage.MessageIngestParams) ([]storage.IngestedMessage, error) {
 	out := make([]storage.IngestedMessage, len(p.Messages))
-	err := s.fenced(ctx, p.Fence, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
+	err := s.fencedBatch(ctx, p.Fence, func(b *pgx.Batch) {
 		b.Queue(queries.Get("message_ingest_lock"))
 		for _, m := range p.Messages {
 			dests := make([]string, len(m.Deliveries))
@@ -281,18 +308,16 @@ func (s *Store) MessageIngest(ctx context.Context, p storage.MessageIngestParams
 			}
 			b.Queue(queries.Get("message_ingest"), m.Inbound, m.ControlID, m.MessageType, m.Payload, m.Status, m.Error, dests, lanes)
 		}
-		br := tx.SendBatch(ctx, b)
+	}, func(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil {
-			br.Close()
 			return fmt.Errorf("take ingest lock: %w", err)
 		}
 		for i := range p.Messages {
 			if err := br.QueryRow().Scan(&out[i].MessageID, &out[i].QueueIDs); err != nil {
-				br.Close()
 				return fmt.Errorf("insert message %d of %d: %w", i+1, len(p.Messages), err)
 			}
 		}
-		return br.Close()
+		return nil
 	})
 	if err != nil {
 		return nil, wrap("message ingest", err)
@@ -359,12 +384,15 @@ func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) 
 // claim the head if it is pending and due; see queue_claim_next.sql.
 func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
 	var c storage.QueueClaim
-	err := s.fenced(ctx, p.Fence, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, queries.Get("queue_reclaim_stranded_head"), p.Lane); err != nil {
+	err := s.fencedBatch(ctx, p.Fence, func(b *pgx.Batch) {
+		b.Queue(queries.Get("queue_reclaim_stranded_head"), p.Lane)
+		b.Queue(queries.Get("queue_claim_next"), p.Lane, p.Owner, storage.Seconds(p.LeaseTTL))
+	}, func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("reclaim stranded head: %w", err)
 		}
 		dest := append(queueRowDest(&c.Row), &c.Payload, &c.ControlID)
-		err := tx.QueryRow(ctx, queries.Get("queue_claim_next"), p.Lane, p.Owner, storage.Seconds(p.LeaseTTL)).Scan(dest...)
+		err := br.QueryRow().Scan(dest...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return storage.ErrNoWork
 		}
@@ -379,16 +407,19 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 // claimUpdate runs one of the statements that act on a current claim and
 // tells ErrNotFound from ErrClaimLost when it matched nothing.
 func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c storage.Claim, args ...any) error {
-	err := s.fenced(ctx, f, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, queries.Get(op), append([]any{c.ID, c.Owner, c.Attempt}, args...)...)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 1 {
-			return nil
-		}
-		return missingOr(ctx, tx, c.ID, storage.ErrClaimLost)
+	var matched bool
+	err := s.fencedBatch(ctx, f, func(b *pgx.Batch) {
+		b.Queue(queries.Get(op), append([]any{c.ID, c.Owner, c.Attempt}, args...)...)
+	}, func(br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		matched = tag.RowsAffected() == 1
+		return err
 	})
+	if err == nil && !matched {
+		// Nothing was written; which error it is needs no transaction: a
+		// queue row is only ever deleted by the purge, long after its claim.
+		err = missingOr(ctx, s.pool, c.ID, storage.ErrClaimLost)
+	}
 	return wrap(fmt.Sprintf("%s of queue row %d attempt %d", op, c.ID, c.Attempt), err)
 }
 
