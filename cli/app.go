@@ -40,6 +40,7 @@ func App(stdout, stderr io.Writer) *cli.App {
 			migrateCommand(),
 			reloadCommand(),
 			sendCommand(),
+			benchCommand(),
 			statusCommand(),
 			nodesCommand(),
 			tokenCommand(),

@@ -22,18 +22,13 @@ func sendCommand() *cli.Command {
 		Name:      "send",
 		Usage:     "send the HL7 messages of files over MLLP and print each ACK",
 		ArgsUsage: "FILE...",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "to", Value: "127.0.0.1:2575", Usage: "MLLP listener address host:port"},
 			&cli.IntFlag{Name: "connections", Value: 1, Usage: "connections to send over in parallel"},
 			&cli.IntFlag{Name: "repeat", Value: 1, Usage: "send the messages this many times"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only the summary"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "wait this long for each ACK"},
-			&cli.BoolFlag{Name: "tls", Usage: "connect with TLS"},
-			&cli.StringFlag{Name: "tls-ca", Usage: "PEM file of the CA that signed the listener's certificate"},
-			&cli.StringFlag{Name: "tls-cert", Usage: "PEM client certificate (mutual TLS)"},
-			&cli.StringFlag{Name: "tls-key", Usage: "PEM client key (mutual TLS)"},
-			&cli.StringFlag{Name: "server-name", Usage: "name to verify in the listener's certificate"},
-		},
+		}, clientTLSFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
 				return errors.New("send: name at least one file of HL7 messages")
@@ -47,12 +42,10 @@ func sendCommand() *cli.Command {
 				msgs = append(msgs, listeners.SplitMessages(b)...)
 			}
 			conns := max(c.Int("connections"), 1)
-			sender, err := lanes.NewSender(config.Outbound{
+			sender, err := lanes.NewSender(withClientTLS(c, config.Outbound{
 				Name: "send", Type: config.OutboundMLLP, Address: c.String("to"), Connections: conns,
-				TLS: c.Bool("tls"), TLSCA: c.String("tls-ca"), TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"),
-				ServerName: c.String("server-name"), TimeoutSeconds: c.Duration("timeout").Seconds(),
-				RetryBaseSeconds: 0.1, RetryMaxSeconds: 1,
-			})
+				TimeoutSeconds: c.Duration("timeout").Seconds(), RetryBaseSeconds: 0.1, RetryMaxSeconds: 1,
+			}))
 			if err != nil {
 				return fmt.Errorf("send: %w", err)
 			}

@@ -58,7 +58,7 @@ func newHTTPSender(o config.Outbound) (*httpSender, error) {
 		if u.Scheme != "https" {
 			return nil, errors.New("tls_ca, tls_cert, tls_key and server_name need an https:// url (refusing to send in plaintext)")
 		}
-		cfg, err := outboundTLSConfig(o)
+		cfg, err := OutboundTLSConfig(o)
 		if err != nil {
 			return nil, err
 		}

@@ -65,7 +65,7 @@ func newMLLPSender(o config.Outbound) (*mllpSender, error) {
 	nd := &net.Dialer{KeepAlive: 30 * time.Second}
 	dial := func(ctx context.Context) (net.Conn, error) { return nd.DialContext(ctx, "tcp", o.Address) }
 	if o.TLS {
-		cfg, err := outboundTLSConfig(o)
+		cfg, err := OutboundTLSConfig(o)
 		if err != nil {
 			return nil, err
 		}
@@ -90,10 +90,10 @@ func newMLLPSender(o config.Outbound) (*mllpSender, error) {
 	return s, nil
 }
 
-// outboundTLSConfig is the client TLS configuration of o: TLS 1.2 or later,
+// OutboundTLSConfig is the client TLS configuration of o: TLS 1.2 or later,
 // the roots from tls_ca (default: the system's), the client certificate
 // tls_cert/tls_key, the server_name override.
-func outboundTLSConfig(o config.Outbound) (*tls.Config, error) {
+func OutboundTLSConfig(o config.Outbound) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: o.ServerName}
 	if o.TLSCA != "" {
 		pem, err := os.ReadFile(o.TLSCA)

@@ -864,14 +864,14 @@ func TestMLLPSenderTLSFailures(t *testing.T) {
 func TestOutboundTLSConfig(t *testing.T) {
 	t.Parallel()
 	pki := newTestPKI(t, nil, nil)
-	cfg, err := outboundTLSConfig(config.Outbound{TLS: true, TLSCA: pki.caFile, TLSCert: pki.clientCert, TLSKey: pki.clientKey, ServerName: "x.test"})
+	cfg, err := OutboundTLSConfig(config.Outbound{TLS: true, TLSCA: pki.caFile, TLSCert: pki.clientCert, TLSKey: pki.clientKey, ServerName: "x.test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.MinVersion != tls.VersionTLS12 || cfg.ServerName != "x.test" || cfg.RootCAs == nil || len(cfg.Certificates) != 1 || cfg.InsecureSkipVerify {
 		t.Errorf("config %+v", cfg)
 	}
-	cfg, err = outboundTLSConfig(config.Outbound{TLS: true})
+	cfg, err = OutboundTLSConfig(config.Outbound{TLS: true})
 	if err != nil || cfg.RootCAs != nil {
 		t.Errorf("without tls_ca the system roots are used: %v, %v", cfg.RootCAs, err)
 	}

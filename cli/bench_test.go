@@ -1,0 +1,605 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/hl7"
+)
+
+// testDeadline bounds every wait of these tests; nothing here should take
+// more than a fraction of it.
+const testDeadline = 60 * time.Second
+
+// testSink is a sink running in the test, on a free loopback port.
+type testSink struct {
+	addr   string
+	cancel context.CancelFunc
+	done   chan sinkReport
+}
+
+func startSink(t *testing.T, expect int64) *testSink {
+	t.Helper()
+	s, err := listenSink("127.0.0.1:0", expect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ts := &testSink{addr: s.Addr().String(), cancel: cancel, done: make(chan sinkReport, 1)}
+	go func() { ts.done <- s.run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-ts.done:
+		case <-time.After(testDeadline):
+			t.Error("sink did not stop")
+		}
+	})
+	return ts
+}
+
+// report waits for the sink to stop by itself (--expect reached).
+func (ts *testSink) report(t *testing.T) sinkReport {
+	t.Helper()
+	select {
+	case r := <-ts.done:
+		ts.done <- r // for the cleanup
+		return r
+	case <-time.After(testDeadline):
+		t.Fatal("sink did not reach its expected count")
+		return sinkReport{}
+	}
+}
+
+// stop stops the sink and returns its report.
+func (ts *testSink) stop(t *testing.T) sinkReport {
+	t.Helper()
+	ts.cancel()
+	return ts.report(t)
+}
+
+// bench runs runBench against addr, failing the test if it does not end.
+func bench(t *testing.T, o benchOptions) (*benchReport, error) {
+	t.Helper()
+	type result struct {
+		rep *benchReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := runBench(context.Background(), o)
+		done <- result{rep, err}
+	}()
+	select {
+	case r := <-done:
+		if r.rep == nil {
+			t.Fatalf("bench did not run: %v", r.err)
+		}
+		return r.rep, r.err
+	case <-time.After(testDeadline):
+		t.Fatal("bench did not end")
+		return nil, nil
+	}
+}
+
+func TestBenchEveryMessageArrivesOnceInOrder(t *testing.T) {
+	t.Parallel()
+	sink := startSink(t, 2000)
+	rep, err := bench(t, benchOptions{Target: sink.addr, Connections: 4, Lanes: 8, Count: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.failure(); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Sent != 2000 || rep.Accepted != 2000 || rep.Rejected != 0 || rep.Errors != 0 {
+		t.Fatalf("bench: sent %d accepted %d rejected %d errors %d, want 2000 2000 0 0", rep.Sent, rep.Accepted, rep.Rejected, rep.Errors)
+	}
+	if rep.Latency.P50 <= 0 || rep.Latency.P50 > rep.Latency.P99 || rep.Latency.P99 > rep.Latency.Max {
+		t.Errorf("latency percentiles out of order: %+v", rep.Latency)
+	}
+	got := sink.report(t)
+	want := sinkReport{Received: 2000, Unique: 2000, Lanes: 8}
+	if got.Received != want.Received || got.Unique != want.Unique || got.Duplicates != 0 ||
+		got.Reordered != 0 || got.Unchecked != 0 || got.Malformed != 0 || got.Lanes != want.Lanes {
+		t.Fatalf("sink: %+v, want %+v", got, want)
+	}
+	if err := got.failure(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBenchDurationStops(t *testing.T) {
+	t.Parallel()
+	sink := startSink(t, 0)
+	rep, err := bench(t, benchOptions{Target: sink.addr, Connections: 2, Duration: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.failure(); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Sent == 0 || rep.Accepted != rep.Sent {
+		t.Fatalf("sent %d, accepted %d: want all of at least one accepted", rep.Sent, rep.Accepted)
+	}
+	got := sink.stop(t)
+	if got.Unique != rep.Sent || got.Duplicates != 0 || got.Reordered != 0 || got.Lanes != 2 {
+		t.Fatalf("sink: %+v after %d sent", got, rep.Sent)
+	}
+}
+
+func TestBenchRateLimitsTheSchedule(t *testing.T) {
+	t.Parallel()
+	sink := startSink(t, 0)
+	// Open loop: message i of a connection is due at a fixed time and never
+	// sent before it, so within the duration at most rate*duration (plus
+	// one per connection for rounding) can go; closed loop would send
+	// thousands.
+	const rate, conns = 100.0, 2
+	d := 500 * time.Millisecond
+	rep, err := bench(t, benchOptions{Target: sink.addr, Connections: conns, Lanes: 4, Duration: d, Rate: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.failure(); err != nil {
+		t.Fatal(err)
+	}
+	if bound := int64(rate*d.Seconds()) + conns; rep.Sent < 1 || rep.Sent > bound {
+		t.Fatalf("sent %d at %v msg/s for %s: want 1 to %d", rep.Sent, rate, d, bound)
+	}
+	first := rep.Sent
+
+	// With a count, the schedule sends exactly the count.
+	rep, err = bench(t, benchOptions{Target: sink.addr, Connections: conns, Lanes: 4, Count: 50, Rate: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.failure(); err != nil || rep.Accepted != 50 {
+		t.Fatalf("accepted %d of 50: %v", rep.Accepted, err)
+	}
+	// Each run has its own run id: the sink counts its lanes apart.
+	got := sink.stop(t)
+	if got.Unique != first+50 || got.Duplicates != 0 || got.Reordered != 0 || got.Lanes != 8 {
+		t.Fatalf("sink: %+v, want %d unique on 8 lanes", got, first+50)
+	}
+}
+
+// sinkMessage is a message as mf bench sends it, with run, lane and seq.
+func sinkMessage(run, lane string, seq int) string {
+	s := strconv.Itoa(seq)
+	return enginetest.ADT(run+"-"+lane+"-"+s, lane) + "PV1|1|I|||||||||||||||||" + s + "^^^" + run + "^VN\r"
+}
+
+func TestSinkReportsDuplicatesAndReordered(t *testing.T) {
+	t.Parallel()
+	sink := startSink(t, 0)
+	cl := enginetest.Dial(t, sink.addr)
+	for _, seq := range []int{1, 3, 2, 3, 4} { // 2 is reordered, the second 3 a duplicate
+		if ack := cl.Send(sinkMessage("R1", "L0001", seq)); ack.Code != hl7.AA {
+			t.Fatalf("seq %d: ACK %s, want AA", seq, ack.Code)
+		}
+	}
+	// The same lane in another run is another lane; a message without a
+	// sequence number is acknowledged and not checked.
+	cl.Send(sinkMessage("R2", "L0001", 1))
+	if ack := cl.Send(enginetest.ADT("X1", "L0001")); ack.Code != hl7.AA {
+		t.Fatalf("unchecked message: ACK %s, want AA", ack.Code)
+	}
+
+	got := sink.stop(t)
+	want := sinkReport{Received: 7, Unique: 5, Duplicates: 1, Reordered: 1, Unchecked: 1, Lanes: 2}
+	got.Listen, got.ElapsedSeconds, got.RatePerSecond = "", 0, 0
+	if got != want {
+		t.Fatalf("sink: %+v, want %+v", got, want)
+	}
+	err := got.failure()
+	if err == nil || !strings.Contains(err.Error(), "1 duplicates") || !strings.Contains(err.Error(), "1 reordered") {
+		t.Fatalf("failure: %v, want duplicates and reordered named", err)
+	}
+}
+
+func TestSinkNaksMalformedFrames(t *testing.T) {
+	t.Parallel()
+	sink := startSink(t, 0)
+
+	// Not HL7, but framed: AR, and the connection goes on.
+	cl := enginetest.Dial(t, sink.addr)
+	ack, err := cl.TrySend([]byte("NOT HL7 AT ALL"))
+	if err != nil || ack.Code != hl7.AR {
+		t.Fatalf("unparsable message: ACK %q, %v; want AR", ack.Code, err)
+	}
+	if ack := cl.Send(sinkMessage("R1", "L0000", 1)); ack.Code != hl7.AA {
+		t.Fatalf("message after a NAK: ACK %s, want AA", ack.Code)
+	}
+
+	// Not MLLP: AR, then the connection is closed.
+	cl = enginetest.Dial(t, sink.addr)
+	ack, err = cl.Raw([]byte("GET / HTTP/1.1\r\n\r\n"))
+	if err != nil || ack.Code != hl7.AR {
+		t.Fatalf("unframed bytes: ACK %q, %v; want AR", ack.Code, err)
+	}
+	if !cl.Closed() {
+		t.Fatal("connection still open after a framing error")
+	}
+
+	got := sink.stop(t)
+	if got.Malformed != 2 || got.Unique != 1 {
+		t.Fatalf("sink: %+v, want 2 malformed and 1 unique", got)
+	}
+	if err := got.failure(); err == nil || !strings.Contains(err.Error(), "2 malformed") {
+		t.Fatalf("failure: %v, want malformed named", err)
+	}
+}
+
+func TestSinkTimesOutBeforeExpect(t *testing.T) {
+	t.Parallel()
+	s, err := listenSink("127.0.0.1:0", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan sinkReport, 1)
+	go func() { done <- s.run(ctx) }()
+	enginetest.Dial(t, s.Addr().String()).Send(sinkMessage("R1", "L0000", 1))
+	cancel() // what --timeout does
+	select {
+	case r := <-done:
+		if err := r.failure(); err == nil || !strings.Contains(err.Error(), "1 of 10 expected") {
+			t.Fatalf("failure: %v, want the expected count named", err)
+		}
+	case <-time.After(testDeadline):
+		t.Fatal("sink did not stop")
+	}
+}
+
+// ackServer is a receiver that answers every message with code, over TLS
+// if tls is set, calling received (when set) before each answer.
+type ackServer struct {
+	code     hl7.AckCode
+	tls      *tls.Config
+	received func()
+}
+
+// start serves on a free loopback port until the test ends and returns the
+// address.
+func (a ackServer) start(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	if a.tls != nil {
+		ln = tls.NewListener(ln, a.tls)
+	}
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				fr := hl7.NewFrameReader(nc, 0)
+				for {
+					p, err := fr.ReadFrame()
+					if err != nil {
+						return
+					}
+					if a.received != nil {
+						a.received()
+					}
+					m, _ := hl7.Parse(p)
+					if hl7.WriteFrame(nc, hl7.Ack(m, a.code, "no thanks")) != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestBenchCountsRejections(t *testing.T) {
+	t.Parallel()
+	for _, code := range []hl7.AckCode{hl7.AR, hl7.AE} {
+		rep, err := bench(t, benchOptions{Target: ackServer{code: code}.start(t), Connections: 2, Count: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Sent != 20 || rep.Rejected != 20 || rep.Accepted != 0 || rep.Errors != 0 {
+			t.Fatalf("%s: sent %d accepted %d rejected %d errors %d", code, rep.Sent, rep.Accepted, rep.Rejected, rep.Errors)
+		}
+		err = rep.failure()
+		if err == nil || !strings.Contains(err.Error(), "20 of 20 messages not accepted") || !strings.Contains(err.Error(), "no thanks") {
+			t.Fatalf("%s: failure %v, want the count and the receiver's reason", code, err)
+		}
+	}
+}
+
+func TestBenchOverTLS(t *testing.T) {
+	// Not parallel: urfave/cli's apps share global flags (--help).
+	pki := enginetest.NewPKI(t, t.TempDir())
+	cert, err := tls.LoadX509KeyPair(pki.ServerCert, pki.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ackServer{code: hl7.AA, tls: &tls.Config{Certificates: []tls.Certificate{cert}}}.start(t)
+	var out bytes.Buffer
+	args := []string{"mf", "bench", "--target", addr, "--count", "20", "--connections", "2", "--tls", "--tls-ca", pki.CAFile}
+	if err := App(&out, &out).Run(args); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "accepted 20,") {
+		t.Fatalf("summary: %s", out.String())
+	}
+	// Without the CA the listener's certificate is not trusted: no run.
+	err = App(&out, &out).Run([]string{"mf", "bench", "--target", addr, "--count", "1", "--tls"})
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("error %v, want the certificate refused", err)
+	}
+}
+
+func TestBenchStopsWhenInterrupted(t *testing.T) {
+	t.Parallel()
+	// The receiver interrupts the run (as SIGINT would) at its 10th message.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var n atomic.Int64
+	addr := ackServer{code: hl7.AA, received: func() {
+		if n.Add(1) == 10 {
+			cancel()
+		}
+	}}.start(t)
+	done := make(chan *benchReport, 1)
+	go func() {
+		rep, _ := runBench(ctx, benchOptions{Target: addr, Connections: 2, Duration: time.Hour})
+		done <- rep
+	}()
+	select {
+	case rep := <-done:
+		if rep == nil || !rep.interrupted || rep.Accepted < 1 || rep.Errors != 0 {
+			t.Fatalf("report %+v: want interrupted, some accepted, no errors", rep)
+		}
+		if err := rep.failure(); err == nil || !strings.Contains(err.Error(), "interrupted") {
+			t.Fatalf("failure %v, want interrupted", err)
+		}
+	case <-time.After(testDeadline):
+		t.Fatal("bench did not stop when interrupted")
+	}
+}
+
+func TestBenchCountsErrorsWhenTheReceiverHangsUp(t *testing.T) {
+	t.Parallel()
+	// A receiver that reads one frame and closes: each message is an
+	// error, and the worker dials again for the next.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = hl7.NewFrameReader(nc, 0).ReadFrame()
+			nc.Close()
+		}
+	}()
+	rep, err := bench(t, benchOptions{Target: ln.Addr().String(), Count: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Errors != 5 || rep.Accepted != 0 {
+		t.Fatalf("errors %d accepted %d, want 5 and 0 (%s)", rep.Errors, rep.Accepted, rep.FirstProblem)
+	}
+	if rep.failure() == nil {
+		t.Fatal("no failure")
+	}
+}
+
+func TestBenchFailsFastWhenTheTargetIsDown(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	rep, err := runBench(context.Background(), benchOptions{Target: addr, Count: 1, Timeout: 5 * time.Second})
+	if rep != nil || err == nil || !strings.Contains(err.Error(), "dial "+addr) {
+		t.Fatalf("report %v, error %v; want no report and the dial error", rep, err)
+	}
+}
+
+func TestBenchJSON(t *testing.T) {
+	// Not parallel: urfave/cli's apps share global flags (--help).
+	sink := startSink(t, 300)
+	var out, errOut bytes.Buffer
+	err := App(&out, &errOut).Run([]string{"mf", "bench", "--target", sink.addr, "--connections", "3", "--count", "300", "--size", "2000", "--json"})
+	if err != nil {
+		t.Fatalf("%v (stderr %q)", err, errOut.String())
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out.String())
+	}
+	for _, k := range []string{"target", "connections", "lanes", "size_bytes", "rate", "sent", "accepted", "rejected",
+		"errors", "elapsed_seconds", "throughput_per_second", "latency_ms"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("no %q in %s", k, out.String())
+		}
+	}
+	if got["accepted"] != 300.0 || got["connections"] != 3.0 || got["lanes"] != 3.0 {
+		t.Errorf("accepted %v, connections %v, lanes %v; want 300, 3, 3", got["accepted"], got["connections"], got["lanes"])
+	}
+	if size := got["size_bytes"].(float64); math.Abs(size-2000) > 50 {
+		t.Errorf("size_bytes %v, want about 2000", size)
+	}
+	lat, _ := got["latency_ms"].(map[string]any)
+	for _, k := range []string{"p50", "p90", "p99", "max"} {
+		if _, ok := lat[k]; !ok {
+			t.Errorf("no latency_ms.%s in %s", k, out.String())
+		}
+	}
+	if r := sink.report(t); r.Unique != 300 {
+		t.Errorf("sink: %+v", r)
+	}
+}
+
+func TestBenchSinkCommandJSON(t *testing.T) {
+	// Not parallel: urfave/cli's apps share global flags (--help).
+	pr, pw := io.Pipe()
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- App(&out, pw).Run([]string{"mf", "bench", "sink", "--listen", "127.0.0.1:0", "--expect", "10", "--json"})
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, pr)
+	addr := strings.TrimSpace(strings.TrimPrefix(line, "mf bench sink: listening on "))
+	cl := enginetest.Dial(t, addr)
+	for i := 1; i <= 10; i++ {
+		cl.Send(sinkMessage("R1", "L0000", i))
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(testDeadline):
+		t.Fatal("sink did not stop at --expect")
+	}
+	var got sinkReport
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out.String())
+	}
+	if got.Unique != 10 || got.Received != 10 || got.Lanes != 1 || got.Expect != 10 {
+		t.Fatalf("sink: %+v", got)
+	}
+}
+
+func TestBenchRefusesBadFlags(t *testing.T) {
+	// Not parallel: urfave/cli's apps share global flags (--help).
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--connections", "4", "--lanes", "2"}, "--lanes 2 is below --connections 4"},
+		{[]string{"--count", "5", "--duration", "1s"}, "not both"},
+		{[]string{"--count", "0"}, "--count 0"},
+		{[]string{"--duration", "0s"}, "--duration 0s"},
+		{[]string{"--rate", "-1"}, "--rate"},
+		{[]string{"--target", "nowhere"}, "--target"},
+		{[]string{"--tls-ca", "ca.pem"}, "need --tls"},
+		{[]string{"extra"}, "unexpected argument"},
+	} {
+		var out bytes.Buffer
+		err := App(&out, &out).Run(append([]string{"mf", "bench"}, tc.args...))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestBenchTemplate(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int{0, 100, 1000, 4096, 65536} {
+		tpl := newBenchTemplate("ABC123", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), size)
+		frame := tpl.appendFrame(nil, []byte("L0042"), []byte("9876"))
+		payload, err := hl7.NewFrameReader(bytes.NewReader(frame), 1<<20).ReadFrame()
+		if err != nil {
+			t.Fatalf("size %d: not one MLLP frame: %v", size, err)
+		}
+		m, err := hl7.Parse(payload)
+		if err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		for path, want := range map[string]string{
+			"MSH-9": "ADT^A01^ADT_A01", "MSH-10": "ABC123-L0042-9876", "MSH-12": "2.5.1",
+			"PID-3.1": "L0042", "PV1-19.1": "9876", "PV1-19.4": "ABC123", "PV1-44": "20260102030405",
+		} {
+			if got, _ := m.Field(path); got != want {
+				t.Errorf("size %d: %s = %q, want %q", size, path, got, want)
+			}
+		}
+		if size > 1000 && math.Abs(float64(tpl.size-size)) > 50 {
+			t.Errorf("size %d: message is %d bytes", size, tpl.size)
+		}
+		if size <= 600 && tpl.size > 700 {
+			t.Errorf("size %d: plain message is %d bytes", size, tpl.size)
+		}
+		if !tpl.isControlID([]byte("ABC123-L0042-9876"), []byte("L0042"), []byte("9876")) ||
+			tpl.isControlID([]byte("ABC123-L0042-987"), []byte("L0042"), []byte("9876")) ||
+			tpl.isControlID([]byte("ABC123-L0042-98760"), []byte("L0042"), []byte("9876")) {
+			t.Errorf("isControlID wrong")
+		}
+	}
+}
+
+func TestScanAck(t *testing.T) {
+	t.Parallel()
+	m, _ := hl7.Parse([]byte(enginetest.ADT("CTL-1", "L0000")))
+	for _, code := range []hl7.AckCode{hl7.AA, hl7.AR} {
+		got, ctl, ok := scanAck(hl7.Ack(m, code, "a reason"))
+		if !ok || string(got) != string(code) || string(ctl) != "CTL-1" {
+			t.Errorf("%s: scanAck = %q %q %v", code, got, ctl, ok)
+		}
+	}
+	for _, bad := range []string{"", "MSH", "MSH|^~\\&|\rPID|1\r", "XYZ|MSA|AA|1\r"} {
+		if _, _, ok := scanAck([]byte(bad)); ok {
+			t.Errorf("scanAck(%q) found an MSA", bad)
+		}
+	}
+}
+
+func TestLatencyHistogramWithinOnePercent(t *testing.T) {
+	t.Parallel()
+	h := new(latencyHistogram)
+	var all []time.Duration
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 100_000 {
+		// Log-uniform from 1 µs to 10 s.
+		d := time.Duration(math.Exp(math.Log(1e3) + r.Float64()*(math.Log(1e10)-math.Log(1e3))))
+		h.record(d)
+		all = append(all, d)
+	}
+	slices.Sort(all)
+	for _, q := range []float64{0.5, 0.9, 0.99, 0.999} {
+		exact := all[int(math.Ceil(q*float64(len(all))))-1]
+		got := h.quantile(q)
+		if e := math.Abs(float64(got-exact)) / float64(exact); e > 0.01 {
+			t.Errorf("p%v: %s, exact %s: error %.2f%%", q*100, got, exact, e*100)
+		}
+	}
+	if h.quantile(1) != all[len(all)-1] || h.max != all[len(all)-1] {
+		t.Errorf("max %s, want %s", h.max, all[len(all)-1])
+	}
+	// Every bucket boundary maps back to its bucket.
+	for i := range histBuckets {
+		low, width := histBucket(i)
+		if histIndex(low) != i || histIndex(low+width-1) != i {
+			t.Fatalf("bucket %d [%d, +%d) does not map back", i, low, width)
+		}
+	}
+}
