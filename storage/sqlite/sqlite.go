@@ -27,6 +27,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -77,6 +79,12 @@ type Store struct {
 	// processes still meet at the file lock.
 	writer chan struct{}
 	lock   *processLock
+
+	mu    sync.Mutex  // guards queue
+	queue []*writeJob // writes waiting for the next group commit
+	// commits counts the write transactions committed (a test observes the
+	// grouping with it).
+	commits atomic.Int64
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -180,27 +188,113 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// write runs fn in one BEGIN IMMEDIATE transaction, committed if fn returns
-// nil and rolled back otherwise.
+// write runs fn as its own unit of a write transaction: all of fn's
+// statements or none of them, durable once write returns nil.
+//
+// Writes are group-committed. SQLite has one writer and pays a full fsync
+// per commit, so with many lanes delivering at once, one transaction per
+// claim and per completion would make the disk's commit rate the engine's
+// delivery rate. Instead, writes that queue while a transaction is being
+// committed go together into the next one (flat combining: whichever caller
+// takes the writer token runs the whole queue), each inside its own
+// SAVEPOINT, so that one write's failure (a lost fence, a lost claim)
+// rolls back that write alone. No caller hears of success before the
+// COMMIT that makes its write durable; if the COMMIT fails, every write of
+// the batch fails with it.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	select {
-	case s.writer <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	j := &writeJob{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	s.mu.Lock()
+	s.queue = append(s.queue, j)
+	s.mu.Unlock()
+	for {
+		select {
+		case err := <-j.done:
+			return err
+		case s.writer <- struct{}{}:
+			s.mu.Lock()
+			n := min(len(s.queue), maxWriteBatch)
+			batch := s.queue[:n:n]
+			s.queue = s.queue[n:]
+			s.mu.Unlock()
+			if len(batch) > 0 {
+				s.commit(batch)
+			}
+			<-s.writer
+		case <-ctx.Done():
+			s.mu.Lock()
+			for i, q := range s.queue {
+				if q == j { // not taken yet: withdraw it
+					s.queue = append(s.queue[:i:i], s.queue[i+1:]...)
+					s.mu.Unlock()
+					return ctx.Err()
+				}
+			}
+			s.mu.Unlock()
+			return <-j.done // a batch has it: its outcome is the truth
+		}
 	}
-	defer func() { <-s.writer }()
+}
+
+// writeJob is one caller's write waiting for a group commit.
+type writeJob struct {
+	ctx  context.Context
+	fn   func(tx *sql.Tx) error
+	done chan error
+}
+
+// maxWriteBatch bounds the writes of one transaction, so that a long queue
+// does not make one transaction (and its callers' wait) arbitrarily long.
+const maxWriteBatch = 256
+
+// commit runs batch in one BEGIN IMMEDIATE transaction, each write in its
+// own savepoint, and tells each caller its outcome after the COMMIT.
+func (s *Store) commit(batch []*writeJob) {
+	fail := func(err error) {
+		for _, j := range batch {
+			j.done <- err
+		}
+	}
+	// The transaction serves several callers: none of their contexts may
+	// cancel it (an interrupted statement would roll back the others'
+	// writes). Each write still checks its own context before it starts.
+	ctx := context.WithoutCancel(batch[0].ctx)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("begin immediate: %w", err)
+		fail(fmt.Errorf("begin immediate: %w", err))
+		return
 	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
+	results := make([]error, len(batch))
+	for i, j := range batch {
+		if err := j.ctx.Err(); err != nil {
+			results[i] = err
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
+			_ = tx.Rollback()
+			fail(fmt.Errorf("savepoint: %w", err))
+			return
+		}
+		if results[i] = j.fn(tx); results[i] != nil {
+			if _, err := tx.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
+				_ = tx.Rollback()
+				fail(fmt.Errorf("rollback to savepoint after %v: %w", results[i], err))
+				return
+			}
+		}
+		if _, err := tx.ExecContext(ctx, "RELEASE w"); err != nil {
+			_ = tx.Rollback()
+			fail(fmt.Errorf("release savepoint: %w", err))
+			return
+		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		fail(fmt.Errorf("commit: %w", err))
+		return
 	}
-	return nil
+	s.commits.Add(1)
+	for i, j := range batch {
+		j.done <- results[i]
+	}
 }
 
 // read runs fn in a read transaction: one consistent WAL snapshot, which

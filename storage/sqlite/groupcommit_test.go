@@ -1,0 +1,113 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/storage"
+)
+
+// Writes that queue while the writer is busy go into one transaction, each
+// in its own savepoint: the fenced ones fail alone, the others are all
+// committed, and a write whose caller gave up before it was taken is not
+// written at all.
+func TestWritesAreGroupCommittedEachInItsOwnSavepoint(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ingest := func(ctx context.Context, f storage.Fence, id string) (int64, error) {
+		res, err := s.MessageIngest(ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{{
+			Inbound: "in", ControlID: id, Payload: []byte("MSH|^~\\&|" + id), Status: storage.MessageRouted,
+			Deliveries: []storage.Delivery{{Destination: "d", Lane: "d/x"}},
+		}}})
+		if err != nil {
+			return 0, err
+		}
+		return res[0].MessageID, nil
+	}
+
+	s.writer <- struct{}{} // hold the writer: everything below queues
+	const n = 40
+	type outcome struct {
+		id     int64
+		err    error
+		fenced bool
+	}
+	out := make([]outcome, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f := storage.Fence{} // the zero fence: valid on a never-elected lease
+			if i%4 == 3 {
+				f = storage.Fence{Owner: "someone-else", Term: 7}
+			}
+			out[i].fenced = f.Term != 0
+			out[i].id, out[i].err = ingest(ctx, f, "M")
+		}()
+	}
+	gone, cancel := context.WithCancel(ctx)
+	var goneErr error
+	wg.Add(1)
+	go func() { defer wg.Done(); _, goneErr = ingest(gone, storage.Fence{}, "GONE") }()
+	waitQueued(t, s, n+1)
+	cancel()
+	waitQueued(t, s, n) // the cancelled write withdrew itself
+	before := s.commits.Load()
+	<-s.writer // let them go
+	wg.Wait()
+
+	if got := s.commits.Load() - before; got != 1 {
+		t.Fatalf("%d queued writes took %d transactions, want 1", n, got)
+	}
+	if !errors.Is(goneErr, context.Canceled) {
+		t.Fatalf("the withdrawn write returned %v", goneErr)
+	}
+	for i, o := range out {
+		switch {
+		case o.fenced && !errors.Is(o.err, storage.ErrFenced):
+			t.Fatalf("write %d with a stale fence: %v", i, o.err)
+		case !o.fenced && o.err != nil:
+			t.Fatalf("write %d: %v (a neighbour's failure must not undo it)", i, o.err)
+		case !o.fenced:
+			if _, err := s.MessageRead(ctx, o.id); err != nil {
+				t.Fatalf("write %d was acknowledged but message %d is not there: %v", i, o.id, err)
+			}
+		}
+	}
+	lanes, err := s.QueueLanes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lanes) != 1 || lanes[0].Depth != n-n/4 {
+		t.Fatalf("lanes %+v: want one lane of %d rows (no fenced or withdrawn write stored)", lanes, n-n/4)
+	}
+}
+
+func waitQueued(t *testing.T, s *Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		q := len(s.queue)
+		s.mu.Unlock()
+		if q == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes queued, want %d", q, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
