@@ -11,18 +11,20 @@
 --       done or dead.
 --   (b) Ids become visible in id order: SQLite has one writer at a time and
 --       every write transaction is BEGIN IMMEDIATE, so ingest transactions
---       are serialised and id n commits before id n+1 is even allocated; no
---       claimer can see id n+1 while id n is still uncommitted. (AUTOINCREMENT
---       also means an id is never reused after a purge.)
+--       are serialised and id n commits no later than id n+1 (in the same
+--       group commit, or an earlier one); no claimer can see id n+1 while id
+--       n is still uncommitted. (AUTOINCREMENT also means an id is never
+--       reused after a purge.)
 --   (c) A head left inflight by a crashed or fenced leader (a stranded head)
 --       is reclaimed to pending by step 1 as soon as its lease expires, or by
 --       promotion recovery at once, and is then the head again: it is
 --       re-delivered before anything newer of its lane. Retry and recovery
 --       re-pend a row in place, keeping its id.
 --   (d) Two claimers of one lane cannot both win: BEGIN IMMEDIATE takes the
---       single write lock before the head is read, so the second claimer
---       starts only after the first has committed, reads the head as
---       inflight and claims nothing. (This holds across several handles on
+--       single write lock before the head is read, and the writes of one
+--       group commit run one after another in it, so the second claimer
+--       reads the head only after the first's claim (committed, or earlier
+--       in the same transaction), sees it inflight and claims nothing. (This holds across several handles on
 --       one file too: the lock is SQLite's, not the process's.)
 --   (e) The fence (fence.sql, under the same write lock) means only the
 --       current term's leader can claim; a paused old leader's claim fails.
