@@ -58,6 +58,7 @@ type Elector struct {
 	leader       bool
 	fence        storage.Fence
 	trustedUntil time.Time // monotonic; meaningful while leader
+	nextAttempt  time.Time // when the next election or renewal attempt is due
 	configSeen   int64     // the last shared config version seen
 	configLoaded int64     // the version this node runs (reported in mf_nodes)
 	gen          int       // the current tick; older ones are ignored
@@ -127,6 +128,12 @@ func (e *Elector) Receive(ctx actor.Context) {
 // step is one round of the loop: an election attempt (follower) or a renewal
 // (leader), then the heartbeat, then the config version check.
 func (e *Elector) step(ctx actor.Context) {
+	// The next attempt is timed from the start of this one, not from the
+	// end of the side calls: at short timings (heartbeat 1 s, fence 2 s) a
+	// slow election plus the heartbeat and config calls would otherwise
+	// push the first renewal past the trust window, and the new leader
+	// would fence itself for nothing.
+	began := time.Now()
 	var next time.Duration
 	if e.leader {
 		var renewed bool
@@ -140,18 +147,23 @@ func (e *Elector) step(ctx actor.Context) {
 	} else {
 		next = e.elect(ctx)
 	}
+	e.nextAttempt = began.Add(next)
 	e.heartbeat()
 	e.watchConfig(ctx)
-	e.schedule(ctx, next)
+	e.schedule(ctx, max(0, time.Until(e.nextAttempt)))
 }
 
 // callContext bounds a side call (heartbeat, config read) by the heartbeat
-// and, while leading, by the trust window: no call may hold the actor past
-// the moment it must fence.
+// and, while leading, by the next renewal and the trust window: no side
+// call may delay a renewal or hold the actor past the moment it must fence.
 func (e *Elector) callContext() (context.Context, context.CancelFunc) {
 	deadline := time.Now().Add(e.cfg.Heartbeat())
-	if e.leader && e.trustedUntil.Before(deadline) {
-		deadline = e.trustedUntil
+	if e.leader {
+		for _, t := range []time.Time{e.trustedUntil, e.nextAttempt} {
+			if t.Before(deadline) {
+				deadline = t
+			}
+		}
 	}
 	return context.WithDeadline(context.Background(), deadline)
 }

@@ -210,3 +210,60 @@ func TestConfigBumpIsReported(t *testing.T) {
 	case <-time.After(5 * fast.Heartbeat()):
 	}
 }
+
+// slowStore is a database slow enough that an election and the side calls
+// (heartbeat, config read) together take longer than the fence timeout.
+type slowStore struct {
+	storage.Store
+	elect, side time.Duration
+}
+
+func pause(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *slowStore) LeaseAttemptElect(ctx context.Context, p storage.LeaseAttemptElectParams) (storage.Lease, bool, error) {
+	if err := pause(ctx, s.elect); err != nil {
+		return storage.Lease{}, false, err
+	}
+	return s.Store.LeaseAttemptElect(ctx, p)
+}
+
+func (s *slowStore) NodeHeartbeat(ctx context.Context, p storage.NodeHeartbeatParams) error {
+	if err := pause(ctx, s.side); err != nil {
+		return err
+	}
+	return s.Store.NodeHeartbeat(ctx, p)
+}
+
+func (s *slowStore) ConfigVersionRead(ctx context.Context, p storage.ConfigVersionReadParams) (int64, error) {
+	if err := pause(ctx, s.side); err != nil {
+		return 0, err
+	}
+	return s.Store.ConfigVersionRead(ctx, p)
+}
+
+// On a slow database a new leader still renews in time: its renewals are
+// timed from the start of the previous attempt, and the side calls give way
+// to them. (Timed from the end of the side calls, the first renewal here
+// would start 80 + 100 + 100 + 100 ms after the election began, past the
+// 300 ms trust window, and the leader would fence itself.)
+func TestSlowSideCallsDoNotDelayRenewals(t *testing.T) {
+	t.Parallel()
+	st := &slowStore{Store: openStore(t, pgtest.NewSchema(t)), elect: 80 * time.Millisecond, side: fast.Heartbeat()}
+	a := startNode(t, "a", st)
+	a.wantChanged(t, 5*time.Second, true, "elected")
+	select {
+	case e := <-a.events:
+		t.Fatalf("the leader reported %#v on a slow but working database", e)
+	case <-time.After(10 * fast.LeaderFenceTimeout()):
+	}
+	if !a.trust.Trusted() {
+		t.Fatal("the trust window closed on a slow but working database")
+	}
+}

@@ -1,0 +1,320 @@
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The failover suite: proof at the VIP. Each fault runs against a fresh
+// cluster on a database of a private PostgreSQL server, behind HAProxy, with
+// a partner sending through HAProxy only. What is measured is what a partner
+// sees (the outage between its AAs) and what the destination got (nothing
+// AA-acked lost, no lane out of order, repeats only of rows in flight).
+//
+//	MF_FAILOVER=1 go test -run Failover -v ./e2e/
+//
+// CI=true runs it too (and then fails, not skips, without haproxy or the
+// PostgreSQL server binaries). MF_FAILOVER_REPORT=file appends each fault's
+// figures to the file as a JSON line; MF_FAILOVER_DEBUG=dir writes every
+// node's and HAProxy's whole log there; MF_PG_BINDIR names the directory
+// of initdb and pg_ctl when they are neither on PATH nor in
+// /usr/lib/postgresql/*/bin.
+func TestFailover(t *testing.T) {
+	failoverGate(t)
+	haproxyBin(t)
+	pg := startPrivatePG(t)
+	s := &failoverSuite{pg: pg}
+	for _, f := range failoverFaults() {
+		t.Run(f.name, func(t *testing.T) { s.run(t, f) })
+	}
+	t.Logf("failover figures (race detector %v):\n%s", raceEnabled, failoverTable(s.results))
+}
+
+// The timings of the suite: quick (heartbeat/fence/TTL 1/2/3 s) for most
+// faults, and the product's defaults (10/20/30 s) where the promised
+// figures are stated for them.
+var (
+	quick    = timing{time.Second, 2 * time.Second, 3 * time.Second}
+	defaults = timing{10 * time.Second, 20 * time.Second, 30 * time.Second}
+)
+
+// The product's promised figures at the VIP.
+const (
+	// crashTarget at quick timings: TTL (3 s) and then some.
+	crashTarget = 5 * time.Second
+	// crashTargetDefaults: TTL + heartbeat + 1 s at the defaults.
+	crashTargetDefaults = 41 * time.Second
+	// handOverTarget: a clean stop resigns and NOTIFY wakes the standby.
+	handOverTarget = time.Second
+)
+
+// fault is one scenario of the suite.
+type fault struct {
+	name   string
+	nodes  int
+	timing timing
+	check  vipCheck
+	target time.Duration // the outage to stay under; 0: measured only
+	// inject runs the fault (the partner is sending) and returns when a
+	// new primary has acknowledged for a little while.
+	inject func(t *testing.T, fc *failoverCluster, pt *partner) injected
+}
+
+// injected is what a fault did.
+type injected struct {
+	instants []time.Time // each fault's instant: the signal, the cut, the restart
+	from, to int         // the old and the new primary
+	note     string
+}
+
+func failoverFaults() []fault {
+	return []fault{
+		{name: "kill-9", nodes: 3, timing: quick, check: checkTCP, target: crashTarget, inject: killPrimary(1)},
+		{name: "sigterm", nodes: 2, timing: quick, check: checkTCP, target: handOverTarget, inject: stopPrimary},
+		{name: "sigstop", nodes: 2, timing: quick, check: checkTCP, inject: freezePrimary},
+		{name: "sigstop-role-check", nodes: 2, timing: quick, check: checkRole, inject: freezePrimary},
+		{name: "db-cut", nodes: 2, timing: quick, check: checkTCP, inject: cutPrimary},
+		{name: "pg-restart-fast", nodes: 2, timing: quick, check: checkTCP, inject: restartPG("fast")},
+		{name: "pg-restart-immediate", nodes: 2, timing: quick, check: checkTCP, inject: restartPG("immediate")},
+		{name: "kill-9-defaults", nodes: 2, timing: defaults, check: checkTCP, target: crashTargetDefaults, inject: killPrimary(1)},
+		{name: "sigterm-defaults", nodes: 2, timing: defaults, check: checkTCP, target: handOverTarget, inject: stopPrimary},
+		{name: "kill-9-x20", nodes: 3, timing: quick, check: checkTCP, target: crashTarget, inject: killPrimary(20)},
+	}
+}
+
+// failoverSuite holds what the faults share: the server and the figures.
+type failoverSuite struct {
+	pg      *privatePG
+	mu      sync.Mutex
+	results []faultResult
+}
+
+// run runs one fault: a cluster, the partner, warm-up, the fault, then the
+// load stops and every AA-acked message must reach the destination; the
+// figures are recorded whatever the outcome, then asserted.
+func (s *failoverSuite) run(t *testing.T, f fault) {
+	began := time.Now()
+	fc := startFailoverCluster(t, s.pg, f.nodes, f.timing, f.check)
+	pt := startPartner(t, fc.vip.addr)
+	waitFor(t, "the partner's first AAs through the VIP", 30*time.Second, func() bool {
+		n, last := pt.acksSince(began)
+		return n >= settleAcks && time.Since(last) < time.Second
+	})
+
+	termBefore := fc.term()
+	in := f.inject(t, fc, pt)
+	end := time.Now()
+	pt.finish()
+	elections := fc.term() - termBefore
+
+	// Every AA-acked message must arrive; a miss is a figure (lost), so the
+	// wait's timeout is not itself the failure.
+	acked := pt.ackedPerLane()
+	pollUntil(2*time.Minute, 200*time.Millisecond, func() bool { return allDelivered(fc.dest.received(), acked) })
+	// Then until the destination is quiet, to count late repeats too.
+	n := -1
+	pollUntil(30*time.Second, 500*time.Millisecond, func() bool {
+		m := len(fc.dest.received())
+		quiet := m == n
+		n = m
+		return quiet
+	})
+	d := checkDeliveries(fc.dest.received(), acked)
+
+	aa, perConn := pt.aaTimes(), pt.connectionAATimes()
+	var outages []outage
+	var connWait time.Duration
+	for i, at := range in.instants {
+		until := end
+		if i+1 < len(in.instants) {
+			until = in.instants[i+1]
+		}
+		o, ok := largestGap(aa, at, until)
+		if !ok {
+			t.Errorf("fault %d of %d: no AA through the VIP after it", i+1, len(in.instants))
+			continue
+		}
+		outages = append(outages, o)
+		for _, ts := range perConn {
+			if o, ok := largestGap(ts, at, until); ok {
+				connWait = max(connWait, o.length())
+			} else if j := sort.Search(len(ts), func(j int) bool { return ts[j].After(at) }); j > 0 {
+				connWait = max(connWait, until.Sub(ts[j-1])) // no AA again in the window
+			}
+		}
+	}
+	worst, median := outage{}, time.Duration(0)
+	var worstAt time.Time
+	if len(outages) > 0 {
+		ls := make([]time.Duration, len(outages))
+		for i, o := range outages {
+			ls[i] = o.length()
+			if o.length() > worst.length() {
+				worst, worstAt = o, in.instants[i]
+			}
+		}
+		slices.Sort(ls)
+		median = ls[len(ls)/2]
+	}
+
+	pt.mu.Lock()
+	drops, naks := pt.drops, pt.naks
+	pt.mu.Unlock()
+	r := faultResult{
+		Fault: f.name, Timing: fmt.Sprintf("%g/%g/%gs", f.timing.heartbeat.Seconds(), f.timing.fence.Seconds(), f.timing.ttl.Seconds()),
+		Check: f.check, Nodes: f.nodes, Race: raceEnabled, Cycles: len(in.instants), Elections: elections,
+		OutageSeconds: worst.length().Seconds(), OutageMedianSeconds: median.Seconds(),
+		OutageStartSeconds: worst.From.Sub(worstAt).Seconds(), TargetSeconds: f.target.Seconds(),
+		ConnectionWaitSeconds: connWait.Seconds(), Acked: d.Acked, Delivered: d.Delivered,
+		Lost: d.Lost, Reordered: d.Reordered, Duplicates: d.Duplicates, DuplicatesInFlight: d.inFlightOnly(),
+		PartnerDrops: drops, PartnerNaks: naks,
+		From: fmt.Sprintf("node-%d", in.from), To: fmt.Sprintf("node-%d", in.to),
+		Note: in.note, Seconds: time.Since(began).Seconds(),
+	}
+	s.mu.Lock()
+	s.results = append(s.results, r)
+	s.mu.Unlock()
+	appendReport(t, r)
+	t.Logf("%s: outage at the VIP %v (from %v to %v after the fault; median %v over %d; longest wait of one connection %v; %d elections), %d AA-acked, %d delivered: %d lost, %d reordered, %d duplicates (in flight only: %v); partner drops %d, AEs %d; %s",
+		f.name, worst.length().Round(time.Millisecond), worst.From.Sub(worstAt).Round(time.Millisecond), worst.To.Sub(worstAt).Round(time.Millisecond),
+		median.Round(time.Millisecond), len(outages), connWait.Round(time.Millisecond), elections, d.Acked, d.Delivered, d.Lost, d.Reordered, d.Duplicates, d.inFlightOnly(), drops, naks, in.note)
+
+	// The contracts.
+	if d.Lost > 0 || d.Reordered > 0 || d.Foreign > 0 {
+		t.Errorf("%d AA-acked messages lost, %d reordered, %d never sent; e.g.:\n%s", d.Lost, d.Reordered, d.Foreign, strings.Join(d.Examples, "\n"))
+	}
+	if !d.inFlightOnly() {
+		t.Errorf("%d of %d duplicates are not repeats of the lane's delivery just before (rows in flight); e.g.:\n%s",
+			d.Duplicates-d.Adjacent, d.Duplicates, strings.Join(d.Examples, "\n"))
+	}
+	// The promised figure.
+	if f.target > 0 && worst.length() >= f.target {
+		t.Errorf("outage at the VIP %v (from %v to %v after the fault); the target is under %v",
+			worst.length().Round(time.Millisecond), worst.From.Sub(worstAt).Round(time.Millisecond),
+			worst.To.Sub(worstAt).Round(time.Millisecond), f.target)
+	}
+}
+
+// recoveryTimeout bounds the wait for a new primary: a lease TTL, a
+// heartbeat, and a margin for a loaded machine.
+func recoveryTimeout(tm timing) time.Duration { return tm.ttl + tm.heartbeat + 30*time.Second }
+
+// killPrimary kills the primary with SIGKILL, cycles times, each after the
+// previous one's successor has acknowledged for a while; a killed node is
+// started again (as a standby) once its successor is found.
+func killPrimary(cycles int) func(t *testing.T, fc *failoverCluster, pt *partner) injected {
+	return func(t *testing.T, fc *failoverCluster, pt *partner) injected {
+		in := injected{from: fc.waitPrimary(-1, time.Minute)}
+		p := in.from
+		for range cycles {
+			in.instants = append(in.instants, time.Now())
+			fc.nodes[p].kill()
+			q := fc.awaitRecovery(pt, p, recoveryTimeout(fc.timing))
+			fc.relaunch(p)
+			p = q
+		}
+		in.to = p
+		return in
+	}
+}
+
+// stopPrimary sends SIGTERM to the primary: a clean switchover. The old
+// primary must exit 0.
+func stopPrimary(t *testing.T, fc *failoverCluster, pt *partner) injected {
+	in := injected{from: fc.waitPrimary(-1, time.Minute)}
+	old := fc.nodes[in.from]
+	in.instants = []time.Time{time.Now()}
+	old.signal(syscall.SIGTERM)
+	in.to = fc.awaitRecovery(pt, in.from, recoveryTimeout(fc.timing))
+	select {
+	case <-old.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("node-%d did not exit within 60s of SIGTERM", in.from)
+	}
+	if code := old.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("node-%d exited %d after SIGTERM", in.from, code)
+	}
+	in.note = fmt.Sprintf("node-%d exited %d", in.from, old.cmd.ProcessState.ExitCode())
+	return in
+}
+
+// freezePrimary SIGSTOPs the primary until a standby has taken over and at
+// least freezeLength has passed, then SIGCONTs it: it must fence itself,
+// close its port and let the partner go on with the new primary.
+func freezePrimary(t *testing.T, fc *failoverCluster, pt *partner) injected {
+	in := injected{from: fc.waitPrimary(-1, time.Minute)}
+	old := fc.nodes[in.from]
+	stoppedAt := time.Now()
+	in.instants = []time.Time{stoppedAt}
+	old.signal(syscall.SIGSTOP)
+	in.to = fc.awaitRecovery(pt, in.from, recoveryTimeout(fc.timing))
+	if rest := freezeLength(fc.timing) - time.Since(stoppedAt); rest > 0 {
+		time.Sleep(rest) // the fault's parameter: how long the node stays frozen
+	}
+	upWhileFrozen := fc.vip.up()
+	old.signal(syscall.SIGCONT)
+	contAt := time.Now()
+	waitFor(t, fmt.Sprintf("the resumed node-%d to close its port", in.from), 30*time.Second, func() bool { return !old.accepts() })
+	closedAfter := time.Since(contAt)
+	// The partner must go on after the resumed node's exit from the VIP.
+	// The primary should stay where it is; if it moved, the elections
+	// figure and the note tell.
+	q := fc.awaitRecovery(pt, in.from, recoveryTimeout(fc.timing))
+	in.note = fmt.Sprintf("frozen %v; HAProxy UP while frozen: %v; resumed node closed its port %v after SIGCONT",
+		contAt.Sub(stoppedAt).Round(100*time.Millisecond), upWhileFrozen, closedAfter.Round(100*time.Microsecond))
+	if q != in.to {
+		in.note += fmt.Sprintf("; the primary moved on to node-%d after the resume", q)
+		in.to = q
+	}
+	t.Logf("HAProxy's node transitions:\n%s", fc.vip.transitions())
+	return in
+}
+
+// freezeLength is how long a frozen primary stays frozen: past the lease
+// TTL, and long enough for a partner connection to wait out its ACK
+// timeout on the frozen node twice, so that what the VIP does with the
+// partner's new connections during a freeze shows in the figures.
+func freezeLength(tm timing) time.Duration { return tm.ttl + 2*partnerAckTimeout }
+
+// cutPrimary cuts the primary's database connections (its proxy refuses
+// new ones): it must fence itself and a standby take over; the cut is
+// then healed, and the old primary may rejoin as a standby.
+func cutPrimary(t *testing.T, fc *failoverCluster, pt *partner) injected {
+	in := injected{from: fc.waitPrimary(-1, time.Minute)}
+	px := fc.proxies[in.from]
+	cutAt := time.Now()
+	in.instants = []time.Time{cutAt}
+	px.Cut()
+	var closedAfter time.Duration
+	waitFor(t, fmt.Sprintf("the cut-off node-%d to close its port", in.from), 30*time.Second, func() bool {
+		closedAfter = time.Since(cutAt)
+		return !fc.nodes[in.from].accepts()
+	})
+	in.to = fc.awaitRecovery(pt, in.from, recoveryTimeout(fc.timing))
+	px.Restore(t)
+	in.note = fmt.Sprintf("cut-off node closed its port %v after the cut (fence timeout %v)", closedAfter.Round(time.Millisecond), fc.timing.fence)
+	return in
+}
+
+// restartPG restarts the PostgreSQL server under the cluster (pg_ctl
+// restart -m mode): every node loses every connection at once. The primary
+// may keep its lease (it can renew once the server is back within its
+// fence timeout) or lose it; either way a primary must acknowledge again.
+func restartPG(mode string) func(t *testing.T, fc *failoverCluster, pt *partner) injected {
+	return func(t *testing.T, fc *failoverCluster, pt *partner) injected {
+		in := injected{from: fc.waitPrimary(-1, time.Minute)}
+		at := time.Now()
+		in.instants = []time.Time{at}
+		fc.server.restart(t, mode)
+		took := time.Since(at)
+		in.to = fc.awaitRecovery(pt, -1, recoveryTimeout(fc.timing))
+		in.note = fmt.Sprintf("pg_ctl restart -m %s took %v", mode, took.Round(time.Millisecond))
+		return in
+	}
+}
