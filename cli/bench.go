@@ -846,10 +846,7 @@ func withClientTLS(c *cli.Context, o config.Outbound) config.Outbound {
 }
 
 // clientTLSConfig is the client TLS configuration of o's TLS fields, or nil
-// without TLS. It follows the MLLP sender's rules (lanes.outboundTLSConfig,
-// unexported): TLS 1.2 or later, the roots from tls_ca (default: the
-// system's), the client certificate, the server name override; TLS
-// settings without tls are refused rather than ignored.
+// without TLS; TLS settings without --tls are refused rather than ignored.
 func clientTLSConfig(o config.Outbound) (*tls.Config, error) {
 	if !o.TLS {
 		if o.TLSCA != "" || o.TLSCert != "" || o.TLSKey != "" || o.ServerName != "" {
@@ -857,9 +854,8 @@ func clientTLSConfig(o config.Outbound) (*tls.Config, error) {
 		}
 		return nil, nil
 	}
-	// The same rules as an outbound's (TLS 1.2 or later, tls_ca roots, a
-	// client certificate, server_name): the errors name the config keys.
-	return lanes.OutboundTLSConfig(o)
+	return lanes.OutboundTLSConfig(o) // the MLLP sender's rules
+
 }
 
 // isTerminal reports whether w is a terminal (a character device).

@@ -301,17 +301,23 @@ func (c *Config) Validate() error {
 // checkListen applies the fail-closed rule: a listener on a non-loopback
 // address needs TLS unless plaintext is explicitly allowed.
 func checkListen(addr, cert, key string, allowPlaintext bool) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("want host:port, got %q: %v", addr, err)
 	}
 	if (cert == "") != (key == "") {
 		return fmt.Errorf("tls_cert and tls_key go together")
 	}
-	if cert != "" || allowPlaintext || IsLoopback(host) {
+	if allowPlaintext || !exposedPlaintext(addr, cert) {
 		return nil
 	}
 	return fmt.Errorf("%q is not a loopback address and has no TLS: set tls_cert and tls_key, or allow_plaintext = true to accept plaintext on the network", addr)
+}
+
+// exposedPlaintext reports whether a listener on addr with no certificate
+// would accept plaintext beyond loopback.
+func exposedPlaintext(addr, cert string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && cert == "" && !IsLoopback(host)
 }
 
 // IsLoopback reports whether host (of a listen address) binds loopback only.
@@ -330,8 +336,7 @@ func IsLoopback(host string) bool {
 func (c *Config) Warnings() []string {
 	var w []string
 	plain := func(key, addr, cert string, allow bool) {
-		host, _, err := net.SplitHostPort(addr)
-		if err == nil && allow && cert == "" && !IsLoopback(host) {
+		if allow && exposedPlaintext(addr, cert) {
 			w = append(w, fmt.Sprintf("%s: %s accepts plaintext on the network (allow_plaintext = true); use TLS outside a trusted segment", key, addr))
 		}
 	}

@@ -2,19 +2,11 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net/url"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/storage/postgres"
 	"github.com/messagefoundry/mf/storage/postgres/pgtest"
 )
@@ -78,10 +70,7 @@ func TestStoreURLTLSSettingsPassThrough(t *testing.T) {
 	}
 	t.Logf("server ssl=%s; sslmode=require: encrypted %v (err %v)", serverTLS, enc, err)
 
-	ca := filepath.Join(t.TempDir(), "other-ca.pem")
-	if err := os.WriteFile(ca, strangerCA(t), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca := enginetest.NewPKI(t, t.TempDir()).CAFile // a CA of the test's own
 	if _, err := encrypted(with(map[string]string{"sslmode": "verify-full", "sslrootcert": ca})); err == nil {
 		t.Fatal("sslmode=verify-full with a CA that did not sign the server's certificate connected")
 	}
@@ -104,22 +93,4 @@ func TestPasswordOptionReplacesTheURLs(t *testing.T) {
 		cc.RuntimeParams["application_name"] != "mf" {
 		t.Fatalf("config: user %q password %q host %s:%d tls %+v params %v", cc.User, cc.Password, cc.Host, cc.Port, cc.TLSConfig, cc.RuntimeParams)
 	}
-}
-
-// strangerCA is a self-signed CA certificate (PEM) that signed nothing.
-func strangerCA(t *testing.T) []byte {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "a stranger"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

@@ -229,6 +229,11 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 				s.commit(batch)
 			}
 			<-s.writer
+			select { // ours was most likely in that batch: done, not another round
+			case err := <-j.done:
+				return err
+			default:
+			}
 		case <-ctx.Done():
 			s.mu.Lock()
 			for i, q := range s.queue {
