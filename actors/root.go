@@ -156,8 +156,10 @@ func (r *root) Receive(ctx actor.Context) {
 		}
 		r.opts.Log.Error().Err(msg.err).Str("op", msg.op).Int64("term", msg.fence.Term).
 			Msg("a write was refused by the fence: another node leads now; stopping the graph")
-		countChange("fenced")
 		r.stopGraph(ctx, false)
+		// The elector, if it still thinks it leads, reports the loss as
+		// Changed{Reason: "fenced"}, which is where it is counted: counting
+		// here too made one loss two.
 		ctx.Send(r.leadership, leadership.Fenced{})
 	case shutdown:
 		r.stopping = true

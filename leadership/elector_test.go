@@ -267,3 +267,28 @@ func TestSlowSideCallsDoNotDelayRenewals(t *testing.T) {
 		t.Fatal("the trust window closed on a slow but working database")
 	}
 }
+
+// A single node whose write was refused by the fence (a cluster has been
+// elected into its database) reports the loss once, however many writes
+// were refused.
+func TestSingleNodeReportsAFenceOnce(t *testing.T) {
+	system := actor.NewActorSystem()
+	events := make(chan any, 8)
+	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &probe{props: leadership.NewSingleNode(), events: events}
+	}))
+	defer system.Root.Stop(pid)
+	n := &node{id: "single", events: events}
+	n.wantChanged(t, 5*time.Second, true, "single-node")
+	child := actor.NewPID(system.Address(), pid.Id+"/leadership")
+	system.Root.Send(child, leadership.Fenced{})
+	system.Root.Send(child, leadership.Fenced{})
+	if lost := n.wantChanged(t, 5*time.Second, false, "fenced"); lost.Fence != (storage.Fence{}) {
+		t.Fatalf("lost fence %+v, want the zero fence", lost.Fence)
+	}
+	select {
+	case e := <-events:
+		t.Fatalf("a second report: %#v", e)
+	case <-time.After(200 * time.Millisecond):
+	}
+}

@@ -9,16 +9,24 @@ import (
 // SingleNode is the leadership actor of a node that is not clustered: it is
 // the leader of term 0 from the start, with the zero fence (which matches
 // only a lease row no cluster node was ever elected into).
-type SingleNode struct{}
+type SingleNode struct{ lost bool }
 
 // NewSingleNode returns the props of the single-node leadership actor.
 func NewSingleNode() *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return &SingleNode{} })
 }
 
-// Receive implements actor.Actor.
-func (SingleNode) Receive(ctx actor.Context) {
-	if _, ok := ctx.Message().(*actor.Started); ok {
+// Receive implements actor.Actor. A fenced write (a cluster has been
+// elected into this database since) ends its leadership for good: it
+// reports the loss, and never leads again.
+func (n *SingleNode) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
 		ctx.Send(ctx.Parent(), Changed{Leader: true, Fence: storage.Fence{}, Reason: "single-node"})
+	case Fenced:
+		if !n.lost {
+			n.lost = true
+			ctx.Send(ctx.Parent(), Changed{Leader: false, Fence: storage.Fence{}, Reason: "fenced"})
+		}
 	}
 }
