@@ -90,6 +90,14 @@ type Store interface {
 	QueueClaimNext(ctx context.Context, p QueueClaimNextParams) (QueueClaim, error)
 	// QueueComplete marks a claimed row done.
 	QueueComplete(ctx context.Context, p QueueCompleteParams) error
+	// QueueAdvance is QueueComplete of p.Claim followed by QueueClaimNext
+	// of p.Lane, in one transaction: the hot path of a delivering lane, one
+	// write per delivered row instead of two. A claim that is no longer
+	// current is not an error here (Completed is false, as QueueComplete's
+	// ErrClaimLost), nor is a lane with nothing claimable (Next is nil, as
+	// QueueClaimNext's ErrNoWork). A stale fence is ErrFenced and changes
+	// nothing.
+	QueueAdvance(ctx context.Context, p QueueAdvanceParams) (QueueAdvanced, error)
 	// QueueRetry puts a claimed row back to pending, due after p.Delay. It
 	// stays its lane's head, so the lane waits for it.
 	QueueRetry(ctx context.Context, p QueueRetryParams) error
@@ -385,6 +393,28 @@ type Claim struct {
 type QueueCompleteParams struct {
 	Fence Fence
 	Claim Claim
+}
+
+// QueueAdvanceParams are the arguments of Store.QueueAdvance: the claim to
+// complete and the lane whose next head to claim (the claim's own lane).
+type QueueAdvanceParams struct {
+	Fence Fence
+	Claim Claim
+	// Lane, Owner and LeaseTTL are those of QueueClaimNextParams.
+	Lane     string
+	Owner    string
+	LeaseTTL time.Duration
+}
+
+// QueueAdvanced is the outcome of Store.QueueAdvance.
+type QueueAdvanced struct {
+	// Completed is false when the claim was no longer current (its lease
+	// expired and the row was reclaimed, or it is gone): the row will be
+	// delivered again, as after QueueComplete's ErrClaimLost.
+	Completed bool
+	// Next is the lane's next head, claimed, or nil when the lane has
+	// nothing claimable now.
+	Next *QueueClaim
 }
 
 // QueueRetryParams are the arguments of Store.QueueRetry.

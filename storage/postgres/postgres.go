@@ -49,7 +49,8 @@ type Options struct {
 
 // Store is the PostgreSQL storage.Store.
 type Store struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	lanes laneBatcher
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -74,7 +75,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open pool to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
-	return &Store{pool: pool}, nil
+	s := &Store{pool: pool}
+	s.lanes.s = s
+	return s, nil
 }
 
 // Pool exposes the pool for the few PostgreSQL-only features (LISTEN).
@@ -159,8 +162,8 @@ func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx pgx.Tx) 
 	})
 }
 
-// fencedBatch is fenced in one round trip, for the hot paths (ingest, claim,
-// complete): the fence and the statements queued on b go out as one
+// fencedBatch is fenced in one round trip, for the hot paths (ingest, the
+// lanes' batches, claim updates): the fence and the statements queued on b go out as one
 // pipelined batch, which PostgreSQL runs as one implicit transaction. The
 // fence raises when it fails, so that transaction aborts before any write
 // of it runs. read takes the statements' results in order.
@@ -381,27 +384,30 @@ func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) 
 }
 
 // QueueClaimNext implements storage.Store: fence, reclaim the stranded head,
-// claim the head if it is pending and due; see queue_claim_next.sql.
+// claim the head if it is pending and due; see queue_claim_next.sql. It is
+// combined with other lanes' writes (lanebatch.go).
 func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
-	var c storage.QueueClaim
-	err := s.fencedBatch(ctx, p.Fence, func(b *pgx.Batch) {
-		b.Queue(queries.Get("queue_reclaim_stranded_head"), p.Lane)
-		b.Queue(queries.Get("queue_claim_next"), p.Lane, p.Owner, storage.Seconds(p.LeaseTTL))
-	}, func(br pgx.BatchResults) error {
-		if _, err := br.Exec(); err != nil {
-			return fmt.Errorf("reclaim stranded head: %w", err)
-		}
-		dest := append(queueRowDest(&c.Row), &c.Payload, &c.ControlID)
-		err := br.QueryRow().Scan(dest...)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return storage.ErrNoWork
-		}
-		return err
-	})
-	if errors.Is(err, storage.ErrNoWork) {
-		return c, err
+	w := &laneWrite{ctx: ctx, fence: p.Fence, lane: p.Lane, owner: p.Owner, ttl: p.LeaseTTL}
+	s.lanes.do(w)
+	switch {
+	case w.err != nil:
+		return storage.QueueClaim{}, wrap("queue claim in lane "+p.Lane, w.err)
+	case w.next == nil:
+		return storage.QueueClaim{}, storage.ErrNoWork
 	}
-	return c, wrap("queue claim in lane "+p.Lane, err)
+	return *w.next, nil
+}
+
+// QueueAdvance implements storage.Store, combined with other lanes' writes
+// (lanebatch.go).
+func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) (storage.QueueAdvanced, error) {
+	c := p.Claim
+	w := &laneWrite{ctx: ctx, fence: p.Fence, complete: &c, lane: p.Lane, owner: p.Owner, ttl: p.LeaseTTL}
+	s.lanes.do(w)
+	if w.err != nil {
+		return storage.QueueAdvanced{}, wrap(fmt.Sprintf("queue advance of row %d attempt %d in lane %s", c.ID, c.Attempt, p.Lane), w.err)
+	}
+	return storage.QueueAdvanced{Completed: w.completed, Next: w.next}, nil
 }
 
 // claimUpdate runs one of the statements that act on a current claim and
@@ -423,9 +429,17 @@ func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c s
 	return wrap(fmt.Sprintf("%s of queue row %d attempt %d", op, c.ID, c.Attempt), err)
 }
 
-// QueueComplete implements storage.Store.
+// QueueComplete implements storage.Store, combined with other lanes' writes
+// (lanebatch.go).
 func (s *Store) QueueComplete(ctx context.Context, p storage.QueueCompleteParams) error {
-	return s.claimUpdate(ctx, "queue_complete", p.Fence, p.Claim)
+	c := p.Claim
+	w := &laneWrite{ctx: ctx, fence: p.Fence, complete: &c}
+	s.lanes.do(w)
+	err := w.err
+	if err == nil && !w.completed {
+		err = missingOr(ctx, s.pool, c.ID, storage.ErrClaimLost)
+	}
+	return wrap(fmt.Sprintf("queue complete of row %d attempt %d", c.ID, c.Attempt), err)
 }
 
 // QueueRetry implements storage.Store.

@@ -708,26 +708,14 @@ func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) 
 // QueueClaimNext implements storage.Store: fence, reclaim the stranded head,
 // claim the head if it is pending and due; see queue_claim_next.sql.
 func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
-	var c storage.QueueClaim
+	var c *storage.QueueClaim
 	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
-		reclaim, err := s.prepared(ctx, tx, queries.Get("queue_reclaim_stranded_head"))
-		if err != nil {
-			return err
-		}
-		if _, err := reclaim.ExecContext(ctx, p.Lane); err != nil {
-			return fmt.Errorf("reclaim stranded head: %w", err)
-		}
-		claim, err := s.prepared(ctx, tx, queries.Get("queue_claim_next"))
-		if err != nil {
-			return err
-		}
-		dest := append(queueRowDest(&c.Row), &c.Payload, &c.ControlID)
-		err = claim.QueryRowContext(ctx, p.Lane, p.Owner, millis(p.LeaseTTL)).Scan(dest...)
-		if errors.Is(err, sql.ErrNoRows) {
+		var err error
+		if c, err = s.claimHead(ctx, tx, p.Lane, p.Owner, p.LeaseTTL); err == nil && c == nil {
 			// Rolls the reclaim back too, as in PostgreSQL: a reclaimed
 			// head is always due (it was due when claimed), so a reclaim
 			// that is not followed by a claim has changed nothing.
-			return storage.ErrNoWork
+			err = storage.ErrNoWork
 		}
 		return err
 	})
@@ -737,34 +725,81 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 	if err != nil {
 		return storage.QueueClaim{}, wrap("queue claim in lane "+p.Lane, err)
 	}
+	return *c, nil
+}
+
+// QueueAdvance implements storage.Store: the completion and the claim in
+// one write (one savepoint of a group commit).
+func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) (storage.QueueAdvanced, error) {
+	var out storage.QueueAdvanced
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		n, err := s.updateClaim(ctx, tx, "queue_complete", p.Claim)
+		if err != nil {
+			return fmt.Errorf("complete: %w", err)
+		}
+		out.Completed = n == 1
+		out.Next, err = s.claimHead(ctx, tx, p.Lane, p.Owner, p.LeaseTTL)
+		return err
+	})
+	if err != nil {
+		return storage.QueueAdvanced{}, wrap(fmt.Sprintf("queue advance of row %d attempt %d in lane %s", p.Claim.ID, p.Claim.Attempt, p.Lane), err)
+	}
+	return out, nil
+}
+
+// claimHead is steps 1 to 3 of the lane claim in tx: it returns the claimed
+// head, or nil when the lane has nothing claimable.
+func (s *Store) claimHead(ctx context.Context, tx *sql.Tx, lane, owner string, ttl time.Duration) (*storage.QueueClaim, error) {
+	reclaim, err := s.prepared(ctx, tx, queries.Get("queue_reclaim_stranded_head"))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := reclaim.ExecContext(ctx, lane); err != nil {
+		return nil, fmt.Errorf("reclaim stranded head: %w", err)
+	}
+	claim, err := s.prepared(ctx, tx, queries.Get("queue_claim_next"))
+	if err != nil {
+		return nil, err
+	}
+	var c storage.QueueClaim
+	err = claim.QueryRowContext(ctx, lane, owner, millis(ttl)).Scan(append(queueRowDest(&c.Row), &c.Payload, &c.ControlID)...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	if c.Payload == nil { // NOT NULL: an empty blob
 		c.Payload = []byte{}
 	}
-	return c, nil
+	return &c, nil
 }
 
 // claimUpdate runs one of the statements that act on a current claim and
 // tells ErrNotFound from ErrClaimLost when it matched nothing.
 func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c storage.Claim, args ...any) error {
 	err := s.fenced(ctx, f, func(tx *sql.Tx) error {
-		update, err := s.prepared(ctx, tx, queries.Get(op))
-		if err != nil {
+		n, err := s.updateClaim(ctx, tx, op, c, args...)
+		if err != nil || n == 1 {
 			return err
-		}
-		res, err := update.ExecContext(ctx, append([]any{c.ID, c.Owner, c.Attempt}, args...)...)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 1 {
-			return nil
 		}
 		return missingOr(ctx, tx, c.ID, storage.ErrClaimLost)
 	})
 	return wrap(fmt.Sprintf("%s of queue row %d attempt %d", op, c.ID, c.Attempt), err)
+}
+
+// updateClaim runs op on the row of claim c in tx and returns the rows it
+// changed: 1, or 0 when the claim is no longer current.
+func (s *Store) updateClaim(ctx context.Context, tx *sql.Tx, op string, c storage.Claim, args ...any) (int64, error) {
+	update, err := s.prepared(ctx, tx, queries.Get(op))
+	if err != nil {
+		return 0, err
+	}
+	res, err := update.ExecContext(ctx, append([]any{c.ID, c.Owner, c.Attempt}, args...)...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // QueueComplete implements storage.Store.

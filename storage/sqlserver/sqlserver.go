@@ -649,20 +649,13 @@ func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) 
 // head, reclaim it if stranded, claim it if pending and due; see
 // queue_claim_next.sql.
 func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
-	var c storage.QueueClaim
-	args := append([]any{sql.Named("lane", p.Lane), sql.Named("owner", p.Owner)}, span("ttl", p.LeaseTTL)...)
+	var c *storage.QueueClaim
 	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
-		var x queueRowScan
-		c = storage.QueueClaim{}
-		err := tx.QueryRowContext(ctx, queries.Get("queue_claim_next"), args...).Scan(append(x.dest(), &c.Payload, &c.ControlID)...)
-		if errors.Is(err, sql.ErrNoRows) {
-			return storage.ErrNoWork
+		var err error
+		if c, err = claimHead(ctx, tx, p.Lane, p.Owner, p.LeaseTTL); err == nil && c == nil {
+			err = storage.ErrNoWork
 		}
-		if err != nil {
-			return err
-		}
-		c.Row = x.row()
-		return nil
+		return err
 	})
 	if errors.Is(err, storage.ErrNoWork) {
 		return storage.QueueClaim{}, err
@@ -670,25 +663,69 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 	if err != nil {
 		return storage.QueueClaim{}, wrap("queue claim in lane "+p.Lane, err)
 	}
-	return c, nil
+	return *c, nil
+}
+
+// QueueAdvance implements storage.Store: the completion and the claim in
+// one fenced transaction.
+func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) (storage.QueueAdvanced, error) {
+	var out storage.QueueAdvanced
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		n, err := updateClaim(ctx, tx, "queue_complete", p.Claim)
+		if err != nil {
+			return fmt.Errorf("complete: %w", err)
+		}
+		out.Completed = n == 1
+		out.Next, err = claimHead(ctx, tx, p.Lane, p.Owner, p.LeaseTTL)
+		return err
+	})
+	if err != nil {
+		return storage.QueueAdvanced{}, wrap(fmt.Sprintf("queue advance of row %d attempt %d in lane %s", p.Claim.ID, p.Claim.Attempt, p.Lane), err)
+	}
+	return out, nil
+}
+
+// claimHead runs the lane claim (queue_claim_next.sql) in tx: the claimed
+// head, or nil when the lane has nothing claimable.
+func claimHead(ctx context.Context, tx *sql.Tx, lane, owner string, ttl time.Duration) (*storage.QueueClaim, error) {
+	var (
+		x queueRowScan
+		c storage.QueueClaim
+	)
+	args := append([]any{sql.Named("lane", lane), sql.Named("owner", owner)}, span("ttl", ttl)...)
+	err := tx.QueryRowContext(ctx, queries.Get("queue_claim_next"), args...).Scan(append(x.dest(), &c.Payload, &c.ControlID)...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.Row = x.row()
+	return &c, nil
 }
 
 // claimUpdate runs one of the statements that act on a current claim (each
 // returns how many rows it changed) and tells ErrNotFound from ErrClaimLost
 // when it changed nothing.
 func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c storage.Claim, args ...any) error {
-	all := append([]any{sql.Named("id", c.ID), sql.Named("owner", c.Owner), sql.Named("attempt", c.Attempt)}, args...)
 	err := s.fenced(ctx, f, func(tx *sql.Tx) error {
-		var n int64
-		if err := tx.QueryRowContext(ctx, queries.Get(op), all...).Scan(&n); err != nil {
+		n, err := updateClaim(ctx, tx, op, c, args...)
+		if err != nil || n == 1 {
 			return err
-		}
-		if n == 1 {
-			return nil
 		}
 		return missingOr(ctx, tx, c.ID, storage.ErrClaimLost)
 	})
 	return wrap(fmt.Sprintf("%s of queue row %d attempt %d", op, c.ID, c.Attempt), err)
+}
+
+// updateClaim runs op on the row of claim c in tx and returns the rows it
+// changed (each such statement selects its count): 1, or 0 when the claim
+// is no longer current.
+func updateClaim(ctx context.Context, tx *sql.Tx, op string, c storage.Claim, args ...any) (int64, error) {
+	all := append([]any{sql.Named("id", c.ID), sql.Named("owner", c.Owner), sql.Named("attempt", c.Attempt)}, args...)
+	var n int64
+	err := tx.QueryRowContext(ctx, queries.Get(op), all...).Scan(&n)
+	return n, err
 }
 
 // QueueComplete implements storage.Store.

@@ -182,6 +182,10 @@ func testFencedOperations(t *testing.T, h *harness) {
 		"complete": func(f storage.Fence) error {
 			return h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: f, Claim: claimOf(held)})
 		},
+		"advance": func(f storage.Fence) error {
+			_, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: f, Claim: claimOf(held), Lane: "lab/A", Owner: ownerOf(f), LeaseTTL: time.Minute})
+			return err
+		},
 		"retry": func(f storage.Fence) error {
 			return h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: f, Claim: claimOf(held), Delay: time.Second, Error: "x"})
 		},

@@ -2,6 +2,8 @@ package storagetest
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -360,4 +362,148 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, ids[2]))
+}
+
+// QueueAdvance completes the current claim and claims the lane's next head
+// in one write; a stale claim completes nothing, and an empty or blocked
+// lane claims nothing, neither of which is an error.
+func testAdvance(t *testing.T, h *harness) {
+	ids := h.fill(zero, "lab", "P1", 3)
+	first := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
+	advance := func(c storage.QueueClaim) storage.QueueAdvanced {
+		t.Helper()
+		a, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: claimOf(c), Lane: "lab/P1", Owner: solo, LeaseTTL: time.Minute})
+		if err != nil {
+			t.Fatalf("advance from row %d: %v", c.Row.ID, err)
+		}
+		return a
+	}
+	a := advance(first)
+	if !a.Completed || a.Next == nil || a.Next.Row.ID != ids[1] {
+		t.Fatalf("advance from row %d: %+v, want completed and row %d claimed", ids[0], a, ids[1])
+	}
+	if r := h.queueRow(ids[0]); r.Status != storage.QueueDone || r.LeaseOwner != "" {
+		t.Fatalf("advanced-from row: %+v, want done", r)
+	}
+	second := *a.Next
+	if second.Row.Status != storage.QueueInflight || second.Row.Attempts != 1 || second.Row.LeaseOwner != solo || len(second.Payload) == 0 || second.ControlID == "" {
+		t.Fatalf("claimed by advance: %+v", second)
+	}
+	// The first claim again: it is no longer current, and the lane's head
+	// (the second row) is in flight under a live lease.
+	if a := advance(first); a.Completed || a.Next != nil {
+		t.Fatalf("advance with a stale claim: %+v, want nothing completed, nothing claimed", a)
+	}
+	if r := h.queueRow(ids[1]); r.Status != storage.QueueInflight || r.Attempts != 1 {
+		t.Fatalf("the live head after a stale advance: %+v", r)
+	}
+	// A head backing off blocks the claim half of an advance.
+	third := advance(second).Next
+	if third == nil || third.Row.ID != ids[2] {
+		t.Fatalf("advance from row %d claimed %+v, want row %d", ids[1], third, ids[2])
+	}
+	if err := h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: zero, Claim: claimOf(*third), Delay: time.Hour, Error: "refused"}); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if a := advance(second); a.Completed || a.Next != nil {
+		t.Fatalf("advance past a head backing off: %+v, want nothing", a)
+	}
+	if r := h.queueRow(ids[2]); r.Status != storage.QueuePending || r.Attempts != 1 {
+		t.Fatalf("the backing-off head after an advance: %+v", r)
+	}
+	// The last row of a lane: completed, nothing next.
+	other := h.fill(zero, "lab", "P2", 1)
+	last := h.mustClaim(zero, "lab/P2", time.Minute, other[0])
+	a, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: claimOf(last), Lane: "lab/P2", Owner: solo, LeaseTTL: time.Minute})
+	if err != nil || !a.Completed || a.Next != nil {
+		t.Fatalf("advance from a lane's last row: %+v, %v; want completed, nothing next", a, err)
+	}
+}
+
+// Many lanes advancing at once (which PostgreSQL combines into shared
+// transactions and SQLite into shared commits) each deliver exactly their
+// own rows, in order, once; writes under a stale fence fail alone, changing
+// nothing, while the current term's go through beside them.
+func testAdvanceManyLanes(t *testing.T, h *harness) {
+	const lanes, rows = 24, 40
+	old := h.elect("node-a", time.Minute)
+	if _, err := h.s.LeaseResign(h.ctx, storage.LeaseResignParams{Owner: old.Owner, Term: old.Term}); err != nil {
+		t.Fatalf("resign: %v", err)
+	}
+	cur := h.elect("node-b", time.Minute)
+	want := map[string][]int64{}
+	var batch []storage.NewMessage
+	for r := 0; r < rows; r++ {
+		for l := 0; l < lanes; l++ {
+			batch = append(batch, msg("lab", fmt.Sprint("L", l)))
+		}
+	}
+	for i, id := range h.ingest(cur, batch...) {
+		lane := fmt.Sprint("lab/L", i%lanes)
+		want[lane] = append(want[lane], id)
+	}
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		got    = map[string][]int64{}
+		stale  atomic.Int64
+		failed atomic.Bool
+	)
+	for l := 0; l < lanes; l++ {
+		lane := fmt.Sprint("lab/L", l)
+		wg.Add(2)
+		go func() { // the current leader's lane
+			defer wg.Done()
+			c, err := h.s.QueueClaimNext(h.ctx, storage.QueueClaimNextParams{Fence: cur, Lane: lane, Owner: cur.Owner, LeaseTTL: time.Minute})
+			for err == nil {
+				mu.Lock()
+				got[lane] = append(got[lane], c.Row.ID)
+				mu.Unlock()
+				var a storage.QueueAdvanced
+				a, err = h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: cur, Claim: claimOf(c), Lane: lane, Owner: cur.Owner, LeaseTTL: time.Minute})
+				switch {
+				case err != nil:
+				case !a.Completed:
+					err = fmt.Errorf("row %d was not completed", c.Row.ID)
+				case a.Next == nil:
+					return
+				default:
+					c = *a.Next
+				}
+			}
+			if !errors.Is(err, storage.ErrNoWork) {
+				t.Errorf("lane %s: %v", lane, err)
+				failed.Store(true)
+			}
+		}()
+		go func() { // a deposed leader still trying the same lane
+			defer wg.Done()
+			for i := 0; i < 10 && !failed.Load(); i++ {
+				_, err := h.s.QueueClaimNext(h.ctx, storage.QueueClaimNextParams{Fence: old, Lane: lane, Owner: old.Owner, LeaseTTL: time.Minute})
+				if !errors.Is(err, storage.ErrFenced) {
+					t.Errorf("claim under the old term in %s: want ErrFenced, got %v", lane, err)
+					failed.Store(true)
+					return
+				}
+				stale.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() {
+		return
+	}
+	for lane, ids := range want {
+		if !reflect.DeepEqual(got[lane], ids) {
+			t.Fatalf("lane %s delivered %v, want %v", lane, got[lane], ids)
+		}
+		for _, id := range ids {
+			if r := h.queueRow(id); r.Status != storage.QueueDone || r.Attempts != 1 || r.LeaseOwner != "" {
+				t.Fatalf("row %d of %s: %+v, want done at attempt 1", id, lane, r)
+			}
+		}
+	}
+	if stale.Load() != lanes*10 {
+		t.Fatalf("%d stale claims failed, want %d", stale.Load(), lanes*10)
+	}
 }

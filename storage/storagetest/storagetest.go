@@ -34,6 +34,8 @@ func Run(t *testing.T, newDB Opener) {
 		{"Lane/OtherLanesInterleave", testLanesInterleave},
 		{"Lane/LiveHeadBlocksStrandedHeadReclaimed", testStrandedHead},
 		{"Lane/RacingClaimersNeverBothHold", testClaimRace},
+		{"Lane/AdvanceCompletesAndClaimsNext", testAdvance},
+		{"Lane/ManyLanesAdvanceAtOnce", testAdvanceManyLanes},
 		{"Lease/Election", testLeaseElection},
 		{"Fence/OldTermWritesFailAndChangeNothing", testFencedOperations},
 		{"Recovery/OnlyForeignOwners", testRecoverForeign},

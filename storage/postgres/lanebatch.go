@@ -1,0 +1,297 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/messagefoundry/mf/storage"
+)
+
+// The lanes' claims and completions, combined across lanes.
+//
+// Every delivering lane writes once per row (QueueAdvance: complete the
+// head, claim the next). One transaction per lane write would make
+// PostgreSQL's per-transaction cost (a WAL flush, a round trip, the fence)
+// the engine's delivery rate, and on a small machine that runs out long
+// before the disk does. So the writes that arrive while a batch is in flight
+// wait and go together into the next one: one pipelined round trip, one
+// implicit transaction, one fence check, and one set-based statement each
+// for the completions, the stranded-head reclaims and the claims, however
+// many lanes take part. With one lane it degenerates to one write per
+// transaction, as before.
+//
+// Why combining keeps each lane's guarantees:
+//   - A lane has one write outstanding at a time (its actor waits for it),
+//     so the lanes of one batch are distinct and no two batches in flight
+//     touch the same lane's rows: their row locks cannot deadlock each other.
+//   - The completions run before the claims, so a lane's own completed head
+//     is done when its next head is looked for (QueueAdvance's order).
+//   - All writes of a batch carry the same fence; writes under another
+//     fence (an old graph still winding down) wait for a batch of their own.
+//   - A failure of the batch (a lost fence, a lost connection) aborts its
+//     whole transaction: every write in it fails and none took effect.
+//     Nothing a write can find (a lost claim, an empty lane) is a failure.
+//   - No caller hears of success before the batch's COMMIT.
+
+// maxLaneBatch bounds the writes of one batch, so that a long queue does not
+// make one transaction (and its callers' wait) arbitrarily long.
+const maxLaneBatch = 256
+
+// maxLaneBatchesInFlight is how many batches may be in flight at once: one
+// executes while the next one's writes gather, and a second overlaps the
+// first one's commit.
+const maxLaneBatchesInFlight = 2
+
+// laneWrite is one lane's write: complete a claim, claim the lane's head,
+// or both (in that order).
+type laneWrite struct {
+	ctx      context.Context
+	fence    storage.Fence
+	complete *storage.Claim // nil: nothing to complete
+	lane     string         // "": nothing to claim
+	owner    string
+	ttl      time.Duration
+
+	// Outcome, set by the batch before done is signalled.
+	completed bool
+	next      *storage.QueueClaim
+	err       error
+	// done carries true when the write has its outcome, and false when its
+	// caller is to lead the next batch (at most once: see handed).
+	done chan bool
+	// handed is set, under the batcher's lock, when the write is handed
+	// the lead; from then on it may not be withdrawn, since its caller owes
+	// the batcher that lead.
+	handed bool
+}
+
+// laneBatcher gathers lane writes into batches.
+type laneBatcher struct {
+	s        *Store
+	mu       sync.Mutex
+	queue    []*laneWrite
+	inFlight int
+	// batches and writes count what ran, for tests and the bench.
+	batches, writes atomic.Int64
+}
+
+// do runs w in a batch and returns once its outcome is durable (or failed).
+func (lb *laneBatcher) do(w *laneWrite) {
+	w.done = make(chan bool, 1)
+	lb.mu.Lock()
+	lb.queue = append(lb.queue, w)
+	lead := lb.inFlight < maxLaneBatchesInFlight
+	if lead {
+		lb.inFlight++
+	}
+	lb.mu.Unlock()
+	for {
+		if lead {
+			lb.lead()
+		}
+		select {
+		case finished := <-w.done:
+			if finished {
+				return
+			}
+			lead = true // handed the lead: w is at the front of the queue
+		case <-w.ctx.Done():
+			if lb.withdraw(w) {
+				w.err = w.ctx.Err()
+				return
+			}
+			// A batch has it, or it has just been handed the lead: its
+			// outcome (or its lead) is still to come.
+			if finished := <-w.done; finished {
+				return
+			}
+			lead = true
+		}
+	}
+}
+
+// withdraw takes w out of the queue if no batch has taken it yet and it has
+// not been handed the lead.
+func (lb *laneBatcher) withdraw(w *laneWrite) bool {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	if w.handed {
+		return false
+	}
+	for i, q := range lb.queue {
+		if q == w {
+			lb.queue = append(lb.queue[:i:i], lb.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// lead runs one batch from the front of the queue, then hands the lead to
+// the next waiting write, or gives the slot back if there is none.
+func (lb *laneBatcher) lead() {
+	lb.mu.Lock()
+	batch := lb.take()
+	lb.mu.Unlock()
+	if len(batch) > 0 {
+		lb.batches.Add(1)
+		lb.writes.Add(int64(len(batch)))
+		lb.run(batch)
+	}
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	for _, w := range lb.queue {
+		if !w.handed {
+			// Its caller leads the next batch. Its done is empty: it is
+			// in no batch yet, and it has not been handed the lead before.
+			w.handed = true
+			w.done <- false
+			return
+		}
+	}
+	lb.inFlight--
+}
+
+// take removes the next batch from the queue: up to maxLaneBatch writes
+// with the fence of the first one. Callers hold lb.mu.
+func (lb *laneBatcher) take() []*laneWrite {
+	if len(lb.queue) == 0 {
+		return nil
+	}
+	fence := lb.queue[0].fence
+	var batch, rest []*laneWrite
+	for _, w := range lb.queue {
+		if w.fence == fence && len(batch) < maxLaneBatch {
+			batch = append(batch, w)
+		} else {
+			rest = append(rest, w)
+		}
+	}
+	lb.queue = rest
+	return batch
+}
+
+// run executes batch and signals every write's outcome. A deadlock (with
+// the sweep or promotion recovery, which lock many rows in their own order)
+// aborts the whole transaction, so the batch is simply run again.
+func (lb *laneBatcher) run(batch []*laneWrite) {
+	// The transaction serves several callers: it is cancelled only once
+	// every one of them has given up, since cancelling it fails them all.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
+	defer cancel()
+	waiting := len(batch)
+	var mu sync.Mutex
+	for _, w := range batch {
+		stop := context.AfterFunc(w.ctx, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if waiting--; waiting == 0 {
+				cancel()
+			}
+		})
+		defer stop()
+	}
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = lb.exec(ctx, batch)
+		var pgErr *pgconn.PgError
+		if attempt < 3 && errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+			continue
+		}
+		break
+	}
+	for _, w := range batch {
+		if err != nil {
+			w.completed, w.next, w.err = false, nil, err
+		}
+		w.done <- true
+	}
+}
+
+// exec sends the batch as one pipelined implicit transaction: the fence,
+// the completions, the stranded-head reclaims and the claims.
+func (lb *laneBatcher) exec(ctx context.Context, batch []*laneWrite) error {
+	var (
+		ids, attempts  []int64
+		owners         []string
+		lanes, lessees []string
+		ttls           []float64
+		claimers       = map[string]*laneWrite{}
+	)
+	for _, w := range batch {
+		w.completed, w.next = false, nil
+		if c := w.complete; c != nil {
+			ids, owners, attempts = append(ids, c.ID), append(owners, c.Owner), append(attempts, c.Attempt)
+		}
+		if w.lane != "" {
+			if _, dup := claimers[w.lane]; dup {
+				continue // not from the lanes (one write each); the first one claims
+			}
+			claimers[w.lane] = w
+			lanes, lessees, ttls = append(lanes, w.lane), append(lessees, w.owner), append(ttls, storage.Seconds(w.ttl))
+		}
+	}
+	completedIDs := map[int64]bool{}
+	err := lb.s.fencedBatch(ctx, batch[0].fence, func(b *pgx.Batch) {
+		if len(ids) > 0 {
+			b.Queue(queries.Get("queue_complete"), ids, owners, attempts)
+		}
+		if len(lanes) > 0 {
+			b.Queue(queries.Get("queue_reclaim_stranded_head"), lanes)
+			b.Queue(queries.Get("queue_claim_next"), lanes, lessees, ttls)
+		}
+	}, func(br pgx.BatchResults) error {
+		if len(ids) > 0 {
+			rows, err := br.Query()
+			if err != nil {
+				return fmt.Errorf("complete: %w", err)
+			}
+			done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				return fmt.Errorf("complete: %w", err)
+			}
+			for _, id := range done {
+				completedIDs[id] = true
+			}
+		}
+		if len(lanes) == 0 {
+			return nil
+		}
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("reclaim stranded heads: %w", err)
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c storage.QueueClaim
+			if err := rows.Scan(append(queueRowDest(&c.Row), &c.Payload, &c.ControlID)...); err != nil {
+				return fmt.Errorf("claim: %w", err)
+			}
+			if w := claimers[c.Row.Lane]; w != nil {
+				w.next = &c
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, w := range batch {
+		w.completed = w.complete != nil && completedIDs[w.complete.ID]
+		w.err = nil
+	}
+	return nil
+}
