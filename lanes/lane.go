@@ -55,6 +55,9 @@ type laneActor struct {
 	looping bool // a next is queued or a row is in hand
 	wakes   int  // Wake messages seen, echoed in idle
 	timer   scheduler.CancelFunc
+	// head is the lane's next row, claimed by the write that recorded the
+	// previous delivery (QueueAdvance) and sent at the next step.
+	head *storage.QueueClaim
 }
 
 // Receive implements actor.Actor.
@@ -79,6 +82,24 @@ func (l *laneActor) Receive(ctx actor.Context) {
 		if l.timer != nil {
 			l.timer()
 		}
+		l.giveBack()
+	}
+}
+
+// giveBack re-pends a head claimed but not sent when the lane stops (a
+// clean shutdown: the graph's context is still live), so that the next
+// leader need not wait for its lease. On a demotion the context is gone and
+// the call fails at once; promotion recovery re-pends the row instead.
+func (l *laneActor) giveBack() {
+	if l.head == nil {
+		return
+	}
+	c := l.head
+	l.head = nil
+	claim := storage.Claim{ID: c.Row.ID, Owner: c.Row.LeaseOwner, Attempt: c.Row.Attempts}
+	err := l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: claim, Error: "not sent: the lane stopped first"})
+	if err != nil && l.env.Ctx.Err() == nil {
+		l.log.Warn().Err(err).Int64("queue_id", c.Row.ID).Msg("could not give back a claimed message on stopping; it is delivered again once its lease expires")
 	}
 }
 
@@ -108,28 +129,33 @@ func (l *laneActor) step(ctx actor.Context) {
 		l.looping = false
 		return
 	}
-	if !l.env.Trust() {
-		// Leadership is in doubt (a renewal is late): wait, the elector
-		// either renews or fences, and a fence stops this graph.
-		l.wakeAfter(ctx, distrustPause)
-		return
-	}
-	c, err := l.env.Store.QueueClaimNext(l.env.Ctx, storage.QueueClaimNextParams{
-		Fence: l.env.Fence, Lane: l.lane, Owner: l.env.Owner, LeaseTTL: l.env.Config.Store.LeaseTTL(),
-	})
-	switch {
-	case errors.Is(err, storage.ErrNoWork):
-		l.looping = false
-		ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes})
-		return
-	case err != nil:
-		l.storeFailed(ctx, "claim", err)
-		return
+	c := l.head
+	l.head = nil
+	if c == nil {
+		if !l.env.Trust() {
+			// Leadership is in doubt (a renewal is late): wait, the elector
+			// either renews or fences, and a fence stops this graph.
+			l.wakeAfter(ctx, distrustPause)
+			return
+		}
+		claimed, err := l.env.Store.QueueClaimNext(l.env.Ctx, storage.QueueClaimNextParams{
+			Fence: l.env.Fence, Lane: l.lane, Owner: l.env.Owner, LeaseTTL: l.env.Config.Store.LeaseTTL(),
+		})
+		switch {
+		case errors.Is(err, storage.ErrNoWork):
+			l.drained(ctx)
+			return
+		case err != nil:
+			l.storeFailed(ctx, "claim", err)
+			return
+		}
+		c = &claimed
 	}
 
 	log := l.log.With().Int64("queue_id", c.Row.ID).Int64("message_id", c.Row.MessageID).
 		Str("control_id", c.ControlID).Int64("attempt", c.Row.Attempts).Logger()
 	claim := storage.Claim{ID: c.Row.ID, Owner: c.Row.LeaseOwner, Attempt: c.Row.Attempts}
+	var err error
 	if !l.env.Trust() {
 		// Checked again right before the send: a process frozen past its
 		// trust window (SIGSTOP, a VM pause) must not deliver on waking;
@@ -148,13 +174,8 @@ func (l *laneActor) step(ctx actor.Context) {
 	elapsed := time.Since(start)
 
 	if sendErr == nil {
-		called := time.Now()
-		err = l.env.Store.QueueComplete(l.env.Ctx, storage.QueueCompleteParams{Fence: l.env.Fence, Claim: claim})
 		observeDelivery(l.dest.Name, "delivered", elapsed)
-		if err == nil {
-			log.Debug().Dur("took", elapsed).Time("call_started", called).Msg("delivered")
-		}
-		l.finished(ctx, log, "complete", err)
+		l.advance(ctx, log, claim, elapsed)
 		return
 	}
 
@@ -183,10 +204,53 @@ func (l *laneActor) step(ctx actor.Context) {
 	observeDelivery(l.dest.Name, "blocked", elapsed)
 	log.Error().Err(forLog(sendErr, l.env.logPayloads())).Bool("rejected", permanent).Msg("delivery given up: the lane is blocked until an operator retries or skips this message (POST /queue/{id}/retry or /skip)")
 	if l.finished(ctx, log, "hold", err) {
-		l.looping = false
-		ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes})
+		l.drained(ctx)
 	}
 }
+
+// advance records a delivery and, in the same write, claims the lane's next
+// row (QueueAdvance), which the next step sends. While leadership is in
+// doubt it only records the delivery: nothing new is claimed then.
+func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage.Claim, took time.Duration) {
+	called := time.Now()
+	if !l.env.Trust() {
+		err := l.env.Store.QueueComplete(l.env.Ctx, storage.QueueCompleteParams{Fence: l.env.Fence, Claim: claim})
+		if err == nil {
+			log.Debug().Dur("took", took).Time("call_started", called).Msg("delivered")
+		}
+		l.finished(ctx, log, "complete", err)
+		return
+	}
+	a, err := l.env.Store.QueueAdvance(l.env.Ctx, storage.QueueAdvanceParams{
+		Fence: l.env.Fence, Claim: claim, Lane: l.lane, Owner: l.env.Owner, LeaseTTL: l.env.Config.Store.LeaseTTL(),
+	})
+	if err != nil {
+		l.storeFailed(ctx, "advance", err)
+		return
+	}
+	if a.Completed {
+		log.Debug().Dur("took", took).Time("call_started", called).Msg("delivered")
+	} else {
+		log.Warn().Str("op", "advance").Msg(claimLostMsg)
+	}
+	if a.Next == nil {
+		l.drained(ctx)
+		return
+	}
+	l.head = a.Next
+	ctx.Send(ctx.Self(), next{})
+}
+
+// drained ends the loop: the lane has nothing it can claim now, and tells
+// the manager so (which stops it unless a Wake is on its way).
+func (l *laneActor) drained(ctx actor.Context) {
+	l.looping = false
+	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes})
+}
+
+// claimLostMsg is logged when a delivery's claim was no longer current when
+// it was recorded: the row was reclaimed and will be delivered again.
+const claimLostMsg = "row lease expired before the delivery was recorded; the message will be delivered again"
 
 // finished handles the store's answer to the write that ends a delivery and
 // reports whether the lane should carry on with its own scheduling (true) or
@@ -197,7 +261,7 @@ func (l *laneActor) finished(ctx actor.Context, log zerolog.Logger, op string, e
 	case errors.Is(err, storage.ErrClaimLost):
 		// The lease ran out and the row was reclaimed: it will be delivered
 		// again (at least once). Nothing to undo here.
-		log.Warn().Str("op", op).Msg("row lease expired before the delivery was recorded; the message will be delivered again")
+		log.Warn().Str("op", op).Msg(claimLostMsg)
 	default:
 		l.storeFailed(ctx, op, err)
 		return false

@@ -297,28 +297,50 @@ func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
 	return out, nil
 }
 
-// MessageIngest implements storage.Store. The batch is pipelined: one round
-// trip for all its statements inside the transaction.
+// MessageIngest implements storage.Store: the fence, the ingest lock and
+// one set-based statement for the whole batch, in one round trip.
 func (s *Store) MessageIngest(ctx context.Context, p storage.MessageIngestParams) ([]storage.IngestedMessage, error) {
-	out := make([]storage.IngestedMessage, len(p.Messages))
+	n := len(p.Messages)
+	var (
+		inbound, controlID, msgType, status, msgErr = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		payload                                     = make([][]byte, n)
+		msgOf                                       []int64
+		dests, lanes                                []string
+	)
+	for i, m := range p.Messages {
+		inbound[i], controlID[i], msgType[i], payload[i], status[i], msgErr[i] = m.Inbound, m.ControlID, m.MessageType, m.Payload, m.Status, m.Error
+		if payload[i] == nil {
+			payload[i] = []byte{} // NOT NULL: an empty message is stored empty
+		}
+		for _, d := range m.Deliveries {
+			msgOf, dests, lanes = append(msgOf, int64(i+1)), append(dests, d.Destination), append(lanes, d.Lane)
+		}
+	}
+	out := make([]storage.IngestedMessage, 0, n)
 	err := s.fencedBatch(ctx, p.Fence, func(b *pgx.Batch) {
 		b.Queue(queries.Get("message_ingest_lock"))
-		for _, m := range p.Messages {
-			dests := make([]string, len(m.Deliveries))
-			lanes := make([]string, len(m.Deliveries))
-			for i, d := range m.Deliveries {
-				dests[i], lanes[i] = d.Destination, d.Lane
-			}
-			b.Queue(queries.Get("message_ingest"), m.Inbound, m.ControlID, m.MessageType, m.Payload, m.Status, m.Error, dests, lanes)
-		}
+		b.Queue(queries.Get("message_ingest"), inbound, controlID, msgType, payload, status, msgErr, msgOf, dests, lanes)
 	}, func(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("take ingest lock: %w", err)
 		}
-		for i := range p.Messages {
-			if err := br.QueryRow().Scan(&out[i].MessageID, &out[i].QueueIDs); err != nil {
-				return fmt.Errorf("insert message %d of %d: %w", i+1, len(p.Messages), err)
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("insert %d messages: %w", n, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var m storage.IngestedMessage
+			if err := rows.Scan(&m.MessageID, &m.QueueIDs); err != nil {
+				return fmt.Errorf("insert %d messages: %w", n, err)
 			}
+			out = append(out, m)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("insert %d messages: %w", n, err)
+		}
+		if len(out) != n {
+			return fmt.Errorf("insert %d messages: %d stored", n, len(out))
 		}
 		return nil
 	})

@@ -1,7 +1,10 @@
--- Lane claim, steps 2 and 3, in the same transaction as the fence check and
--- queue_reclaim_stranded_head.sql, for the lanes in $1 at once (lanebatch.go
--- combines the lanes' writes): $2 and $3 are each lane's lease owner and
--- lease seconds. Each lane is looked at on its own, exactly as if alone.
+-- The lane claim, in one statement, in the same transaction as the fence
+-- check (fence.sql): find the lane's head; if it is a stranded head (in
+-- flight under an expired lease) reclaim it, or if it is pending, not held
+-- and due, claim it: inflight under this node's lease, one attempt more.
+-- The reclaim and the claim are one UPDATE, so a stranded head goes straight
+-- to its new lease. One statement per lane, even in a lanes' batch
+-- (lanebatch.go).
 --
 -- THE FIFO ARGUMENT. A lane delivers its rows in id order, one at a time,
 -- across crashes and failovers, because:
@@ -12,43 +15,42 @@
 --       lane waits. So row n+1 is claimed only once row n is
 --       done or dead.
 --   (b) Ids become visible in id order: ingest transactions are serialised
---       (message_ingest_lock.sql), so no claimer can see id n+1 while id n
---       is still uncommitted.
+--       (message_ingest_lock.sql) and give a batch's queue ids in batch
+--       order, so no claimer can see id n+1 while id n is still uncommitted.
 --   (c) A head left inflight by a crashed or fenced leader (a stranded head)
---       is reclaimed to pending by step 1 as soon as its lease expires, or by
---       promotion recovery at once, and is then the head again: it is
+--       is still the head: it is reclaimed by this statement as soon as its
+--       lease expires (or re-pended by promotion recovery at once) and
 --       re-delivered before anything newer of its lane. Retry and recovery
 --       re-pend a row in place, keeping its id.
 --   (d) Two claimers of one lane cannot both win: FOR UPDATE locks the head;
---       the second waits, re-reads it as inflight and claims nothing. (The
---       engine never has two: a lane has one actor, and it has one write
---       outstanding at a time; see lanebatch.go.)
+--       the second waits, re-reads it as inflight under a live lease (or
+--       done) and claims nothing. (The engine never has two: a lane has one
+--       actor, with one write outstanding at a time; see lanebatch.go.)
 --   (e) The fence (fence.sql, FOR SHARE on the lease row) means only the
 --       current term's leader can claim; a paused old leader's claim fails.
 -- A row may be delivered more than once (at least once), never out of order.
+-- The shape matters: every condition is on the head (the CTE), and the
+-- UPDATE finds its row by primary key only. With conditions on the updated
+-- row itself, a plan made while the queue was nearly empty looked rows up by
+-- status and ran the head lookup once per pending row.
 WITH head AS (
-    SELECT h.id, w.lessee, w.ttl
-      FROM unnest($1::text[], $2::text[], $3::float8[]) AS w(lane, lessee, ttl)
-     CROSS JOIN LATERAL (
-            SELECT id, status, next_attempt_at, held
-              FROM mf_queue
-             WHERE lane = w.lane AND status IN ('pending', 'inflight')
-             ORDER BY id
-             LIMIT 1
-               FOR UPDATE
-           ) h
-     WHERE h.status = 'pending'
-       AND NOT h.held
-       AND h.next_attempt_at <= now()
+    SELECT id, status, next_attempt_at, held, lease_expires_at
+      FROM mf_queue
+     WHERE lane = $1 AND status IN ('pending', 'inflight')
+     ORDER BY id
+     LIMIT 1
+       FOR UPDATE
 )
 UPDATE mf_queue q
    SET status = 'inflight',
-       lease_owner = head.lessee,
-       lease_expires_at = now() + make_interval(secs => head.ttl),
+       lease_owner = $2,
+       lease_expires_at = now() + make_interval(secs => $3),
        attempts = q.attempts + 1,
        updated_at = now()
   FROM head, mf_messages m
  WHERE q.id = head.id
+   AND ((head.status = 'pending' AND NOT head.held AND head.next_attempt_at <= now())
+        OR (head.status = 'inflight' AND head.lease_expires_at <= now()))
    AND m.id = q.message_id
 RETURNING q.id, q.message_id, q.destination, q.lane, q.status, q.attempts, q.next_attempt_at,
           q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at, q.held,

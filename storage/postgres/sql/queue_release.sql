@@ -2,4 +2,4 @@
 -- being delivered, one finished has nothing left to retry.
 UPDATE mf_queue
    SET held = false, next_attempt_at = now(), updated_at = now()
- WHERE id = $1 AND status = 'pending'
+ WHERE id = $1 AND (status = 'pending') IS TRUE -- see queue_complete.sql

@@ -3,4 +3,4 @@ UPDATE mf_queue
    SET status = 'pending', lease_owner = '', lease_expires_at = NULL,
        next_attempt_at = now() + make_interval(secs => $4),
        last_error = $5, updated_at = now()
- WHERE id = $1 AND status = 'inflight' AND lease_owner = $2 AND attempts = $3
+ WHERE id = $1 AND (status = 'inflight' AND lease_owner = $2 AND attempts = $3) IS TRUE -- see queue_complete.sql

@@ -1,0 +1,168 @@
+package lanes
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/sqlite"
+)
+
+// countingStore counts the lane writes that reach the store.
+type countingStore struct {
+	storage.Store
+	claims, completes, advances atomic.Int64
+}
+
+func (c *countingStore) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
+	c.claims.Add(1)
+	return c.Store.QueueClaimNext(ctx, p)
+}
+
+func (c *countingStore) QueueComplete(ctx context.Context, p storage.QueueCompleteParams) error {
+	c.completes.Add(1)
+	return c.Store.QueueComplete(ctx, p)
+}
+
+func (c *countingStore) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) (storage.QueueAdvanced, error) {
+	c.advances.Add(1)
+	return c.Store.QueueAdvance(ctx, p)
+}
+
+// laneFixture is one HTTP destination "emr", a SQLite store holding rows of
+// lane emr/P1, and a lane manager over them.
+type laneFixture struct {
+	ctx     context.Context
+	store   *countingStore
+	system  *actor.ActorSystem
+	manager *actor.PID
+	ids     []int64
+}
+
+func newLaneFixture(t *testing.T, url string, rows int) *laneFixture {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cfg, err := config.Parse([]byte(`
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "127.0.0.1:2575"
+
+[[outbound]]
+name = "emr"
+type = "http"
+url = "`+url+`"
+
+[[route]]
+from = "adt_in"
+to = ["emr"]
+`), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]storage.NewMessage, rows)
+	for i := range msgs {
+		msgs[i] = storage.NewMessage{Inbound: "adt_in", ControlID: "C", Payload: []byte("MSH|^~\\&|A|B|C|D|20261121||ADT^A01|C|P|2.5.1\rPID|1||P1\r"),
+			Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "emr", Lane: "emr/P1"}}}
+	}
+	res, err := st.MessageIngest(ctx, storage.MessageIngestParams{Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &laneFixture{ctx: ctx, store: &countingStore{Store: st}, system: actor.NewActorSystem()}
+	for _, r := range res {
+		f.ids = append(f.ids, r.QueueIDs[0])
+	}
+	env := &Env{Ctx: ctx, Store: f.store, Owner: "test#1", Trust: func() bool { return true }, Config: cfg,
+		Log: zerolog.Nop(), OnFenced: func(string, error) { t.Error("fenced") }}
+	f.manager = f.system.Root.Spawn(NewManager(env)) // its first rescan wakes the lane
+	return f
+}
+
+// row reads queue row i of the fixture's lane.
+func (f *laneFixture) row(t *testing.T, i int) storage.QueueRow {
+	t.Helper()
+	d, err := f.store.MessageRead(f.ctx, int64(i+1)) // one message per row, ids from 1
+	if err != nil || len(d.Queue) != 1 || d.Queue[0].ID != f.ids[i] {
+		t.Fatalf("read row %d: %+v, %v", i, d, err)
+	}
+	return d.Queue[0]
+}
+
+// A delivering lane writes once per delivered row: the write that records a
+// delivery also claims the next row (QueueAdvance).
+func TestALaneRecordsADeliveryAndClaimsTheNextInOneWrite(t *testing.T) {
+	var requests atomic.Int64
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1) }))
+	defer dest.Close()
+	const rows = 50
+	f := newLaneFixture(t, dest.URL, rows)
+	defer f.system.Root.Stop(f.manager)
+
+	waitUntil(t, "every row delivered and recorded", 20*time.Second, func() bool {
+		return requests.Load() == rows && f.row(t, rows-1).Status == storage.QueueDone
+	})
+	if a, c := f.store.advances.Load(), f.store.completes.Load(); a != rows || c != 0 {
+		t.Fatalf("%d rows delivered with %d advances and %d completes; want %d advances (one write per row), no completes", rows, a, c, rows)
+	}
+	// The first claim; any more are the manager's rescans finding nothing.
+	if n := f.store.claims.Load(); n < 1 || n > 1+int64(20*time.Second/RescanInterval) {
+		t.Fatalf("%d separate claims for one lane's %d rows", n, rows)
+	}
+}
+
+// A lane stopped on a clean shutdown, holding a row it claimed but has not
+// sent, gives the row back: pending again, not stranded in flight until its
+// lease runs out.
+func TestAStoppingLaneGivesBackTheRowItHasNotSent(t *testing.T) {
+	sending := make(chan struct{}, 1)
+	release := make(chan struct{})
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case sending <- struct{}{}:
+			<-release // the first send is under way when the stop comes
+		default:
+		}
+	}))
+	defer dest.Close()
+	f := newLaneFixture(t, dest.URL, 3)
+
+	select {
+	case <-sending:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the lane never sent its first row")
+	}
+	stopped := f.system.Root.StopFuture(f.manager)
+	close(release) // the send ends after the stop was asked for
+	if err := stopped.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.row(t, 0); r.Status != storage.QueueDone {
+		t.Fatalf("the row being sent at the stop: %+v, want done (a clean stop finishes the delivery in hand)", r)
+	}
+	r := f.row(t, 1)
+	if r.Status != storage.QueuePending || r.LeaseOwner != "" || r.LastError != "not sent: the lane stopped first" {
+		t.Fatalf("the row claimed but not sent at the stop: %+v, want pending again", r)
+	}
+	if r := f.row(t, 2); r.Status != storage.QueuePending || r.Attempts != 0 {
+		t.Fatalf("the third row: %+v, want untouched", r)
+	}
+}
