@@ -96,8 +96,7 @@ func (l *laneActor) giveBack() {
 	}
 	c := l.head
 	l.head = nil
-	claim := storage.Claim{ID: c.Row.ID, Owner: c.Row.LeaseOwner, Attempt: c.Row.Attempts}
-	err := l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: claim, Error: "not sent: the lane stopped first"})
+	err := l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: c.Claim(), Error: "not sent: the lane stopped first"})
 	if err != nil && l.env.Ctx.Err() == nil {
 		l.log.Warn().Err(err).Int64("queue_id", c.Row.ID).Msg("could not give back a claimed message on stopping; it is delivered again once its lease expires")
 	}
@@ -154,7 +153,7 @@ func (l *laneActor) step(ctx actor.Context) {
 
 	log := l.log.With().Int64("queue_id", c.Row.ID).Int64("message_id", c.Row.MessageID).
 		Str("control_id", c.ControlID).Int64("attempt", c.Row.Attempts).Logger()
-	claim := storage.Claim{ID: c.Row.ID, Owner: c.Row.LeaseOwner, Attempt: c.Row.Attempts}
+	claim := c.Claim()
 	var err error
 	if !l.env.Trust() {
 		// Checked again right before the send: a process frozen past its

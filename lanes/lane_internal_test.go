@@ -48,7 +48,12 @@ type laneFixture struct {
 	ids     []int64
 }
 
-func newLaneFixture(t *testing.T, url string, rows int) *laneFixture {
+// fixtureLane is the lane every fixture row is in.
+const fixtureLane = "emr/P1"
+
+// newLaneFixture stores rows rows, then starts a manager whose destination
+// "emr" posts to url; extra adds lines to the destination's config.
+func newLaneFixture(t *testing.T, url, extra string, rows int) *laneFixture {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -62,6 +67,7 @@ listen = "127.0.0.1:2575"
 name = "emr"
 type = "http"
 url = "`+url+`"
+`+extra+`
 
 [[route]]
 from = "adt_in"
@@ -78,23 +84,29 @@ to = ["emr"]
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	msgs := make([]storage.NewMessage, rows)
-	for i := range msgs {
-		msgs[i] = storage.NewMessage{Inbound: "adt_in", ControlID: "C", Payload: []byte("MSH|^~\\&|A|B|C|D|20261121||ADT^A01|C|P|2.5.1\rPID|1||P1\r"),
-			Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "emr", Lane: "emr/P1"}}}
-	}
-	res, err := st.MessageIngest(ctx, storage.MessageIngestParams{Messages: msgs})
-	if err != nil {
-		t.Fatal(err)
-	}
 	f := &laneFixture{ctx: ctx, store: &countingStore{Store: st}, system: actor.NewActorSystem()}
-	for _, r := range res {
-		f.ids = append(f.ids, r.QueueIDs[0])
-	}
+	f.ingest(t, rows)
 	env := &Env{Ctx: ctx, Store: f.store, Owner: "test#1", Trust: func() bool { return true }, Config: cfg,
 		Log: zerolog.Nop(), OnFenced: func(string, error) { t.Error("fenced") }}
 	f.manager = f.system.Root.Spawn(NewManager(env)) // its first rescan wakes the lane
 	return f
+}
+
+// ingest stores n more rows in the fixture's lane.
+func (f *laneFixture) ingest(t *testing.T, n int) {
+	t.Helper()
+	msgs := make([]storage.NewMessage, n)
+	for i := range msgs {
+		msgs[i] = storage.NewMessage{Inbound: "adt_in", ControlID: "C", Payload: []byte("MSH|^~\\&|A|B|C|D|20261121||ADT^A01|C|P|2.5.1\rPID|1||P1\r"),
+			Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "emr", Lane: fixtureLane}}}
+	}
+	res, err := f.store.MessageIngest(f.ctx, storage.MessageIngestParams{Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		f.ids = append(f.ids, r.QueueIDs[0])
+	}
 }
 
 // row reads queue row i of the fixture's lane.
@@ -114,7 +126,7 @@ func TestALaneRecordsADeliveryAndClaimsTheNextInOneWrite(t *testing.T) {
 	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1) }))
 	defer dest.Close()
 	const rows = 50
-	f := newLaneFixture(t, dest.URL, rows)
+	f := newLaneFixture(t, dest.URL, "", rows)
 	defer f.system.Root.Stop(f.manager)
 
 	waitUntil(t, "every row delivered and recorded", 20*time.Second, func() bool {
@@ -143,7 +155,7 @@ func TestAStoppingLaneGivesBackTheRowItHasNotSent(t *testing.T) {
 		}
 	}))
 	defer dest.Close()
-	f := newLaneFixture(t, dest.URL, 3)
+	f := newLaneFixture(t, dest.URL, "", 3)
 
 	select {
 	case <-sending:

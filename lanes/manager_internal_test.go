@@ -1,20 +1,11 @@
 package lanes
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
-	"github.com/rs/zerolog"
-
-	"github.com/messagefoundry/mf/config"
-	"github.com/messagefoundry/mf/storage"
-	"github.com/messagefoundry/mf/storage/sqlite"
 )
 
 // However many wake-ups arrive for a lane whose destination is stuck, the
@@ -22,8 +13,6 @@ import (
 // delivers what arrived meanwhile, and once its lane runs dry its actor is
 // stopped, also after a retry whose timer woke it.
 func TestWakesAreCoalescedAndDrainedLanesStop(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	release := make(chan struct{})
 	var requests atomic.Int64
 	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -41,54 +30,11 @@ func TestWakesAreCoalescedAndDrainedLanesStop(t *testing.T) {
 	defer dest.Close()
 	defer close(release)
 
-	cfg, err := config.Parse([]byte(`
-[[inbound]]
-name = "adt_in"
-type = "mllp"
-listen = "127.0.0.1:2575"
-
-[[outbound]]
-name = "emr"
-type = "http"
-url = "`+dest.URL+`"
-retry_base_seconds = 0.05
-retry_max_seconds = 0.05
-
-[[route]]
-from = "adt_in"
-to = ["emr"]
-`), "test.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	const lane = "emr/P1"
-	ingest := func(n int) {
-		msgs := make([]storage.NewMessage, n)
-		for i := range msgs {
-			msgs[i] = storage.NewMessage{Inbound: "adt_in", ControlID: "C", Payload: []byte("MSH|^~\\&|A|B|C|D|20261121||ADT^A01|C|P|2.5.1\rPID|1||P1\r"),
-				Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "emr", Lane: lane}}}
-		}
-		if _, err := st.MessageIngest(ctx, storage.MessageIngestParams{Messages: msgs}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ingest(1)
-
-	system := actor.NewActorSystem()
-	env := &Env{Ctx: ctx, Store: st, Owner: "test#1", Trust: func() bool { return true }, Config: cfg,
-		Log: zerolog.Nop(), OnFenced: func(string, error) { t.Error("fenced") }}
-	manager := system.Root.Spawn(NewManager(env))
-	defer system.Root.Stop(manager)
+	f := newLaneFixture(t, dest.URL, "retry_base_seconds = 0.05\nretry_max_seconds = 0.05", 1)
+	defer f.system.Root.Stop(f.manager)
+	const lane = fixtureLane
 	wakes := func() map[string]int {
-		res, err := system.Root.RequestFuture(manager, inspect{}, 5*time.Second).Result()
+		res, err := f.system.Root.RequestFuture(f.manager, inspect{}, 5*time.Second).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,8 +43,8 @@ to = ["emr"]
 
 	waitUntil(t, "the lane's first send to be stuck", 10*time.Second, func() bool { return requests.Load() == 1 })
 	for i := 0; i < 300; i++ {
-		ingest(1)
-		system.Root.Send(manager, Ingested{Lanes: []string{lane}})
+		f.ingest(t, 1)
+		f.system.Root.Send(f.manager, Ingested{Lanes: []string{lane}})
 	}
 	// The manager handles messages in order: this answer comes after all
 	// wake-ups were handled.

@@ -379,6 +379,11 @@ type QueueClaim struct {
 	ControlID string
 }
 
+// Claim identifies the claim that c is, for the writes that finish it.
+func (c QueueClaim) Claim() Claim {
+	return Claim{ID: c.Row.ID, Owner: c.Row.LeaseOwner, Attempt: c.Row.Attempts}
+}
+
 // Claim identifies one claim of a queue row: the row and the attempt number
 // the claim gave it. A later claim of the same row has a higher attempt, so
 // a stale claim can never finish a row claimed again.

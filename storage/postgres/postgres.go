@@ -163,8 +163,8 @@ func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx pgx.Tx) 
 }
 
 // fencedBatch is fenced in one round trip, for the hot paths (ingest, the
-// lanes' batches, claim updates): the fence and the statements queued on b go out as one
-// pipelined batch, which PostgreSQL runs as one implicit transaction. The
+// lanes' batches, claim updates): the fence and the statements queued on b
+// go out as one pipelined batch, which PostgreSQL runs as one implicit transaction. The
 // fence raises when it fails, so that transaction aborts before any write
 // of it runs. read takes the statements' results in order.
 func (s *Store) fencedBatch(ctx context.Context, f storage.Fence, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {

@@ -41,7 +41,7 @@ func Bench(b *testing.B, newDB Opener) {
 			if errors.Is(err, storage.ErrNoWork) || err != nil {
 				b.Fatalf("claim %d: %v", i, err)
 			}
-			if err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: claimOf(c)}); err != nil {
+			if err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: c.Claim()}); err != nil {
 				b.Fatal(err)
 			}
 		}

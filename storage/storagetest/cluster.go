@@ -180,23 +180,23 @@ func testFencedOperations(t *testing.T, h *harness) {
 			return err
 		},
 		"complete": func(f storage.Fence) error {
-			return h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: f, Claim: claimOf(held)})
+			return h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: f, Claim: held.Claim()})
 		},
 		"advance": func(f storage.Fence) error {
-			_, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: f, Claim: claimOf(held), Lane: "lab/A", Owner: ownerOf(f), LeaseTTL: time.Minute})
+			_, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: f, Claim: held.Claim(), Lane: "lab/A", Owner: ownerOf(f), LeaseTTL: time.Minute})
 			return err
 		},
 		"retry": func(f storage.Fence) error {
-			return h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: f, Claim: claimOf(held), Delay: time.Second, Error: "x"})
+			return h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: f, Claim: held.Claim(), Delay: time.Second, Error: "x"})
 		},
 		"dead": func(f storage.Fence) error {
-			return h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: f, Claim: claimOf(held), Error: "x"})
+			return h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: f, Claim: held.Claim(), Error: "x"})
 		},
 		"hold": func(f storage.Fence) error {
-			return h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: f, Claim: claimOf(held), Error: "x"})
+			return h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: f, Claim: held.Claim(), Error: "x"})
 		},
 		"extend": func(f storage.Fence) error {
-			return h.s.QueueExtendLease(h.ctx, storage.QueueExtendLeaseParams{Fence: f, Claim: claimOf(held), TTL: time.Hour})
+			return h.s.QueueExtendLease(h.ctx, storage.QueueExtendLeaseParams{Fence: f, Claim: held.Claim(), TTL: time.Hour})
 		},
 		"recover": func(f storage.Fence) error {
 			_, err := h.s.QueueRecoverForeign(h.ctx, storage.QueueRecoverForeignParams{Fence: f, Owner: ownerOf(f)})
@@ -287,7 +287,7 @@ func testRecoverAfterRestart(t *testing.T, h *harness) {
 		t.Fatalf("the restarted process claims %+v, %v; want the stranded head again", after.Row, err)
 	}
 	// The dead process's claim can no longer finish the row.
-	if err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: claimOf(before)}); !errors.Is(err, storage.ErrClaimLost) {
+	if err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: before.Claim()}); !errors.Is(err, storage.ErrClaimLost) {
 		t.Fatalf("complete by the dead process: want ErrClaimLost, got %v", err)
 	}
 }
@@ -365,7 +365,7 @@ func testPurge(t *testing.T, h *harness) {
 	}
 	h.complete(zero, h.mustClaim(zero, "lab/1", time.Minute, oldDone))
 	c := h.mustClaim(zero, "lab/2", time.Minute, oldDead)
-	if err := h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: zero, Claim: claimOf(c), Error: "x"}); err != nil {
+	if err := h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: zero, Claim: c.Claim(), Error: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	h.mustClaim(zero, "lab/4", time.Hour, inflight)

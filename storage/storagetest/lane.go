@@ -78,7 +78,7 @@ func testStrandedHead(t *testing.T, h *harness) {
 		t.Fatalf("reclaimed head: attempts %d, want 2", again.Row.Attempts)
 	}
 	// The first claim is stale now: it can no longer finish the row.
-	err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: claimOf(first)})
+	err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: first.Claim()})
 	if !errors.Is(err, storage.ErrClaimLost) {
 		t.Fatalf("complete with the stale claim: want ErrClaimLost, got %v", err)
 	}
@@ -134,7 +134,7 @@ func testClaimRace(t *testing.T, h *harness) {
 				// Release before completing: until the completion commits
 				// the row is still in flight, so no one else can claim.
 				holder.Store(0)
-				if err := s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: claimOf(c)}); err != nil {
+				if err := s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: c.Claim()}); err != nil {
 					t.Errorf("complete %d: %v", c.Row.ID, err)
 					failed.Store(true)
 					return
@@ -158,7 +158,7 @@ func testClaimRace(t *testing.T, h *harness) {
 func testRetry(t *testing.T, h *harness) {
 	ids := h.fill(zero, "lab", "P1", 2)
 	c := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
-	err := h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: zero, Claim: claimOf(c), Delay: 700 * time.Millisecond, Error: "connection refused"})
+	err := h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: zero, Claim: c.Claim(), Delay: 700 * time.Millisecond, Error: "connection refused"})
 	if err != nil {
 		t.Fatalf("retry: %v", err)
 	}
@@ -196,7 +196,7 @@ func testRetry(t *testing.T, h *harness) {
 func testDead(t *testing.T, h *harness) {
 	ids := h.fill(zero, "lab", "P1", 2)
 	c := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
-	if err := h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: zero, Claim: claimOf(c), Error: "AR: unknown patient"}); err != nil {
+	if err := h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: zero, Claim: c.Claim(), Error: "AR: unknown patient"}); err != nil {
 		t.Fatalf("dead: %v", err)
 	}
 	if r := h.queueRow(ids[0]); r.Status != storage.QueueDead || r.LastError != "AR: unknown patient" || r.LeaseOwner != "" {
@@ -212,7 +212,7 @@ func testClaimChecks(t *testing.T, h *harness) {
 	c := h.mustClaim(zero, "lab/P1", 300*time.Millisecond, ids[0])
 
 	// Extend the lease: the sweep no longer finds it expired.
-	if err := h.s.QueueExtendLease(h.ctx, storage.QueueExtendLeaseParams{Fence: zero, Claim: claimOf(c), TTL: time.Hour}); err != nil {
+	if err := h.s.QueueExtendLease(h.ctx, storage.QueueExtendLeaseParams{Fence: zero, Claim: c.Claim(), TTL: time.Hour}); err != nil {
 		t.Fatalf("extend: %v", err)
 	}
 	h.waitDBClockPast(*c.Row.LeaseExpiresAt)
@@ -233,7 +233,7 @@ func testClaimChecks(t *testing.T, h *harness) {
 		t.Fatalf("complete of a missing row: want ErrNotFound, got %v", err)
 	}
 	h.complete(zero, c)
-	if err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: claimOf(c)}); !errors.Is(err, storage.ErrClaimLost) {
+	if err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: c.Claim()}); !errors.Is(err, storage.ErrClaimLost) {
 		t.Fatalf("second complete: want ErrClaimLost, got %v", err)
 	}
 	if _, err := h.s.MessageRead(h.ctx, 1<<40); !errors.Is(err, storage.ErrNotFound) {
@@ -294,7 +294,7 @@ func testLanesAndStats(t *testing.T, h *harness) {
 func testHoldReleaseSkip(t *testing.T, h *harness) {
 	ids := h.fill(zero, "lab", "P1", 3)
 	c := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
-	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: claimOf(c), Error: "AR: unknown patient"}); err != nil {
+	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: c.Claim(), Error: "AR: unknown patient"}); err != nil {
 		t.Fatalf("hold: %v", err)
 	}
 	if r := h.queueRow(ids[0]); r.Status != storage.QueuePending || !r.Held || r.LastError != "AR: unknown patient" || r.LeaseOwner != "" {
@@ -313,7 +313,7 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 		t.Fatalf("held lane: %+v", l)
 	}
 	// A stale claim cannot hold the row again.
-	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: claimOf(c)}); !errors.Is(err, storage.ErrClaimLost) {
+	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: c.Claim()}); !errors.Is(err, storage.ErrClaimLost) {
 		t.Fatalf("hold with a stale claim: want ErrClaimLost, got %v", err)
 	}
 
@@ -336,7 +336,7 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 	}
 
 	// Held again, then skipped: the lane moves on to the next row.
-	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: claimOf(c), Error: "AR again"}); err != nil {
+	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: c.Claim(), Error: "AR again"}); err != nil {
 		t.Fatalf("hold: %v", err)
 	}
 	if err := h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0], Reason: "skipped by operator"}); err != nil {
@@ -354,7 +354,7 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 	}
 	// Release also cuts a retry's backoff short.
 	c = h.mustClaim(zero, "lab/P1", time.Minute, ids[2])
-	if err := h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: zero, Claim: claimOf(c), Delay: time.Hour}); err != nil {
+	if err := h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: zero, Claim: c.Claim(), Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	h.mustNoWork(zero, "lab/P1")
@@ -372,7 +372,7 @@ func testAdvance(t *testing.T, h *harness) {
 	first := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
 	advance := func(c storage.QueueClaim) storage.QueueAdvanced {
 		t.Helper()
-		a, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: claimOf(c), Lane: "lab/P1", Owner: solo, LeaseTTL: time.Minute})
+		a, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: c.Claim(), Lane: "lab/P1", Owner: solo, LeaseTTL: time.Minute})
 		if err != nil {
 			t.Fatalf("advance from row %d: %v", c.Row.ID, err)
 		}
@@ -402,7 +402,7 @@ func testAdvance(t *testing.T, h *harness) {
 	if third == nil || third.Row.ID != ids[2] {
 		t.Fatalf("advance from row %d claimed %+v, want row %d", ids[1], third, ids[2])
 	}
-	if err := h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: zero, Claim: claimOf(*third), Delay: time.Hour, Error: "refused"}); err != nil {
+	if err := h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: zero, Claim: third.Claim(), Delay: time.Hour, Error: "refused"}); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
 	if a := advance(second); a.Completed || a.Next != nil {
@@ -414,7 +414,7 @@ func testAdvance(t *testing.T, h *harness) {
 	// The last row of a lane: completed, nothing next.
 	other := h.fill(zero, "lab", "P2", 1)
 	last := h.mustClaim(zero, "lab/P2", time.Minute, other[0])
-	a, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: claimOf(last), Lane: "lab/P2", Owner: solo, LeaseTTL: time.Minute})
+	a, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: last.Claim(), Lane: "lab/P2", Owner: solo, LeaseTTL: time.Minute})
 	if err != nil || !a.Completed || a.Next != nil {
 		t.Fatalf("advance from a lane's last row: %+v, %v; want completed, nothing next", a, err)
 	}
@@ -460,7 +460,7 @@ func testAdvanceManyLanes(t *testing.T, h *harness) {
 				got[lane] = append(got[lane], c.Row.ID)
 				mu.Unlock()
 				var a storage.QueueAdvanced
-				a, err = h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: cur, Claim: claimOf(c), Lane: lane, Owner: cur.Owner, LeaseTTL: time.Minute})
+				a, err = h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: cur, Claim: c.Claim(), Lane: lane, Owner: cur.Owner, LeaseTTL: time.Minute})
 				switch {
 				case err != nil:
 				case !a.Completed:

@@ -175,14 +175,10 @@ func (h *harness) mustNoWork(f storage.Fence, lane string) {
 
 func (h *harness) complete(f storage.Fence, c storage.QueueClaim) {
 	h.t.Helper()
-	err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: f, Claim: claimOf(c)})
+	err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: f, Claim: c.Claim()})
 	if err != nil {
 		h.t.Fatalf("complete row %d: %v", c.Row.ID, err)
 	}
-}
-
-func claimOf(c storage.QueueClaim) storage.Claim {
-	return storage.Claim{ID: c.Row.ID, Owner: c.Row.LeaseOwner, Attempt: c.Row.Attempts}
 }
 
 // elect makes owner the leader with ttl and returns its fence.
