@@ -38,7 +38,7 @@ func runCommand() *cli.Command {
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 
-			st, err := openStore(ctx, cfg, true)
+			st, err := openStore(ctx, cfg, true, log)
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/messagefoundry/mf/config"
@@ -14,12 +15,13 @@ import (
 )
 
 // openStore opens the configured store (it does not migrate). The engine
-// opens a SQLite file exclusively: one process per file.
-func openStore(ctx context.Context, cfg *config.Config, engine bool) (storage.Store, error) {
+// opens a SQLite file exclusively: one process per file. log receives what
+// the store does on its own (SQLite's background checkpoints).
+func openStore(ctx context.Context, cfg *config.Config, engine bool, log zerolog.Logger) (storage.Store, error) {
 	s, cluster := cfg.Store, cfg.Cluster
 	switch s.Backend {
 	case config.BackendSQLite:
-		return sqlite.Open(ctx, sqlite.Options{Path: s.Path, Exclusive: engine})
+		return sqlite.Open(ctx, sqlite.Options{Path: s.Path, Exclusive: engine, Log: log})
 	case config.BackendPostgres:
 		o := postgres.Options{URL: s.URL, Password: s.Password, PoolSize: int32(s.PoolSize)}
 		if cluster.Enabled {
@@ -52,11 +54,15 @@ func migrateCommand() *cli.Command {
 // withStore loads the config, opens its store for a one-off command and
 // runs fn on it.
 func withStore(c *cli.Context, fn func(storage.Store) error) error {
+	log, err := logger(c)
+	if err != nil {
+		return err
+	}
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return err
 	}
-	st, err := openStore(c.Context, cfg, false)
+	st, err := openStore(c.Context, cfg, false, log)
 	if err != nil {
 		return err
 	}

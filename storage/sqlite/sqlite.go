@@ -33,6 +33,8 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/rs/zerolog"
+
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -67,6 +69,9 @@ type Options struct {
 	// two engines never run on one file. Tools and tests that open several
 	// handles in one process leave it off.
 	Exclusive bool
+	// Log receives what the store does on its own (background checkpoints).
+	// The zero value logs nothing.
+	Log zerolog.Logger
 }
 
 // Store is the SQLite storage.Store.
@@ -88,6 +93,14 @@ type Store struct {
 	// commits counts the write transactions committed (a test observes the
 	// grouping with it).
 	commits atomic.Int64
+
+	// The background checkpoints (checkpoint.go).
+	log             zerolog.Logger
+	path            string
+	busyTimeout     time.Duration
+	stopCheckpoints chan struct{}
+	closing         sync.Once
+	checkpointsDone chan struct{}
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -122,7 +135,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	db.SetMaxOpenConns(o.PoolSize)
 	// Keep every connection: each has its own page cache and pragmas.
 	db.SetMaxIdleConns(o.PoolSize)
-	s := &Store{db: db, writer: make(chan struct{}, 1), lock: lock, stmts: map[string]*sql.Stmt{}}
+	s := &Store{db: db, writer: make(chan struct{}, 1), lock: lock, stmts: map[string]*sql.Stmt{},
+		log: o.Log, path: o.Path, busyTimeout: o.BusyTimeout,
+		stopCheckpoints: make(chan struct{}), checkpointsDone: make(chan struct{})}
+	go s.checkpointLoop(s.stopCheckpoints, s.checkpointsDone)
 	if err := s.checkPragmas(ctx, o.BusyTimeout); err != nil {
 		s.Close()
 		return nil, err
@@ -142,6 +158,8 @@ func dsn(o Options) string {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "foreign_keys(1)")
+	// The store checkpoints in the background instead (checkpoint.go).
+	q.Add("_pragma", "wal_autocheckpoint(0)")
 	q.Set("_txlock", "immediate")
 	return "file:" + path + "?" + q.Encode()
 }
@@ -174,6 +192,8 @@ func (s *Store) Clusterable() bool { return false }
 
 // Close implements storage.Store.
 func (s *Store) Close() error {
+	s.closing.Do(func() { close(s.stopCheckpoints) })
+	<-s.checkpointsDone
 	s.stmtsMu.Lock()
 	for _, st := range s.stmts {
 		st.Close()

@@ -41,7 +41,8 @@ func TestStoreIsSingleNode(t *testing.T) {
 }
 
 // Every pooled connection, not only the first, runs with WAL, synchronous=FULL,
-// foreign keys and the busy timeout.
+// foreign keys, the busy timeout, and without SQLite's automatic checkpoint
+// (the store's own runs off the commit path).
 func TestEveryConnectionHasThePragmas(t *testing.T) {
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db"), PoolSize: 3, BusyTimeout: 1500 * time.Millisecond})
@@ -57,14 +58,14 @@ func TestEveryConnectionHasThePragmas(t *testing.T) {
 		}
 		conns = append(conns, c)
 		var journal string
-		var sync, fk, busy int
-		for pragma, dest := range map[string]any{"journal_mode": &journal, "synchronous": &sync, "foreign_keys": &fk, "busy_timeout": &busy} {
+		var sync, fk, busy, autoCheckpoint int
+		for pragma, dest := range map[string]any{"journal_mode": &journal, "synchronous": &sync, "foreign_keys": &fk, "busy_timeout": &busy, "wal_autocheckpoint": &autoCheckpoint} {
 			if err := c.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(dest); err != nil {
 				t.Fatalf("connection %d: pragma %s: %v", i, pragma, err)
 			}
 		}
-		if journal != "wal" || sync != 2 || fk != 1 || busy != 1500 {
-			t.Fatalf("connection %d: journal_mode=%s synchronous=%d foreign_keys=%d busy_timeout=%d", i, journal, sync, fk, busy)
+		if journal != "wal" || sync != 2 || fk != 1 || busy != 1500 || autoCheckpoint != 0 {
+			t.Fatalf("connection %d: journal_mode=%s synchronous=%d foreign_keys=%d busy_timeout=%d wal_autocheckpoint=%d", i, journal, sync, fk, busy, autoCheckpoint)
 		}
 	}
 	for _, c := range conns {

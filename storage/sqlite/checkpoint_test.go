@@ -1,0 +1,84 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/messagefoundry/mf/storage"
+)
+
+// Under writes that never pause, the background checkpoints still catch the
+// WAL up, so that it restarts from its beginning instead of growing. The
+// WAL header's checkpoint sequence number (bytes 12-15) counts the restarts.
+// The writes go on until it has restarted twice; without step 2
+// (or without the checkpoints) the WAL never restarts while they go on, and
+// they stop at limit with the -wal file as large as everything written.
+func TestTheWALRestartsUnderContinuousWrites(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "mf.db")
+	s, err := Open(ctx, Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := walRestarts(t, path)
+	payload := bytes.Repeat([]byte("x"), 16<<10)
+	const writers, limit = 4, 12 * walRestartFrames * 4096 // bytes of payload
+	var written atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for walRestarts(t, path)-before < 2 && written.Load() < limit && !t.Failed() {
+				_, err := s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{{
+					Inbound: "in", ControlID: "C", Payload: payload, Status: storage.MessageRouted,
+					Deliveries: []storage.Delivery{{Destination: "d", Lane: "d/x"}},
+				}}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				written.Add(int64(len(payload)))
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarts := walRestarts(t, path) - before
+	t.Logf("%d MB of payload written; %d WAL restarts; -wal file %.1f MB", written.Load()>>20, restarts, float64(fi.Size())/(1<<20))
+	if restarts < 2 {
+		t.Fatalf("%d WAL restarts after %d MB of writes: the checkpoints do not catch the WAL up while writes go on", restarts, written.Load()>>20)
+	}
+}
+
+// walRestarts reads the checkpoint sequence number from the WAL header.
+func walRestarts(t *testing.T, path string) int64 {
+	t.Helper()
+	f, err := os.Open(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := make([]byte, 16)
+	if _, err := io.ReadFull(f, h); err != nil {
+		t.Fatalf("WAL header: %v", err)
+	}
+	return int64(binary.BigEndian.Uint32(h[12:]))
+}
