@@ -43,18 +43,18 @@ const checkpointInterval = 100 * time.Millisecond
 const walRestartFrames = 4096
 
 // checkpointLoop checkpoints every checkpointInterval when something was
-// committed since the last checkpoint, until stop is closed. A goroutine,
-// not an actor: the store is below the actor system, and the loop has no
-// state anyone else reads.
-func (s *Store) checkpointLoop(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
+// committed since the last checkpoint, until Close. A goroutine, not an
+// actor: the store is below the actor system, and the loop has no state
+// anyone else reads.
+func (s *Store) checkpointLoop() {
+	defer close(s.checkpointsDone)
 	t := time.NewTicker(checkpointInterval)
 	defer t.Stop()
 	last := s.commits.Load()
 	failing := false
 	for {
 		select {
-		case <-stop:
+		case <-s.stopCheckpoints:
 			return
 		case <-t.C:
 		}
@@ -63,13 +63,13 @@ func (s *Store) checkpointLoop(stop <-chan struct{}, done chan<- struct{}) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*checkpointInterval+s.busyTimeout)
-		err := s.checkpoint(ctx, stop)
+		err := s.checkpoint(ctx)
 		cancel()
 		switch {
 		case err != nil && !failing:
 			failing = true
-			s.log.Error().Err(err).Str("path", s.path).
-				Msg("checkpointing the SQLite WAL failed; retried every 100ms. Writes go on, but the -wal file grows until it succeeds: check the disk (space, permissions)")
+			s.log.Error().Err(err).Str("path", s.path).Dur("retry_every", checkpointInterval).
+				Msg("checkpointing the SQLite WAL failed; writes go on, but the -wal file grows until a retry succeeds: check the disk (space, permissions)")
 		case err == nil && failing:
 			failing = false
 			s.log.Info().Str("path", s.path).Msg("checkpointing the SQLite WAL works again")
@@ -81,14 +81,14 @@ func (s *Store) checkpointLoop(stop <-chan struct{}, done chan<- struct{}) {
 }
 
 // checkpoint runs step 1 above, and step 2 when the WAL has grown enough.
-func (s *Store) checkpoint(ctx context.Context, stop <-chan struct{}) error {
+func (s *Store) checkpoint(ctx context.Context) error {
 	frames, err := s.walCheckpoint(ctx)
 	if err != nil || frames < walRestartFrames {
 		return err
 	}
 	select {
 	case s.writer <- struct{}{}:
-	case <-stop:
+	case <-s.stopCheckpoints:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("sqlite checkpoint: waiting for the writer: %w", ctx.Err())

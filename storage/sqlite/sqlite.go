@@ -138,7 +138,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	s := &Store{db: db, writer: make(chan struct{}, 1), lock: lock, stmts: map[string]*sql.Stmt{},
 		log: o.Log, path: o.Path, busyTimeout: o.BusyTimeout,
 		stopCheckpoints: make(chan struct{}), checkpointsDone: make(chan struct{})}
-	go s.checkpointLoop(s.stopCheckpoints, s.checkpointsDone)
+	go s.checkpointLoop()
 	if err := s.checkPragmas(ctx, o.BusyTimeout); err != nil {
 		s.Close()
 		return nil, err
