@@ -58,6 +58,9 @@ type laneActor struct {
 	// head is the lane's next row, claimed by the write that recorded the
 	// previous delivery (QueueAdvance) and sent at the next step.
 	head *storage.QueueClaim
+	// floor is the id of the last row this lane claimed: its head lookups
+	// start there (storage.QueueClaimNextParams.From).
+	floor int64
 }
 
 // Receive implements actor.Actor.
@@ -138,7 +141,7 @@ func (l *laneActor) step(ctx actor.Context) {
 			return
 		}
 		claimed, err := l.env.Store.QueueClaimNext(l.env.Ctx, storage.QueueClaimNextParams{
-			Fence: l.env.Fence, Lane: l.lane, Owner: l.env.Owner, LeaseTTL: l.env.Config.Store.LeaseTTL(),
+			Fence: l.env.Fence, Lane: l.lane, From: l.floor, Owner: l.env.Owner, LeaseTTL: l.env.Config.Store.LeaseTTL(),
 		})
 		switch {
 		case errors.Is(err, storage.ErrNoWork):
@@ -150,6 +153,7 @@ func (l *laneActor) step(ctx actor.Context) {
 		}
 		c = &claimed
 	}
+	l.floor = c.Row.ID
 
 	log := l.log.With().Int64("queue_id", c.Row.ID).Int64("message_id", c.Row.MessageID).
 		Str("control_id", c.ControlID).Int64("attempt", c.Row.Attempts).Logger()

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,11 +22,31 @@ import (
 type countingStore struct {
 	storage.Store
 	claims, completes, advances atomic.Int64
+
+	mu sync.Mutex
+	// floors holds the From of every claim that took a row, by the row.
+	floors map[int64][]int64
 }
 
 func (c *countingStore) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
 	c.claims.Add(1)
-	return c.Store.QueueClaimNext(ctx, p)
+	claimed, err := c.Store.QueueClaimNext(ctx, p)
+	if err == nil {
+		c.mu.Lock()
+		if c.floors == nil {
+			c.floors = map[int64][]int64{}
+		}
+		c.floors[claimed.Row.ID] = append(c.floors[claimed.Row.ID], p.From)
+		c.mu.Unlock()
+	}
+	return claimed, err
+}
+
+// floorsOf returns the From of each claim that took row id, in order.
+func (c *countingStore) floorsOf(id int64) []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]int64(nil), c.floors[id]...)
 }
 
 func (c *countingStore) QueueComplete(ctx context.Context, p storage.QueueCompleteParams) error {
@@ -138,6 +159,30 @@ func TestALaneRecordsADeliveryAndClaimsTheNextInOneWrite(t *testing.T) {
 	// The first claim; any more are the manager's rescans finding nothing.
 	if n := f.store.claims.Load(); n < 1 || n > 1+int64(20*time.Second/RescanInterval) {
 		t.Fatalf("%d separate claims for one lane's %d rows", n, rows)
+	}
+}
+
+// A lane claiming its head again after a retry starts the head lookup at
+// the row it claimed before (storage.QueueClaimNextParams.From), not at the
+// lane's first index entry.
+func TestALaneClaimsAgainFromTheRowItClaimedBefore(t *testing.T) {
+	var requests atomic.Int64
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // the head is retried
+		}
+	}))
+	defer dest.Close()
+	f := newLaneFixture(t, dest.URL, "retry_base_seconds = 0.05\nretry_max_seconds = 0.05", 2)
+	defer f.system.Root.Stop(f.manager)
+
+	waitUntil(t, "both rows delivered", 20*time.Second, func() bool {
+		return requests.Load() == 3 && f.row(t, 1).Status == storage.QueueDone
+	})
+	// The first claim knows no floor; the claim after the retry starts at
+	// the retried row itself, which is still the head.
+	if got := f.store.floorsOf(f.ids[0]); len(got) != 2 || got[0] != 0 || got[1] != f.ids[0] {
+		t.Fatalf("claims of the retried head came from %v; want [0 %d]", got, f.ids[0])
 	}
 }
 

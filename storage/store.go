@@ -91,8 +91,9 @@ type Store interface {
 	// QueueComplete marks a claimed row done.
 	QueueComplete(ctx context.Context, p QueueCompleteParams) error
 	// QueueAdvance is QueueComplete of p.Claim followed by QueueClaimNext
-	// of p.Lane, in one transaction: the hot path of a delivering lane, one
-	// write per delivered row instead of two. A claim that is no longer
+	// of p.Lane from p.Claim.ID (the completed row is a floor, see
+	// QueueClaimNextParams.From), in one transaction: the hot path of a
+	// delivering lane, one write per delivered row instead of two. A claim that is no longer
 	// current is not an error here (Completed is false, as QueueComplete's
 	// ErrClaimLost), nor is a lane with nothing claimable (Next is nil, as
 	// QueueClaimNext's ErrNoWork). A stale fence is ErrFenced and changes
@@ -369,6 +370,16 @@ type QueueClaimNextParams struct {
 	Owner string
 	// LeaseTTL is the row lease: the claim expires at db_now + LeaseTTL.
 	LeaseTTL time.Duration
+	// From is a floor for the head lookup: the id of a row this lane has
+	// claimed before (any claim, whatever became of it), or 0. Once a row
+	// has been its lane's head, every lower id of the lane is finished for
+	// good (finished rows never come back, and no lower id can commit
+	// later), so the head is never below it. The floor lets the lookup start
+	// there instead of at the lane's first index entry: in PostgreSQL (and
+	// SQL Server's ghost records) the entries of finished rows stay in the
+	// lane-head index until vacuum, and a busy lane's claim otherwise walks
+	// past all of them, more on every claim.
+	From int64
 }
 
 // QueueClaim is a claimed lane head with the message to deliver.

@@ -59,6 +59,7 @@ type laneWrite struct {
 	fence    storage.Fence
 	complete *storage.Claim // nil: nothing to complete
 	lane     string         // "": nothing to claim
+	from     int64          // the claim's floor (storage.QueueClaimNextParams.From)
 	owner    string
 	ttl      time.Duration
 
@@ -237,7 +238,7 @@ func (lb *laneBatcher) exec(ctx context.Context, batch []*laneWrite) error {
 			b.Queue(queries.Get("queue_complete"), w.complete.ID, w.complete.Owner, w.complete.Attempt)
 		}
 		for _, w := range claims {
-			b.Queue(queries.Get("queue_claim_next"), w.lane, w.owner, storage.Seconds(w.ttl))
+			b.Queue(queries.Get("queue_claim_next"), w.lane, w.owner, storage.Seconds(w.ttl), w.from)
 		}
 	}, func(br pgx.BatchResults) error {
 		for _, w := range completes {

@@ -409,7 +409,7 @@ func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) 
 // claim the head if it is pending and due; see queue_claim_next.sql. It is
 // combined with other lanes' writes (lanebatch.go).
 func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
-	w := &laneWrite{ctx: ctx, fence: p.Fence, lane: p.Lane, owner: p.Owner, ttl: p.LeaseTTL}
+	w := &laneWrite{ctx: ctx, fence: p.Fence, lane: p.Lane, from: p.From, owner: p.Owner, ttl: p.LeaseTTL}
 	s.lanes.do(w)
 	switch {
 	case w.err != nil:
@@ -424,7 +424,7 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 // (lanebatch.go).
 func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) (storage.QueueAdvanced, error) {
 	c := p.Claim
-	w := &laneWrite{ctx: ctx, fence: p.Fence, complete: &c, lane: p.Lane, owner: p.Owner, ttl: p.LeaseTTL}
+	w := &laneWrite{ctx: ctx, fence: p.Fence, complete: &c, lane: p.Lane, from: c.ID, owner: p.Owner, ttl: p.LeaseTTL}
 	s.lanes.do(w)
 	if w.err != nil {
 		return storage.QueueAdvanced{}, wrap(fmt.Sprintf("queue advance of row %d attempt %d in lane %s", c.ID, c.Attempt, p.Lane), w.err)

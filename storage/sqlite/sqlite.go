@@ -731,7 +731,7 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 	var c *storage.QueueClaim
 	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
 		var err error
-		if c, err = s.claimHead(ctx, tx, p.Lane, p.Owner, p.LeaseTTL); err == nil && c == nil {
+		if c, err = s.claimHead(ctx, tx, p.Lane, p.From, p.Owner, p.LeaseTTL); err == nil && c == nil {
 			// Rolls the reclaim back too, as in PostgreSQL: a reclaimed
 			// head is always due (it was due when claimed), so a reclaim
 			// that is not followed by a claim has changed nothing.
@@ -758,7 +758,7 @@ func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) 
 			return fmt.Errorf("complete: %w", err)
 		}
 		out.Completed = n == 1
-		out.Next, err = s.claimHead(ctx, tx, p.Lane, p.Owner, p.LeaseTTL)
+		out.Next, err = s.claimHead(ctx, tx, p.Lane, p.Claim.ID, p.Owner, p.LeaseTTL)
 		return err
 	})
 	if err != nil {
@@ -769,7 +769,7 @@ func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) 
 
 // claimHead is steps 1 to 3 of the lane claim in tx: it returns the claimed
 // head, or nil when the lane has nothing claimable.
-func (s *Store) claimHead(ctx context.Context, tx *sql.Tx, lane, owner string, ttl time.Duration) (*storage.QueueClaim, error) {
+func (s *Store) claimHead(ctx context.Context, tx *sql.Tx, lane string, from int64, owner string, ttl time.Duration) (*storage.QueueClaim, error) {
 	reclaim, err := s.prepared(ctx, tx, queries.Get("queue_reclaim_stranded_head"))
 	if err != nil {
 		return nil, err
@@ -782,7 +782,7 @@ func (s *Store) claimHead(ctx context.Context, tx *sql.Tx, lane, owner string, t
 		return nil, err
 	}
 	var c storage.QueueClaim
-	err = claim.QueryRowContext(ctx, lane, owner, millis(ttl)).Scan(append(queueRowDest(&c.Row), &c.Payload, &c.ControlID)...)
+	err = claim.QueryRowContext(ctx, lane, owner, millis(ttl), from).Scan(append(queueRowDest(&c.Row), &c.Payload, &c.ControlID)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

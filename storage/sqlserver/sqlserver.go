@@ -652,7 +652,7 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 	var c *storage.QueueClaim
 	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
 		var err error
-		if c, err = claimHead(ctx, tx, p.Lane, p.Owner, p.LeaseTTL); err == nil && c == nil {
+		if c, err = claimHead(ctx, tx, p.Lane, p.From, p.Owner, p.LeaseTTL); err == nil && c == nil {
 			err = storage.ErrNoWork
 		}
 		return err
@@ -676,7 +676,7 @@ func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) 
 			return fmt.Errorf("complete: %w", err)
 		}
 		out.Completed = n == 1
-		out.Next, err = claimHead(ctx, tx, p.Lane, p.Owner, p.LeaseTTL)
+		out.Next, err = claimHead(ctx, tx, p.Lane, p.Claim.ID, p.Owner, p.LeaseTTL)
 		return err
 	})
 	if err != nil {
@@ -687,12 +687,12 @@ func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) 
 
 // claimHead runs the lane claim (queue_claim_next.sql) in tx: the claimed
 // head, or nil when the lane has nothing claimable.
-func claimHead(ctx context.Context, tx *sql.Tx, lane, owner string, ttl time.Duration) (*storage.QueueClaim, error) {
+func claimHead(ctx context.Context, tx *sql.Tx, lane string, from int64, owner string, ttl time.Duration) (*storage.QueueClaim, error) {
 	var (
 		x queueRowScan
 		c storage.QueueClaim
 	)
-	args := append([]any{sql.Named("lane", lane), sql.Named("owner", owner)}, span("ttl", ttl)...)
+	args := append([]any{sql.Named("lane", lane), sql.Named("from", from), sql.Named("owner", owner)}, span("ttl", ttl)...)
 	err := tx.QueryRowContext(ctx, queries.Get("queue_claim_next"), args...).Scan(append(x.dest(), &c.Payload, &c.ControlID)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil

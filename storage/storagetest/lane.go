@@ -34,6 +34,30 @@ func testLaneFIFO(t *testing.T, h *harness) {
 	h.mustNoWork(zero, "lab/P1")
 }
 
+// A claim from a floor (a row the lane claimed before) finds the same head
+// as one without: the floor is inclusive, so a head re-pended in place is
+// found again, and rows of the lane below it are finished anyway.
+func testClaimFloor(t *testing.T, h *harness) {
+	ids := h.fill(zero, "lab", "P1", 3)
+	from := func(floor int64, want int64) storage.QueueClaim {
+		t.Helper()
+		c, err := h.s.QueueClaimNext(h.ctx, storage.QueueClaimNextParams{Fence: zero, Lane: "lab/P1", From: floor, Owner: solo, LeaseTTL: time.Minute})
+		if err != nil || c.Row.ID != want {
+			t.Fatalf("claim from %d: row %d, %v; want row %d", floor, c.Row.ID, err, want)
+		}
+		return c
+	}
+	first := from(0, ids[0])
+	if err := h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: zero, Claim: first.Claim(), Error: "refused"}); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	// Re-pended in place: still the head, and the floor includes it.
+	h.complete(zero, from(ids[0], ids[0]))
+	h.complete(zero, from(ids[0], ids[1]))
+	h.complete(zero, from(ids[1], ids[2]))
+	h.mustNoWork(zero, "lab/P1")
+}
+
 // Rows of other lanes interleave freely: a live head blocks only its own lane.
 func testLanesInterleave(t *testing.T, h *harness) {
 	var batch []storage.NewMessage
@@ -411,10 +435,25 @@ func testAdvance(t *testing.T, h *harness) {
 	if r := h.queueRow(ids[2]); r.Status != storage.QueuePending || r.Attempts != 1 {
 		t.Fatalf("the backing-off head after an advance: %+v", r)
 	}
+	// A stale claim whose row went back to pending (its lease expired and
+	// the sweep re-pended it): nothing is completed, and the claim half
+	// takes that same row again, since it is still the lane's head (the
+	// completed row is the claim's floor, inclusive).
+	fourth := h.fill(zero, "lab", "P3", 2)
+	stale := h.mustClaim(zero, "lab/P3", 500*time.Millisecond, fourth[0])
+	h.waitDBClockPast(*stale.Row.LeaseExpiresAt)
+	if n, err := h.s.QueueReclaimExpired(h.ctx, storage.QueueReclaimExpiredParams{Fence: zero}); err != nil || n != 1 {
+		t.Fatalf("sweep: %d, %v; want the one expired row re-pended", n, err)
+	}
+	a, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: stale.Claim(), Lane: "lab/P3", Owner: solo, LeaseTTL: time.Minute})
+	if err != nil || a.Completed || a.Next == nil || a.Next.Row.ID != fourth[0] || a.Next.Row.Attempts != 2 {
+		t.Fatalf("advance with a stale claim of a re-pended head: %+v, %v; want nothing completed and row %d claimed again (attempt 2)", a, err, fourth[0])
+	}
+
 	// The last row of a lane: completed, nothing next.
 	other := h.fill(zero, "lab", "P2", 1)
 	last := h.mustClaim(zero, "lab/P2", time.Minute, other[0])
-	a, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: last.Claim(), Lane: "lab/P2", Owner: solo, LeaseTTL: time.Minute})
+	a, err = h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: last.Claim(), Lane: "lab/P2", Owner: solo, LeaseTTL: time.Minute})
 	if err != nil || !a.Completed || a.Next != nil {
 		t.Fatalf("advance from a lane's last row: %+v, %v; want completed, nothing next", a, err)
 	}

@@ -35,6 +35,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Lane/LiveHeadBlocksStrandedHeadReclaimed", testStrandedHead},
 		{"Lane/RacingClaimersNeverBothHold", testClaimRace},
 		{"Lane/AdvanceCompletesAndClaimsNext", testAdvance},
+		{"Lane/ClaimFromAFloor", testClaimFloor},
 		{"Lane/ManyLanesAdvanceAtOnce", testAdvanceManyLanes},
 		{"Lease/Election", testLeaseElection},
 		{"Fence/OldTermWritesFailAndChangeNothing", testFencedOperations},

@@ -29,6 +29,14 @@
 --   (e) The fence (fence.sql, FOR SHARE on the lease row) means only the
 --       current term's leader can claim; a paused old leader's claim fails.
 -- A row may be delivered more than once (at least once), never out of order.
+--
+-- $4 is the floor (storage.QueueClaimNextParams.From): a row of this lane that
+-- was its head once, so by (a) and (b) nothing below it is unfinished. It
+-- changes no answer; it lets the index scan start at the lane's live rows
+-- instead of walking the entries that finished rows leave in
+-- mf_queue_lane_head until vacuum removes them (measured at 32 busy lanes:
+-- 64 µs a claim without it, 46 µs with it).
+--
 -- The shape matters: every condition is on the head (the CTE), and the
 -- UPDATE finds its row by primary key only. With conditions on the updated
 -- row itself, a plan made while the queue was nearly empty looked rows up by
@@ -36,7 +44,7 @@
 WITH head AS (
     SELECT id, status, next_attempt_at, held, lease_expires_at
       FROM mf_queue
-     WHERE lane = $1 AND status IN ('pending', 'inflight')
+     WHERE lane = $1 AND status IN ('pending', 'inflight') AND id >= $4
      ORDER BY id
      LIMIT 1
        FOR UPDATE

@@ -34,7 +34,9 @@
 -- mf_queue_lane_head, whose WHERE term it repeats verbatim); the row is
 -- claimed only if that head is pending, not held and due. RETURNING may not name other
 -- tables, so the payload and control id come from correlated subqueries.
--- ?1 lane, ?2 owner, ?3 lease TTL in milliseconds.
+-- ?1 lane, ?2 owner, ?3 lease TTL in milliseconds, ?4 the floor (a row of the
+-- lane that was its head once: nothing below it is unfinished; see
+-- storage.QueueClaimNextParams.From).
 UPDATE mf_queue
    SET status = 'inflight',
        lease_owner = ?2,
@@ -43,7 +45,7 @@ UPDATE mf_queue
        updated_at = CAST(round(unixepoch('subsec') * 1000) AS INTEGER)
  WHERE id = (SELECT id
                FROM mf_queue
-              WHERE lane = ?1 AND status IN ('pending', 'inflight')
+              WHERE lane = ?1 AND status IN ('pending', 'inflight') AND id >= ?4
               ORDER BY id
               LIMIT 1)
    AND status = 'pending'

@@ -77,13 +77,16 @@ DECLARE @head BIGINT, @candidate BIGINT, @status NVARCHAR(16), @due DATETIME2(6)
 -- Step 2: the head, found through mf_queue_lane_head (the hint keeps the plan
 -- a seek on (lane, id) even when statistics are young; the filter is repeated
 -- word for word, so the filtered index always matches), then locked by id.
+-- The seek starts at @from (storage.QueueClaimNextParams.From), a row of the
+-- lane that was its head once: nothing below it is unfinished, and the ghost
+-- records finished rows leave in the index until cleanup are not walked.
 WHILE @tries < 100
 BEGIN
     SET @tries += 1;
     SET @candidate = NULL;
     SELECT TOP (1) @candidate = id
       FROM mf_queue WITH (INDEX(mf_queue_lane_head))
-     WHERE lane = @lane AND status IN (N'pending', N'inflight')
+     WHERE lane = @lane AND status IN (N'pending', N'inflight') AND id >= @from
      ORDER BY id;
     IF @candidate IS NULL
         BREAK;
