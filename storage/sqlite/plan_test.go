@@ -22,15 +22,14 @@ func TestQueueStatementsUseIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantIndex := map[string]string{
-		"queue_claim_next":            "mf_queue_lane_head",
-		"queue_lanes":                 "mf_queue_lane_head",
-		"queue_stats":                 "mf_queue_dead",
-		"queue_reclaim_stranded_head": "",
-		"queue_reclaim_expired":       "mf_queue_inflight",
-		"queue_recover_foreign":       "mf_queue_inflight",
-		"message_purge_queue":         "mf_queue_finished",
-		"message_purge_messages":      "mf_messages_received_at",
-		"queue_by_message":            "mf_queue_message",
+		"queue_claim_next":       "mf_queue_lane_head",
+		"queue_lanes":            "mf_queue_lane_head",
+		"queue_stats":            "mf_queue_dead",
+		"queue_reclaim_expired":  "mf_queue_inflight",
+		"queue_recover_foreign":  "mf_queue_inflight",
+		"message_purge_queue":    "mf_queue_finished",
+		"message_purge_messages": "mf_messages_received_at",
+		"queue_by_message":       "mf_queue_message",
 	}
 	for name, index := range wantIndex {
 		args := make([]any, strings.Count(queries.Get(name), "?"))

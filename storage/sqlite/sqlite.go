@@ -732,9 +732,6 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
 		var err error
 		if c, err = s.claimHead(ctx, tx, p.Lane, p.From, p.Owner, p.LeaseTTL); err == nil && c == nil {
-			// Rolls the reclaim back too, as in PostgreSQL: a reclaimed
-			// head is always due (it was due when claimed), so a reclaim
-			// that is not followed by a claim has changed nothing.
 			err = storage.ErrNoWork
 		}
 		return err
@@ -767,16 +764,9 @@ func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) 
 	return out, nil
 }
 
-// claimHead is steps 1 to 3 of the lane claim in tx: it returns the claimed
-// head, or nil when the lane has nothing claimable.
+// claimHead is the lane claim (queue_claim_next.sql) in tx: it returns the
+// claimed head, or nil when the lane has nothing claimable.
 func (s *Store) claimHead(ctx context.Context, tx *sql.Tx, lane string, from int64, owner string, ttl time.Duration) (*storage.QueueClaim, error) {
-	reclaim, err := s.prepared(ctx, tx, queries.Get("queue_reclaim_stranded_head"))
-	if err != nil {
-		return nil, err
-	}
-	if _, err := reclaim.ExecContext(ctx, lane); err != nil {
-		return nil, fmt.Errorf("reclaim stranded head: %w", err)
-	}
 	claim, err := s.prepared(ctx, tx, queries.Get("queue_claim_next"))
 	if err != nil {
 		return nil, err

@@ -1,5 +1,9 @@
--- Lane claim, steps 2 and 3, in the same BEGIN IMMEDIATE transaction as the
--- fence check and queue_reclaim_stranded_head.sql.
+-- The lane claim, in one statement, in the same BEGIN IMMEDIATE transaction
+-- as the fence check: find the lane's head; if it is a stranded head (in
+-- flight under an expired lease) reclaim it, or if it is pending, not held
+-- and due, claim it: inflight under this node's lease, one attempt more. The
+-- reclaim and the claim are one UPDATE (as in PostgreSQL), so a stranded
+-- head goes straight to its new lease, in one statement instead of two.
 --
 -- THE FIFO ARGUMENT. A lane delivers its rows in id order, one at a time,
 -- across crashes and failovers, because:
@@ -16,8 +20,8 @@
 --       n is still uncommitted. (AUTOINCREMENT also means an id is never
 --       reused after a purge.)
 --   (c) A head left inflight by a crashed or fenced leader (a stranded head)
---       is reclaimed to pending by step 1 as soon as its lease expires, or by
---       promotion recovery at once, and is then the head again: it is
+--       is still the head: it is reclaimed by this statement as soon as its
+--       lease expires (or re-pended by promotion recovery at once) and
 --       re-delivered before anything newer of its lane. Retry and recovery
 --       re-pend a row in place, keeping its id.
 --   (d) Two claimers of one lane cannot both win: BEGIN IMMEDIATE takes the
@@ -32,8 +36,9 @@
 --
 -- The head is read by the scalar subquery (through the partial index
 -- mf_queue_lane_head, whose WHERE term it repeats verbatim); the row is
--- claimed only if that head is pending, not held and due. RETURNING may not name other
--- tables, so the payload and control id come from correlated subqueries.
+-- claimed only if that head is pending, not held and due, or in flight under
+-- an expired lease. RETURNING may not name other tables, so the payload and
+-- control id come from correlated subqueries.
 -- ?1 lane, ?2 owner, ?3 lease TTL in milliseconds, ?4 the floor (a row of the
 -- lane that was its head once: nothing below it is unfinished; see
 -- storage.QueueClaimNextParams.From).
@@ -48,9 +53,10 @@ UPDATE mf_queue
               WHERE lane = ?1 AND status IN ('pending', 'inflight') AND id >= ?4
               ORDER BY id
               LIMIT 1)
-   AND status = 'pending'
-   AND held = 0
-   AND next_attempt_at <= CAST(round(unixepoch('subsec') * 1000) AS INTEGER)
+   AND ((status = 'pending' AND held = 0
+         AND next_attempt_at <= CAST(round(unixepoch('subsec') * 1000) AS INTEGER))
+        OR (status = 'inflight'
+         AND lease_expires_at <= CAST(round(unixepoch('subsec') * 1000) AS INTEGER)))
 RETURNING id, message_id, destination, lane, status, attempts, next_attempt_at,
           lease_owner, lease_expires_at, last_error, created_at, updated_at, held,
           (SELECT m.payload FROM mf_messages m WHERE m.id = mf_queue.message_id),
