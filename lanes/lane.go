@@ -109,13 +109,18 @@ func (l *laneActor) wake(ctx actor.Context) {
 	if l.looping {
 		return
 	}
-	if l.timer != nil {
-		l.timer()
-		l.timer = nil
-	}
+	// A pending timer (a head backing off) stays: if this look finds the
+	// head not yet due, the timer is what wakes the lane for it.
 	l.looping = true
 	ctx.Send(ctx.Self(), next{})
 }
+
+// dueMargin is added to a backing-off head's delay before the lane looks
+// again. The store keeps next_attempt_at at its clock's precision (SQLite:
+// whole milliseconds, rounded), so a wake-up exactly on time could find the
+// head not quite due; the lane would then stop, and its retry wait for the
+// manager's next rescan (RescanInterval) instead.
+const dueMargin = 2 * time.Millisecond
 
 // wakeAfter schedules a Wake for when a backing-off head is due.
 func (l *laneActor) wakeAfter(ctx actor.Context, d time.Duration) {
@@ -192,7 +197,7 @@ func (l *laneActor) step(ctx actor.Context) {
 		observeDelivery(l.dest.Name, "retry", elapsed)
 		log.Warn().Err(forLog(sendErr, l.env.logPayloads())).Dur("retry_in", delay).Msg("delivery failed; the lane waits and retries this message (order is kept)")
 		if l.finished(ctx, log, "retry", err) {
-			l.wakeAfter(ctx, delay)
+			l.wakeAfter(ctx, delay+dueMargin)
 		}
 		return
 	}
@@ -248,6 +253,13 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 // the manager so (which stops it unless a Wake is on its way).
 func (l *laneActor) drained(ctx actor.Context) {
 	l.looping = false
+	if l.timer != nil {
+		// A head backing off, or a pause, wakes the lane when it ends. Going
+		// idle now would stop the lane, and the head would wait for the
+		// manager's next rescan instead of its own delay (a Wake for a
+		// newly stored row, arriving during the backoff, did just that).
+		return
+	}
 	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes})
 }
 

@@ -2,6 +2,7 @@ package lanes
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -24,20 +25,27 @@ type countingStore struct {
 	claims, completes, advances atomic.Int64
 
 	mu sync.Mutex
-	// floors holds the From of every claim that took a row, by the row.
+	// floors holds the From of every claim that took a row, by the row,
+	// and of every claim that found nothing, under noWork.
 	floors map[int64][]int64
 }
+
+// noWork is the key of countingStore.floors for claims that found nothing.
+const noWork = -1
 
 func (c *countingStore) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
 	c.claims.Add(1)
 	claimed, err := c.Store.QueueClaimNext(ctx, p)
-	if err == nil {
-		c.mu.Lock()
-		if c.floors == nil {
-			c.floors = map[int64][]int64{}
-		}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.floors == nil {
+		c.floors = map[int64][]int64{}
+	}
+	switch {
+	case err == nil:
 		c.floors[claimed.Row.ID] = append(c.floors[claimed.Row.ID], p.From)
-		c.mu.Unlock()
+	case errors.Is(err, storage.ErrNoWork):
+		c.floors[noWork] = append(c.floors[noWork], p.From)
 	}
 	return claimed, err
 }
@@ -162,10 +170,12 @@ func TestALaneRecordsADeliveryAndClaimsTheNextInOneWrite(t *testing.T) {
 	}
 }
 
-// A lane claiming its head again after a retry starts the head lookup at
-// the row it claimed before (storage.QueueClaimNextParams.From), not at the
-// lane's first index entry.
-func TestALaneClaimsAgainFromTheRowItClaimedBefore(t *testing.T) {
+// A lane woken while its head backs off (a Wake for a newly stored row)
+// finds nothing to claim, and stays: its own timer claims the head again
+// when due, starting the head lookup at that row (QueueClaimNextParams.From).
+// It used to go idle, be stopped, and leave the retry to the manager's next
+// rescan, up to RescanInterval later than the backoff said.
+func TestALaneWokenDuringABackoffRetriesOnItsOwnTimer(t *testing.T) {
 	var requests atomic.Int64
 	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if requests.Add(1) == 1 {
@@ -173,14 +183,26 @@ func TestALaneClaimsAgainFromTheRowItClaimedBefore(t *testing.T) {
 		}
 	}))
 	defer dest.Close()
-	f := newLaneFixture(t, dest.URL, "retry_base_seconds = 0.05\nretry_max_seconds = 0.05", 2)
+	f := newLaneFixture(t, dest.URL, "retry_base_seconds = 0.5\nretry_max_seconds = 0.5", 2)
 	defer f.system.Root.Stop(f.manager)
 
+	waitUntil(t, "the first send refused", 20*time.Second, func() bool { return requests.Load() == 1 })
+	// Handled by the lane after its retry is recorded: the head is backing off.
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}})
 	waitUntil(t, "both rows delivered", 20*time.Second, func() bool {
 		return requests.Load() == 3 && f.row(t, 1).Status == storage.QueueDone
 	})
-	// The first claim knows no floor; the claim after the retry starts at
-	// the retried row itself, which is still the head.
+	// (The manager's first Wake may also land during the backoff.)
+	nothing := f.store.floorsOf(noWork)
+	if len(nothing) == 0 {
+		t.Fatal("no claim found the lane empty: the Wake was not handled during the backoff")
+	}
+	for _, from := range nothing {
+		if from != f.ids[0] {
+			t.Fatalf("claims that found nothing came from %v; want each from row %d", nothing, f.ids[0])
+		}
+	}
+	// The first claim knows no floor; the retry is the same lane actor's.
 	if got := f.store.floorsOf(f.ids[0]); len(got) != 2 || got[0] != 0 || got[1] != f.ids[0] {
 		t.Fatalf("claims of the retried head came from %v; want [0 %d]", got, f.ids[0])
 	}
