@@ -93,11 +93,11 @@ type Store interface {
 	// QueueAdvance is QueueComplete of p.Claim followed by QueueClaimNext
 	// of p.Lane from p.Claim.ID (the completed row is a floor, see
 	// QueueClaimNextParams.From), in one transaction: the hot path of a
-	// delivering lane, one write per delivered row instead of two. A claim that is no longer
-	// current is not an error here (Completed is false, as QueueComplete's
-	// ErrClaimLost), nor is a lane with nothing claimable (Next is nil, as
-	// QueueClaimNext's ErrNoWork). A stale fence is ErrFenced and changes
-	// nothing.
+	// delivering lane, one write per delivered row instead of two. A claim
+	// that is no longer current is not an error here (Completed is false, as
+	// QueueComplete's ErrClaimLost), nor is a lane with nothing claimable
+	// (Next is nil, as QueueClaimNext's ErrNoWork). A stale fence is
+	// ErrFenced and changes nothing.
 	QueueAdvance(ctx context.Context, p QueueAdvanceParams) (QueueAdvanced, error)
 	// QueueRetry puts a claimed row back to pending, due after p.Delay. It
 	// stays its lane's head, so the lane waits for it.
