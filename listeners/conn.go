@@ -140,12 +140,7 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 func (cn *conn) store(m storage.NewMessage) (Result, bool) {
 	l := cn.l
 	l.env.System.Root.Send(l.env.Ingest, Submit{Msg: m, Reply: cn.reply})
-	select {
-	case r := <-cn.reply:
-		return r, true
-	case <-l.killed:
-		return Result{}, false
-	}
+	return l.env.await(cn.reply, l.killed)
 }
 
 func (cn *conn) write(ack []byte) bool {

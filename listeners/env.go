@@ -7,6 +7,7 @@ package listeners
 
 import (
 	"context"
+	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
@@ -32,6 +33,32 @@ type Env struct {
 	// LogPayloads (config log_payloads) lets the line about a rejected
 	// message carry its bytes; otherwise no log line carries message content.
 	LogPayloads bool
+
+	// ingestStopped is closed by the ingest actor (NewIngest makes it) once
+	// it has stopped and has given every answer it will ever give.
+	ingestStopped chan struct{}
+	stopIngest    sync.Once
+}
+
+// await waits for the answer to a Submit on reply. A Submit that reached the
+// ingest actor after it stopped is a dead letter and is never answered: once
+// the actor has stopped, await answers ErrShuttingDown instead (the sender
+// gets AE and sends the message again, to the next leader), unless the
+// answer is already there. It returns false if killed closes first.
+func (env *Env) await(reply <-chan Result, killed <-chan struct{}) (Result, bool) {
+	select {
+	case r := <-reply:
+		return r, true
+	case <-env.ingestStopped:
+		select {
+		case r := <-reply:
+			return r, true
+		default:
+			return Result{Err: ErrShuttingDown}, true
+		}
+	case <-killed:
+		return Result{}, false
+	}
 }
 
 // payloadLogMax bounds the bytes of a message one log line may carry when

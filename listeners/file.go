@@ -95,7 +95,7 @@ func (f *FilePoller) ingestFile(path string) bool {
 		f.env.System.Root.Send(f.env.Ingest, Submit{Msg: f.newMessage(raw), Reply: reply})
 	}
 	for range msgs {
-		if r := <-reply; r.Err != nil {
+		if r, _ := f.env.await(reply, nil); r.Err != nil {
 			f.log.Error().Err(r.Err).Str("file", filepath.Base(path)).Msg("storing a message of an inbound file failed; the file stays and is read again")
 			return false
 		}

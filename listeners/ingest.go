@@ -49,8 +49,11 @@ type Ingest struct {
 	commits  sync.WaitGroup
 }
 
-// NewIngest returns the props of the ingest actor.
+// NewIngest returns the props of the ingest actor. Call it before the
+// listeners that share env start: it makes the channel that tells them the
+// actor has stopped (Env.await).
 func NewIngest(env *Env) *actor.Props {
+	env.ingestStopped = make(chan struct{})
 	return actor.PropsFromProducer(func() actor.Actor { return &Ingest{env: env} })
 }
 
@@ -79,6 +82,12 @@ func (in *Ingest) Receive(ctx actor.Context) {
 		}
 		in.pending = nil
 		in.commits.Wait() // the transaction in flight answers its senders itself
+	case *actor.Stopped:
+		// Submits still in the mailbox, and any sent from now on, are dead
+		// letters: their senders stop waiting (Env.await). Without this a
+		// connection that handed over its message just as the graph stopped
+		// waited out the listener's whole Grace, and held up the stop.
+		in.env.stopIngest.Do(func() { close(in.env.ingestStopped) })
 	}
 }
 
