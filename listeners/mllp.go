@@ -136,6 +136,8 @@ func (l *MLLP) stop() {
 	}
 	l.conns.interruptReads()
 	if !l.conns.wait(Grace) {
+		l.log.Warn().Str("listen", l.cfg.Listen).Dur("grace", Grace).
+			Msg("connections still had a message in hand when the stop's grace ran out; closing them (their senders get no ACK and send again)")
 		close(l.killed)
 		l.conns.closeAll()
 		l.conns.wait(time.Minute)
