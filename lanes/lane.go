@@ -115,13 +115,6 @@ func (l *laneActor) wake(ctx actor.Context) {
 	ctx.Send(ctx.Self(), next{})
 }
 
-// dueMargin is added to a backing-off head's delay before the lane looks
-// again. The store keeps next_attempt_at at its clock's precision (SQLite:
-// whole milliseconds, rounded), so a wake-up exactly on time could find the
-// head not quite due; the lane would then stop, and its retry wait for the
-// manager's next rescan (RescanInterval) instead.
-const dueMargin = 2 * time.Millisecond
-
 // wakeAfter schedules a Wake for when a backing-off head is due.
 func (l *laneActor) wakeAfter(ctx actor.Context, d time.Duration) {
 	l.looping = false
@@ -197,7 +190,7 @@ func (l *laneActor) step(ctx actor.Context) {
 		observeDelivery(l.dest.Name, "retry", elapsed)
 		log.Warn().Err(forLog(sendErr, l.env.logPayloads())).Dur("retry_in", delay).Msg("delivery failed; the lane waits and retries this message (order is kept)")
 		if l.finished(ctx, log, "retry", err) {
-			l.wakeAfter(ctx, delay+dueMargin)
+			l.wakeAfter(ctx, delay)
 		}
 		return
 	}

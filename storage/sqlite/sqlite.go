@@ -817,9 +817,12 @@ func (s *Store) QueueComplete(ctx context.Context, p storage.QueueCompleteParams
 	return s.claimUpdate(ctx, "queue_complete", p.Fence, p.Claim)
 }
 
-// QueueRetry implements storage.Store.
+// QueueRetry implements storage.Store. The delay is truncated to whole
+// milliseconds, never rounded up: SQLite's clock is in whole milliseconds, so
+// the row is then due no later than p.Delay after the call, and a lane that
+// waits p.Delay (its backoff timer) finds it due.
 func (s *Store) QueueRetry(ctx context.Context, p storage.QueueRetryParams) error {
-	return s.claimUpdate(ctx, "queue_retry", p.Fence, p.Claim, millis(p.Delay), p.Error)
+	return s.claimUpdate(ctx, "queue_retry", p.Fence, p.Claim, p.Delay.Milliseconds(), p.Error)
 }
 
 // QueueDead implements storage.Store.
