@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -109,5 +110,71 @@ func waitQueued(t *testing.T, s *Store, n int) {
 			t.Fatalf("%d writes queued, want %d", q, n)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// One fence check serves consecutive writes of a group commit, but not
+// across a write that may change the lease: a write queued behind another
+// node's election, in the same transaction, is checked again and fenced.
+func TestAGroupCommitChecksTheFenceAgainAfterALeaseWrite(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, won, err := s.LeaseAttemptElect(ctx, storage.LeaseAttemptElectParams{Owner: "a", TTL: time.Minute})
+	if err != nil || !won {
+		t.Fatalf("elect a: won %v, %v", won, err)
+	}
+	oldTerm := storage.Fence{Owner: "a", Term: a.Term}
+	newTerm := storage.Fence{Owner: "b", Term: a.Term + 1}
+
+	s.writer <- struct{}{} // hold the writer: everything below queues, in order
+	var wg sync.WaitGroup
+	errs := make([]error, 5)
+	queued := 0
+	enqueue := func(i int, write func() error) {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = write() }()
+		queued++
+		waitQueued(t, s, queued)
+	}
+	ingest := func(f storage.Fence) func() error {
+		return func() error {
+			_, err := s.MessageIngest(ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{{
+				Inbound: "in", ControlID: "M", Payload: []byte("MSH|^~\\&|M"), Status: storage.MessageUnrouted,
+			}}})
+			return err
+		}
+	}
+	enqueue(0, ingest(oldTerm))
+	enqueue(1, func() error {
+		_, err := s.LeaseResign(ctx, storage.LeaseResignParams{Owner: "a", Term: a.Term})
+		return err
+	})
+	enqueue(2, func() error {
+		l, won, err := s.LeaseAttemptElect(ctx, storage.LeaseAttemptElectParams{Owner: "b", TTL: time.Minute})
+		if err == nil && (!won || l.Term != newTerm.Term) {
+			err = fmt.Errorf("elect b: won %v at term %d, want term %d", won, l.Term, newTerm.Term)
+		}
+		return err
+	})
+	enqueue(3, ingest(oldTerm))
+	enqueue(4, ingest(newTerm))
+	before := s.commits.Load()
+	<-s.writer
+	wg.Wait()
+
+	if got := s.commits.Load() - before; got != 1 {
+		t.Fatalf("the queued writes took %d transactions, want 1", got)
+	}
+	for i, want := range []error{nil, nil, nil, storage.ErrFenced, nil} {
+		if (want == nil && errs[i] != nil) || (want != nil && !errors.Is(errs[i], want)) {
+			t.Errorf("write %d: %v, want %v", i, errs[i], want)
+		}
 	}
 }
