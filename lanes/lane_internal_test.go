@@ -23,6 +23,9 @@ import (
 type countingStore struct {
 	storage.Store
 	claims, completes, advances atomic.Int64
+	// hideLanes makes QueueLanes answer nothing, so that the manager's
+	// rescans start no lane.
+	hideLanes atomic.Bool
 
 	mu sync.Mutex
 	// floors holds the From of every claim that took a row, by the row,
@@ -55,6 +58,13 @@ func (c *countingStore) floorsOf(id int64) []int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]int64(nil), c.floors[id]...)
+}
+
+func (c *countingStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
+	if c.hideLanes.Load() {
+		return nil, nil
+	}
+	return c.Store.QueueLanes(ctx)
 }
 
 func (c *countingStore) QueueComplete(ctx context.Context, p storage.QueueCompleteParams) error {
@@ -167,6 +177,42 @@ func TestALaneRecordsADeliveryAndClaimsTheNextInOneWrite(t *testing.T) {
 	// The first claim; any more are the manager's rescans finding nothing.
 	if n := f.store.claims.Load(); n < 1 || n > 1+int64(20*time.Second/RescanInterval) {
 		t.Fatalf("%d separate claims for one lane's %d rows", n, rows)
+	}
+}
+
+// A lane that delivers the newest row the manager told it of records the
+// delivery with a completion alone: by FIFO there is no next row to look
+// for. A row stored later comes with its own Wake, and a lane told of a
+// newer row than the one it delivers claims that one in the same write.
+func TestALaneDeliveringItsNewestRowDoesNotLookForANext(t *testing.T) {
+	var requests atomic.Int64
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1) }))
+	defer dest.Close()
+	f := newLaneFixture(t, dest.URL, "", 0)
+	defer f.system.Root.Stop(f.manager)
+	// Only Ingested starts the lane: a lane started by a rescan does not
+	// know its newest row, and looks for a next one after every delivery.
+	f.store.hideLanes.Store(true)
+
+	delivered := func(n int) {
+		t.Helper()
+		waitUntil(t, "the rows delivered and recorded", 20*time.Second, func() bool {
+			return requests.Load() == int64(n) && f.row(t, n-1).Status == storage.QueueDone
+		})
+	}
+	for i := range 3 { // light traffic: each row stored and delivered on its own
+		f.ingest(t, 1)
+		f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[i]}})
+		delivered(i + 1)
+	}
+	if a, c := f.store.advances.Load(), f.store.completes.Load(); a != 0 || c != 3 {
+		t.Fatalf("3 rows, each the newest of its lane: %d advances and %d completes, want 0 and 3", a, c)
+	}
+	f.ingest(t, 2)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[4]}})
+	delivered(5)
+	if a, c := f.store.advances.Load(), f.store.completes.Load(); a != 1 || c != 4 {
+		t.Fatalf("2 rows stored together: %d advances and %d completes in all, want 1 and 4", a, c)
 	}
 }
 

@@ -2,6 +2,7 @@ package lanes
 
 import (
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -19,7 +20,15 @@ const RescanInterval = 2 * time.Second
 // Ingested tells the lane manager which lanes received new rows.
 type Ingested struct {
 	Lanes []string
+	// Newest is, index for index with Lanes, the highest queue id the batch
+	// stored in that lane. It may be left out (nil): a lane that does not
+	// know its newest row looks for a next one after every delivery.
+	Newest []int64
 }
+
+// unknown is a lane's newest row when the manager cannot bound it (see
+// laneRef.newest).
+const unknown = math.MaxInt64
 
 type rescan struct{}
 
@@ -48,6 +57,12 @@ type laneRef struct {
 	// queued is set when a Wake is sent and cleared by the lane when it
 	// takes it: while set, another Wake would add nothing.
 	queued atomic.Bool
+	// newest bounds the ids of the lane's rows: no row of the lane has a
+	// higher id, except rows whose Ingested the manager has not handled yet
+	// (their Wake is still to come). A lane that delivers its row newest
+	// knows there is no next row to claim (laneActor.advance). unknown when
+	// the lane's actor was started by a rescan, which sees only its head.
+	newest atomic.Int64
 }
 
 // NewManager returns the props of a lane manager for env.
@@ -63,8 +78,12 @@ func (m *Manager) Receive(ctx actor.Context) {
 	case *actor.Started:
 		m.start(ctx)
 	case Ingested:
-		for _, lane := range msg.Lanes {
-			m.wake(ctx, lane)
+		for i, lane := range msg.Lanes {
+			newest := int64(unknown)
+			if i < len(msg.Newest) {
+				newest = msg.Newest[i]
+			}
+			m.wake(ctx, lane, newest)
 		}
 	case rescan:
 		m.rescan(ctx)
@@ -114,8 +133,10 @@ func (m *Manager) start(ctx actor.Context) {
 }
 
 // wake makes sure lane has an actor and tells it to look for work, unless a
-// Wake it has not taken yet is already queued.
-func (m *Manager) wake(ctx actor.Context, lane string) {
+// Wake it has not taken yet is already queued. newest is a row of the lane
+// just stored (or unknown); ingest gives queue ids in commit order, so it is
+// at least as high as every row of the lane stored before it.
+func (m *Manager) wake(ctx actor.Context, lane string, newest int64) {
 	ref, ok := m.lanes[lane]
 	if !ok {
 		dest := DestinationOf(lane)
@@ -127,10 +148,14 @@ func (m *Manager) wake(ctx actor.Context, lane string) {
 		ref = &laneRef{}
 		// A fresh actor per (re)start: a restarted lane starts from the store.
 		ref.pid = ctx.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor {
-			return &laneActor{lane: lane, dest: o, sender: sender, env: env, queued: &ref.queued}
+			return &laneActor{lane: lane, dest: o, sender: sender, env: env, queued: &ref.queued, newest: &ref.newest}
 		}), "lane")
 		m.lanes[lane] = ref
 		setActiveLanes(len(m.lanes))
+	}
+	// Raised before the Wake is queued: a lane that reads the old value
+	// has this Wake still to take.
+	for cur := ref.newest.Load(); newest > cur && !ref.newest.CompareAndSwap(cur, newest); cur = ref.newest.Load() {
 	}
 	if !ref.queued.CompareAndSwap(false, true) {
 		return
@@ -154,7 +179,14 @@ func (m *Manager) rescan(ctx actor.Context) {
 	}
 	for _, l := range lanes {
 		if l.Claimable {
-			m.wake(ctx, l.Lane)
+			// A rescan sees the lane's head, not its newest row: a lane
+			// it starts must look for a next row after every delivery. A
+			// running lane's bound stands (0 raises nothing).
+			newest := int64(0)
+			if _, running := m.lanes[l.Lane]; !running {
+				newest = unknown
+			}
+			m.wake(ctx, l.Lane, newest)
 		}
 	}
 }

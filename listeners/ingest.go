@@ -34,7 +34,7 @@ type Result struct {
 
 type committed struct {
 	err   error
-	lanes []string
+	lanes lanes.Ingested // the lanes the batch stored rows in, for the lane manager
 }
 
 // Ingest is the group-commit actor. While one transaction is being
@@ -67,8 +67,8 @@ func (in *Ingest) Receive(ctx actor.Context) {
 		}
 	case committed:
 		in.inflight = false
-		if len(msg.lanes) > 0 {
-			ctx.Send(in.env.Lanes, lanes.Ingested{Lanes: msg.lanes})
+		if len(msg.lanes.Lanes) > 0 {
+			ctx.Send(in.env.Lanes, msg.lanes)
 		}
 		if errors.Is(msg.err, storage.ErrFenced) {
 			in.env.OnFenced("message_ingest", msg.err)
@@ -109,20 +109,24 @@ func (in *Ingest) flush(ctx actor.Context) {
 		start := time.Now()
 		res, err := in.env.Store.MessageIngest(in.env.Ctx, storage.MessageIngestParams{Fence: in.env.Fence, Messages: msgs})
 		observeBatch(len(batch))
-		var touched []string
+		var touched lanes.Ingested
 		if err != nil {
 			lanes.StoreError("message_ingest")
 			in.env.Log.Error().Err(err).Int("messages", len(batch)).
 				Msg("storing a batch of messages failed; each sender gets AE and will resend")
 		} else {
 			in.env.Log.Debug().Int("messages", len(batch)).Time("call_started", start).Msg("messages stored")
-			seen := map[string]bool{}
-			for _, m := range msgs {
-				for _, d := range m.Deliveries {
-					if !seen[d.Lane] {
-						seen[d.Lane] = true
-						touched = append(touched, d.Lane)
+			at := map[string]int{} // lane → its index in touched
+			for i, m := range msgs {
+				for j, d := range m.Deliveries {
+					id := res[i].QueueIDs[j]
+					if k, seen := at[d.Lane]; seen {
+						touched.Newest[k] = max(touched.Newest[k], id)
+						continue
 					}
+					at[d.Lane] = len(touched.Lanes)
+					touched.Lanes = append(touched.Lanes, d.Lane)
+					touched.Newest = append(touched.Newest, id)
 				}
 			}
 		}
