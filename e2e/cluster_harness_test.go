@@ -46,6 +46,15 @@ func startCluster(t *testing.T, n int, tm timing) *cluster {
 		c.addNode(c.url)
 	}
 	c.waitForPrimary(-1)
+	// The primary can be up before a standby has started at all (under
+	// -race on a busy machine the standby's API once refused a test's first
+	// request): every node's API answers before the cluster is handed over.
+	for i, e := range c.nodes {
+		waitFor(t, fmt.Sprintf("node-%d's API", i), 30*time.Second, func() bool {
+			code, _, err := e.get("/cluster/status")
+			return err == nil && code == http.StatusOK
+		})
+	}
 	return c
 }
 
