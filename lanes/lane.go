@@ -222,24 +222,14 @@ func (l *laneActor) step(ctx actor.Context) {
 // statement for nothing in the write that records the delivery.
 func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage.Claim, took time.Duration) {
 	called := time.Now()
-	if l.newest != nil && l.newest.Load() <= claim.ID {
-		err := l.env.Store.QueueComplete(l.env.Ctx, storage.QueueCompleteParams{Fence: l.env.Fence, Claim: claim})
-		switch {
-		case err == nil:
-			log.Debug().Dur("took", took).Time("call_started", called).Msg("delivered")
-			l.drained(ctx)
-		case errors.Is(err, storage.ErrClaimLost):
-			log.Warn().Str("op", "complete").Msg(claimLostMsg)
-			ctx.Send(ctx.Self(), next{}) // the row is to be delivered again
-		default:
-			l.storeFailed(ctx, "complete", err)
-		}
-		return
-	}
-	if !l.env.Trust() {
+	if newest := l.newest.Load() <= claim.ID; newest || !l.env.Trust() {
 		err := l.env.Store.QueueComplete(l.env.Ctx, storage.QueueCompleteParams{Fence: l.env.Fence, Claim: claim})
 		if err == nil {
 			log.Debug().Dur("took", took).Time("call_started", called).Msg("delivered")
+			if newest {
+				l.drained(ctx) // a row stored since comes with a Wake
+				return
+			}
 		}
 		l.finished(ctx, log, "complete", err)
 		return

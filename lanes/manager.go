@@ -154,8 +154,9 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64) {
 		setActiveLanes(len(m.lanes))
 	}
 	// Raised before the Wake is queued: a lane that reads the old value
-	// has this Wake still to take.
-	for cur := ref.newest.Load(); newest > cur && !ref.newest.CompareAndSwap(cur, newest); cur = ref.newest.Load() {
+	// has this Wake still to take. The manager is its only writer.
+	if newest > ref.newest.Load() {
+		ref.newest.Store(newest)
 	}
 	if !ref.queued.CompareAndSwap(false, true) {
 		return

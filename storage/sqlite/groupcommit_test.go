@@ -18,14 +18,7 @@ import (
 // written at all.
 func TestWritesAreGroupCommittedEachInItsOwnSavepoint(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openMigrated(t)
 	ingest := func(ctx context.Context, f storage.Fence, id string) (int64, error) {
 		res, err := s.MessageIngest(ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{{
 			Inbound: "in", ControlID: id, Payload: []byte("MSH|^~\\&|" + id), Status: storage.MessageRouted,
@@ -96,6 +89,21 @@ func TestWritesAreGroupCommittedEachInItsOwnSavepoint(t *testing.T) {
 	}
 }
 
+// openMigrated opens a migrated store on a fresh file, closed at the end
+// of the test.
+func openMigrated(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func waitQueued(t *testing.T, s *Store, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -118,14 +126,7 @@ func waitQueued(t *testing.T, s *Store, n int) {
 // node's election, in the same transaction, is checked again and fenced.
 func TestAGroupCommitChecksTheFenceAgainAfterALeaseWrite(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openMigrated(t)
 	a, won, err := s.LeaseAttemptElect(ctx, storage.LeaseAttemptElectParams{Owner: "a", TTL: time.Minute})
 	if err != nil || !won {
 		t.Fatalf("elect a: won %v, %v", won, err)
