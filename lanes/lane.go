@@ -36,6 +36,9 @@ type next struct{}
 type idle struct {
 	lane  string
 	wakes int
+	// held is set when the lane has just held its head for an operator:
+	// until one acts, nothing in the lane can be claimed.
+	held bool
 }
 
 // laneActor delivers one lane, one row at a time:
@@ -52,6 +55,9 @@ type laneActor struct {
 	queued *atomic.Bool
 	// newest is the manager's bound on the lane's row ids (laneRef.newest).
 	newest *atomic.Int64
+	// claimable is the manager's "a rescan found this lane's head
+	// claimable" flag (laneRef.claimable), taken with each Wake.
+	claimable *atomic.Bool
 
 	log     zerolog.Logger
 	looping bool // a next is queued or a row is in hand
@@ -63,6 +69,13 @@ type laneActor struct {
 	// floor is the id of the last row this lane claimed: its head lookups
 	// start there (storage.QueueClaimNextParams.From).
 	floor int64
+	// parked is set while the lane's head backs off after a failed send:
+	// nothing in the lane can be claimed before the head's timer fires,
+	// since a newly stored row queues behind the head. A Wake for a new row
+	// is then not looked into: with a destination down, every message
+	// stored used to cost a claim that found nothing. A Wake from a rescan
+	// that found the head claimable (an operator's retry) still is.
+	parked bool
 }
 
 // Receive implements actor.Actor.
@@ -76,10 +89,16 @@ func (l *laneActor) Receive(ctx actor.Context) {
 		// Cleared before looking for work: a row committed after this point
 		// gets a fresh Wake, one committed before it is found by the claim.
 		l.queued.Store(false)
+		claimable := l.claimable.Swap(false)
 		l.wakes++
+		if l.parked && !claimable {
+			return // a new row, behind a head still backing off
+		}
+		l.parked = false
 		l.wake(ctx)
 	case due:
 		l.timer = nil
+		l.parked = false
 		l.wake(ctx)
 	case next:
 		l.step(ctx)
@@ -145,7 +164,7 @@ func (l *laneActor) step(ctx actor.Context) {
 		})
 		switch {
 		case errors.Is(err, storage.ErrNoWork):
-			l.drained(ctx)
+			l.drained(ctx, false)
 			return
 		case err != nil:
 			l.storeFailed(ctx, "claim", err)
@@ -193,6 +212,7 @@ func (l *laneActor) step(ctx actor.Context) {
 		log.Warn().Err(forLog(sendErr, l.env.logPayloads())).Dur("retry_in", delay).Msg("delivery failed; the lane waits and retries this message (order is kept)")
 		if l.finished(ctx, log, "retry", err) {
 			l.wakeAfter(ctx, delay)
+			l.parked = err == nil
 		}
 		return
 	}
@@ -207,7 +227,7 @@ func (l *laneActor) step(ctx actor.Context) {
 	observeDelivery(l.dest.Name, "blocked", elapsed)
 	log.Error().Err(forLog(sendErr, l.env.logPayloads())).Bool("rejected", permanent).Msg("delivery given up: the lane is blocked until an operator retries or skips this message (POST /queue/{id}/retry or /skip)")
 	if l.finished(ctx, log, "hold", err) {
-		l.drained(ctx)
+		l.drained(ctx, err == nil)
 	}
 }
 
@@ -227,7 +247,7 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 		if err == nil {
 			log.Debug().Dur("took", took).Time("call_started", called).Msg("delivered")
 			if newest {
-				l.drained(ctx) // a row stored since comes with a Wake
+				l.drained(ctx, false) // a row stored since comes with a Wake
 				return
 			}
 		}
@@ -247,7 +267,7 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 		log.Warn().Str("op", "advance").Msg(claimLostMsg)
 	}
 	if a.Next == nil {
-		l.drained(ctx)
+		l.drained(ctx, false)
 		return
 	}
 	l.head = a.Next
@@ -255,8 +275,9 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 }
 
 // drained ends the loop: the lane has nothing it can claim now, and tells
-// the manager so (which stops it unless a Wake is on its way).
-func (l *laneActor) drained(ctx actor.Context) {
+// the manager so (which stops it unless a Wake is on its way). held says
+// that the lane has just held its head for an operator.
+func (l *laneActor) drained(ctx actor.Context, held bool) {
 	l.looping = false
 	if l.timer != nil {
 		// A head backing off, or a pause, wakes the lane when it ends. Going
@@ -265,7 +286,7 @@ func (l *laneActor) drained(ctx actor.Context) {
 		// newly stored row, arriving during the backoff, did just that).
 		return
 	}
-	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes})
+	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes, held: held})
 }
 
 // claimLostMsg is logged when a delivery's claim was no longer current when

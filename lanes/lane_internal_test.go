@@ -148,6 +148,17 @@ func (f *laneFixture) ingest(t *testing.T, n int) {
 	}
 }
 
+// inspect asks the manager for its view of the lanes. The manager handles
+// messages in order, so the view reflects every message sent to it before.
+func (f *laneFixture) inspect(t *testing.T) view {
+	t.Helper()
+	got, err := f.system.Root.RequestFuture(f.manager, inspect{}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.(view)
+}
+
 // row reads queue row i of the fixture's lane.
 func (f *laneFixture) row(t *testing.T, i int) storage.QueueRow {
 	t.Helper()
@@ -217,10 +228,11 @@ func TestALaneDeliveringItsNewestRowDoesNotLookForANext(t *testing.T) {
 }
 
 // A lane woken while its head backs off (a Wake for a newly stored row)
-// finds nothing to claim, and stays: its own timer claims the head again
-// when due, starting the head lookup at that row (QueueClaimNextParams.From).
-// It used to go idle, be stopped, and leave the retry to the manager's next
-// rescan, up to RescanInterval later than the backoff said.
+// claims nothing: the new row queues behind the head. It stays, and its own
+// timer claims the head again when due, starting the head lookup at that row
+// (QueueClaimNextParams.From). (It used to go idle, be stopped, and leave the
+// retry to the manager's next rescan; later it looked, and with a
+// destination down every stored message cost a claim that found nothing.)
 func TestALaneWokenDuringABackoffRetriesOnItsOwnTimer(t *testing.T) {
 	var requests atomic.Int64
 	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -229,28 +241,125 @@ func TestALaneWokenDuringABackoffRetriesOnItsOwnTimer(t *testing.T) {
 		}
 	}))
 	defer dest.Close()
-	f := newLaneFixture(t, dest.URL, "retry_base_seconds = 0.5\nretry_max_seconds = 0.5", 2)
+	f := newLaneFixture(t, dest.URL, "retry_base_seconds = 0.5\nretry_max_seconds = 0.5", 0)
 	defer f.system.Root.Stop(f.manager)
+	f.store.hideLanes.Store(true) // only Ingested wakes the lane
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}})
 
 	waitUntil(t, "the first send refused", 20*time.Second, func() bool { return requests.Load() == 1 })
 	// Handled by the lane after its retry is recorded: the head is backing off.
+	f.ingest(t, 1)
 	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}})
 	waitUntil(t, "both rows delivered", 20*time.Second, func() bool {
 		return requests.Load() == 3 && f.row(t, 1).Status == storage.QueueDone
 	})
-	// (The manager's first Wake may also land during the backoff.)
-	nothing := f.store.floorsOf(noWork)
-	if len(nothing) == 0 {
-		t.Fatal("no claim found the lane empty: the Wake was not handled during the backoff")
-	}
-	for _, from := range nothing {
-		if from != f.ids[0] {
-			t.Fatalf("claims that found nothing came from %v; want each from row %d", nothing, f.ids[0])
-		}
+	if nothing := f.store.floorsOf(noWork); len(nothing) != 0 {
+		t.Fatalf("%d claims found nothing (from %v): the Wake during the backoff was looked into", len(nothing), nothing)
 	}
 	// The first claim knows no floor; the retry is the same lane actor's.
 	if got := f.store.floorsOf(f.ids[0]); len(got) != 2 || got[0] != 0 || got[1] != f.ids[0] {
 		t.Fatalf("claims of the retried head came from %v; want [0 %d]", got, f.ids[0])
+	}
+}
+
+// A head backing off is claimed at once when a rescan finds it claimable
+// again, as after an operator's retry (POST /queue/{id}/retry), not when its
+// backoff ends.
+func TestALaneBackingOffTakesAnOperatorsRetryAtTheNextRescan(t *testing.T) {
+	var requests atomic.Int64
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer dest.Close()
+	f := newLaneFixture(t, dest.URL, "retry_base_seconds = 3600\nretry_max_seconds = 3600", 2)
+	defer f.system.Root.Stop(f.manager)
+
+	waitUntil(t, "the head backing off", 20*time.Second, func() bool {
+		r := f.row(t, 0)
+		return r.Status == storage.QueuePending && r.Attempts == 1
+	})
+	if err := f.store.QueueRelease(f.ctx, storage.QueueReleaseParams{ID: f.ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "both rows delivered", 20*time.Second, func() bool {
+		return requests.Load() == 3 && f.row(t, 1).Status == storage.QueueDone
+	})
+}
+
+// A lane whose head is held for an operator starts no actor for rows stored
+// behind it: a claim could take nothing there. The operator's retry, found
+// by the next rescan, delivers them all.
+func TestAHeldLaneStartsNoActorUntilAnOperatorActs(t *testing.T) {
+	var requests atomic.Int64
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer dest.Close()
+	f := newLaneFixture(t, dest.URL, "max_attempts = 1", 0)
+	defer f.system.Root.Stop(f.manager)
+	// No rescan sees the lane, so only the lane's own word parks it.
+	f.store.hideLanes.Store(true)
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}})
+	lanes := func() map[string]int { return f.inspect(t).wakes }
+	waitUntil(t, "the head held and its lane stopped", 20*time.Second, func() bool {
+		_, running := lanes()[fixtureLane]
+		return f.row(t, 0).Held && !running
+	})
+
+	claims := f.store.claims.Load()
+	f.ingest(t, 2)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[2]}})
+	// Handled in order: the inspect sees what the Ingested did.
+	if wakes, running := lanes()[fixtureLane]; running {
+		t.Fatalf("rows stored behind a held head started the lane (%d Wakes)", wakes)
+	}
+	if n := f.store.claims.Load(); n != claims {
+		t.Fatalf("%d claims for rows behind a held head", n-claims)
+	}
+
+	if err := f.store.QueueRelease(f.ctx, storage.QueueReleaseParams{ID: f.ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	f.store.hideLanes.Store(false)
+	waitUntil(t, "every row delivered after the retry", 20*time.Second, func() bool {
+		return requests.Load() == 4 && f.row(t, 2).Status == storage.QueueDone
+	})
+}
+
+// A rescan parks a lane without an actor whose head is held (as after a
+// restart or a failover, when no lane actor remembers it): rows stored
+// behind it start no actor.
+func TestARescanParksALaneWhoseHeadIsHeld(t *testing.T) {
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer dest.Close()
+	f := newLaneFixture(t, dest.URL, "", 0)
+	defer f.system.Root.Stop(f.manager)
+	f.store.hideLanes.Store(true)
+	f.ingest(t, 1)
+	c, err := f.store.QueueClaimNext(f.ctx, storage.QueueClaimNextParams{Lane: fixtureLane, Owner: "test#1", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.QueueHold(f.ctx, storage.QueueHoldParams{Claim: c.Claim(), Error: "held by the test"}); err != nil {
+		t.Fatal(err)
+	}
+	f.store.hideLanes.Store(false)
+	waitUntil(t, "a rescan parking the lane", 20*time.Second, func() bool { return f.inspect(t).parked[fixtureLane] })
+
+	claims := f.store.claims.Load()
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[1]}})
+	if v := f.inspect(t); v.wakes[fixtureLane] != 0 {
+		t.Fatalf("a row stored behind a held head started the lane: %+v", v)
+	}
+	if n := f.store.claims.Load(); n != claims {
+		t.Fatalf("%d claims for a row behind a held head", n-claims)
 	}
 }
 

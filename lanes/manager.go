@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/storage"
 )
 
 // RescanInterval is how often the manager looks for lanes with claimable
@@ -45,7 +46,15 @@ type Manager struct {
 	dests   map[string]config.Outbound
 	senders map[string]Sender
 	lanes   map[string]*laneRef
-	timer   scheduler.CancelFunc
+	// parked holds lanes without an actor whose head waits for an operator
+	// (held) or for its retry backoff, as the last rescan (or the lane's
+	// own last word) found them. A Wake for a newly stored row could claim
+	// nothing there, since the new row queues behind that head: it starts
+	// no actor. Each rescan makes the set afresh and wakes the lanes whose
+	// head has become claimable, so a lane stays parked at most one
+	// RescanInterval past an operator's retry or skip.
+	parked map[string]bool
+	timer  scheduler.CancelFunc
 }
 
 // laneRef is the manager's handle on one lane actor.
@@ -63,6 +72,10 @@ type laneRef struct {
 	// knows there is no next row to claim (laneActor.advance). unknown when
 	// the lane's actor was started by a rescan, which sees only its head.
 	newest atomic.Int64
+	// claimable is set when a rescan found the lane's head claimable, and
+	// taken by the lane with its next Wake: a lane whose head was backing
+	// off looks again (an operator may have retried it).
+	claimable atomic.Bool
 }
 
 // NewManager returns the props of a lane manager for env.
@@ -83,7 +96,7 @@ func (m *Manager) Receive(ctx actor.Context) {
 			if i < len(msg.Newest) {
 				newest = msg.Newest[i]
 			}
-			m.wake(ctx, lane, newest)
+			m.wake(ctx, lane, newest, false)
 		}
 	case rescan:
 		m.rescan(ctx)
@@ -92,13 +105,19 @@ func (m *Manager) Receive(ctx actor.Context) {
 			ctx.Stop(ref.pid)
 			delete(m.lanes, msg.lane)
 			setActiveLanes(len(m.lanes))
+			if msg.held {
+				m.parked[msg.lane] = true
+			}
 		}
 	case inspect:
-		wakes := map[string]int{}
+		v := view{wakes: map[string]int{}, parked: map[string]bool{}}
 		for lane, ref := range m.lanes {
-			wakes[lane] = ref.wakes
+			v.wakes[lane] = ref.wakes
 		}
-		ctx.Respond(wakes)
+		for lane := range m.parked {
+			v.parked[lane] = true
+		}
+		ctx.Respond(v)
 	case *actor.Stopping:
 		if m.timer != nil {
 			m.timer()
@@ -118,6 +137,7 @@ func (m *Manager) start(ctx actor.Context) {
 	m.dests = map[string]config.Outbound{}
 	m.senders = map[string]Sender{}
 	m.lanes = map[string]*laneRef{}
+	m.parked = map[string]bool{}
 	for _, o := range m.env.Config.Outbound {
 		s, err := NewSender(o)
 		if err != nil {
@@ -135,10 +155,15 @@ func (m *Manager) start(ctx actor.Context) {
 // wake makes sure lane has an actor and tells it to look for work, unless a
 // Wake it has not taken yet is already queued. newest is a row of the lane
 // just stored (or unknown); ingest gives queue ids in commit order, so it is
-// at least as high as every row of the lane stored before it.
-func (m *Manager) wake(ctx actor.Context, lane string, newest int64) {
+// at least as high as every row of the lane stored before it. claimable is
+// set when a rescan found the lane's head claimable.
+func (m *Manager) wake(ctx actor.Context, lane string, newest int64, claimable bool) {
 	ref, ok := m.lanes[lane]
 	if !ok {
+		if m.parked[lane] && !claimable {
+			return // its head still waits; see Manager.parked
+		}
+		delete(m.parked, lane)
 		dest := DestinationOf(lane)
 		o, known := m.dests[dest]
 		if !known {
@@ -148,7 +173,7 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64) {
 		ref = &laneRef{}
 		// A fresh actor per (re)start: a restarted lane starts from the store.
 		ref.pid = ctx.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor {
-			return &laneActor{lane: lane, dest: o, sender: sender, env: env, queued: &ref.queued, newest: &ref.newest}
+			return &laneActor{lane: lane, dest: o, sender: sender, env: env, queued: &ref.queued, newest: &ref.newest, claimable: &ref.claimable}
 		}), "lane")
 		m.lanes[lane] = ref
 		setActiveLanes(len(m.lanes))
@@ -158,6 +183,9 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64) {
 	if newest > ref.newest.Load() {
 		ref.newest.Store(newest)
 	}
+	if claimable {
+		ref.claimable.Store(true) // before the Wake, as newest
+	}
 	if !ref.queued.CompareAndSwap(false, true) {
 		return
 	}
@@ -165,8 +193,15 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64) {
 	ctx.Send(ref.pid, Wake{})
 }
 
-// inspect asks the manager for its lanes and the Wakes sent to each (tests).
+// inspect asks the manager for a view of its lanes (tests).
 type inspect struct{}
+
+// view answers inspect: the Wakes sent to each lane with an actor, and the
+// parked lanes.
+type view struct {
+	wakes  map[string]int
+	parked map[string]bool
+}
 
 func (m *Manager) rescan(ctx actor.Context) {
 	if m.env.Ctx.Err() != nil {
@@ -178,16 +213,22 @@ func (m *Manager) rescan(ctx actor.Context) {
 		m.env.Log.Error().Err(err).Msg(fmt.Sprintf("listing lanes with work failed; retrying in %v (check the database)", RescanInterval))
 		return
 	}
+	m.parked = map[string]bool{}
 	for _, l := range lanes {
-		if l.Claimable {
+		_, running := m.lanes[l.Lane]
+		switch {
+		case l.Claimable:
 			// A rescan sees the lane's head, not its newest row: a lane
 			// it starts must look for a next row after every delivery. A
 			// running lane's bound stands (0 raises nothing).
 			newest := int64(0)
-			if _, running := m.lanes[l.Lane]; !running {
+			if !running {
 				newest = unknown
 			}
-			m.wake(ctx, l.Lane, newest)
+			m.wake(ctx, l.Lane, newest, true)
+		case !running && l.Head.Status == storage.QueuePending:
+			// Pending but not claimable: held, or backing off.
+			m.parked[l.Lane] = true
 		}
 	}
 }

@@ -33,13 +33,7 @@ func TestWakesAreCoalescedAndDrainedLanesStop(t *testing.T) {
 	f := newLaneFixture(t, dest.URL, "retry_base_seconds = 0.05\nretry_max_seconds = 0.05", 1)
 	defer f.system.Root.Stop(f.manager)
 	const lane = fixtureLane
-	wakes := func() map[string]int {
-		res, err := f.system.Root.RequestFuture(f.manager, inspect{}, 5*time.Second).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.(map[string]int)
-	}
+	wakes := func() map[string]int { return f.inspect(t).wakes }
 
 	waitUntil(t, "the lane's first send to be stuck", 10*time.Second, func() bool { return requests.Load() == 1 })
 	for i := 0; i < 300; i++ {
