@@ -148,6 +148,20 @@ func (f *laneFixture) ingest(t *testing.T, n int) {
 	}
 }
 
+// refusingTheFirstSend is an HTTP destination that answers 503 to its first
+// request and 200 to every later one, and counts them.
+func refusingTheFirstSend(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	requests := new(atomic.Int64)
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // the head is retried, or held
+		}
+	}))
+	t.Cleanup(dest.Close)
+	return dest, requests
+}
+
 // inspect asks the manager for its view of the lanes. The manager handles
 // messages in order, so the view reflects every message sent to it before.
 func (f *laneFixture) inspect(t *testing.T) view {
@@ -234,13 +248,7 @@ func TestALaneDeliveringItsNewestRowDoesNotLookForANext(t *testing.T) {
 // retry to the manager's next rescan; later it looked, and with a
 // destination down every stored message cost a claim that found nothing.)
 func TestALaneWokenDuringABackoffRetriesOnItsOwnTimer(t *testing.T) {
-	var requests atomic.Int64
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if requests.Add(1) == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable) // the head is retried
-		}
-	}))
-	defer dest.Close()
+	dest, requests := refusingTheFirstSend(t)
 	f := newLaneFixture(t, dest.URL, "retry_base_seconds = 0.5\nretry_max_seconds = 0.5", 0)
 	defer f.system.Root.Stop(f.manager)
 	f.store.hideLanes.Store(true) // only Ingested wakes the lane
@@ -267,13 +275,7 @@ func TestALaneWokenDuringABackoffRetriesOnItsOwnTimer(t *testing.T) {
 // again, as after an operator's retry (POST /queue/{id}/retry), not when its
 // backoff ends.
 func TestALaneBackingOffTakesAnOperatorsRetryAtTheNextRescan(t *testing.T) {
-	var requests atomic.Int64
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if requests.Add(1) == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	}))
-	defer dest.Close()
+	dest, requests := refusingTheFirstSend(t)
 	f := newLaneFixture(t, dest.URL, "retry_base_seconds = 3600\nretry_max_seconds = 3600", 2)
 	defer f.system.Root.Stop(f.manager)
 
@@ -293,13 +295,7 @@ func TestALaneBackingOffTakesAnOperatorsRetryAtTheNextRescan(t *testing.T) {
 // behind it: a claim could take nothing there. The operator's retry, found
 // by the next rescan, delivers them all.
 func TestAHeldLaneStartsNoActorUntilAnOperatorActs(t *testing.T) {
-	var requests atomic.Int64
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if requests.Add(1) == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	}))
-	defer dest.Close()
+	dest, requests := refusingTheFirstSend(t)
 	f := newLaneFixture(t, dest.URL, "max_attempts = 1", 0)
 	defer f.system.Root.Stop(f.manager)
 	// No rescan sees the lane, so only the lane's own word parks it.

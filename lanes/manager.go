@@ -213,7 +213,7 @@ func (m *Manager) rescan(ctx actor.Context) {
 		m.env.Log.Error().Err(err).Msg(fmt.Sprintf("listing lanes with work failed; retrying in %v (check the database)", RescanInterval))
 		return
 	}
-	m.parked = map[string]bool{}
+	clear(m.parked) // made afresh from what this rescan sees
 	for _, l := range lanes {
 		_, running := m.lanes[l.Lane]
 		switch {

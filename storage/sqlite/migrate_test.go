@@ -83,11 +83,7 @@ func TestTheStatusChecksMigrationKeepsRowsCountersAndConstraints(t *testing.T) {
 		}
 	}
 	for _, q := range []string{"message_ingest", "message_ingest_queue", "queue_complete", "queue_retry", "queue_hold"} {
-		args := make([]any, strings.Count(queries.Get(q), "?"))
-		for i := range args {
-			args[i] = 1
-		}
-		rows, err := s.db.QueryContext(ctx, "EXPLAIN "+queries.Get(q), args...)
+		rows, err := s.db.QueryContext(ctx, "EXPLAIN "+queries.Get(q), placeholderArgs(q)...)
 		if err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -13,14 +12,7 @@ import (
 // never scan mf_queue without an index.
 func TestQueueStatementsUseIndexes(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openMigrated(t)
 	wantIndex := map[string]string{
 		"queue_claim_next":       "mf_queue_lane_head",
 		"queue_lanes":            "mf_queue_lane_head",
@@ -32,11 +24,7 @@ func TestQueueStatementsUseIndexes(t *testing.T) {
 		"queue_by_message":       "mf_queue_message",
 	}
 	for name, index := range wantIndex {
-		args := make([]any, strings.Count(queries.Get(name), "?"))
-		for i := range args {
-			args[i] = 1
-		}
-		rows, err := s.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+queries.Get(name), args...)
+		rows, err := s.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+queries.Get(name), placeholderArgs(name)...)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -60,4 +48,14 @@ func TestQueueStatementsUseIndexes(t *testing.T) {
 			t.Errorf("%s does not use %s:\n%s", name, index, text)
 		}
 	}
+}
+
+// placeholderArgs gives query name a 1 for each of its placeholders, enough
+// to EXPLAIN it.
+func placeholderArgs(name string) []any {
+	args := make([]any, strings.Count(queries.Get(name), "?"))
+	for i := range args {
+		args[i] = 1
+	}
+	return args
 }
