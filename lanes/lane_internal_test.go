@@ -26,6 +26,10 @@ type countingStore struct {
 	// hideLanes makes QueueLanes answer nothing, so that the manager's
 	// rescans start no lane.
 	hideLanes atomic.Bool
+	// lanesGate, when set, holds every QueueLanes call until it is closed;
+	// lanesIn counts the calls under way and lanesMax the most at once.
+	lanesGate         atomic.Pointer[chan struct{}]
+	lanesIn, lanesMax atomic.Int64
 
 	mu sync.Mutex
 	// floors holds the From of every claim that took a row, by the row,
@@ -61,6 +65,17 @@ func (c *countingStore) floorsOf(id int64) []int64 {
 }
 
 func (c *countingStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
+	in := c.lanesIn.Add(1)
+	defer c.lanesIn.Add(-1)
+	for m := c.lanesMax.Load(); in > m && !c.lanesMax.CompareAndSwap(m, in); m = c.lanesMax.Load() {
+	}
+	if gate := c.lanesGate.Load(); gate != nil {
+		select {
+		case <-*gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	if c.hideLanes.Load() {
 		return nil, nil
 	}

@@ -3,6 +3,7 @@ package lanes
 import (
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,12 @@ const unknown = math.MaxInt64
 
 type rescan struct{}
 
+// rescanned brings a rescan's look at the store back to the manager.
+type rescanned struct {
+	lanes []storage.LaneSummary
+	err   error
+}
+
 // Manager spawns one lane actor per lane with work and stops it when its lane
 // runs dry. It owns the destinations' senders, shared by their lanes.
 //
@@ -55,6 +62,13 @@ type Manager struct {
 	// RescanInterval past an operator's retry or skip.
 	parked map[string]bool
 	timer  scheduler.CancelFunc
+	// scanning is set while a rescan's QueueLanes runs, off the manager's
+	// goroutine: it reads every unfinished row (about 100 ms for 500,000 of
+	// them on PostgreSQL), and the manager would take no Ingested meanwhile,
+	// so lanes of healthy destinations waited behind a backlog elsewhere.
+	// One at a time; scans counts it, so that a stop waits for it.
+	scanning bool
+	scans    sync.WaitGroup
 }
 
 // laneRef is the manager's handle on one lane actor.
@@ -100,6 +114,9 @@ func (m *Manager) Receive(ctx actor.Context) {
 		}
 	case rescan:
 		m.rescan(ctx)
+	case rescanned:
+		m.scanning = false
+		m.rescanned(ctx, msg)
 	case idle:
 		if ref, ok := m.lanes[msg.lane]; ok && ref.wakes == msg.wakes {
 			ctx.Stop(ref.pid)
@@ -122,6 +139,7 @@ func (m *Manager) Receive(ctx actor.Context) {
 		if m.timer != nil {
 			m.timer()
 		}
+		m.scans.Wait()
 	case *actor.Stopped, *actor.Restarting:
 		// Children (the lanes) have stopped: no one uses the senders now.
 		setActiveLanes(0)
@@ -203,11 +221,31 @@ type view struct {
 	parked map[string]bool
 }
 
+// rescan looks at the store's lanes off the manager's goroutine, unless a
+// look is still under way; rescanned acts on the answer.
 func (m *Manager) rescan(ctx actor.Context) {
+	if m.env.Ctx.Err() != nil || m.scanning {
+		return
+	}
+	m.scanning = true
+	m.scans.Add(1)
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	go func() {
+		defer m.scans.Done()
+		lanes, err := m.env.Store.QueueLanes(m.env.Ctx)
+		root.Send(self, rescanned{lanes: lanes, err: err})
+	}()
+}
+
+// rescanned wakes the lanes whose head a rescan found claimable and parks
+// those without an actor whose head waits. What it saw may be a moment old;
+// a lane woken needlessly claims nothing and stops, and a lane parked
+// needlessly is woken at the next rescan.
+func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 	if m.env.Ctx.Err() != nil {
 		return
 	}
-	lanes, err := m.env.Store.QueueLanes(m.env.Ctx)
+	lanes, err := r.lanes, r.err
 	if err != nil {
 		StoreError("queue_lanes")
 		m.env.Log.Error().Err(err).Msg(fmt.Sprintf("listing lanes with work failed; retrying in %v (check the database)", RescanInterval))

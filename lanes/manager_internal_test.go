@@ -67,3 +67,37 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() boo
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A rescan reads every unfinished row of the store, which takes long under
+// a backlog: it runs beside the manager, which meanwhile starts the lanes of
+// newly stored rows, and there is one at a time.
+func TestASlowRescanHoldsUpNoLane(t *testing.T) {
+	var requests atomic.Int64
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1) }))
+	defer dest.Close()
+	f := newLaneFixture(t, dest.URL, "", 0)
+	defer f.system.Root.Stop(f.manager)
+	gate := make(chan struct{})
+	f.store.lanesGate.Store(&gate)
+	defer close(gate)
+	waitUntil(t, "a rescan to be under way", 10*time.Second, func() bool { return f.store.lanesIn.Load() == 1 })
+
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[0]}})
+	waitUntil(t, "the new row delivered while the rescan is under way", 10*time.Second, func() bool { return requests.Load() == 1 })
+	waitUntil(t, "the lane's actor stopped", 10*time.Second, func() bool { return len(f.inspect(t).wakes) == 0 })
+	for range 3 {
+		f.system.Root.Send(f.manager, rescan{})
+	}
+	f.inspect(t) // answered after the three rescans were handled
+	// A second look would have started by now; give its goroutine a
+	// moment to reach the store before concluding there is none.
+	for deadline := time.Now().Add(500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if n := f.store.lanesMax.Load(); n != 1 {
+			t.Fatalf("%d rescans were under way at once; want 1", n)
+		}
+	}
+	if f.store.lanesIn.Load() != 1 {
+		t.Fatalf("the rescan ended early (%d under way)", f.store.lanesIn.Load())
+	}
+}
