@@ -163,6 +163,16 @@ func (f *laneFixture) ingest(t *testing.T, n int) {
 	}
 }
 
+// acceptingEverySend is an HTTP destination that answers 200 to every
+// request, and counts them.
+func acceptingEverySend(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	requests := new(atomic.Int64)
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1) }))
+	t.Cleanup(dest.Close)
+	return dest, requests
+}
+
 // refusingTheFirstSend is an HTTP destination that answers 503 to its first
 // request and 200 to every later one, and counts them.
 func refusingTheFirstSend(t *testing.T) (*httptest.Server, *atomic.Int64) {
@@ -201,9 +211,7 @@ func (f *laneFixture) row(t *testing.T, i int) storage.QueueRow {
 // A delivering lane writes once per delivered row: the write that records a
 // delivery also claims the next row (QueueAdvance).
 func TestALaneRecordsADeliveryAndClaimsTheNextInOneWrite(t *testing.T) {
-	var requests atomic.Int64
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1) }))
-	defer dest.Close()
+	dest, requests := acceptingEverySend(t)
 	const rows = 50
 	f := newLaneFixture(t, dest.URL, "", rows)
 	defer f.system.Root.Stop(f.manager)
@@ -225,9 +233,7 @@ func TestALaneRecordsADeliveryAndClaimsTheNextInOneWrite(t *testing.T) {
 // for. A row stored later comes with its own Wake, and a lane told of a
 // newer row than the one it delivers claims that one in the same write.
 func TestALaneDeliveringItsNewestRowDoesNotLookForANext(t *testing.T) {
-	var requests atomic.Int64
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1) }))
-	defer dest.Close()
+	dest, requests := acceptingEverySend(t)
 	f := newLaneFixture(t, dest.URL, "", 0)
 	defer f.system.Root.Stop(f.manager)
 	// Only Ingested starts the lane: a lane started by a rescan does not

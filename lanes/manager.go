@@ -115,7 +115,6 @@ func (m *Manager) Receive(ctx actor.Context) {
 	case rescan:
 		m.rescan(ctx)
 	case rescanned:
-		m.scanning = false
 		m.rescanned(ctx, msg)
 	case idle:
 		if ref, ok := m.lanes[msg.lane]; ok && ref.wakes == msg.wakes {
@@ -242,17 +241,17 @@ func (m *Manager) rescan(ctx actor.Context) {
 // a lane woken needlessly claims nothing and stops, and a lane parked
 // needlessly is woken at the next rescan.
 func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
+	m.scanning = false
 	if m.env.Ctx.Err() != nil {
 		return
 	}
-	lanes, err := r.lanes, r.err
-	if err != nil {
+	if r.err != nil {
 		StoreError("queue_lanes")
-		m.env.Log.Error().Err(err).Msg(fmt.Sprintf("listing lanes with work failed; retrying in %v (check the database)", RescanInterval))
+		m.env.Log.Error().Err(r.err).Msg(fmt.Sprintf("listing lanes with work failed; retrying in %v (check the database)", RescanInterval))
 		return
 	}
 	clear(m.parked) // made afresh from what this rescan sees
-	for _, l := range lanes {
+	for _, l := range r.lanes {
 		_, running := m.lanes[l.Lane]
 		switch {
 		case l.Claimable:

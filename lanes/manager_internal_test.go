@@ -72,9 +72,7 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() boo
 // a backlog: it runs beside the manager, which meanwhile starts the lanes of
 // newly stored rows, and there is one at a time.
 func TestASlowRescanHoldsUpNoLane(t *testing.T) {
-	var requests atomic.Int64
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1) }))
-	defer dest.Close()
+	dest, requests := acceptingEverySend(t)
 	f := newLaneFixture(t, dest.URL, "", 0)
 	defer f.system.Root.Stop(f.manager)
 	gate := make(chan struct{})
