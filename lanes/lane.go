@@ -39,6 +39,9 @@ type idle struct {
 	// held is set when the lane has just held its head for an operator:
 	// until one acts, nothing in the lane can be claimed.
 	held bool
+	// floor is the lane's floor (laneActor.floor), kept by the manager
+	// for the lane's next actor.
+	floor int64
 }
 
 // laneActor delivers one lane, one row at a time:
@@ -66,8 +69,9 @@ type laneActor struct {
 	// head is the lane's next row, claimed by the write that recorded the
 	// previous delivery (QueueAdvance) and sent at the next step.
 	head *storage.QueueClaim
-	// floor is the id of the last row this lane claimed: its head lookups
-	// start there (storage.QueueClaimNextParams.From).
+	// floor is the id of the last row this lane claimed, or its
+	// predecessor's (Manager.floors): its head lookups start there
+	// (storage.QueueClaimNextParams.From).
 	floor int64
 	// parked is set while the lane's head backs off after a failed send:
 	// nothing in the lane can be claimed before the head's timer fires,
@@ -286,7 +290,7 @@ func (l *laneActor) drained(ctx actor.Context, held bool) {
 		// newly stored row, arriving during the backoff, did just that).
 		return
 	}
-	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes, held: held})
+	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes, held: held, floor: l.floor})
 }
 
 // claimLostMsg is logged when a delivery's claim was no longer current when

@@ -262,6 +262,35 @@ func TestALaneDeliveringItsNewestRowDoesNotLookForANext(t *testing.T) {
 	}
 }
 
+// A lane whose actor stopped when it ran dry starts its next actor's head
+// lookup where the last one was (QueueClaimNextParams.From), not at the
+// lane's first index entry: under light traffic a lane stops after nearly
+// every row, and on PostgreSQL a lookup from 0 walks the entries of every
+// row the lane finished since the last vacuum.
+func TestARestartedLaneKeepsItsFloor(t *testing.T) {
+	dest, requests := acceptingEverySend(t)
+	f := newLaneFixture(t, dest.URL, "", 0)
+	defer f.system.Root.Stop(f.manager)
+	f.store.hideLanes.Store(true) // only Ingested starts the lane
+
+	for i := range 3 {
+		f.ingest(t, 1)
+		f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[i]}})
+		waitUntil(t, "the row delivered and the lane's actor stopped", 20*time.Second, func() bool {
+			_, running := f.inspect(t).wakes[fixtureLane]
+			return requests.Load() == int64(i+1) && f.row(t, i).Status == storage.QueueDone && !running
+		})
+	}
+	if got := f.store.floorsOf(f.ids[0]); len(got) != 1 || got[0] != 0 {
+		t.Fatalf("the lane's first claim started at %v, want [0]", got)
+	}
+	for i := 1; i < 3; i++ {
+		if got := f.store.floorsOf(f.ids[i]); len(got) != 1 || got[0] != f.ids[i-1] {
+			t.Fatalf("row %d was claimed by a new actor starting at %v; want [%d], the row its predecessor claimed", f.ids[i], got, f.ids[i-1])
+		}
+	}
+}
+
 // A lane woken while its head backs off (a Wake for a newly stored row)
 // claims nothing: the new row queues behind the head. It stays, and its own
 // timer claims the head again when due, starting the head lookup at that row

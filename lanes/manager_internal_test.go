@@ -1,6 +1,7 @@
 package lanes
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -97,5 +98,39 @@ func TestASlowRescanHoldsUpNoLane(t *testing.T) {
 	}
 	if f.store.lanesIn.Load() != 1 {
 		t.Fatalf("the rescan ended early (%d under way)", f.store.lanesIn.Load())
+	}
+}
+
+// The manager keeps the floors of stopped lanes in two bounded generations:
+// a floor outlives one generation's worth of newer lanes, and is forgotten
+// (0: a lookup from the lane's start, still correct) after two.
+func TestFloorMemoryIsBounded(t *testing.T) {
+	var f floorMemory
+	lane := func(i int) string { return fmt.Sprintf("emr/P%d", i) }
+	f.keep(lane(0), 7)
+	f.keep(lane(1), 0) // no floor: nothing kept
+	for i := 2; i <= maxFloors; i++ {
+		f.keep(lane(i), int64(i))
+	}
+	if got := f.take(lane(0)); got != 7 {
+		t.Fatalf("a floor kept %d lanes ago: got %d, want 7", maxFloors, got)
+	}
+	if got := f.take(lane(0)); got != 0 {
+		t.Fatalf("a floor taken twice: got %d, want 0 the second time", got)
+	}
+	if got := f.take(lane(1)); got != 0 {
+		t.Fatalf("a lane with floor 0: got %d", got)
+	}
+	for i := maxFloors + 1; i <= 3*maxFloors; i++ {
+		f.keep(lane(i), int64(i))
+	}
+	if got := f.take(lane(2)); got != 0 {
+		t.Fatalf("a floor kept %d lanes ago: got %d, want it forgotten", 3*maxFloors-2, got)
+	}
+	if n := len(f.recent) + len(f.older); n > 2*maxFloors {
+		t.Fatalf("%d floors kept, want at most %d", n, 2*maxFloors)
+	}
+	if got := f.take(lane(3 * maxFloors)); got != 3*maxFloors {
+		t.Fatalf("the newest floor: got %d, want %d", got, 3*maxFloors)
 	}
 }
