@@ -108,12 +108,12 @@ func TestFloorMemoryIsBounded(t *testing.T) {
 	var f floorMemory
 	lane := func(i int) string { return fmt.Sprintf("emr/P%d", i) }
 	f.keep(lane(0), 7)
-	f.keep(lane(1), 0) // no floor: nothing kept
-	for i := 2; i <= maxFloors; i++ {
+	f.keep(lane(1), 0)                  // no floor: nothing kept
+	for i := 2; i <= maxFloors+1; i++ { // the last one starts a new generation
 		f.keep(lane(i), int64(i))
 	}
 	if got := f.take(lane(0)); got != 7 {
-		t.Fatalf("a floor kept %d lanes ago: got %d, want 7", maxFloors, got)
+		t.Fatalf("a floor of the older generation (kept %d lanes ago): got %d, want 7", maxFloors, got)
 	}
 	if got := f.take(lane(0)); got != 0 {
 		t.Fatalf("a floor taken twice: got %d, want 0 the second time", got)
@@ -121,7 +121,7 @@ func TestFloorMemoryIsBounded(t *testing.T) {
 	if got := f.take(lane(1)); got != 0 {
 		t.Fatalf("a lane with floor 0: got %d", got)
 	}
-	for i := maxFloors + 1; i <= 3*maxFloors; i++ {
+	for i := maxFloors + 2; i <= 3*maxFloors; i++ {
 		f.keep(lane(i), int64(i))
 	}
 	if got := f.take(lane(2)); got != 0 {
