@@ -25,9 +25,16 @@ func TestClusterHasExactlyOnePrimary(t *testing.T) {
 			first := c.primaries()[0]
 			samples := 0
 			for end := time.Now().Add(30 * time.Second); time.Now().Before(end); samples++ {
+				began := time.Now()
 				ps := c.primaries()
 				if len(ps) != 1 {
-					t.Fatalf("sample %d: nodes %v accept MLLP; want exactly one", samples, ps)
+					// The sample dials the nodes one after the other: how
+					// long it took tells a real overlap from a hand-over
+					// that happened between two dials (the engines' logs
+					// follow, from logOnFailure).
+					l, err := c.admin.LeaseRead(context.Background())
+					t.Fatalf("sample %d: nodes %v accept MLLP; want exactly one (the sample took %v; the lease now: %+v, %v)",
+						samples, ps, time.Since(began).Round(time.Millisecond), l, err)
 				}
 				if ps[0] != first {
 					t.Fatalf("sample %d: the primary moved from node-%d to node-%d in a healthy cluster", samples, first, ps[0])

@@ -81,7 +81,28 @@ func newEngine(t testing.TB, cfg string) *engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.kill() })
+	t.Cleanup(func() { e.logOnFailure() })
 	return e
+}
+
+// logOnFailure logs, when the test has failed, the engine's last log lines
+// above debug level: an engine's log was lost with the test otherwise, and
+// a failure that needs the machine to be busy cannot be rerun at will.
+func (e *engine) logOnFailure() {
+	if !e.t.Failed() || e.logs == nil {
+		return
+	}
+	const keep = 40
+	var lines []string
+	for _, l := range strings.Split(e.logs.String(), "\n") {
+		if l != "" && !strings.Contains(l, `"level":"debug"`) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > keep {
+		lines = lines[len(lines)-keep:]
+	}
+	e.t.Logf("the engine on %s, its last %d log lines above debug:\n%s", e.listen, len(lines), strings.Join(lines, "\n"))
 }
 
 // start runs the process (again) in the engine's directory and waits until
