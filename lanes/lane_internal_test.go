@@ -382,8 +382,7 @@ func TestAHeldLaneStartsNoActorUntilAnOperatorActs(t *testing.T) {
 // restart or a failover, when no lane actor remembers it): rows stored
 // behind it start no actor.
 func TestARescanParksALaneWhoseHeadIsHeld(t *testing.T) {
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	defer dest.Close()
+	dest, _ := acceptingEverySend(t)
 	f := newLaneFixture(t, dest.URL, "", 0)
 	defer f.system.Root.Stop(f.manager)
 	f.store.hideLanes.Store(true)

@@ -2,6 +2,7 @@ package lanes
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -172,12 +173,9 @@ func (m *Manager) Receive(ctx actor.Context) {
 			}
 		}
 	case inspect:
-		v := view{wakes: map[string]int{}, parked: map[string]bool{}}
+		v := view{wakes: map[string]int{}, parked: maps.Clone(m.parked)}
 		for lane, ref := range m.lanes {
 			v.wakes[lane] = ref.wakes
-		}
-		for lane := range m.parked {
-			v.parked[lane] = true
 		}
 		ctx.Respond(v)
 	case *actor.Stopping:

@@ -1,5 +1,5 @@
 // Command fsyncstall measures how the machine's disk treats a small durable
-// append (a WAL commit: 4 KiB written, then fdatasync) while another file
+// append (a WAL commit: 4 KiB written, then fsync) while another file
 // gets random page writes and an fsync on a schedule (a checkpoint: a
 // database's pages copied from its log). It prints the append's latency
 // percentiles and the slowest background flush.
@@ -27,7 +27,7 @@ import (
 const pageSize = 4096
 
 func main() {
-	dir := flag.String("dir", "", "directory for the two files (default: a temporary one, removed after)")
+	dir := flag.String("dir", os.TempDir(), "directory for the two files (unlinked as soon as they are open: nothing is left behind)")
 	duration := flag.Duration("duration", 60*time.Second, "how long to measure")
 	pages := flag.Int("pages", 900, "random pages written per background flush (0: no background writes)")
 	every := flag.Duration("every", 100*time.Millisecond, "how often the background writes and flushes")
@@ -57,14 +57,6 @@ type report struct {
 }
 
 func run(dir string, duration time.Duration, pages int, every time.Duration, fileMiB int, sparse bool) error {
-	if dir == "" {
-		d, err := os.MkdirTemp("", "fsyncstall-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(d)
-		dir = d
-	}
 	log, err := create(filepath.Join(dir, "fsyncstall.log"))
 	if err != nil {
 		return err
