@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -12,11 +13,10 @@ import (
 	"github.com/messagefoundry/mf/storage"
 )
 
-// Writes that queue while the writer is busy go into one transaction, each
-// in its own savepoint: the fenced ones fail alone, the others are all
-// committed, and a write whose caller gave up before it was taken is not
-// written at all.
-func TestWritesAreGroupCommittedEachInItsOwnSavepoint(t *testing.T) {
+// Writes that queue while the writer is busy go into one transaction: the
+// fenced ones fail alone, the others are all committed, and a write whose
+// caller gave up before it was taken is not written at all.
+func TestWritesAreGroupCommittedAndFailAlone(t *testing.T) {
 	ctx := context.Background()
 	s := openMigrated(t)
 	ingest := func(ctx context.Context, f storage.Fence, id string) (int64, error) {
@@ -86,6 +86,84 @@ func TestWritesAreGroupCommittedEachInItsOwnSavepoint(t *testing.T) {
 	}
 	if len(lanes) != 1 || lanes[0].Depth != n-n/4 {
 		t.Fatalf("lanes %+v: want one lane of %d rows (no fenced or withdrawn write stored)", lanes, n-n/4)
+	}
+}
+
+// A write that fails rolls back alone. The batch's first attempt, without
+// savepoints, is rolled back whole, and the batch runs again with a
+// savepoint per write; a write that changed nothing (unchanged) costs no
+// second attempt.
+func TestAFailedWriteOfAGroupCommitRollsBackAlone(t *testing.T) {
+	ctx := context.Background()
+	s := openMigrated(t)
+	failure := errors.New("the write failed after its insert")
+	put := func(name string, runs *int, result error) func(tx *sql.Tx) error {
+		return func(tx *sql.Tx) error {
+			*runs++
+			if _, err := tx.ExecContext(ctx, "INSERT INTO mf_config (name, version) VALUES (?, 1)", name); err != nil {
+				return err
+			}
+			return result
+		}
+	}
+	nothing := func(runs *int) func(tx *sql.Tx) error {
+		return func(tx *sql.Tx) error { *runs++; return unchanged{storage.ErrNoWork} }
+	}
+	// batch queues fns in order behind the held writer, lets them go as
+	// one transaction, and returns each one's outcome.
+	batch := func(fns ...func(tx *sql.Tx) error) []error {
+		s.writer <- struct{}{}
+		errs := make([]error, len(fns))
+		var wg sync.WaitGroup
+		for i, fn := range fns {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[i] = s.write(ctx, fn) }()
+			waitQueued(t, s, i+1)
+		}
+		before := s.commits.Load()
+		<-s.writer
+		wg.Wait()
+		if got := s.commits.Load() - before; got != 1 {
+			t.Fatalf("%d writes took %d transactions, want 1", len(fns), got)
+		}
+		return errs
+	}
+	stored := func(name string) bool {
+		var n int
+		if err := s.DB().QueryRowContext(ctx, "SELECT count(*) FROM mf_config WHERE name = ?", name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+
+	var a, none, b int
+	errs := batch(put("a", &a, nil), nothing(&none), put("b", &b, nil))
+	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], storage.ErrNoWork) {
+		t.Fatalf("outcomes %v: want nil, ErrNoWork, nil", errs)
+	}
+	if _, wrapped := errs[1].(unchanged); wrapped {
+		t.Fatalf("the caller got %#v: unchanged is the group commit's business", errs[1])
+	}
+	if a != 1 || none != 1 || b != 1 {
+		t.Fatalf("runs %d %d %d: a write that changed nothing made the batch run again", a, none, b)
+	}
+	if !stored("a") || !stored("b") {
+		t.Fatal("a write beside one that changed nothing was not committed")
+	}
+
+	var c, d, none2, e int
+	errs = batch(put("c", &c, nil), put("d", &d, failure), nothing(&none2), put("e", &e, nil))
+	if errs[0] != nil || !errors.Is(errs[1], failure) || !errors.Is(errs[2], storage.ErrNoWork) || errs[3] != nil {
+		t.Fatalf("outcomes %v: want nil, the failure, ErrNoWork, nil", errs)
+	}
+	if _, wrapped := errs[2].(unchanged); wrapped {
+		t.Fatalf("the caller got %#v from the attempt with savepoints", errs[2])
+	}
+	if c != 2 || d != 2 || none2 != 1 || e != 1 {
+		t.Fatalf("runs %d %d %d %d: want 2 2 1 1 (the first attempt stops at the failure, the second runs all)", c, d, none2, e)
+	}
+	if !stored("c") || stored("d") || !stored("e") {
+		t.Fatalf("stored c %v, d %v, e %v: want the failed write's insert alone rolled back", stored("c"), stored("d"), stored("e"))
 	}
 }
 
