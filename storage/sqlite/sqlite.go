@@ -225,11 +225,10 @@ func (s *Store) Ping(ctx context.Context) error {
 // claim and per completion would make the disk's commit rate the engine's
 // delivery rate. Instead, writes that queue while a transaction is being
 // committed go together into the next one (flat combining: whichever caller
-// takes the writer token runs the whole queue), each inside its own
-// SAVEPOINT, so that one write's failure (a lost fence, a lost claim)
-// rolls back that write alone. No caller hears of success before the
-// COMMIT that makes its write durable; if the COMMIT fails, every write of
-// the batch fails with it.
+// takes the writer token runs the whole queue), and one write's failure
+// rolls back that write alone (see commit). No caller hears of success
+// before the COMMIT that makes its write durable; if the COMMIT fails,
+// every write of the batch fails with it.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return s.run(&writeJob{ctx: ctx, fn: fn, done: make(chan error, 1)})
 }
@@ -824,7 +823,7 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 }
 
 // QueueAdvance implements storage.Store: the completion and the claim in
-// one write (one savepoint of a group commit).
+// one write of a group commit.
 func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) (storage.QueueAdvanced, error) {
 	var out storage.QueueAdvanced
 	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
