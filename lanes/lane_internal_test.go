@@ -27,9 +27,10 @@ type countingStore struct {
 	// rescans start no lane.
 	hideLanes atomic.Bool
 	// lanesGate, when set, holds every QueueLanes call until it is closed;
-	// lanesIn counts the calls under way and lanesMax the most at once.
-	lanesGate         atomic.Pointer[chan struct{}]
-	lanesIn, lanesMax atomic.Int64
+	// lanesHeld counts the calls that came to a gate, lanesIn the calls
+	// under way and lanesMax the most at once.
+	lanesGate                    atomic.Pointer[chan struct{}]
+	lanesHeld, lanesIn, lanesMax atomic.Int64
 
 	mu sync.Mutex
 	// floors holds the From of every claim that took a row, by the row,
@@ -70,6 +71,7 @@ func (c *countingStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, 
 	for m := c.lanesMax.Load(); in > m && !c.lanesMax.CompareAndSwap(m, in); m = c.lanesMax.Load() {
 	}
 	if gate := c.lanesGate.Load(); gate != nil {
+		c.lanesHeld.Add(1)
 		select {
 		case <-*gate:
 		case <-ctx.Done():

@@ -61,8 +61,15 @@ type Manager struct {
 	// no actor. Each rescan makes the set afresh and wakes the lanes whose
 	// head has become claimable, so a lane stays parked at most one
 	// RescanInterval past an operator's retry or skip.
-	parked map[string]bool
-	timer  scheduler.CancelFunc
+	//
+	// The value is the park's number (parks counts them). A rescan drops
+	// only the lanes parked before it began (scanFrom): a lane that parked
+	// itself while the rescan's query ran may have been seen with its head
+	// still in flight, and a result that old must not unpark it.
+	parked   map[string]uint64
+	parks    uint64
+	scanFrom uint64
+	timer    scheduler.CancelFunc
 	// scanning is set while a rescan's QueueLanes runs, off the manager's
 	// goroutine: it reads every unfinished row (about 100 ms for 500,000 of
 	// them on PostgreSQL), and the manager would take no Ingested meanwhile,
@@ -70,6 +77,8 @@ type Manager struct {
 	// One at a time; scans counts it, so that a stop waits for it.
 	scanning bool
 	scans    sync.WaitGroup
+	// rescans counts the rescans' answers taken (inspect reports it).
+	rescans int
 	// floors keeps the floor of each lane whose actor was stopped, for the
 	// lane's next actor (storage.QueueClaimNextParams.From), in two
 	// generations so that it stays bounded: forgetting a floor is always
@@ -169,11 +178,14 @@ func (m *Manager) Receive(ctx actor.Context) {
 			m.floors.keep(msg.lane, msg.floor)
 			setActiveLanes(len(m.lanes))
 			if msg.held {
-				m.parked[msg.lane] = true
+				m.park(msg.lane)
 			}
 		}
 	case inspect:
-		v := view{wakes: map[string]int{}, parked: maps.Clone(m.parked)}
+		v := view{wakes: map[string]int{}, parked: map[string]bool{}, rescans: m.rescans}
+		for lane := range m.parked {
+			v.parked[lane] = true
+		}
 		for lane, ref := range m.lanes {
 			v.wakes[lane] = ref.wakes
 		}
@@ -198,7 +210,7 @@ func (m *Manager) start(ctx actor.Context) {
 	m.dests = map[string]config.Outbound{}
 	m.senders = map[string]Sender{}
 	m.lanes = map[string]*laneRef{}
-	m.parked = map[string]bool{}
+	m.parked = map[string]uint64{}
 	for _, o := range m.env.Config.Outbound {
 		s, err := NewSender(o)
 		if err != nil {
@@ -221,7 +233,7 @@ func (m *Manager) start(ctx actor.Context) {
 func (m *Manager) wake(ctx actor.Context, lane string, newest int64, claimable bool) {
 	ref, ok := m.lanes[lane]
 	if !ok {
-		if m.parked[lane] && !claimable {
+		if _, parked := m.parked[lane]; parked && !claimable {
 			return // its head still waits; see Manager.parked
 		}
 		delete(m.parked, lane)
@@ -258,11 +270,12 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64, claimable b
 // inspect asks the manager for a view of its lanes (tests).
 type inspect struct{}
 
-// view answers inspect: the Wakes sent to each lane with an actor, and the
-// parked lanes.
+// view answers inspect: the Wakes sent to each lane with an actor, the
+// parked lanes, and the rescans' answers taken.
 type view struct {
-	wakes  map[string]int
-	parked map[string]bool
+	wakes   map[string]int
+	parked  map[string]bool
+	rescans int
 }
 
 // rescan looks at the store's lanes off the manager's goroutine, unless a
@@ -272,6 +285,7 @@ func (m *Manager) rescan(ctx actor.Context) {
 		return
 	}
 	m.scanning = true
+	m.scanFrom = m.parks
 	m.scans.Add(1)
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() {
@@ -287,6 +301,7 @@ func (m *Manager) rescan(ctx actor.Context) {
 // needlessly is woken at the next rescan.
 func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 	m.scanning = false
+	m.rescans++
 	if m.env.Ctx.Err() != nil {
 		return
 	}
@@ -295,7 +310,9 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 		m.env.Log.Error().Err(r.err).Msg(fmt.Sprintf("listing lanes with work failed; retrying in %v (check the database)", RescanInterval))
 		return
 	}
-	clear(m.parked) // made afresh from what this rescan sees
+	// Made afresh from what this rescan saw, but for the lanes parked
+	// since it began (see Manager.parked).
+	maps.DeleteFunc(m.parked, func(_ string, n uint64) bool { return n <= m.scanFrom })
 	for _, l := range r.lanes {
 		_, running := m.lanes[l.Lane]
 		switch {
@@ -310,9 +327,15 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 			m.wake(ctx, l.Lane, newest, true)
 		case !running && l.Head.Status == storage.QueuePending:
 			// Pending but not claimable: held, or backing off.
-			m.parked[l.Lane] = true
+			m.park(l.Lane)
 		}
 	}
+}
+
+// park records that lane's head waits (see Manager.parked).
+func (m *Manager) park(lane string) {
+	m.parks++
+	m.parked[lane] = m.parks
 }
 
 // DestinationOf returns the destination part of a lane name.

@@ -79,7 +79,7 @@ func TestASlowRescanHoldsUpNoLane(t *testing.T) {
 	gate := make(chan struct{})
 	f.store.lanesGate.Store(&gate)
 	defer close(gate)
-	waitUntil(t, "a rescan to be under way", 10*time.Second, func() bool { return f.store.lanesIn.Load() == 1 })
+	waitUntil(t, "a rescan held at the gate", 10*time.Second, func() bool { return f.store.lanesHeld.Load() == 1 })
 
 	f.ingest(t, 1)
 	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[0]}})
@@ -98,6 +98,45 @@ func TestASlowRescanHoldsUpNoLane(t *testing.T) {
 	}
 	if f.store.lanesIn.Load() != 1 {
 		t.Fatalf("the rescan ended early (%d under way)", f.store.lanesIn.Load())
+	}
+}
+
+// A rescan that began before a lane parked itself leaves the lane parked:
+// what it saw is older than the park (here nothing, as the lanes are
+// hidden; in an engine perhaps the head still in flight), and a row stored
+// behind the held head starts no actor.
+func TestARescanOlderThanAParkLeavesTheLaneParked(t *testing.T) {
+	dest, _ := refusingTheFirstSend(t)
+	f := newLaneFixture(t, dest.URL, "max_attempts = 1", 0)
+	defer f.system.Root.Stop(f.manager)
+	f.store.hideLanes.Store(true)
+	gate := make(chan struct{})
+	f.store.lanesGate.Store(&gate)
+	waitUntil(t, "a rescan held at the gate", 10*time.Second, func() bool { return f.store.lanesHeld.Load() == 1 })
+
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[0]}})
+	waitUntil(t, "the head held and its lane parked by its own word", 20*time.Second, func() bool {
+		v := f.inspect(t)
+		_, running := v.wakes[fixtureLane]
+		return v.parked[fixtureLane] && !running
+	})
+	before := f.inspect(t).rescans
+	later := make(chan struct{}) // later rescans wait: only the old one answers
+	f.store.lanesGate.Store(&later)
+	defer close(later)
+	close(gate)
+	waitUntil(t, "the old rescan's answer taken", 10*time.Second, func() bool { return f.inspect(t).rescans > before })
+
+	claims := f.store.claims.Load()
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[1]}})
+	v := f.inspect(t)
+	if _, running := v.wakes[fixtureLane]; running || !v.parked[fixtureLane] {
+		t.Fatalf("after a rescan begun before the park: %+v; want the lane parked, with no actor", v)
+	}
+	if n := f.store.claims.Load(); n != claims {
+		t.Fatalf("%d claims for a row behind a held head", n-claims)
 	}
 }
 
