@@ -352,37 +352,34 @@ func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 			}
 			current = j.fence
 		}
-		if !savepoints {
-			results[i] = j.fn(tx)
-			var u unchanged
-			if errors.As(results[i], &u) {
-				results[i] = u.error
-			} else if results[i] != nil {
+		if savepoints {
+			if err := s.execPrepared(ctx, tx, "SAVEPOINT w"); err != nil {
+				_ = tx.Rollback()
+				fail(fmt.Errorf("savepoint: %w", err))
+				return true
+			}
+		}
+		results[i] = j.fn(tx)
+		var u unchanged
+		if errors.As(results[i], &u) {
+			results[i] = u.error // it wrote nothing: nothing to roll back
+		} else if results[i] != nil {
+			if !savepoints {
 				_ = tx.Rollback()
 				return false
 			}
-			continue
-		}
-		if err := s.execPrepared(ctx, tx, "SAVEPOINT w"); err != nil {
-			_ = tx.Rollback()
-			fail(fmt.Errorf("savepoint: %w", err))
-			return true
-		}
-		if results[i] = j.fn(tx); results[i] != nil {
 			if err := s.execPrepared(ctx, tx, "ROLLBACK TO w"); err != nil {
 				_ = tx.Rollback()
 				fail(fmt.Errorf("rollback to savepoint after %v: %w", results[i], err))
 				return true
 			}
-			var u unchanged
-			if errors.As(results[i], &u) {
-				results[i] = u.error
-			}
 		}
-		if err := s.execPrepared(ctx, tx, "RELEASE w"); err != nil {
-			_ = tx.Rollback()
-			fail(fmt.Errorf("release savepoint: %w", err))
-			return true
+		if savepoints {
+			if err := s.execPrepared(ctx, tx, "RELEASE w"); err != nil {
+				_ = tx.Rollback()
+				fail(fmt.Errorf("release savepoint: %w", err))
+				return true
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
