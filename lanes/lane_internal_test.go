@@ -28,9 +28,9 @@ type countingStore struct {
 	hideLanes atomic.Bool
 	// lanesGate, when set, holds every QueueLanes call until it is closed;
 	// lanesHeld counts the calls that came to a gate, lanesIn the calls
-	// under way and lanesMax the most at once.
-	lanesGate                    atomic.Pointer[chan struct{}]
-	lanesHeld, lanesIn, lanesMax atomic.Int64
+	// under way, lanesMax the most at once and lanesCalls them all.
+	lanesGate                                atomic.Pointer[chan struct{}]
+	lanesHeld, lanesIn, lanesMax, lanesCalls atomic.Int64
 
 	mu sync.Mutex
 	// floors holds the From of every claim that took a row, by the row,
@@ -66,6 +66,7 @@ func (c *countingStore) floorsOf(id int64) []int64 {
 }
 
 func (c *countingStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
+	c.lanesCalls.Add(1)
 	in := c.lanesIn.Add(1)
 	defer c.lanesIn.Add(-1)
 	for m := c.lanesMax.Load(); in > m && !c.lanesMax.CompareAndSwap(m, in); m = c.lanesMax.Load() {
@@ -397,6 +398,12 @@ func TestARescanParksALaneWhoseHeadIsHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.store.hideLanes.Store(false)
+	// The manager has looked at every lane already (and seen none): the
+	// queue's version moving makes it look again, as its first look does
+	// after a restart or a failover.
+	if _, err := f.store.ConfigVersionBump(f.ctx, storage.ConfigVersionBumpParams{Name: storage.QueueVersionName}); err != nil {
+		t.Fatal(err)
+	}
 	waitUntil(t, "a rescan parking the lane", 20*time.Second, func() bool { return f.inspect(t).parked[fixtureLane] })
 
 	claims := f.store.claims.Load()

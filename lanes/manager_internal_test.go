@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/messagefoundry/mf/storage"
 )
 
 // However many wake-ups arrive for a lane whose destination is stuck, the
@@ -138,6 +140,63 @@ func TestARescanOlderThanAParkLeavesTheLaneParked(t *testing.T) {
 	if n := f.store.claims.Load(); n != claims {
 		t.Fatalf("%d claims for a row behind a held head", n-claims)
 	}
+}
+
+// The manager lists the lanes (a read of every unfinished row) when it
+// starts, and then only when the queue's version says that something changed
+// that no lane was told of, such as an operator's retry: not at every rescan.
+func TestARescanListsTheLanesOnlyWhenTheQueueChanged(t *testing.T) {
+	dest, requests := refusingTheFirstSend(t)
+	f := newLaneFixture(t, dest.URL, "max_attempts = 1", 1)
+	defer f.system.Root.Stop(f.manager)
+	waitUntil(t, "the head held and its lane stopped", 20*time.Second, func() bool {
+		_, running := f.inspect(t).wakes[fixtureLane]
+		return f.row(t, 0).Held && !running
+	})
+	listed, answers := f.store.lanesCalls.Load(), f.inspect(t).rescans
+	waitUntil(t, "two more rescans answered", 20*time.Second, func() bool { return f.inspect(t).rescans >= answers+2 })
+	if n := f.store.lanesCalls.Load(); n != listed {
+		t.Fatalf("%d rescans with nothing changed listed the lanes; want none", n-listed)
+	}
+	if err := f.store.QueueRelease(f.ctx, storage.QueueReleaseParams{ID: f.ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the released head delivered", 20*time.Second, func() bool {
+		return requests.Load() == 2 && f.row(t, 0).Status == storage.QueueDone
+	})
+	if n := f.store.lanesCalls.Load(); n != listed+1 {
+		t.Fatalf("the operator's retry made %d rescans list the lanes; want 1", n-listed)
+	}
+}
+
+// A lane parked by a rescan while its head backs off (after a restart or a
+// failover no actor of this node has its timer) is woken when the backoff
+// ends, without waiting for the next full rescan.
+func TestAParkedLaneIsWokenWhenItsHeadComesDue(t *testing.T) {
+	dest, requests := acceptingEverySend(t)
+	f := newLaneFixture(t, dest.URL, "", 0)
+	defer f.system.Root.Stop(f.manager)
+	f.store.hideLanes.Store(true)
+	f.ingest(t, 1)
+	c, err := f.store.QueueClaimNext(f.ctx, storage.QueueClaimNextParams{Lane: fixtureLane, Owner: "another#1", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.QueueRetry(f.ctx, storage.QueueRetryParams{Claim: c.Claim(), Delay: 3 * time.Second, Error: "backing off"}); err != nil {
+		t.Fatal(err)
+	}
+	f.store.hideLanes.Store(false)
+	if _, err := f.store.ConfigVersionBump(f.ctx, storage.ConfigVersionBumpParams{Name: storage.QueueVersionName}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a rescan parking the lane", 20*time.Second, func() bool { return f.inspect(t).parked[fixtureLane] })
+	if requests.Load() != 0 {
+		t.Fatal("a head backing off was sent")
+	}
+	// Well inside FullRescanInterval: only the head's due time can wake it.
+	waitUntil(t, "the head delivered once due", FullRescanInterval*2/3, func() bool {
+		return requests.Load() == 1 && f.row(t, 0).Status == storage.QueueDone
+	})
 }
 
 // The manager keeps the floors of stopped lanes in two bounded generations:

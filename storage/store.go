@@ -111,18 +111,22 @@ type Store interface {
 	// QueueRelease is an operator's retry: a pending row (held, or backing
 	// off) is unheld and due now. It is not fenced: operators act through
 	// the API of any node. ErrNotPending if the row is in flight or finished.
+	// It bumps the QueueVersionName version in the same transaction.
 	QueueRelease(ctx context.Context, p QueueReleaseParams) error
 	// QueueSkip is an operator's skip: a pending row is set aside as dead
-	// with p.Reason, and its lane moves on. Not fenced, like QueueRelease.
+	// with p.Reason, and its lane moves on. Not fenced, like QueueRelease;
+	// it bumps the QueueVersionName version in the same transaction.
 	QueueSkip(ctx context.Context, p QueueSkipParams) error
 	// QueueExtendLease pushes a claimed row's lease to db_now + p.TTL.
 	QueueExtendLease(ctx context.Context, p QueueExtendLeaseParams) error
 	// QueueRecoverForeign is promotion recovery: it re-pends every in-flight
 	// row leased by an owner other than p.Owner, whatever its lease expiry,
-	// and returns how many.
+	// and returns how many. When it re-pends any, it bumps the
+	// QueueVersionName version in the same transaction.
 	QueueRecoverForeign(ctx context.Context, p QueueRecoverForeignParams) (int64, error)
 	// QueueReclaimExpired is the recurring sweep: it re-pends in-flight rows
-	// whose lease has expired, and returns how many.
+	// whose lease has expired, and returns how many. When it re-pends any,
+	// it bumps the QueueVersionName version in the same transaction.
 	QueueReclaimExpired(ctx context.Context, p QueueReclaimExpiredParams) (int64, error)
 	// QueueLanes lists the lanes that have pending or in-flight rows.
 	QueueLanes(ctx context.Context) ([]LaneSummary, error)
@@ -513,6 +517,14 @@ type QueueStat struct {
 
 // DefaultConfigName is the name of the graph's config version token.
 const DefaultConfigName = "graph"
+
+// QueueVersionName names the version token of the queue changes that no
+// lane is told of: an operator's retry or skip (from any node's API) and the
+// rows re-pended by the sweep or by promotion recovery. The stores bump it in the transaction of the
+// change, and the leader's lane manager reads it to tell whether it must
+// look at every lane again (lanes.Manager); the graph's config token
+// (DefaultConfigName) is not touched, so no node reloads its config.
+const QueueVersionName = "queue"
 
 // ConfigName returns name, or DefaultConfigName when it is empty.
 func ConfigName(name string) string {

@@ -10,6 +10,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -490,20 +491,30 @@ func (s *Store) QueueSkip(ctx context.Context, p storage.QueueSkipParams) error 
 }
 
 // operatorUpdate runs an operator action on a pending row and tells
-// ErrNotFound from ErrNotPending when it matched nothing.
+// ErrNotFound from ErrNotPending when it matched nothing. A change bumps the
+// queue's version in the same transaction (storage.QueueVersionName).
 func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ...any) error {
-	tag, err := s.pool.Exec(ctx, queries.Get(op), append([]any{id}, args...)...)
-	if err != nil {
-		return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
-	}
-	if tag.RowsAffected() == 1 {
-		return nil
-	}
-	err = missingOr(ctx, s.pool, id, storage.ErrNotPending)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, queries.Get(op), append([]any{id}, args...)...)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 1 {
+			return bumpQueueVersion(ctx, tx)
+		}
+		return missingOr(ctx, tx, id, storage.ErrNotPending)
+	})
 	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrNotPending) {
 		return err
 	}
 	return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
+}
+
+// bumpQueueVersion tells the leader's lane manager, through the store, that
+// the queue changed in a way no lane was told of (storage.QueueVersionName).
+func bumpQueueVersion(ctx context.Context, tx pgx.Tx) error {
+	var v int64
+	return tx.QueryRow(ctx, queries.Get("config_version_bump"), storage.QueueVersionName).Scan(&v)
 }
 
 // missingOr says why an update of queue row id matched nothing: the row does
@@ -530,24 +541,30 @@ func (s *Store) QueueExtendLease(ctx context.Context, p storage.QueueExtendLease
 
 // QueueRecoverForeign implements storage.Store.
 func (s *Store) QueueRecoverForeign(ctx context.Context, p storage.QueueRecoverForeignParams) (int64, error) {
-	var n int64
-	err := s.fenced(ctx, p.Fence, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, queries.Get("queue_recover_foreign"), p.Owner)
-		n = tag.RowsAffected()
-		return err
-	})
-	return n, wrap("queue recover foreign", err)
+	return s.repend(ctx, "queue_recover_foreign", p.Fence, p.Owner)
 }
 
 // QueueReclaimExpired implements storage.Store.
 func (s *Store) QueueReclaimExpired(ctx context.Context, p storage.QueueReclaimExpiredParams) (int64, error) {
+	return s.repend(ctx, "queue_reclaim_expired", p.Fence)
+}
+
+// repend runs one fenced statement that re-pends rows and returns how many
+// it changed; if any, it bumps the queue's version in the same transaction
+// (storage.QueueVersionName).
+func (s *Store) repend(ctx context.Context, op string, f storage.Fence, args ...any) (int64, error) {
 	var n int64
-	err := s.fenced(ctx, p.Fence, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, queries.Get("queue_reclaim_expired"))
-		n = tag.RowsAffected()
-		return err
+	err := s.fenced(ctx, f, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, queries.Get(op), args...)
+		if n = tag.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		return bumpQueueVersion(ctx, tx)
 	})
-	return n, wrap("queue reclaim expired", err)
+	if err != nil {
+		return 0, wrap(strings.ReplaceAll(op, "_", " "), err)
+	}
+	return n, nil
 }
 
 // QueueLanes implements storage.Store.

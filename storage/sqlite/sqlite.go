@@ -928,7 +928,10 @@ func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ..
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return err
+			if err != nil {
+				return err
+			}
+			return bumpQueueVersion(ctx, tx)
 		}
 		return unchangedOr(missingOr(ctx, tx, id, storage.ErrNotPending))
 	})
@@ -940,7 +943,9 @@ func (s *Store) QueueExtendLease(ctx context.Context, p storage.QueueExtendLease
 	return s.claimUpdate(ctx, "queue_extend_lease", p.Fence, p.Claim, millis(p.TTL))
 }
 
-// fencedCount runs one fenced statement and returns the rows it changed.
+// fencedCount runs one fenced statement that re-pends rows and returns how
+// many it changed; if any, it bumps the queue's version in the same
+// transaction (storage.QueueVersionName).
 func (s *Store) fencedCount(ctx context.Context, op string, f storage.Fence, args ...any) (int64, error) {
 	var n int64
 	err := s.fenced(ctx, f, func(tx *sql.Tx) error {
@@ -948,8 +953,10 @@ func (s *Store) fencedCount(ctx context.Context, op string, f storage.Fence, arg
 		if err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
-		return err
+		if n, err = res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		return bumpQueueVersion(ctx, tx)
 	})
 	if err != nil {
 		return 0, wrap(strings.ReplaceAll(op, "_", " "), err)
@@ -1022,6 +1029,13 @@ func (s *Store) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBu
 		return 0, wrap("config version bump", err)
 	}
 	return v, nil
+}
+
+// bumpQueueVersion tells the leader's lane manager, through the store, that
+// the queue changed in a way no lane was told of (storage.QueueVersionName).
+func bumpQueueVersion(ctx context.Context, tx *sql.Tx) error {
+	var v int64
+	return tx.QueryRowContext(ctx, queries.Get("config_version_bump"), storage.QueueVersionName).Scan(&v)
 }
 
 // ConfigVersionRead implements storage.Store.

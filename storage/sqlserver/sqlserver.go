@@ -770,7 +770,7 @@ func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ..
 			return err
 		}
 		if n == 1 {
-			return nil
+			return bumpQueueVersion(ctx, tx)
 		}
 		return missingOr(ctx, tx, id, storage.ErrNotPending)
 	})
@@ -784,26 +784,36 @@ func (s *Store) QueueExtendLease(ctx context.Context, p storage.QueueExtendLease
 
 // QueueRecoverForeign implements storage.Store.
 func (s *Store) QueueRecoverForeign(ctx context.Context, p storage.QueueRecoverForeignParams) (int64, error) {
-	var n int64
-	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, queries.Get("queue_recover_foreign"), sql.Named("owner", p.Owner)).Scan(&n)
-	})
-	if err != nil {
-		return 0, wrap("queue recover foreign", err)
-	}
-	return n, nil
+	return s.repend(ctx, "queue_recover_foreign", p.Fence, sql.Named("owner", p.Owner))
 }
 
 // QueueReclaimExpired implements storage.Store.
 func (s *Store) QueueReclaimExpired(ctx context.Context, p storage.QueueReclaimExpiredParams) (int64, error) {
+	return s.repend(ctx, "queue_reclaim_expired", p.Fence)
+}
+
+// repend runs one fenced statement that re-pends rows and returns how many
+// it changed; if any, it bumps the queue's version in the same transaction
+// (storage.QueueVersionName).
+func (s *Store) repend(ctx context.Context, op string, f storage.Fence, args ...any) (int64, error) {
 	var n int64
-	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, queries.Get("queue_reclaim_expired")).Scan(&n)
+	err := s.fenced(ctx, f, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, queries.Get(op), args...).Scan(&n); err != nil || n == 0 {
+			return err
+		}
+		return bumpQueueVersion(ctx, tx)
 	})
 	if err != nil {
-		return 0, wrap("queue reclaim expired", err)
+		return 0, wrap(strings.ReplaceAll(op, "_", " "), err)
 	}
 	return n, nil
+}
+
+// bumpQueueVersion tells the leader's lane manager, through the store, that
+// the queue changed in a way no lane was told of (storage.QueueVersionName).
+func bumpQueueVersion(ctx context.Context, tx *sql.Tx) error {
+	var v int64
+	return tx.QueryRowContext(ctx, queries.Get("config_version_bump"), sql.Named("name", storage.QueueVersionName)).Scan(&v)
 }
 
 // QueueLanes implements storage.Store.

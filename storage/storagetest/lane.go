@@ -388,6 +388,86 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, ids[2]))
 }
 
+// The queue's version moves with exactly the changes no lane is told of: an
+// operator's retry or skip, and rows re-pended by the sweep or by promotion
+// recovery. A lane's own writes and the attempts that change nothing leave
+// it, and the graph's config version never moves with it.
+func testQueueVersion(t *testing.T, h *harness) {
+	version := func(name string) int64 {
+		t.Helper()
+		v, err := h.s.ConfigVersionRead(h.ctx, storage.ConfigVersionReadParams{Name: name})
+		if err != nil {
+			t.Fatalf("read version %q: %v", name, err)
+		}
+		return v
+	}
+	want := int64(0)
+	step := func(what string, moved bool) {
+		t.Helper()
+		if moved {
+			want++
+		}
+		if v := version(storage.QueueVersionName); v != want {
+			t.Fatalf("after %s: queue version %d, want %d", what, v, want)
+		}
+	}
+	step("nothing", false)
+	ids := h.fill(zero, "lab", "P1", 3)
+	c := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
+	if err := h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: zero, Claim: c.Claim(), Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	step("ingest, a claim and a lane's retry", false)
+	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	step("an operator's retry", true)
+	c = h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
+	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); !errors.Is(err, storage.ErrNotPending) {
+		t.Fatalf("release of a row in flight: want ErrNotPending, got %v", err)
+	}
+	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: 1 << 40}); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("release of a missing row: want ErrNotFound, got %v", err)
+	}
+	step("retries that matched nothing", false)
+	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: c.Claim(), Error: "AR"}); err != nil {
+		t.Fatal(err)
+	}
+	step("a lane's hold", false)
+	if err := h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0], Reason: "skipped by operator"}); err != nil {
+		t.Fatal(err)
+	}
+	step("an operator's skip", true)
+	if err := h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0]}); !errors.Is(err, storage.ErrNotPending) {
+		t.Fatalf("skip of a dead row: want ErrNotPending, got %v", err)
+	}
+	step("a skip that matched nothing", false)
+
+	c = h.mustClaim(zero, "lab/P1", 200*time.Millisecond, ids[1])
+	if n, err := h.s.QueueReclaimExpired(h.ctx, storage.QueueReclaimExpiredParams{Fence: zero}); err != nil || n != 0 {
+		t.Fatalf("sweep of a live lease: %d rows, err %v; want 0", n, err)
+	}
+	step("a sweep that re-pended nothing", false)
+	h.waitDBClockPast(*c.Row.LeaseExpiresAt)
+	if n, err := h.s.QueueReclaimExpired(h.ctx, storage.QueueReclaimExpiredParams{Fence: zero}); err != nil || n != 1 {
+		t.Fatalf("sweep: %d rows, err %v; want 1", n, err)
+	}
+	step("a sweep that re-pended a row", true)
+
+	h.mustClaim(zero, "lab/P1", time.Hour, ids[1])
+	if n, err := h.s.QueueRecoverForeign(h.ctx, storage.QueueRecoverForeignParams{Fence: zero, Owner: "another-process"}); err != nil || n != 1 {
+		t.Fatalf("recovery: %d rows, err %v; want 1", n, err)
+	}
+	step("a recovery that re-pended a row", true)
+	if n, err := h.s.QueueRecoverForeign(h.ctx, storage.QueueRecoverForeignParams{Fence: zero, Owner: "another-process"}); err != nil || n != 0 {
+		t.Fatalf("second recovery: %d rows, err %v; want 0", n, err)
+	}
+	step("a recovery that re-pended nothing", false)
+	if v := version(""); v != 0 {
+		t.Fatalf("the graph's config version moved to %d with the queue's", v)
+	}
+}
+
 // QueueAdvance completes the current claim and claims the lane's next head
 // in one write; a stale claim completes nothing, and an empty or blocked
 // lane claims nothing, neither of which is an error.

@@ -45,6 +45,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Queue/RetryKeepsHeadAndHonoursDueTime", testRetry},
 		{"Queue/DeadMovesLaneOn", testDead},
 		{"Queue/HoldBlocksUntilReleaseOrSkip", testHoldReleaseSkip},
+		{"Queue/VersionMovesWithWhatNoLaneIsToldOf", testQueueVersion},
 		{"Queue/ClaimChecks", testClaimChecks},
 		{"Queue/LanesAndStats", testLanesAndStats},
 		{"Purge/OnlyFinishedOlderThanCutoff", testPurge},
