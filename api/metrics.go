@@ -99,14 +99,11 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 			if st.Status == "pending" || st.Status == "inflight" {
 				snap.depth[st.Destination] += float64(st.Count)
 			}
+			// A held row is its lane's head: one per blocked lane. Counted
+			// here rather than from QueueLanes, a second read of every
+			// unfinished row per scrape.
+			snap.blocked += float64(st.Held)
 		}
-		ls, lerr := s.o.Store.QueueLanes(r.Context())
-		for _, l := range ls {
-			if l.Blocked() {
-				snap.blocked++
-			}
-		}
-		err = lerr
 	}
 	if err != nil {
 		lanes.StoreError("metrics_queue")

@@ -130,7 +130,8 @@ type Store interface {
 	QueueReclaimExpired(ctx context.Context, p QueueReclaimExpiredParams) (int64, error)
 	// QueueLanes lists the lanes that have pending or in-flight rows.
 	QueueLanes(ctx context.Context) ([]LaneSummary, error)
-	// QueueStats counts queue rows by destination and status.
+	// QueueStats counts the unfinished and dead queue rows by destination
+	// and status, and the held ones among them.
 	QueueStats(ctx context.Context) ([]QueueStat, error)
 
 	// ConfigVersionBump increments the named config version and returns it.
@@ -513,6 +514,9 @@ type QueueStat struct {
 	Destination string
 	Status      string
 	Count       int64
+	// Held counts those held for an operator: each is the head of a
+	// blocked lane (LaneSummary.Blocked).
+	Held int64
 }
 
 // DefaultConfigName is the name of the graph's config version token.

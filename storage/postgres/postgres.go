@@ -596,7 +596,7 @@ func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.QueueStat, error) {
 		var st storage.QueueStat
-		err := r.Scan(&st.Destination, &st.Status, &st.Count)
+		err := r.Scan(&st.Destination, &st.Status, &st.Count, &st.Held)
 		return st, err
 	})
 	if err != nil {

@@ -1008,7 +1008,7 @@ func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
 	out := []storage.QueueStat{}
 	for rows.Next() {
 		var st storage.QueueStat
-		if err := rows.Scan(&st.Destination, &st.Status, &st.Count); err != nil {
+		if err := rows.Scan(&st.Destination, &st.Status, &st.Count, &st.Held); err != nil {
 			return nil, wrap("queue stats", err)
 		}
 		out = append(out, st)

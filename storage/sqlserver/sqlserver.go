@@ -860,7 +860,7 @@ func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
 		defer rows.Close()
 		for rows.Next() {
 			var st storage.QueueStat
-			if err := rows.Scan(&st.Destination, &st.Status, &st.Count); err != nil {
+			if err := rows.Scan(&st.Destination, &st.Status, &st.Count, &st.Held); err != nil {
 				return err
 			}
 			out = append(out, st)

@@ -301,6 +301,9 @@ func testLanesAndStats(t *testing.T, h *harness) {
 	count := map[string]int64{}
 	for _, s := range stats {
 		count[s.Destination+"/"+s.Status] = s.Count
+		if s.Held != 0 {
+			t.Fatalf("stats %+v: held, with no row held", s)
+		}
 	}
 	want := map[string]int64{"lab/pending": 4, "lab/inflight": 1, "ris/pending": 1}
 	if len(count) != len(want) {
@@ -336,6 +339,24 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 	if l := lane(); !l.Blocked() || l.Claimable || l.Head.ID != ids[0] || l.Depth != 3 {
 		t.Fatalf("held lane: %+v", l)
 	}
+	// The metrics count blocked lanes from the stats, not from every lane.
+	held := func() map[string]int64 {
+		t.Helper()
+		stats, err := h.s.QueueStats(h.ctx)
+		if err != nil {
+			t.Fatalf("stats: %v", err)
+		}
+		got := map[string]int64{}
+		for _, st := range stats {
+			if st.Held != 0 {
+				got[st.Destination+"/"+st.Status] = st.Held
+			}
+		}
+		return got
+	}
+	if got := held(); len(got) != 1 || got["lab/pending"] != 1 {
+		t.Fatalf("held rows by destination and status: %v; want lab/pending 1", got)
+	}
 	// A stale claim cannot hold the row again.
 	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: c.Claim()}); !errors.Is(err, storage.ErrClaimLost) {
 		t.Fatalf("hold with a stale claim: want ErrClaimLost, got %v", err)
@@ -347,6 +368,9 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 	}
 	if l := lane(); l.Blocked() || !l.Claimable {
 		t.Fatalf("released lane: %+v", l)
+	}
+	if got := held(); len(got) != 0 {
+		t.Fatalf("held rows after the release: %v; want none", got)
 	}
 	c = h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
 	if c.Row.Attempts != 2 {

@@ -2,12 +2,13 @@
 -- and are not worth a scan per metrics scrape. The two branches read only
 -- the partial indexes mf_queue_lane_head and mf_queue_dead (SQLite would
 -- otherwise scan the whole table for the three-status IN list).
-SELECT destination, status, count(*)
-  FROM (SELECT destination, status
+-- held: the blocked lanes (a held row is always its lane's head).
+SELECT destination, status, count(*), sum(held)
+  FROM (SELECT destination, status, held
           FROM mf_queue
          WHERE status IN ('pending', 'inflight')
         UNION ALL
-        SELECT destination, 'dead' AS status
+        SELECT destination, 'dead' AS status, held
           FROM mf_queue
          WHERE status = 'dead')
  GROUP BY destination, status
