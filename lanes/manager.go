@@ -365,6 +365,7 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 			}
 			m.wake(ctx, l.Lane, newest, true)
 		case running:
+			// Its actor times its own backoff.
 		case l.Head.Status == storage.QueuePending:
 			// Pending but not claimable: held, or backing off.
 			m.park(l.Lane)

@@ -524,10 +524,11 @@ const DefaultConfigName = "graph"
 
 // QueueVersionName names the version token of the queue changes that no
 // lane is told of: an operator's retry or skip (from any node's API) and the
-// rows re-pended by the sweep or by promotion recovery. The stores bump it in the transaction of the
-// change, and the leader's lane manager reads it to tell whether it must
-// look at every lane again (lanes.Manager); the graph's config token
-// (DefaultConfigName) is not touched, so no node reloads its config.
+// rows re-pended by the sweep or by promotion recovery. The stores bump it
+// in the transaction of the change, and the leader's lane manager reads it
+// to tell whether it must look at every lane again (lanes.Manager); the
+// graph's config token (DefaultConfigName) is not touched, so no node
+// reloads its config.
 const QueueVersionName = "queue"
 
 // ConfigName returns name, or DefaultConfigName when it is empty.

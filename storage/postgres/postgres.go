@@ -500,7 +500,8 @@ func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ..
 			return err
 		}
 		if tag.RowsAffected() == 1 {
-			return bumpQueueVersion(ctx, tx)
+			_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
+			return err
 		}
 		return missingOr(ctx, tx, id, storage.ErrNotPending)
 	})
@@ -508,13 +509,6 @@ func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ..
 		return err
 	}
 	return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
-}
-
-// bumpQueueVersion tells the leader's lane manager, through the store, that
-// the queue changed in a way no lane was told of (storage.QueueVersionName).
-func bumpQueueVersion(ctx context.Context, tx pgx.Tx) error {
-	var v int64
-	return tx.QueryRow(ctx, queries.Get("config_version_bump"), storage.QueueVersionName).Scan(&v)
 }
 
 // missingOr says why an update of queue row id matched nothing: the row does
@@ -559,7 +553,8 @@ func (s *Store) repend(ctx context.Context, op string, f storage.Fence, args ...
 		if n = tag.RowsAffected(); err != nil || n == 0 {
 			return err
 		}
-		return bumpQueueVersion(ctx, tx)
+		_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
+		return err
 	})
 	if err != nil {
 		return 0, wrap(strings.ReplaceAll(op, "_", " "), err)
@@ -607,11 +602,22 @@ func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
 
 // ConfigVersionBump implements storage.Store.
 func (s *Store) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBumpParams) (int64, error) {
-	var v int64
-	if err := s.pool.QueryRow(ctx, queries.Get("config_version_bump"), storage.ConfigName(p.Name)).Scan(&v); err != nil {
+	v, err := bumpVersion(ctx, s.pool, storage.ConfigName(p.Name))
+	if err != nil {
 		return 0, fmt.Errorf("postgres: config version bump: %w", err)
 	}
 	return v, nil
+}
+
+// bumpVersion increments the version named name and returns it, on its own
+// or inside a transaction: the queue's version (storage.QueueVersionName)
+// moves in the transaction of the change it tells of.
+func bumpVersion(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, name string) (int64, error) {
+	var v int64
+	err := q.QueryRow(ctx, queries.Get("config_version_bump"), name).Scan(&v)
+	return v, err
 }
 
 // ConfigVersionRead implements storage.Store.

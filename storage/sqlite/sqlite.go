@@ -927,11 +927,13 @@ func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ..
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			if err != nil {
-				return err
-			}
-			return bumpQueueVersion(ctx, tx)
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
+			return err
 		}
 		return unchangedOr(missingOr(ctx, tx, id, storage.ErrNotPending))
 	})
@@ -943,10 +945,10 @@ func (s *Store) QueueExtendLease(ctx context.Context, p storage.QueueExtendLease
 	return s.claimUpdate(ctx, "queue_extend_lease", p.Fence, p.Claim, millis(p.TTL))
 }
 
-// fencedCount runs one fenced statement that re-pends rows and returns how
-// many it changed; if any, it bumps the queue's version in the same
-// transaction (storage.QueueVersionName).
-func (s *Store) fencedCount(ctx context.Context, op string, f storage.Fence, args ...any) (int64, error) {
+// repend runs one fenced statement that re-pends rows and returns how many
+// it changed; if any, it bumps the queue's version in the same transaction
+// (storage.QueueVersionName).
+func (s *Store) repend(ctx context.Context, op string, f storage.Fence, args ...any) (int64, error) {
 	var n int64
 	err := s.fenced(ctx, f, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, queries.Get(op), args...)
@@ -956,7 +958,8 @@ func (s *Store) fencedCount(ctx context.Context, op string, f storage.Fence, arg
 		if n, err = res.RowsAffected(); err != nil || n == 0 {
 			return err
 		}
-		return bumpQueueVersion(ctx, tx)
+		_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
+		return err
 	})
 	if err != nil {
 		return 0, wrap(strings.ReplaceAll(op, "_", " "), err)
@@ -966,12 +969,12 @@ func (s *Store) fencedCount(ctx context.Context, op string, f storage.Fence, arg
 
 // QueueRecoverForeign implements storage.Store.
 func (s *Store) QueueRecoverForeign(ctx context.Context, p storage.QueueRecoverForeignParams) (int64, error) {
-	return s.fencedCount(ctx, "queue_recover_foreign", p.Fence, p.Owner)
+	return s.repend(ctx, "queue_recover_foreign", p.Fence, p.Owner)
 }
 
 // QueueReclaimExpired implements storage.Store.
 func (s *Store) QueueReclaimExpired(ctx context.Context, p storage.QueueReclaimExpiredParams) (int64, error) {
-	return s.fencedCount(ctx, "queue_reclaim_expired", p.Fence)
+	return s.repend(ctx, "queue_reclaim_expired", p.Fence)
 }
 
 // QueueLanes implements storage.Store.
@@ -1022,8 +1025,9 @@ func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
 // ConfigVersionBump implements storage.Store.
 func (s *Store) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBumpParams) (int64, error) {
 	var v int64
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, queries.Get("config_version_bump"), storage.ConfigName(p.Name)).Scan(&v)
+	err := s.write(ctx, func(tx *sql.Tx) (err error) {
+		v, err = bumpVersion(ctx, tx, storage.ConfigName(p.Name))
+		return err
 	})
 	if err != nil {
 		return 0, wrap("config version bump", err)
@@ -1031,11 +1035,13 @@ func (s *Store) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBu
 	return v, nil
 }
 
-// bumpQueueVersion tells the leader's lane manager, through the store, that
-// the queue changed in a way no lane was told of (storage.QueueVersionName).
-func bumpQueueVersion(ctx context.Context, tx *sql.Tx) error {
+// bumpVersion increments the version named name in tx and returns it: the
+// queue's version (storage.QueueVersionName) moves in the transaction of the
+// change it tells of.
+func bumpVersion(ctx context.Context, tx *sql.Tx, name string) (int64, error) {
 	var v int64
-	return tx.QueryRowContext(ctx, queries.Get("config_version_bump"), storage.QueueVersionName).Scan(&v)
+	err := tx.QueryRowContext(ctx, queries.Get("config_version_bump"), name).Scan(&v)
+	return v, err
 }
 
 // ConfigVersionRead implements storage.Store.

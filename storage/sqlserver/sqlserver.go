@@ -770,7 +770,8 @@ func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ..
 			return err
 		}
 		if n == 1 {
-			return bumpQueueVersion(ctx, tx)
+			_, err := bumpVersion(ctx, tx, storage.QueueVersionName)
+			return err
 		}
 		return missingOr(ctx, tx, id, storage.ErrNotPending)
 	})
@@ -801,7 +802,8 @@ func (s *Store) repend(ctx context.Context, op string, f storage.Fence, args ...
 		if err := tx.QueryRowContext(ctx, queries.Get(op), args...).Scan(&n); err != nil || n == 0 {
 			return err
 		}
-		return bumpQueueVersion(ctx, tx)
+		_, err := bumpVersion(ctx, tx, storage.QueueVersionName)
+		return err
 	})
 	if err != nil {
 		return 0, wrap(strings.ReplaceAll(op, "_", " "), err)
@@ -809,11 +811,15 @@ func (s *Store) repend(ctx context.Context, op string, f storage.Fence, args ...
 	return n, nil
 }
 
-// bumpQueueVersion tells the leader's lane manager, through the store, that
-// the queue changed in a way no lane was told of (storage.QueueVersionName).
-func bumpQueueVersion(ctx context.Context, tx *sql.Tx) error {
+// bumpVersion increments the version named name and returns it, on its own
+// or inside a transaction: the queue's version (storage.QueueVersionName)
+// moves in the transaction of the change it tells of.
+func bumpVersion(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, name string) (int64, error) {
 	var v int64
-	return tx.QueryRowContext(ctx, queries.Get("config_version_bump"), sql.Named("name", storage.QueueVersionName)).Scan(&v)
+	err := q.QueryRowContext(ctx, queries.Get("config_version_bump"), sql.Named("name", name)).Scan(&v)
+	return v, err
 }
 
 // QueueLanes implements storage.Store.
@@ -876,8 +882,9 @@ func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
 // ConfigVersionBump implements storage.Store.
 func (s *Store) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBumpParams) (int64, error) {
 	var v int64
-	err := retryDeadlocks(ctx, func() error {
-		return s.db.QueryRowContext(ctx, queries.Get("config_version_bump"), sql.Named("name", storage.ConfigName(p.Name))).Scan(&v)
+	err := retryDeadlocks(ctx, func() (err error) {
+		v, err = bumpVersion(ctx, s.db, storage.ConfigName(p.Name))
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("sqlserver: config version bump: %w", err)
