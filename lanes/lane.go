@@ -80,6 +80,15 @@ type laneActor struct {
 	// stored used to cost a claim that found nothing. A Wake from a rescan
 	// that found the head claimable (an operator's retry) still is.
 	parked bool
+	// held is set once the lane has held its head for an operator, and
+	// cleared when it next has a row in hand. Every idle says it, not only
+	// the first: the manager ignores an idle sent before the lane took a
+	// Wake still in its mailbox (the Wake can come after the actor's first
+	// step), and the lane's next idle, after a claim that found nothing,
+	// must still say that its head is held, or the manager stops the lane
+	// without parking it, and every row stored behind the head starts an
+	// actor whose claim finds nothing.
+	held bool
 }
 
 // Receive implements actor.Actor.
@@ -177,6 +186,7 @@ func (l *laneActor) step(ctx actor.Context) {
 		c = &claimed
 	}
 	l.floor = c.Row.ID
+	l.held = false
 
 	log := l.log.With().Int64("queue_id", c.Row.ID).Int64("message_id", c.Row.MessageID).
 		Str("control_id", c.ControlID).Int64("attempt", c.Row.Attempts).Logger()
@@ -283,6 +293,7 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 // that the lane has just held its head for an operator.
 func (l *laneActor) drained(ctx actor.Context, held bool) {
 	l.looping = false
+	l.held = l.held || held
 	if l.timer != nil {
 		// A head backing off, or a pause, wakes the lane when it ends. Going
 		// idle now would stop the lane, and the head would wait for the
@@ -290,7 +301,7 @@ func (l *laneActor) drained(ctx actor.Context, held bool) {
 		// newly stored row, arriving during the backoff, did just that).
 		return
 	}
-	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes, held: held, floor: l.floor})
+	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes, held: l.held, floor: l.floor})
 }
 
 // claimLostMsg is logged when a delivery's claim was no longer current when

@@ -76,11 +76,10 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() boo
 // newly stored rows, and there is one at a time.
 func TestASlowRescanHoldsUpNoLane(t *testing.T) {
 	dest, requests := acceptingEverySend(t)
-	f := newLaneFixture(t, dest.URL, "", 0)
-	defer f.system.Root.Stop(f.manager)
 	gate := make(chan struct{})
-	f.store.lanesGate.Store(&gate)
 	defer close(gate)
+	f := newLaneFixture(t, dest.URL, "", 0, gated(&gate))
+	defer f.system.Root.Stop(f.manager)
 	waitUntil(t, "a rescan held at the gate", 10*time.Second, func() bool { return f.store.lanesHeld.Load() == 1 })
 
 	f.ingest(t, 1)
@@ -109,11 +108,9 @@ func TestASlowRescanHoldsUpNoLane(t *testing.T) {
 // behind the held head starts no actor.
 func TestARescanOlderThanAParkLeavesTheLaneParked(t *testing.T) {
 	dest, _ := refusingTheFirstSend(t)
-	f := newLaneFixture(t, dest.URL, "max_attempts = 1", 0)
-	defer f.system.Root.Stop(f.manager)
-	f.store.hideLanes.Store(true)
 	gate := make(chan struct{})
-	f.store.lanesGate.Store(&gate)
+	f := newLaneFixture(t, dest.URL, "max_attempts = 1", 0, hidden, gated(&gate))
+	defer f.system.Root.Stop(f.manager)
 	waitUntil(t, "a rescan held at the gate", 10*time.Second, func() bool { return f.store.lanesHeld.Load() == 1 })
 
 	f.ingest(t, 1)
@@ -174,9 +171,9 @@ func TestARescanListsTheLanesOnlyWhenTheQueueChanged(t *testing.T) {
 // ends, without waiting for the next full rescan.
 func TestAParkedLaneIsWokenWhenItsHeadComesDue(t *testing.T) {
 	dest, requests := acceptingEverySend(t)
-	f := newLaneFixture(t, dest.URL, "", 0)
+	f := newLaneFixture(t, dest.URL, "", 0, hidden)
 	defer f.system.Root.Stop(f.manager)
-	f.store.hideLanes.Store(true)
+	f.firstRescanAnswered(t) // the version is bumped below: a later rescan must see it
 	f.ingest(t, 1)
 	c, err := f.store.QueueClaimNext(f.ctx, storage.QueueClaimNextParams{Lane: fixtureLane, Owner: "another#1", LeaseTTL: time.Minute})
 	if err != nil {
