@@ -15,11 +15,11 @@ import (
 	"github.com/messagefoundry/mf/storage"
 )
 
-// RescanInterval is how often the manager asks whether it must look at
-// every lane for claimable work that no actor is delivering: heads re-pended
-// by the sweep, by promotion recovery or by an operator (the queue's version
-// moved: storage.QueueVersionName), or the heads of parked lanes that have
-// come due. Asking costs one primary-key read.
+// RescanInterval is how often the manager wakes the parked lanes whose head
+// has come due (Manager.parked), and asks whether it must look at every lane
+// for claimable work that no actor is delivering: heads re-pended by the
+// sweep, by promotion recovery or by an operator (the queue's version moved:
+// storage.QueueVersionName). Asking costs one primary-key read.
 const RescanInterval = 2 * time.Second
 
 // FullRescanInterval is how often the manager looks at every lane whatever
@@ -71,20 +71,26 @@ type Manager struct {
 	dests   map[string]config.Outbound
 	senders map[string]Sender
 	lanes   map[string]*laneRef
-	// parked holds lanes without an actor whose head waits for an operator
-	// (held) or for its retry backoff, as the last rescan (or the lane's
-	// own last word) found them. A Wake for a newly stored row could claim
-	// nothing there, since the new row queues behind that head: it starts
-	// no actor. Each rescan that lists the lanes makes the set afresh and
-	// wakes the lanes whose head has become claimable; an operator's retry
-	// or skip moves the queue's version, so a lane stays parked at most one
-	// RescanInterval past it, and one past its head's backoff.
+	// parked holds lanes without an actor whose head waits: for an
+	// operator (held), for its retry backoff, or for the lease of an
+	// in-flight head no actor of this node holds, as the last rescan (or
+	// the lane's own last word) found them. A Wake for a newly stored row
+	// could claim nothing there, since the new row queues behind that head:
+	// it starts no actor. Each rescan that lists the lanes makes the set
+	// afresh and wakes the lanes whose head has become claimable; an
+	// operator's retry or skip moves the queue's version, so a lane stays
+	// parked at most one RescanInterval past it. A lane whose head waits
+	// for a time is woken by the manager itself at the first rescan after
+	// that time, without a listing: with a destination down, a new
+	// primary finds every lane of the backlog backing off until up to
+	// retry_max_seconds later, and listing them all each time one came due
+	// read every unfinished row every RescanInterval for that long.
 	//
-	// The value is the park's number (parks counts them). A rescan drops
-	// only the lanes parked before it began (scanFrom): a lane that parked
-	// itself while the rescan's query ran may have been seen with its head
-	// still in flight, and a result that old must not unpark it.
-	parked   map[string]uint64
+	// A rescan drops only the lanes parked before it began (scanFrom): a
+	// lane that parked itself while the rescan's query ran may have been
+	// seen with its head still in flight, and a result that old must not
+	// unpark it.
+	parked   map[string]parking
 	parks    uint64
 	scanFrom uint64
 	timer    scheduler.CancelFunc
@@ -95,15 +101,12 @@ type Manager struct {
 	// One at a time; scans counts it, so that a stop waits for it.
 	scanning bool
 	scans    sync.WaitGroup
-	// looked is when the last rescan that listed the lanes began, version
-	// the queue's version it read first (storage.QueueVersionName), and due
-	// the earliest moment a lane it parked can claim its head (a backoff or
-	// a lease ending; zero if none). A rescan lists the lanes only if the
-	// version has moved since, something is due, or FullRescanInterval has
-	// passed.
+	// looked is when the last rescan that listed the lanes began, and
+	// version the queue's version it read first (storage.QueueVersionName).
+	// A rescan lists the lanes only if the version has moved since, or
+	// FullRescanInterval has passed.
 	looked  time.Time
 	version int64
-	due     time.Time
 	// rescans counts the rescans' answers taken (inspect reports it).
 	rescans int
 	// floors keeps the floor of each lane whose actor was stopped, for the
@@ -118,6 +121,14 @@ type Manager struct {
 	// old, 0.1 ms and 2 pages from the floor (EXPLAIN ANALYZE), and more
 	// the longer vacuum waits.
 	floors floorMemory
+}
+
+// parking is a parked lane's entry: the park's number (Manager.parks counts
+// them), and when its head can be claimed, on this node's clock (zero for a
+// held head, which waits for an operator).
+type parking struct {
+	n   uint64
+	due time.Time
 }
 
 // maxFloors bounds each generation of Manager.floors: at most twice this
@@ -205,7 +216,7 @@ func (m *Manager) Receive(ctx actor.Context) {
 			m.floors.keep(msg.lane, msg.floor)
 			setActiveLanes(len(m.lanes))
 			if msg.held {
-				m.park(msg.lane)
+				m.park(msg.lane, time.Time{})
 			}
 		}
 	case inspect:
@@ -237,7 +248,7 @@ func (m *Manager) start(ctx actor.Context) {
 	m.dests = map[string]config.Outbound{}
 	m.senders = map[string]Sender{}
 	m.lanes = map[string]*laneRef{}
-	m.parked = map[string]uint64{}
+	m.parked = map[string]parking{}
 	for _, o := range m.env.Config.Outbound {
 		s, err := NewSender(o)
 		if err != nil {
@@ -305,18 +316,27 @@ type view struct {
 	rescans int
 }
 
-// rescan looks at the store off the manager's goroutine, unless a look is
-// still under way; rescanned acts on the answer. It lists the lanes only when
-// one of them may have claimable work no actor knows of (see Manager.looked).
+// rescan wakes the parked lanes that have come due, then looks at the store
+// off the manager's goroutine, unless a look is still under way; rescanned
+// acts on the answer. It lists the lanes only when one of them may have
+// claimable work no actor knows of (see Manager.looked).
 func (m *Manager) rescan(ctx actor.Context) {
-	if m.env.Ctx.Err() != nil || m.scanning {
+	if m.env.Ctx.Err() != nil {
+		return
+	}
+	now := time.Now()
+	for lane, p := range m.parked {
+		if !p.due.IsZero() && !now.Before(p.due) {
+			m.wake(ctx, lane, unknown, true) // unparks it
+		}
+	}
+	if m.scanning {
 		return
 	}
 	m.scanning = true
 	m.scanFrom = m.parks
 	m.scans.Add(1)
-	now := time.Now()
-	must := m.looked.IsZero() || now.Sub(m.looked) >= FullRescanInterval || (!m.due.IsZero() && !now.Before(m.due))
+	must := m.looked.IsZero() || now.Sub(m.looked) >= FullRescanInterval
 	seen, self, root := m.version, ctx.Self(), ctx.ActorSystem().Root
 	go func() {
 		defer m.scans.Done()
@@ -348,10 +368,11 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 	if !r.looked {
 		return
 	}
-	m.looked, m.version, m.due = r.began, r.version, time.Time{}
+	m.looked, m.version = r.began, r.version
 	// Made afresh from what this rescan saw, but for the lanes parked
 	// since it began (see Manager.parked).
-	maps.DeleteFunc(m.parked, func(_ string, n uint64) bool { return n <= m.scanFrom })
+	maps.DeleteFunc(m.parked, func(_ string, p parking) bool { return p.n <= m.scanFrom })
+	answered := time.Now()
 	for _, l := range r.lanes {
 		_, running := m.lanes[l.Lane]
 		switch {
@@ -366,34 +387,34 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 			m.wake(ctx, l.Lane, newest, true)
 		case running:
 			// Its actor times its own backoff.
+		case l.Head.Status == storage.QueuePending && l.Head.Held:
+			m.park(l.Lane, time.Time{})
 		case l.Head.Status == storage.QueuePending:
-			// Pending but not claimable: held, or backing off.
-			m.park(l.Lane)
-			if !l.Head.Held {
-				m.dueAt(r.began, l, l.Head.NextAttemptAt)
-			}
+			// Backing off.
+			m.park(l.Lane, dueAt(answered, l, l.Head.NextAttemptAt))
 		case l.Head.LeaseExpiresAt != nil:
 			// In flight under a lease no actor of this node holds (one
 			// that stopped without giving its row back).
-			m.dueAt(r.began, l, *l.Head.LeaseExpiresAt)
+			m.park(l.Lane, dueAt(answered, l, *l.Head.LeaseExpiresAt))
 		}
 	}
 }
 
-// dueAt brings Manager.due forward to when lane l's head can be claimed, at,
-// on the database's clock; began is when the rescan that saw l began, a
-// moment before the database's now that l.HeadAge was read at.
-func (m *Manager) dueAt(began time.Time, l storage.LaneSummary, at time.Time) {
-	due := began.Add(at.Sub(l.Head.CreatedAt.Add(l.HeadAge)))
-	if m.due.IsZero() || due.Before(m.due) {
-		m.due = due
-	}
+// dueAt converts at, when lane l's head can be claimed on the database's
+// clock, to this node's clock. answered is when the listing that saw l had
+// come back, after the database's now that l.HeadAge was read at: the time
+// it gives is never early, so the claim of a lane woken then finds its head
+// claimable (one that found nothing would stop, and its head would wait for
+// the next full rescan).
+func dueAt(answered time.Time, l storage.LaneSummary, at time.Time) time.Time {
+	return answered.Add(at.Sub(l.Head.CreatedAt.Add(l.HeadAge)))
 }
 
-// park records that lane's head waits (see Manager.parked).
-func (m *Manager) park(lane string) {
+// park records that lane's head waits, until due if that is not zero (see
+// Manager.parked).
+func (m *Manager) park(lane string, due time.Time) {
 	m.parks++
-	m.parked[lane] = m.parks
+	m.parked[lane] = parking{n: m.parks, due: due}
 }
 
 // DestinationOf returns the destination part of a lane name.

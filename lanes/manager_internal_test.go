@@ -168,7 +168,10 @@ func TestARescanListsTheLanesOnlyWhenTheQueueChanged(t *testing.T) {
 
 // A lane parked by a rescan while its head backs off (after a restart or a
 // failover no actor of this node has its timer) is woken when the backoff
-// ends, without waiting for the next full rescan.
+// ends, without waiting for the next full rescan, and without listing the
+// lanes again: with a destination down, a new primary finds every lane of a
+// backlog backing off, and a listing each time one came due read every
+// unfinished row at every rescan.
 func TestAParkedLaneIsWokenWhenItsHeadComesDue(t *testing.T) {
 	dest, requests := acceptingEverySend(t)
 	f := newLaneFixture(t, dest.URL, "", 0, hidden)
@@ -187,6 +190,7 @@ func TestAParkedLaneIsWokenWhenItsHeadComesDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "a rescan parking the lane", 20*time.Second, func() bool { return f.inspect(t).parked[fixtureLane] })
+	listed := f.store.lanesCalls.Load() // the listing that parked it has been answered
 	if requests.Load() != 0 {
 		t.Fatal("a head backing off was sent")
 	}
@@ -194,6 +198,49 @@ func TestAParkedLaneIsWokenWhenItsHeadComesDue(t *testing.T) {
 	waitUntil(t, "the head delivered once due", FullRescanInterval*2/3, func() bool {
 		return requests.Load() == 1 && f.row(t, 0).Status == storage.QueueDone
 	})
+	if n := f.store.lanesCalls.Load() - listed; n != 0 {
+		t.Fatalf("waking the lane when its head came due listed the lanes %d more time(s); want none", n)
+	}
+}
+
+// A lane whose head is in flight under a lease that no actor of this node
+// holds (an actor stopped without giving the row back) is parked: a newly
+// stored row starts no actor, whose claim could only find the head in
+// flight. When the lease ends the manager wakes the lane, which reclaims
+// the head and delivers both rows in order, without listing the lanes again.
+func TestALaneWhoseHeadIsInFlightWithNoActorWaitsForTheLease(t *testing.T) {
+	dest, requests := acceptingEverySend(t)
+	f := newLaneFixture(t, dest.URL, "", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	f.firstRescanAnswered(t) // the version is bumped below: a later rescan must see it
+	f.ingest(t, 1)
+	if _, err := f.store.QueueClaimNext(f.ctx, storage.QueueClaimNextParams{Lane: fixtureLane, Owner: "test#0", LeaseTTL: 3 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	f.store.hideLanes.Store(false)
+	if _, err := f.store.ConfigVersionBump(f.ctx, storage.ConfigVersionBumpParams{Name: storage.QueueVersionName}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a rescan parking the lane", 20*time.Second, func() bool { return f.inspect(t).parked[fixtureLane] })
+	listed, claims := f.store.lanesCalls.Load(), f.store.claims.Load()
+
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[1]}})
+	if v := f.inspect(t); len(v.wakes) != 0 || !v.parked[fixtureLane] {
+		t.Fatalf("after a row stored behind a head in flight: %+v; want the lane parked, with no actor", v)
+	}
+	waitUntil(t, "both rows delivered once the lease ended", FullRescanInterval*2/3, func() bool {
+		return requests.Load() == 2 && f.row(t, 1).Status == storage.QueueDone
+	})
+	if r := f.row(t, 0); r.Status != storage.QueueDone || r.Attempts != 2 {
+		t.Fatalf("the head: %+v; want done at its second attempt (reclaimed)", r)
+	}
+	if n := f.store.lanesCalls.Load() - listed; n != 0 {
+		t.Fatalf("waking the lane when the lease ended listed the lanes %d more time(s); want none", n)
+	}
+	if n := f.store.claims.Load() - claims; n > 2 {
+		t.Fatalf("%d claims to deliver two rows; want at most 2 (a claim that found nothing was made)", n)
+	}
 }
 
 // The manager keeps the floors of stopped lanes in two bounded generations:
