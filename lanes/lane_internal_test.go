@@ -165,6 +165,18 @@ func (f *laneFixture) firstRescanAnswered(t *testing.T) {
 	waitUntil(t, "the manager's first rescan answered", 10*time.Second, func() bool { return f.inspect(t).rescans >= 1 })
 }
 
+// showLanesUntilParked lets QueueLanes answer again and moves the queue's
+// version, as a restart or a failover makes the manager look afresh, then
+// waits for a rescan that parks the fixture's lane.
+func (f *laneFixture) showLanesUntilParked(t *testing.T) {
+	t.Helper()
+	f.store.hideLanes.Store(false)
+	if _, err := f.store.ConfigVersionBump(f.ctx, storage.ConfigVersionBumpParams{Name: storage.QueueVersionName}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a rescan parking the lane", 20*time.Second, func() bool { return f.inspect(t).parked[fixtureLane] })
+}
+
 // hidden makes the fixture store's QueueLanes answer nothing, so that only
 // Ingested (or the test) starts a lane. Set after the manager has started,
 // a rescan that had checked it already could still list a row stored after.
@@ -424,14 +436,9 @@ func TestARescanParksALaneWhoseHeadIsHeld(t *testing.T) {
 	if err := f.store.QueueHold(f.ctx, storage.QueueHoldParams{Claim: c.Claim(), Error: "held by the test"}); err != nil {
 		t.Fatal(err)
 	}
-	f.store.hideLanes.Store(false)
 	// The manager has looked at every lane already (and seen none): the
-	// queue's version moving makes it look again, as its first look does
-	// after a restart or a failover.
-	if _, err := f.store.ConfigVersionBump(f.ctx, storage.ConfigVersionBumpParams{Name: storage.QueueVersionName}); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "a rescan parking the lane", 20*time.Second, func() bool { return f.inspect(t).parked[fixtureLane] })
+	// queue's version moving makes it look again.
+	f.showLanesUntilParked(t)
 
 	claims := f.store.claims.Load()
 	f.ingest(t, 1)

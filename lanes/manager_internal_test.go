@@ -185,11 +185,7 @@ func TestAParkedLaneIsWokenWhenItsHeadComesDue(t *testing.T) {
 	if err := f.store.QueueRetry(f.ctx, storage.QueueRetryParams{Claim: c.Claim(), Delay: 3 * time.Second, Error: "backing off"}); err != nil {
 		t.Fatal(err)
 	}
-	f.store.hideLanes.Store(false)
-	if _, err := f.store.ConfigVersionBump(f.ctx, storage.ConfigVersionBumpParams{Name: storage.QueueVersionName}); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "a rescan parking the lane", 20*time.Second, func() bool { return f.inspect(t).parked[fixtureLane] })
+	f.showLanesUntilParked(t)
 	listed := f.store.lanesCalls.Load() // the listing that parked it has been answered
 	if requests.Load() != 0 {
 		t.Fatal("a head backing off was sent")
@@ -217,11 +213,7 @@ func TestALaneWhoseHeadIsInFlightWithNoActorWaitsForTheLease(t *testing.T) {
 	if _, err := f.store.QueueClaimNext(f.ctx, storage.QueueClaimNextParams{Lane: fixtureLane, Owner: "test#0", LeaseTTL: 3 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	f.store.hideLanes.Store(false)
-	if _, err := f.store.ConfigVersionBump(f.ctx, storage.ConfigVersionBumpParams{Name: storage.QueueVersionName}); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "a rescan parking the lane", 20*time.Second, func() bool { return f.inspect(t).parked[fixtureLane] })
+	f.showLanesUntilParked(t)
 	listed, claims := f.store.lanesCalls.Load(), f.store.claims.Load()
 
 	f.ingest(t, 1)
