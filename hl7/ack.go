@@ -218,7 +218,7 @@ var now = time.Now
 // framing:
 //
 //	MSH  the same separators as m; MSH-3/4 and MSH-5/6 swapped from m's
-//	     (the ACK comes from m's receiver); MSH-7 now; MSH-9 ACK^<MSH-9.2>^ACK
+//	     (the ACK comes from m's receiver); MSH-7 now (see ackTime); MSH-9 ACK^<MSH-9.2>^ACK
 //	     (ACK^<trigger> before v2.3.1, plain ACK when m has no trigger);
 //	     MSH-10 a new control ID; MSH-11 and MSH-12 copied from m
 //	MSA  MSA-1 code, MSA-2 m's MSH-10, MSA-3 the reason shortened to 80
@@ -344,7 +344,7 @@ func buildAck(h ackHeader, code AckCode, cond Condition, reason string) []byte {
 	}
 	b.WriteString("MSH" + fs + sep.EncodingCharacters())
 	for _, f := range []string{h.sendApp, h.sendFac, h.recvApp, h.recvFac,
-		now().Format("20060102150405-0700"), "", msgType, NewControlID(), h.procID, h.version} {
+		ackTime(now(), sep), "", msgType, NewControlID(), h.procID, h.version} {
 		b.WriteString(fs + f)
 	}
 	b.WriteByte('\r')
@@ -372,6 +372,24 @@ func buildAck(h ackHeader, code AckCode, cond Condition, reason string) []byte {
 		b.WriteByte('\r')
 	}
 	return []byte(b.String())
+}
+
+// ackTime formats t as MSH-7 (DTM) with its UTC offset, or without it
+// when the offset's sign is one of sep's delimiters: HL7 lets any
+// non-alphanumeric character be a delimiter, and a '+' or '-' field
+// separator would otherwise split the timestamp and shift every later MSH
+// field (the ACK's message type and control ID among them). The offset is
+// optional in a DTM; an escape sequence inside a timestamp would be read by
+// few receivers.
+func ackTime(t time.Time, sep Separators) string {
+	ts := t.Format("20060102150405-0700")
+	sign := ts[len(ts)-5]
+	for _, d := range []byte{sep.Field, sep.Component, sep.Repetition, sep.Escape, sep.Subcomponent, sep.Truncation} {
+		if d == sign {
+			return ts[:len(ts)-5]
+		}
+	}
+	return ts
 }
 
 // truncate shortens s to at most n bytes without splitting a UTF-8

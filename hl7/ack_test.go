@@ -390,3 +390,38 @@ func TestConditionOf(t *testing.T) {
 		t.Error("Condition.String")
 	}
 }
+
+// TestAckTimestampNeverSplitsTheHeader: a '+' or '-' delimiter would split
+// MSH-7's UTC offset off and shift the ACK's later MSH fields, so the
+// offset is left out then (found by FuzzParse: MSH-9.2 read back empty).
+func TestAckTimestampNeverSplitsTheHeader(t *testing.T) {
+	east := time.Date(2026, 11, 22, 9, 30, 0, 0, time.FixedZone("", 3600))
+	west := time.Date(2026, 11, 22, 9, 30, 0, 0, time.FixedZone("", -5*3600))
+	for _, c := range []struct {
+		name string
+		at   time.Time
+		msh  string
+		ts   string
+	}{
+		{"plus field separator", east, "MSH+^~\\&+A+B+C+D+++ADT^A04+1+P+2.5\r", "20261122093000"},
+		{"minus field separator", west, "MSH-^~\\&-A-B-C-D---ADT^A04-1-P-2.5\r", "20261122093000"},
+		{"plus component separator", east, "MSH|+~\\&|A|B|C|D|||ADT+A04|1|P|2.5\r", "20261122093000"},
+		{"minus truncation character", west, "MSH|^~\\&-|A|B|C|D|||ADT^A04|1|P|2.5\r", "20261122093000"},
+		{"minus, offset positive", east, "MSH-^~\\&-A-B-C-D---ADT^A04-1-P-2.5\r", "20261122093000+0100"},
+		{"default separators", west, "MSH|^~\\&|A|B|C|D|||ADT^A04|1|P|2.5\r", "20261122093000-0500"},
+	} {
+		withClock(t, c.at, func() {
+			a := mustParse(t, Ack(mustParse(t, []byte(c.msh)), AA, ""))
+			mt := Path{Segment: "MSH", Field: 9}
+			if got := a.Get(Path{Segment: "MSH", Field: 7}); got != c.ts {
+				t.Errorf("%s: MSH-7 %q, want %q", c.name, got, c.ts)
+			}
+			if got := a.Get(mt); got != "ACK"+string(a.Separators().Component)+"A04"+string(a.Separators().Component)+"ACK" {
+				t.Errorf("%s: MSH-9 %q", c.name, got)
+			}
+			if got := a.Get(Path{Segment: "MSH", Field: 12}); got != "2.5" {
+				t.Errorf("%s: MSH-12 %q, want 2.5", c.name, got)
+			}
+		})
+	}
+}

@@ -135,6 +135,7 @@ func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		"", "MSH", "MSH|", "MSH|^~\\&", "MSH|^~\\&#|", "MSH#$*@%#A$B", "MSH|^^\\&|", "PID|1",
 		"MSH|^~\\&|A|B|C|D|||ADT^A01|1|P|2.3\rPID|1||a~b^c&d\r", "MSH|^~\\&|||||||||2.4|||AL\r",
+		"MSH+^~\\&+A+B+C+D+++ADT^A04+1+P+2.5\r", "MSH-^~\\&-A-B-C-D---ADT^A04-1-P-2.5\r",
 	} {
 		f.Add([]byte(s))
 	}
