@@ -47,6 +47,8 @@ type idle struct {
 // laneActor delivers one lane, one row at a time:
 // claim (which reclaims a stranded head first) → send → complete, or retry
 // with backoff (the row stays the head), or, once exhausted, dead or hold.
+// It may hold a few rows claimed ahead of the one it sends (ahead); it sends
+// none of them before the row before it is recorded.
 type laneActor struct {
 	lane   string
 	dest   config.Outbound
@@ -69,6 +71,18 @@ type laneActor struct {
 	// head is the lane's next row, claimed by the write that recorded the
 	// previous delivery (QueueAdvance) and sent at the next step.
 	head *storage.QueueClaim
+	// ahead are the rows claimed right behind head, in id order, none sent
+	// yet: up to the store's ClaimAhead, one claim statement for a run of
+	// rows instead of one per row. Each row is still recorded done before
+	// the next is sent, so a crash delivers again only the row in flight.
+	// aheadUntil is when their lease is half gone (on this node's clock,
+	// from before the claim): after it they are given back rather than
+	// sent, so that no row is sent under a lease that may run out (the
+	// sweep would re-pend it, and it would be sent again after rows behind
+	// it). Every path that lets go of the run gives them back (QueueGiveBack)
+	// first, or they would hold the lane until their lease ends.
+	ahead      []storage.QueueClaim
+	aheadUntil time.Time
 	// floor is the id of the last row this lane claimed, or its
 	// predecessor's (Manager.floors): its head lookups start there
 	// (storage.QueueClaimNextParams.From).
@@ -128,6 +142,7 @@ func (l *laneActor) Receive(ctx actor.Context) {
 // leader need not wait for its lease. On a demotion the context is gone and
 // the call fails at once; promotion recovery re-pends the row instead.
 func (l *laneActor) giveBack() {
+	l.giveBackAhead()
 	if l.head == nil {
 		return
 	}
@@ -137,6 +152,26 @@ func (l *laneActor) giveBack() {
 	if err != nil && l.env.Ctx.Err() == nil {
 		l.log.Warn().Err(err).Int64("queue_id", c.Row.ID).Msg("could not give back a claimed message on stopping; it is delivered again once its lease expires")
 	}
+}
+
+// giveBackAhead gives back the rows claimed ahead and not sent, and returns
+// the store's error. On a failure they stay in flight under this node's
+// lease until it ends: the lane's next claim waits for that, and the rows
+// are delivered then, in order.
+func (l *laneActor) giveBackAhead() error {
+	if len(l.ahead) == 0 {
+		return nil
+	}
+	claims := make([]storage.Claim, len(l.ahead))
+	for i, c := range l.ahead {
+		claims[i] = c.Claim()
+	}
+	l.ahead = nil
+	_, err := l.env.Store.QueueGiveBack(l.env.Ctx, storage.QueueGiveBackParams{Fence: l.env.Fence, Claims: claims})
+	if err != nil && l.env.Ctx.Err() == nil {
+		l.log.Warn().Err(err).Int("rows", len(claims)).Msg("could not give back messages claimed ahead; they are delivered once their lease expires")
+	}
+	return err
 }
 
 func (l *laneActor) wake(ctx actor.Context) {
@@ -165,6 +200,15 @@ func (l *laneActor) step(ctx actor.Context) {
 	}
 	c := l.head
 	l.head = nil
+	if c == nil && len(l.ahead) > 0 {
+		if time.Now().Before(l.aheadUntil) {
+			next := l.ahead[0]
+			c, l.ahead = &next, l.ahead[1:]
+		} else if err := l.giveBackAhead(); err != nil {
+			l.storeFailed(ctx, "give back", err)
+			return
+		}
+	}
 	if c == nil {
 		if !l.env.Trust() {
 			// Leadership is in doubt (a renewal is late): wait, the elector
@@ -196,6 +240,10 @@ func (l *laneActor) step(ctx actor.Context) {
 		// Checked again right before the send: a process frozen past its
 		// trust window (SIGSTOP, a VM pause) must not deliver on waking;
 		// the row goes back in place, still the lane's head.
+		if err := l.giveBackAhead(); err != nil {
+			l.storeFailed(ctx, "give back", err)
+			return
+		}
 		err = l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: claim, Error: "not sent: this node's leadership was in doubt"})
 		log.Warn().Msg("leadership in doubt right before a send: the message was not sent and stays the lane's head")
 		if l.finished(ctx, log, "retry", err) {
@@ -219,6 +267,14 @@ func (l *laneActor) step(ctx actor.Context) {
 	permanent := errors.As(sendErr, &de) && de.Permanent
 	exhausted := permanent || (l.dest.MaxAttempts > 0 && c.Row.Attempts >= int64(l.dest.MaxAttempts))
 	reason := sendErr.Error()
+	if !exhausted || l.dest.OnExhausted != config.ExhaustedDead {
+		// The head stays the lane's head (retried or held): the rows
+		// claimed behind it go back first.
+		if err := l.giveBackAhead(); err != nil {
+			l.storeFailed(ctx, "give back", err)
+			return
+		}
+	}
 	if !exhausted {
 		delay := Backoff(c.Row.Attempts, l.dest.RetryBase(), l.dest.RetryMax())
 		err = l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: claim, Delay: delay, Error: reason})
@@ -254,9 +310,15 @@ func (l *laneActor) step(ctx actor.Context) {
 // is none, and a row stored since comes with a Wake. When traffic is light
 // that is every delivery, and the look found nothing each time: a claim
 // statement for nothing in the write that records the delivery.
+//
+// With rows claimed ahead in hand it only records the delivery: the next
+// row is already claimed. If that claim turns out lost (the lease ran out),
+// the rows ahead are given back, since the lost row is delivered again
+// first.
 func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage.Claim, took time.Duration) {
 	called := time.Now()
-	if newest := l.newest.Load() <= claim.ID; newest || !l.env.Trust() {
+	newest := len(l.ahead) == 0 && l.newest.Load() <= claim.ID
+	if newest || len(l.ahead) > 0 || !l.env.Trust() {
 		err := l.env.Store.QueueComplete(l.env.Ctx, storage.QueueCompleteParams{Fence: l.env.Fence, Claim: claim})
 		if err == nil {
 			log.Debug().Dur("took", took).Time("call_started", called).Msg("delivered")
@@ -265,16 +327,23 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 				return
 			}
 		}
+		if errors.Is(err, storage.ErrClaimLost) || (err == nil && !l.env.Trust()) {
+			if gerr := l.giveBackAhead(); gerr != nil {
+				l.storeFailed(ctx, "give back", gerr)
+				return
+			}
+		}
 		l.finished(ctx, log, "complete", err)
 		return
 	}
 	a, err := l.env.Store.QueueAdvance(l.env.Ctx, storage.QueueAdvanceParams{
-		Fence: l.env.Fence, Claim: claim, Lane: l.lane, Owner: l.env.Owner, LeaseTTL: l.env.Config.Store.LeaseTTL(),
+		Fence: l.env.Fence, Claim: claim, Lane: l.lane, Owner: l.env.Owner, LeaseTTL: l.env.Config.Store.LeaseTTL(), Ahead: l.env.Store.ClaimAhead(),
 	})
 	if err != nil {
 		l.storeFailed(ctx, "advance", err)
 		return
 	}
+	l.ahead, l.aheadUntil = a.Ahead, called.Add(l.env.Config.Store.LeaseTTL()/2)
 	if a.Completed {
 		log.Debug().Dur("took", took).Time("call_started", called).Msg("delivered")
 	} else {
@@ -331,6 +400,10 @@ func (l *laneActor) finished(ctx actor.Context, log zerolog.Logger, op string, e
 // storeFailed handles a failed store call: a fence means this node is no
 // longer the leader; anything else is retried after a pause.
 func (l *laneActor) storeFailed(ctx actor.Context, op string, err error) {
+	// Rows claimed ahead stay in flight until their lease ends (the store
+	// cannot be trusted to take them back now); the lane's claims wait for
+	// that, and deliver them in order then.
+	l.ahead = nil
 	StoreError(op)
 	if errors.Is(err, storage.ErrFenced) || l.env.Ctx.Err() != nil {
 		l.looping = false

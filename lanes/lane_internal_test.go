@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,6 +33,10 @@ type countingStore struct {
 	// under way, lanesMax the most at once and lanesCalls them all.
 	lanesGate                                atomic.Pointer[chan struct{}]
 	lanesHeld, lanesIn, lanesMax, lanesCalls atomic.Int64
+	// claimGate, when set, holds every QueueClaimNext call until it is
+	// closed; claimsHeld counts the calls that came to it.
+	claimGate  atomic.Pointer[chan struct{}]
+	claimsHeld atomic.Int64
 
 	mu sync.Mutex
 	// floors holds the From of every claim that took a row, by the row,
@@ -38,11 +44,27 @@ type countingStore struct {
 	floors map[int64][]int64
 }
 
+// claimAhead is the countingStore's ClaimAhead: the fixture's store is
+// SQLite, which claims no runs for the engine, but its runs are correct, and
+// the lane tests exercise the lane's runs on it as PostgreSQL's.
+const claimAhead = 7
+
+// ClaimAhead implements storage.Store.
+func (c *countingStore) ClaimAhead() int { return claimAhead }
+
 // noWork is the key of countingStore.floors for claims that found nothing.
 const noWork = -1
 
 func (c *countingStore) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
 	c.claims.Add(1)
+	if gate := c.claimGate.Load(); gate != nil {
+		c.claimsHeld.Add(1)
+		select {
+		case <-*gate:
+		case <-ctx.Done():
+			return storage.QueueClaim{}, ctx.Err()
+		}
+	}
 	claimed, err := c.Store.QueueClaimNext(ctx, p)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -249,8 +271,10 @@ func (f *laneFixture) row(t *testing.T, i int) storage.QueueRow {
 	return d.Queue[0]
 }
 
-// A delivering lane writes once per delivered row: the write that records a
-// delivery also claims the next row (QueueAdvance).
+// A delivering lane writes once per delivered row, and claims in runs: the
+// write that records the last row of a run also claims the next row and
+// claimAhead rows behind it (QueueAdvance); the rows of a run are recorded
+// one by one (QueueComplete), each before the next is sent.
 func TestALaneRecordsADeliveryAndClaimsTheNextInOneWrite(t *testing.T) {
 	dest, requests := acceptingEverySend(t)
 	const rows = 50
@@ -260,13 +284,80 @@ func TestALaneRecordsADeliveryAndClaimsTheNextInOneWrite(t *testing.T) {
 	waitUntil(t, "every row delivered and recorded", 20*time.Second, func() bool {
 		return requests.Load() == rows && f.row(t, rows-1).Status == storage.QueueDone
 	})
-	if a, c := f.store.advances.Load(), f.store.completes.Load(); a != rows || c != 0 {
-		t.Fatalf("%d rows delivered with %d advances and %d completes; want %d advances (one write per row), no completes", rows, a, c, rows)
+	// The first row is claimed alone; each advance then claims a run.
+	run := int64(claimAhead + 1)
+	wantAdvances := 1 + (rows-1+run-1)/run
+	if a, c := f.store.advances.Load(), f.store.completes.Load(); a+c != rows || a != wantAdvances {
+		t.Fatalf("%d rows delivered with %d advances and %d completes; want one write per row, %d of them advances", rows, a, c, wantAdvances)
+	}
+	for i := range rows {
+		if r := f.row(t, i); r.Status != storage.QueueDone || r.Attempts != 1 {
+			t.Fatalf("row %d: %+v; want done at the first attempt", i, r)
+		}
 	}
 	// The first claim; any more are the manager's rescans finding nothing.
 	if n := f.store.claims.Load(); n < 1 || n > 1+int64(20*time.Second/RescanInterval) {
 		t.Fatalf("%d separate claims for one lane's %d rows", n, rows)
 	}
+}
+
+// When a row taken from a run fails and backs off, the rows claimed behind
+// it are given back at once, as if never claimed (attempt 0): they wait
+// behind it pending, not in flight under a lease, and do not use up
+// attempts they never made. Then every row is delivered, in order.
+func TestALaneGivesBackTheRowsAheadOfAFailedRow(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+	requests := new(atomic.Int64)
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 3 { // the third row, taken from a run
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		mu.Lock()
+		order = append(order, r.Header.Get(HeaderQueueID))
+		mu.Unlock()
+	}))
+	defer dest.Close()
+	const rows = 10
+	f := newLaneFixture(t, dest.URL, "retry_base_seconds = 1", rows)
+	defer f.system.Root.Stop(f.manager)
+
+	waitUntil(t, "the third row backing off", 20*time.Second, func() bool {
+		r := f.row(t, 2)
+		return r.Status == storage.QueuePending && r.Attempts == 1 && r.LastError != ""
+	})
+	for i := 3; i <= claimAhead+1 && i < rows; i++ {
+		if r := f.row(t, i); r.Status != storage.QueuePending || r.Attempts != 0 || r.LeaseOwner != "" {
+			t.Fatalf("row %d, claimed behind the failed row: %+v; want given back (pending, attempt 0)", i, r)
+		}
+	}
+	waitUntil(t, "every row delivered", 20*time.Second, func() bool {
+		return f.row(t, rows-1).Status == storage.QueueDone
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	want := make([]string, rows)
+	for i, id := range f.ids {
+		want[i] = strconv.FormatInt(id, 10)
+	}
+	if !slices.Equal(order, want) {
+		t.Fatalf("delivered in the order %v; want %v", order, want)
+	}
+	for i := range rows {
+		if r, want := f.row(t, i), int64(1+btoi(i == 2)); r.Attempts != want {
+			t.Fatalf("row %d: %d attempts, want %d", i, r.Attempts, want)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // A lane that delivers the newest row the manager told it of records the

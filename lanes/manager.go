@@ -55,6 +55,9 @@ type rescanned struct {
 	lanes   []storage.LaneSummary
 	version int64 // the queue's version, read before the lanes
 	began   time.Time
+	// confirm is the Manager.confirm this rescan took: a rescan that fails
+	// gives it back, for the next one.
+	confirm bool
 	err     error
 }
 
@@ -62,10 +65,10 @@ type rescanned struct {
 // runs dry. It owns the destinations' senders, shared by their lanes.
 //
 // Backpressure: nothing flows from ingest to the lanes but wake-ups; the
-// rows themselves wait in the store, and a lane claims one at a time. Wakes
-// are coalesced, so a lane's mailbox holds at most one Wake, one next and
-// one timer message however fast messages arrive or however slow its
-// destination is.
+// rows themselves wait in the store, and a lane claims a few at a time
+// (Store.ClaimAhead). Wakes are coalesced, so a lane's mailbox holds at most
+// one Wake, one next and one timer message however fast messages arrive or
+// however slow its destination is.
 type Manager struct {
 	env     *Env
 	dests   map[string]config.Outbound
@@ -107,6 +110,19 @@ type Manager struct {
 	// FullRescanInterval has passed.
 	looked  time.Time
 	version int64
+	// confirm is set when a lane has parked itself as held (its actor's
+	// own word, in idle) since the last listing began: the next rescan
+	// lists the lanes, whatever the version says. The word can be stale:
+	// an actor whose idle was ignored (a Wake was on its way) says held
+	// until it next has a row, and if an operator skipped the held head in
+	// the meantime the lane may be empty. A listing that began before the
+	// skip leaves the park in place (see parked), and, with the version
+	// not moving again, new rows of the lane waited for the full rescan
+	// (FullRescanInterval). A listing begun after the park drops it unless
+	// the head is still held, so a stale word costs at most one
+	// RescanInterval. Holds are rare (an exhausted head waiting for an
+	// operator): one listing more for each is cheap.
+	confirm bool
 	// rescans counts the rescans' answers taken (inspect reports it).
 	rescans int
 	// floors keeps the floor of each lane whose actor was stopped, for the
@@ -217,6 +233,7 @@ func (m *Manager) Receive(ctx actor.Context) {
 			setActiveLanes(len(m.lanes))
 			if msg.held {
 				m.park(msg.lane, time.Time{})
+				m.confirm = true
 			}
 		}
 	case inspect:
@@ -336,11 +353,13 @@ func (m *Manager) rescan(ctx actor.Context) {
 	m.scanning = true
 	m.scanFrom = m.parks
 	m.scans.Add(1)
-	must := m.looked.IsZero() || now.Sub(m.looked) >= FullRescanInterval
+	confirm := m.confirm
+	m.confirm = false
+	must := confirm || m.looked.IsZero() || now.Sub(m.looked) >= FullRescanInterval
 	seen, self, root := m.version, ctx.Self(), ctx.ActorSystem().Root
 	go func() {
 		defer m.scans.Done()
-		r := rescanned{began: now}
+		r := rescanned{began: now, confirm: confirm}
 		r.version, r.err = m.env.Store.ConfigVersionRead(m.env.Ctx, storage.ConfigVersionReadParams{Name: storage.QueueVersionName})
 		if r.err == nil && (must || r.version != seen) {
 			r.looked = true
@@ -361,6 +380,7 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 		return
 	}
 	if r.err != nil {
+		m.confirm = m.confirm || r.confirm
 		StoreError("queue_lanes")
 		m.env.Log.Error().Err(r.err).Msg(fmt.Sprintf("listing lanes with work failed; retrying in %v (check the database)", RescanInterval))
 		return

@@ -35,6 +35,10 @@ type Store interface {
 	// Clusterable reports whether several nodes may share this store. SQLite
 	// is single-node only.
 	Clusterable() bool
+	// ClaimAhead is how many rows behind its next head a delivering lane
+	// claims in the same write on this store (QueueAdvanceParams.Ahead): 0
+	// where a run's statement costs more than the head claims it saves.
+	ClaimAhead() int
 	// Migrate applies the embedded schema migrations that are not applied
 	// yet, under a database lock so that two nodes starting together cannot
 	// both migrate. It is idempotent.
@@ -97,8 +101,14 @@ type Store interface {
 	// that is no longer current is not an error here (Completed is false, as
 	// QueueComplete's ErrClaimLost), nor is a lane with nothing claimable
 	// (Next is nil, as QueueClaimNext's ErrNoWork). A stale fence is
-	// ErrFenced and changes nothing.
+	// ErrFenced and changes nothing. With p.Ahead, it also claims up to
+	// that many rows right behind the new head (QueueAdvanced.Ahead).
 	QueueAdvance(ctx context.Context, p QueueAdvanceParams) (QueueAdvanced, error)
+	// QueueGiveBack returns claimed rows that were never sent to pending,
+	// in place, as if never claimed (the claim's attempt is taken back),
+	// and returns how many it returned. A claim no longer current is
+	// skipped, not an error.
+	QueueGiveBack(ctx context.Context, p QueueGiveBackParams) (int64, error)
 	// QueueRetry puts a claimed row back to pending, due after p.Delay. It
 	// stays its lane's head, so the lane waits for it.
 	QueueRetry(ctx context.Context, p QueueRetryParams) error
@@ -425,6 +435,17 @@ type QueueAdvanceParams struct {
 	Lane     string
 	Owner    string
 	LeaseTTL time.Duration
+	// Ahead is how many rows right behind the new head to claim with it, at
+	// most: the lane's next unfinished rows in id order, each pending (not
+	// held, due) or in flight under an expired lease, stopping at the first
+	// that is neither. 0 claims the head alone.
+	Ahead int
+}
+
+// QueueGiveBackParams are the arguments of Store.QueueGiveBack.
+type QueueGiveBackParams struct {
+	Fence  Fence
+	Claims []Claim
 }
 
 // QueueAdvanced is the outcome of Store.QueueAdvance.
@@ -436,6 +457,9 @@ type QueueAdvanced struct {
 	// Next is the lane's next head, claimed, or nil when the lane has
 	// nothing claimable now.
 	Next *QueueClaim
+	// Ahead are the rows claimed right behind Next (QueueAdvanceParams.
+	// Ahead), in id order: the lane's next rows after Next, none skipped.
+	Ahead []QueueClaim
 }
 
 // QueueRetryParams are the arguments of Store.QueueRetry.

@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,20 +54,24 @@ const maxLaneBatch = 256
 // first one claimed in flight.)
 const maxLaneBatchesInFlight = 1
 
-// laneWrite is one lane's write: complete a claim, claim the lane's head,
-// or both (in that order).
+// laneWrite is one lane's write: give back claims, complete a claim, claim
+// the lane's head (and rows ahead of it), in that order, any of them.
 type laneWrite struct {
 	ctx      context.Context
 	fence    storage.Fence
+	giveBack []storage.Claim
 	complete *storage.Claim // nil: nothing to complete
 	lane     string         // "": nothing to claim
+	ahead    int            // rows behind the head to claim with it
 	from     int64          // the claim's floor (storage.QueueClaimNextParams.From)
 	owner    string
 	ttl      time.Duration
 
 	// Outcome, set by the batch before done is signalled.
+	givenBack int64
 	completed bool
 	next      *storage.QueueClaim
+	nextAhead []storage.QueueClaim
 	err       error
 	// done carries true when the write has its outcome, and false when its
 	// caller is to lead the next batch (at most once: see handed).
@@ -223,9 +229,13 @@ func (lb *laneBatcher) run(batch []*laneWrite) {
 // then every completion, then every claim, one statement each (see
 // queue_complete.sql for why not one statement for all).
 func (lb *laneBatcher) exec(ctx context.Context, batch []*laneWrite) error {
-	var completes, claims []*laneWrite
+	var giveBacks, completes, claims []*laneWrite
 	for _, w := range batch {
-		w.completed, w.next = false, nil // a re-run after a deadlock starts afresh
+		// A re-run after a deadlock starts afresh.
+		w.givenBack, w.completed, w.next, w.nextAhead = 0, false, nil, nil
+		if len(w.giveBack) > 0 {
+			giveBacks = append(giveBacks, w)
+		}
 		if w.complete != nil {
 			completes = append(completes, w)
 		}
@@ -234,13 +244,27 @@ func (lb *laneBatcher) exec(ctx context.Context, batch []*laneWrite) error {
 		}
 	}
 	return lb.s.fencedBatch(ctx, batch[0].fence, func(b *pgx.Batch) {
+		for _, w := range giveBacks {
+			for _, c := range w.giveBack {
+				b.Queue(queries.Get("queue_give_back"), c.ID, c.Owner, c.Attempt)
+			}
+		}
 		for _, w := range completes {
 			b.Queue(queries.Get("queue_complete"), w.complete.ID, w.complete.Owner, w.complete.Attempt)
 		}
 		for _, w := range claims {
-			b.Queue(queries.Get("queue_claim_next"), w.lane, w.owner, storage.Seconds(w.ttl), w.from)
+			b.Queue(queries.Get("queue_claim_next"), w.lane, w.owner, storage.Seconds(w.ttl), w.from, 1+w.ahead)
 		}
 	}, func(br pgx.BatchResults) error {
+		for _, w := range giveBacks {
+			for _, c := range w.giveBack {
+				tag, err := br.Exec()
+				if err != nil {
+					return fmt.Errorf("give back row %d: %w", c.ID, err)
+				}
+				w.givenBack += tag.RowsAffected()
+			}
+		}
 		for _, w := range completes {
 			tag, err := br.Exec()
 			if err != nil {
@@ -249,16 +273,36 @@ func (lb *laneBatcher) exec(ctx context.Context, batch []*laneWrite) error {
 			w.completed = tag.RowsAffected() == 1
 		}
 		for _, w := range claims {
-			var c storage.QueueClaim
-			err := br.QueryRow().Scan(append(queueRowDest(&c.Row), &c.Payload, &c.ControlID)...)
-			switch {
-			case errors.Is(err, pgx.ErrNoRows):
-			case err != nil:
+			run, err := scanRun(br)
+			if err != nil {
 				return fmt.Errorf("claim in lane %s: %w", w.lane, err)
-			default:
-				w.next = &c
+			}
+			if len(run) > 0 {
+				w.next, w.nextAhead = &run[0], run[1:]
 			}
 		}
 		return nil
 	})
+}
+
+// scanRun reads a lane claim's rows (queue_claim_next.sql), in id order.
+func scanRun(br pgx.BatchResults) ([]storage.QueueClaim, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var run []storage.QueueClaim
+	for rows.Next() {
+		var c storage.QueueClaim
+		if err := rows.Scan(append(queueRowDest(&c.Row), &c.Payload, &c.ControlID)...); err != nil {
+			return nil, err
+		}
+		run = append(run, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(run, func(a, b storage.QueueClaim) int { return cmp.Compare(a.Row.ID, b.Row.ID) })
+	return run, nil
 }

@@ -90,6 +90,15 @@ func (s *Store) Dialect() string { return "postgres" }
 // Clusterable implements storage.Store.
 func (s *Store) Clusterable() bool { return true }
 
+// ClaimAhead implements storage.Store: 7, a run of 8 rows per claim. Each
+// claim statement costs PostgreSQL about 17 µs besides its rows (30.5 µs for
+// one row at 32 connections, pg_stat_statements), and a run of 16 cost 23 µs
+// a row in one statement; bench/run's 32-connection load delivered 8,788 to
+// 9,431 messages/s with runs against 7,726 to 8,359 without (four A/B
+// pairs), at 77 µs of PostgreSQL CPU a message against 88 to 94. Bounded,
+// since a lane holds a run's messages in memory.
+func (s *Store) ClaimAhead() int { return 7 }
+
 // Close implements storage.Store.
 func (s *Store) Close() error {
 	s.pool.Close()
@@ -425,12 +434,26 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 // (lanebatch.go).
 func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) (storage.QueueAdvanced, error) {
 	c := p.Claim
-	w := &laneWrite{ctx: ctx, fence: p.Fence, complete: &c, lane: p.Lane, from: c.ID, owner: p.Owner, ttl: p.LeaseTTL}
+	w := &laneWrite{ctx: ctx, fence: p.Fence, complete: &c, lane: p.Lane, ahead: p.Ahead, from: c.ID, owner: p.Owner, ttl: p.LeaseTTL}
 	s.lanes.do(w)
 	if w.err != nil {
 		return storage.QueueAdvanced{}, wrap(fmt.Sprintf("queue advance of row %d attempt %d in lane %s", c.ID, c.Attempt, p.Lane), w.err)
 	}
-	return storage.QueueAdvanced{Completed: w.completed, Next: w.next}, nil
+	return storage.QueueAdvanced{Completed: w.completed, Next: w.next, Ahead: w.nextAhead}, nil
+}
+
+// QueueGiveBack implements storage.Store, combined with other lanes' writes
+// (lanebatch.go).
+func (s *Store) QueueGiveBack(ctx context.Context, p storage.QueueGiveBackParams) (int64, error) {
+	if len(p.Claims) == 0 {
+		return 0, nil
+	}
+	w := &laneWrite{ctx: ctx, fence: p.Fence, giveBack: p.Claims}
+	s.lanes.do(w)
+	if w.err != nil {
+		return 0, wrap(fmt.Sprintf("queue give back of %d rows", len(p.Claims)), w.err)
+	}
+	return w.givenBack, nil
 }
 
 // claimUpdate runs one of the statements that act on a current claim and

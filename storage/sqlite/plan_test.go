@@ -15,6 +15,7 @@ func TestQueueStatementsUseIndexes(t *testing.T) {
 	s := openMigrated(t)
 	wantIndex := map[string]string{
 		"queue_claim_next":       "mf_queue_lane_head",
+		"queue_claim_run":        "mf_queue_lane_head",
 		"queue_lanes":            "mf_queue_lane_head",
 		"queue_stats":            "mf_queue_dead",
 		"queue_reclaim_expired":  "mf_queue_inflight",

@@ -35,6 +35,7 @@ var fakeResults = map[string][][]driver.Value{
 	"migrate_applied":     {},
 	"message_purge_queue": {{int64(0)}},
 	"queue_complete":      {{int64(0)}},
+	"queue_give_back":     {{int64(0)}},
 	"queue_retry":         {{int64(0)}},
 	"queue_dead":          {{int64(0)}},
 	"queue_extend_lease":  {{int64(0)}},
@@ -181,6 +182,7 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 	_, _ = s.MessagePurge(ctx, storage.MessagePurgeParams{Fence: f, OlderThan: time.Hour})
 	_, _ = s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: "lab/1", Owner: "node-a", LeaseTTL: time.Minute})
 	_ = s.QueueComplete(ctx, storage.QueueCompleteParams{Fence: f, Claim: c})
+	_, _ = s.QueueGiveBack(ctx, storage.QueueGiveBackParams{Fence: f, Claims: []storage.Claim{c}})
 	_ = s.QueueRetry(ctx, storage.QueueRetryParams{Fence: f, Claim: c, Delay: time.Second, Error: "x"})
 	_ = s.QueueDead(ctx, storage.QueueDeadParams{Fence: f, Claim: c, Error: "x"})
 	_ = s.QueueExtendLease(ctx, storage.QueueExtendLeaseParams{Fence: f, Claim: c, TTL: time.Minute})

@@ -122,6 +122,11 @@ func (s *Store) Dialect() string { return "sqlserver" }
 // Clusterable implements storage.Store.
 func (s *Store) Clusterable() bool { return true }
 
+// ClaimAhead implements storage.Store: 7, as PostgreSQL (a claim is a round
+// trip and a batch of statements; not measured here, where there is no SQL
+// Server).
+func (s *Store) ClaimAhead() int { return 7 }
+
 // Close implements storage.Store.
 func (s *Store) Close() error { return s.db.Close() }
 
@@ -651,9 +656,12 @@ func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) 
 func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
 	var c *storage.QueueClaim
 	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
-		var err error
-		if c, err = claimHead(ctx, tx, p.Lane, p.From, p.Owner, p.LeaseTTL); err == nil && c == nil {
+		run, err := claimRun(ctx, tx, p.Lane, p.From, p.Owner, p.LeaseTTL, 0)
+		if err == nil && len(run) == 0 {
 			err = storage.ErrNoWork
+		}
+		if len(run) > 0 {
+			c = &run[0]
 		}
 		return err
 	})
@@ -676,7 +684,10 @@ func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) 
 			return fmt.Errorf("complete: %w", err)
 		}
 		out.Completed = n == 1
-		out.Next, err = claimHead(ctx, tx, p.Lane, p.Claim.ID, p.Owner, p.LeaseTTL)
+		run, err := claimRun(ctx, tx, p.Lane, p.Claim.ID, p.Owner, p.LeaseTTL, p.Ahead)
+		if len(run) > 0 {
+			out.Next, out.Ahead = &run[0], run[1:]
+		}
 		return err
 	})
 	if err != nil {
@@ -685,23 +696,51 @@ func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) 
 	return out, nil
 }
 
-// claimHead runs the lane claim (queue_claim_next.sql) in tx: the claimed
-// head, or nil when the lane has nothing claimable.
-func claimHead(ctx context.Context, tx *sql.Tx, lane string, from int64, owner string, ttl time.Duration) (*storage.QueueClaim, error) {
-	var (
-		x queueRowScan
-		c storage.QueueClaim
-	)
-	args := append([]any{sql.Named("lane", lane), sql.Named("from", from), sql.Named("owner", owner)}, span("ttl", ttl)...)
-	err := tx.QueryRowContext(ctx, queries.Get("queue_claim_next"), args...).Scan(append(x.dest(), &c.Payload, &c.ControlID)...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
+// QueueGiveBack implements storage.Store.
+func (s *Store) QueueGiveBack(ctx context.Context, p storage.QueueGiveBackParams) (int64, error) {
+	if len(p.Claims) == 0 {
+		return 0, nil
 	}
+	var total int64
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		for _, c := range p.Claims {
+			n, err := updateClaim(ctx, tx, "queue_give_back", c)
+			if err != nil {
+				return err
+			}
+			total += n
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, wrap(fmt.Sprintf("queue give back of %d rows", len(p.Claims)), err)
+	}
+	return total, nil
+}
+
+// claimRun runs the lane claim (queue_claim_next.sql) in tx: the claimed
+// head and up to ahead rows right behind it, in id order, or none when the
+// lane has nothing claimable.
+func claimRun(ctx context.Context, tx *sql.Tx, lane string, from int64, owner string, ttl time.Duration, ahead int) ([]storage.QueueClaim, error) {
+	args := append([]any{sql.Named("lane", lane), sql.Named("from", from), sql.Named("owner", owner), sql.Named("max", 1+ahead)}, span("ttl", ttl)...)
+	rows, err := tx.QueryContext(ctx, queries.Get("queue_claim_next"), args...)
 	if err != nil {
 		return nil, err
 	}
-	c.Row = x.row()
-	return &c, nil
+	defer rows.Close()
+	var run []storage.QueueClaim
+	for rows.Next() {
+		var (
+			x queueRowScan
+			c storage.QueueClaim
+		)
+		if err := rows.Scan(append(x.dest(), &c.Payload, &c.ControlID)...); err != nil {
+			return nil, err
+		}
+		c.Row = x.row()
+		run = append(run, c)
+	}
+	return run, rows.Err()
 }
 
 // claimUpdate runs one of the statements that act on a current claim (each

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -648,5 +649,98 @@ func testAdvanceManyLanes(t *testing.T, h *harness) {
 	}
 	if stale.Load() != lanes*10 {
 		t.Fatalf("%d stale claims failed, want %d", stale.Load(), lanes*10)
+	}
+}
+
+// An advance with Ahead claims the new head and the rows right behind it,
+// in order, as one run that never skips a row: it stops at the first row
+// that is not claimable. Rows given back are pending again as if never
+// claimed (their attempt taken back), and a stale claim gives back nothing.
+func testAdvanceAhead(t *testing.T, h *harness) {
+	ids := h.fill(zero, "lab", "R1", 6)
+	first := h.mustClaim(zero, "lab/R1", time.Minute, ids[0])
+	advance := func(c storage.Claim, ahead int) storage.QueueAdvanced {
+		t.Helper()
+		a, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: c, Lane: "lab/R1", Owner: solo, LeaseTTL: time.Minute, Ahead: ahead})
+		if err != nil {
+			t.Fatalf("advance from row %d: %v", c.ID, err)
+		}
+		return a
+	}
+	runIDs := func(a storage.QueueAdvanced) []int64 {
+		var got []int64
+		if a.Next != nil {
+			got = append(got, a.Next.Row.ID)
+		}
+		for _, c := range a.Ahead {
+			got = append(got, c.Row.ID)
+		}
+		return got
+	}
+	a := advance(first.Claim(), 3)
+	if got, want := runIDs(a), ids[1:5]; !a.Completed || !slices.Equal(got, want) {
+		t.Fatalf("advance from row %d with 3 ahead: completed %v, claimed %v; want completed, %v", ids[0], a.Completed, got, want)
+	}
+	for _, c := range append([]storage.QueueClaim{*a.Next}, a.Ahead...) {
+		if c.Row.Status != storage.QueueInflight || c.Row.Attempts != 1 || c.Row.LeaseOwner != solo || len(c.Payload) == 0 || c.ControlID == "" {
+			t.Fatalf("claimed in a run: %+v", c)
+		}
+	}
+	run := append([]storage.QueueClaim{*a.Next}, a.Ahead...)
+
+	// The lane's head is in flight: nothing more to claim.
+	if _, err := h.s.QueueClaimNext(h.ctx, storage.QueueClaimNextParams{Fence: zero, Lane: "lab/R1", Owner: solo, LeaseTTL: time.Minute}); !errors.Is(err, storage.ErrNoWork) {
+		t.Fatalf("claim while a run is in flight: %v, want ErrNoWork", err)
+	}
+
+	// Give back all but the run's second row: the lane is then pending,
+	// in flight (live), pending, pending, pending. A run from its head stops
+	// at the row in flight.
+	back := []storage.Claim{run[0].Claim(), run[2].Claim(), run[3].Claim()}
+	if n, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: zero, Claims: back}); err != nil || n != 3 {
+		t.Fatalf("give back 3 rows: %d, %v", n, err)
+	}
+	for _, i := range []int{1, 3, 4} {
+		if r := h.queueRow(ids[i]); r.Status != storage.QueuePending || r.Attempts != 0 || r.LeaseOwner != "" || r.LeaseExpiresAt != nil {
+			t.Fatalf("row %d given back: %+v; want pending, attempt 0, no lease", ids[i], r)
+		}
+	}
+	// The same claims again: no longer current, nothing given back.
+	if n, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: zero, Claims: back}); err != nil || n != 0 {
+		t.Fatalf("give back stale claims: %d, %v; want 0", n, err)
+	}
+	// first's claim is done already (Completed false), but the advance still
+	// claims from the lane's head: row 1 only, since row 2 is in flight.
+	a = advance(first.Claim(), 5)
+	if got := runIDs(a); a.Completed || !slices.Equal(got, ids[1:2]) {
+		t.Fatalf("a run up to a row in flight: completed %v, claimed %v; want not completed, %v", a.Completed, got, ids[1:2])
+	}
+	if a.Next.Row.Attempts != 1 {
+		t.Fatalf("a row claimed again after being given back: attempt %d, want 1", a.Next.Row.Attempts)
+	}
+
+	// A run stops at a held row too: hold row 1, then a run from it finds
+	// nothing (a held head); an advance with Ahead 0 claims the head alone.
+	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: a.Next.Claim(), Error: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if a := advance(first.Claim(), 5); a.Next != nil {
+		t.Fatalf("a run from a held head: %v", runIDs(a))
+	}
+	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[1]}); err != nil {
+		t.Fatal(err)
+	}
+	a = advance(first.Claim(), 0)
+	if got := runIDs(a); !slices.Equal(got, ids[1:2]) || len(a.Ahead) != 0 {
+		t.Fatalf("an advance without ahead: %v; want %v alone", got, ids[1:2])
+	}
+	// Completing row 1 with a run of 10: row 2 is still in flight (its claim
+	// live), so nothing is claimed; once it completes, rows 3 to 5 are.
+	if a := advance(a.Next.Claim(), 10); !a.Completed || a.Next != nil {
+		t.Fatalf("advance to a head in flight: %+v", a)
+	}
+	a = advance(run[1].Claim(), 10)
+	if got, want := runIDs(a), ids[3:6]; !a.Completed || !slices.Equal(got, want) {
+		t.Fatalf("advance to the lane's last rows: completed %v, claimed %v; want completed, %v", a.Completed, got, want)
 	}
 }

@@ -37,6 +37,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Lane/AdvanceCompletesAndClaimsNext", testAdvance},
 		{"Lane/ClaimFromAFloor", testClaimFloor},
 		{"Lane/ManyLanesAdvanceAtOnce", testAdvanceManyLanes},
+		{"Lane/AdvanceClaimsARunAheadAndGivesBack", testAdvanceAhead},
 		{"Lease/Election", testLeaseElection},
 		{"Fence/OldTermWritesFailAndChangeNothing", testFencedOperations},
 		{"Recovery/OnlyForeignOwners", testRecoverForeign},

@@ -9,11 +9,17 @@
 -- THE FIFO ARGUMENT. A lane delivers its rows in id order, one at a time,
 -- across crashes and failovers, because:
 --   (a) The head of a lane is its lowest id that is pending or inflight.
---       Only the head is ever claimed: if the head is inflight under a live
+--       A claim starts at the head: if the head is inflight under a live
 --       lease, pending but not yet due (a retry backing off), or held (an
 --       exhausted head waiting for an operator), nothing is claimed and the
---       lane waits. So row n+1 is claimed only once row n is
---       done or dead.
+--       lane waits. A claim may take the rows right behind the head with it
+--       ($5, below), only as an unbroken run; the lane's one actor sends
+--       them in id order, each only once the one before it is recorded
+--       done (or dead), and gives back those it has not sent before it lets
+--       go of the run, or before half their lease has passed. So row n+1 is
+--       sent only once row n is done or dead; and after a crash the rows
+--       of a run not yet sent are in flight under the same lease as the
+--       row being sent, and come back with it, behind it.
 --   (b) Ids become visible in id order: ingest transactions are serialised
 --       (message_ingest_lock.sql) and give a batch's queue ids in batch
 --       order, so no claimer can see id n+1 while id n is still uncommitted.
@@ -37,17 +43,32 @@
 -- mf_queue_lane_head until vacuum removes them (measured at 32 busy lanes:
 -- 64 µs a claim without it, 46 µs with it).
 --
--- The shape matters: every condition is on the head (the CTE), and the
--- UPDATE finds its row by primary key only. With conditions on the updated
+-- $5 is how many rows to claim at most: the head alone (1), or the head and
+-- the rows right behind it (storage.QueueAdvanceParams.Ahead): one statement
+-- for a run of rows instead of one per row. The run is the lane's first $5
+-- unfinished rows in id order, cut at the first one that is not claimable
+-- (the running bool_and; COALESCE because bool_and skips NULLs), so it
+-- never skips a row. RETURNING gives no order: the caller sorts by id.
+--
+-- The shape matters: every condition is on the lane's rows (the CTEs), and
+-- the UPDATE finds its rows by primary key only. With conditions on the updated
 -- row itself, a plan made while the queue was nearly empty looked rows up by
 -- status and ran the head lookup once per pending row.
-WITH head AS (
+WITH unfinished AS (
     SELECT id, status, next_attempt_at, held, lease_expires_at
       FROM mf_queue
      WHERE lane = $1 AND status IN ('pending', 'inflight') AND id >= $4
      ORDER BY id
-     LIMIT 1
+     LIMIT $5
        FOR UPDATE
+), run AS (
+    SELECT id
+      FROM (SELECT id,
+                   bool_and(COALESCE((status = 'pending' AND NOT held AND next_attempt_at <= now())
+                                     OR (status = 'inflight' AND lease_expires_at <= now()), false))
+                       OVER (ORDER BY id) AS claimable
+              FROM unfinished) u
+     WHERE claimable
 )
 UPDATE mf_queue q
    SET status = 'inflight',
@@ -55,10 +76,8 @@ UPDATE mf_queue q
        lease_expires_at = now() + make_interval(secs => $3),
        attempts = q.attempts + 1,
        updated_at = now()
-  FROM head, mf_messages m
- WHERE q.id = head.id
-   AND ((head.status = 'pending' AND NOT head.held AND head.next_attempt_at <= now())
-        OR (head.status = 'inflight' AND head.lease_expires_at <= now()))
+  FROM run, mf_messages m
+ WHERE q.id = run.id
    AND m.id = q.message_id
 RETURNING q.id, q.message_id, q.destination, q.lane, q.status, q.attempts, q.next_attempt_at,
           q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at, q.held,

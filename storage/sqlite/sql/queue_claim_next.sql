@@ -8,11 +8,18 @@
 -- THE FIFO ARGUMENT. A lane delivers its rows in id order, one at a time,
 -- across crashes and failovers, because:
 --   (a) The head of a lane is its lowest id that is pending or inflight.
---       Only the head is ever claimed: if the head is inflight under a live
+--       A claim starts at the head: if the head is inflight under a live
 --       lease, pending but not yet due (a retry backing off), or held (an
 --       exhausted head waiting for an operator), nothing is claimed and the
---       lane waits. So row n+1 is claimed only once row n is
---       done or dead.
+--       lane waits. A claim may take the rows right behind the head with it
+--       (queue_claim_run.sql), only as an unbroken run; the lane's one actor
+--       sends them in id order, each only once the one before it is
+--       recorded done (or dead), and gives back those it has not sent
+--       before it lets go of the run, or before half their lease has
+--       passed. So row n+1 is sent only once row n is done or dead; and
+--       after a crash the rows of a run not yet sent are in flight under
+--       the same lease as the row being sent, and come back with it, behind
+--       it.
 --   (b) Ids become visible in id order: SQLite has one writer at a time and
 --       every write transaction is BEGIN IMMEDIATE, so ingest transactions
 --       are serialised and id n commits no later than id n+1 (in the same

@@ -6,19 +6,27 @@
 --      inflight;
 --   3. claim it only if it is pending, not held (an exhausted head waiting
 --      for an operator) and due (next_attempt_at <= now).
--- The head is found and locked first, because steps 1 and 3 both act on it:
--- only the head of a lane can be in flight (only the head is ever claimed,
--- and a row finishes before the next one can be claimed), so the stranded row
--- of step 1 is the head. PostgreSQL's step 1 says the same.
+-- The head is found and locked first, because steps 1 and 3 both act on it.
+-- Then, with @max above 1 (storage.QueueAdvanceParams.Ahead), the rows right
+-- behind a claimed head are claimed one after another, each locked before it
+-- is looked at, stopping at the first that is neither pending (not held,
+-- due) nor in flight under an expired lease, or at @max rows: an unbroken
+-- run, never skipping a row.
 --
 -- THE FIFO ARGUMENT. A lane delivers its rows in id order, one at a time,
 -- across crashes and failovers, because:
 --   (a) The head of a lane is its lowest id that is pending or inflight.
---       Only the head is ever claimed: if the head is inflight under a live
+--       A claim starts at the head: if the head is inflight under a live
 --       lease, pending but not yet due (a retry backing off), or held (an
 --       exhausted head waiting for an operator), nothing is claimed and the
---       lane waits. So row n+1 is claimed only once row n is
---       done or dead.
+--       lane waits. A claim may take the rows right behind the head with it
+--       (@max), only as an unbroken run; the lane's one actor sends them in
+--       id order, each only once the one before it is recorded done (or
+--       dead), and gives back those it has not sent before it lets go of
+--       the run, or before half their lease has passed. So row n+1 is sent
+--       only once row n is done or dead; and after a crash the rows of a
+--       run not yet sent are in flight under the same lease as the row
+--       being sent, and come back with it, behind it.
 --   (b) Ids become visible in id order: ingest transactions are serialised
 --       (the mf_ingest application lock in message_ingest.sql, held to
 --       commit), so no claimer can see id n+1 while id n is still
@@ -129,9 +137,50 @@ BEGIN
     SET @claimed = @@ROWCOUNT;
 END;
 
+DECLARE @run TABLE (id BIGINT PRIMARY KEY);
+IF @claimed = 1
+    INSERT INTO @run (id) VALUES (@head);
+
+DECLARE @last BIGINT = @head, @next BIGINT, @taken INT = 1;
+WHILE @claimed = 1 AND @taken < @max
+BEGIN
+    SET @next = NULL;
+    SELECT TOP (1) @next = id
+      FROM mf_queue WITH (INDEX(mf_queue_lane_head))
+     WHERE lane = @lane AND status IN (N'pending', N'inflight') AND id > @last
+     ORDER BY id;
+    IF @next IS NULL
+        BREAK;
+    SET @status = NULL;
+    SELECT @status = status, @due = next_attempt_at, @lease_expires_at = lease_expires_at, @held = held
+      FROM mf_queue WITH (UPDLOCK, HOLDLOCK, ROWLOCK)
+     WHERE id = @next;
+    -- Finished since the index was read (an operator's skip): look again
+    -- past it.
+    IF @status IS NULL OR @status NOT IN (N'pending', N'inflight')
+    BEGIN
+        SET @last = @next;
+        CONTINUE;
+    END;
+    IF NOT ((@status = N'pending' AND @held = 0 AND @due <= @now)
+            OR (@status = N'inflight' AND @lease_expires_at <= @now))
+        BREAK;
+    UPDATE mf_queue
+       SET status = N'inflight',
+           lease_owner = @owner,
+           lease_expires_at = DATEADD(microsecond, @ttl_us, DATEADD(second, @ttl_s, @now)),
+           attempts = attempts + 1,
+           updated_at = @now
+     WHERE id = @next;
+    INSERT INTO @run (id) VALUES (@next);
+    SET @last = @next;
+    SET @taken += 1;
+END;
+
 SELECT q.id, q.message_id, q.destination, q.lane, q.status, q.attempts, q.next_attempt_at,
        q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at, q.held,
        m.payload, m.control_id
   FROM mf_queue AS q
   JOIN mf_messages AS m ON m.id = q.message_id
- WHERE q.id = @head AND @claimed = 1;
+ WHERE q.id IN (SELECT id FROM @run)
+ ORDER BY q.id;

@@ -1,0 +1,10 @@
+-- Gives back a claimed row that was never sent (storage.Store.QueueGiveBack):
+-- pending again, in place, as if the claim had not been made, its attempt
+-- taken back, so that rows a lane claimed ahead of a failing head do not
+-- run out of attempts they never made. Only the claim that is still current
+-- (same owner, same attempt, in flight) may. ?1 id, ?2 owner, ?3 attempt.
+UPDATE mf_queue
+   SET status = 'pending', lease_owner = '', lease_expires_at = NULL,
+       attempts = attempts - 1,
+       updated_at = CAST(round(unixepoch('subsec') * 1000) AS INTEGER)
+ WHERE id = ?1 AND status = 'inflight' AND lease_owner = ?2 AND attempts = ?3

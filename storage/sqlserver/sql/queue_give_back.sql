@@ -1,0 +1,12 @@
+-- Gives back a claimed row that was never sent (storage.Store.QueueGiveBack):
+-- pending again, in place, as if the claim had not been made, its attempt
+-- taken back, so that rows a lane claimed ahead of a failing head do not
+-- run out of attempts they never made. Only the claim that is still current
+-- (same owner, same attempt, in flight) may. The row is addressed by id, so
+-- it is locked before any index key.
+SET NOCOUNT ON;
+UPDATE mf_queue
+   SET status = N'pending', lease_owner = N'', lease_expires_at = NULL,
+       attempts = attempts - 1, updated_at = SYSUTCDATETIME()
+ WHERE id = @id AND status = N'inflight' AND lease_owner = @owner AND attempts = @attempt;
+SELECT @@ROWCOUNT AS updated;
