@@ -836,6 +836,7 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) (storage.QueueAdvanced, error) {
 	var out storage.QueueAdvanced
 	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		out = storage.QueueAdvanced{} // a batch run again (commit) starts afresh
 		n, err := s.updateClaim(ctx, tx, "queue_complete", p.Claim)
 		if err != nil {
 			return fmt.Errorf("complete: %w", err)

@@ -679,6 +679,7 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) (storage.QueueAdvanced, error) {
 	var out storage.QueueAdvanced
 	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		out = storage.QueueAdvanced{} // a deadlock victim's retry starts afresh
 		n, err := updateClaim(ctx, tx, "queue_complete", p.Claim)
 		if err != nil {
 			return fmt.Errorf("complete: %w", err)
@@ -703,6 +704,7 @@ func (s *Store) QueueGiveBack(ctx context.Context, p storage.QueueGiveBackParams
 	}
 	var total int64
 	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		total = 0 // a deadlock victim's retry starts afresh
 		for _, c := range p.Claims {
 			n, err := updateClaim(ctx, tx, "queue_give_back", c)
 			if err != nil {
