@@ -75,12 +75,14 @@ type laneActor struct {
 	// yet: up to the store's ClaimAhead, one claim statement for a run of
 	// rows instead of one per row. Each row is still recorded done before
 	// the next is sent, so a crash delivers again only the row in flight.
-	// aheadUntil is when their lease is half gone (on this node's clock,
-	// from before the claim): after it they are given back rather than
-	// sent, so that no row is sent under a lease that may run out (the
-	// sweep would re-pend it, and it would be sent again after rows behind
-	// it). Every path that lets go of the run gives them back (QueueGiveBack)
-	// first, or they would hold the lane until their lease ends.
+	// aheadUntil is the last moment one of them may still be taken (on this
+	// node's clock, from before the claim; aheadFor): after it they are
+	// given back rather than sent, so that every send ends, and is
+	// recorded, inside its row's lease, as a freshly claimed head's does.
+	// A send that outlived the lease would be re-pended by the sweep and
+	// sent again. Every path that lets go of the run gives them back
+	// (QueueGiveBack) first, or they would hold the lane until their lease
+	// ends.
 	ahead      []storage.QueueClaim
 	aheadUntil time.Time
 	// floor is the id of the last row this lane claimed, or its
@@ -137,40 +139,38 @@ func (l *laneActor) Receive(ctx actor.Context) {
 	}
 }
 
-// giveBack re-pends a head claimed but not sent when the lane stops (a
-// clean shutdown: the graph's context is still live), so that the next
-// leader need not wait for its lease. On a demotion the context is gone and
-// the call fails at once; promotion recovery re-pends the row instead.
+// giveBack gives back the rows claimed and not sent (the head and the rows
+// ahead) when the lane stops (a clean shutdown: the graph's context is
+// still live), so that the next leader need not wait for their lease. On a
+// demotion the context is gone and the call fails at once; promotion
+// recovery re-pends the rows instead.
 func (l *laneActor) giveBack() {
-	l.giveBackAhead()
-	if l.head == nil {
-		return
-	}
 	c := l.head
 	l.head = nil
-	err := l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: c.Claim(), Error: "not sent: the lane stopped first"})
-	if err != nil && l.env.Ctx.Err() == nil {
-		l.log.Warn().Err(err).Int64("queue_id", c.Row.ID).Msg("could not give back a claimed message on stopping; it is delivered again once its lease expires")
+	if err := l.giveBackUnsent(c); err != nil && l.env.Ctx.Err() == nil {
+		l.log.Warn().Err(err).Msg("could not give back messages claimed and not sent on stopping; they are delivered again once their lease expires")
 	}
 }
 
-// giveBackAhead gives back the rows claimed ahead and not sent, and returns
-// the store's error. On a failure they stay in flight under this node's
-// lease until it ends: the lane's next claim waits for that, and the rows
-// are delivered then, in order.
-func (l *laneActor) giveBackAhead() error {
-	if len(l.ahead) == 0 {
-		return nil
+// giveBackUnsent gives back the rows claimed ahead, and also c unless it is
+// nil: rows claimed and never sent, pending again as if never claimed
+// (their attempt taken back, so that they do not use up attempts they never
+// made). It returns the store's error. On a failure they stay in flight
+// under this node's lease until it ends: the lane's next claim waits for
+// that, and the rows are delivered then, in order.
+func (l *laneActor) giveBackUnsent(c *storage.QueueClaim) error {
+	claims := make([]storage.Claim, 0, 1+len(l.ahead))
+	if c != nil {
+		claims = append(claims, c.Claim())
 	}
-	claims := make([]storage.Claim, len(l.ahead))
-	for i, c := range l.ahead {
-		claims[i] = c.Claim()
+	for _, a := range l.ahead {
+		claims = append(claims, a.Claim())
 	}
 	l.ahead = nil
-	_, err := l.env.Store.QueueGiveBack(l.env.Ctx, storage.QueueGiveBackParams{Fence: l.env.Fence, Claims: claims})
-	if err != nil && l.env.Ctx.Err() == nil {
-		l.log.Warn().Err(err).Int("rows", len(claims)).Msg("could not give back messages claimed ahead; they are delivered once their lease expires")
+	if len(claims) == 0 {
+		return nil
 	}
+	_, err := l.env.Store.QueueGiveBack(l.env.Ctx, storage.QueueGiveBackParams{Fence: l.env.Fence, Claims: claims})
 	return err
 }
 
@@ -204,7 +204,7 @@ func (l *laneActor) step(ctx actor.Context) {
 		if time.Now().Before(l.aheadUntil) {
 			next := l.ahead[0]
 			c, l.ahead = &next, l.ahead[1:]
-		} else if err := l.giveBackAhead(); err != nil {
+		} else if err := l.giveBackUnsent(nil); err != nil {
 			l.storeFailed(ctx, "give back", err)
 			return
 		}
@@ -239,16 +239,14 @@ func (l *laneActor) step(ctx actor.Context) {
 	if !l.env.Trust() {
 		// Checked again right before the send: a process frozen past its
 		// trust window (SIGSTOP, a VM pause) must not deliver on waking;
-		// the row goes back in place, still the lane's head.
-		if err := l.giveBackAhead(); err != nil {
+		// the row goes back in place, still the lane's head, with the rows
+		// claimed behind it.
+		if err := l.giveBackUnsent(c); err != nil {
 			l.storeFailed(ctx, "give back", err)
 			return
 		}
-		err = l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: claim, Error: "not sent: this node's leadership was in doubt"})
 		log.Warn().Msg("leadership in doubt right before a send: the message was not sent and stays the lane's head")
-		if l.finished(ctx, log, "retry", err) {
-			l.wakeAfter(ctx, distrustPause)
-		}
+		l.wakeAfter(ctx, distrustPause)
 		return
 	}
 	start := time.Now()
@@ -269,10 +267,12 @@ func (l *laneActor) step(ctx actor.Context) {
 	reason := sendErr.Error()
 	if !exhausted || l.dest.OnExhausted != config.ExhaustedDead {
 		// The head stays the lane's head (retried or held): the rows
-		// claimed behind it go back first.
-		if err := l.giveBackAhead(); err != nil {
-			l.storeFailed(ctx, "give back", err)
-			return
+		// claimed behind it go back first. If they cannot, the failed send
+		// is still recorded: they stay in flight behind it until their
+		// lease ends, and come back after it, in order.
+		if err := l.giveBackUnsent(nil); err != nil && l.env.Ctx.Err() == nil {
+			StoreError("give back")
+			log.Warn().Err(err).Msg("could not give back the messages claimed behind a failed one; they are delivered once their lease expires, after it")
 		}
 	}
 	if !exhausted {
@@ -288,6 +288,14 @@ func (l *laneActor) step(ctx actor.Context) {
 	}
 	if l.dest.OnExhausted == config.ExhaustedDead {
 		err = l.env.Store.QueueDead(l.env.Ctx, storage.QueueDeadParams{Fence: l.env.Fence, Claim: claim, Error: reason})
+		if errors.Is(err, storage.ErrClaimLost) {
+			// The row is pending again and is delivered again first: the
+			// rows behind it may not be sent before it (FIFO), so they go back.
+			if gerr := l.giveBackUnsent(nil); gerr != nil {
+				l.storeFailed(ctx, "give back", gerr)
+				return
+			}
+		}
 		observeDelivery(l.dest.Name, "dead", elapsed)
 		log.Error().Err(forLog(sendErr, l.env.logPayloads())).Bool("rejected", permanent).Msg("delivery given up: message set aside as dead, the lane moves on; inspect it with GET /messages/{id}")
 		l.finished(ctx, log, "dead", err)
@@ -328,7 +336,7 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 			}
 		}
 		if errors.Is(err, storage.ErrClaimLost) || (err == nil && !l.env.Trust()) {
-			if gerr := l.giveBackAhead(); gerr != nil {
+			if gerr := l.giveBackUnsent(nil); gerr != nil {
 				l.storeFailed(ctx, "give back", gerr)
 				return
 			}
@@ -336,14 +344,15 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 		l.finished(ctx, log, "complete", err)
 		return
 	}
+	window := l.aheadFor()
 	a, err := l.env.Store.QueueAdvance(l.env.Ctx, storage.QueueAdvanceParams{
-		Fence: l.env.Fence, Claim: claim, Lane: l.lane, Owner: l.env.Owner, LeaseTTL: l.env.Config.Store.LeaseTTL(), Ahead: l.env.Store.ClaimAhead(),
+		Fence: l.env.Fence, Claim: claim, Lane: l.lane, Owner: l.env.Owner, LeaseTTL: l.env.Config.Store.LeaseTTL(), Ahead: l.claimAhead(window, took),
 	})
 	if err != nil {
 		l.storeFailed(ctx, "advance", err)
 		return
 	}
-	l.ahead, l.aheadUntil = a.Ahead, called.Add(l.env.Config.Store.LeaseTTL()/2)
+	l.ahead, l.aheadUntil = a.Ahead, called.Add(window)
 	if a.Completed {
 		log.Debug().Dur("took", took).Time("call_started", called).Msg("delivered")
 	} else {
@@ -355,6 +364,28 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 	}
 	l.head = a.Next
 	ctx.Send(ctx.Self(), next{})
+}
+
+// aheadFor is how long after a claim a row claimed ahead may still be taken:
+// half of what its lease leaves beyond the destination's timeout. A row
+// taken then has at least the timeout and that much more left on its lease,
+// so its send ends, and is recorded, while the lease holds; a head claimed
+// afresh has the whole lease. (The lease counts on the database's clock
+// from the claim, which comes after the moment this one counts from.)
+func (l *laneActor) aheadFor() time.Duration {
+	return (l.env.Config.Store.LeaseTTL() - l.dest.Timeout()) / 2
+}
+
+// claimAhead is how many rows to claim behind the next head: the store's
+// run, cut to as many as fit in the window in which they may be taken, at
+// the pace of the send just made (took). A destination slower than the
+// window gets none: a run would only be claimed to be given back.
+func (l *laneActor) claimAhead(window, took time.Duration) int {
+	n := l.env.Store.ClaimAhead()
+	if took > 0 {
+		n = int(min(int64(n), int64(window/took)))
+	}
+	return max(n, 0)
 }
 
 // drained ends the loop: the lane has nothing it can claim now, and tells

@@ -38,6 +38,19 @@ type countingStore struct {
 	claimGate  atomic.Pointer[chan struct{}]
 	claimsHeld atomic.Int64
 
+	// loseNextDead makes the next QueueDead find its claim lost: the row is
+	// re-pended instead (as the sweep does once a lease has run out) and
+	// the call answers ErrClaimLost.
+	loseNextDead atomic.Bool
+	// givenBack counts the rows QueueGiveBack gave back.
+	givenBack atomic.Int64
+	// doubtOnce makes the fixture's Trust answer false once: leadership in
+	// doubt at that moment.
+	doubtOnce atomic.Bool
+	// afterAdvance, when set, sees every QueueAdvance's outcome before the
+	// lane does.
+	afterAdvance func(storage.QueueAdvanced)
+
 	mu sync.Mutex
 	// floors holds the From of every claim that took a row, by the row,
 	// and of every claim that found nothing, under noWork.
@@ -114,7 +127,27 @@ func (c *countingStore) QueueComplete(ctx context.Context, p storage.QueueComple
 
 func (c *countingStore) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) (storage.QueueAdvanced, error) {
 	c.advances.Add(1)
-	return c.Store.QueueAdvance(ctx, p)
+	a, err := c.Store.QueueAdvance(ctx, p)
+	if c.afterAdvance != nil && err == nil {
+		c.afterAdvance(a)
+	}
+	return a, err
+}
+
+func (c *countingStore) QueueGiveBack(ctx context.Context, p storage.QueueGiveBackParams) (int64, error) {
+	n, err := c.Store.QueueGiveBack(ctx, p)
+	c.givenBack.Add(n)
+	return n, err
+}
+
+func (c *countingStore) QueueDead(ctx context.Context, p storage.QueueDeadParams) error {
+	if c.loseNextDead.CompareAndSwap(true, false) {
+		if err := c.Store.QueueRetry(ctx, storage.QueueRetryParams{Fence: p.Fence, Claim: p.Claim, Error: "lease ran out"}); err != nil {
+			return err
+		}
+		return storage.ErrClaimLost
+	}
+	return c.Store.QueueDead(ctx, p)
 }
 
 // laneFixture is one HTTP destination "emr", a SQLite store holding rows of
@@ -172,7 +205,7 @@ to = ["emr"]
 	for _, set := range setup {
 		set(f.store)
 	}
-	f.env = &Env{Ctx: ctx, Store: f.store, Owner: "test#1", Trust: func() bool { return true }, Config: cfg,
+	f.env = &Env{Ctx: ctx, Store: f.store, Owner: "test#1", Trust: func() bool { return !f.store.doubtOnce.Swap(false) }, Config: cfg,
 		Log: zerolog.Nop(), OnFenced: func(string, error) { t.Error("fenced") }}
 	f.manager = f.system.Root.Spawn(NewManager(f.env)) // its first rescan wakes the lane
 	return f
@@ -543,8 +576,8 @@ func TestARescanParksALaneWhoseHeadIsHeld(t *testing.T) {
 }
 
 // A lane stopped on a clean shutdown, holding a row it claimed but has not
-// sent, gives the row back: pending again, not stranded in flight until its
-// lease runs out.
+// sent, gives the row back: pending again, its attempt taken back, not
+// stranded in flight until its lease runs out.
 func TestAStoppingLaneGivesBackTheRowItHasNotSent(t *testing.T) {
 	sending := make(chan struct{}, 1)
 	release := make(chan struct{})
@@ -572,8 +605,8 @@ func TestAStoppingLaneGivesBackTheRowItHasNotSent(t *testing.T) {
 		t.Fatalf("the row being sent at the stop: %+v, want done (a clean stop finishes the delivery in hand)", r)
 	}
 	r := f.row(t, 1)
-	if r.Status != storage.QueuePending || r.LeaseOwner != "" || r.LastError != "not sent: the lane stopped first" {
-		t.Fatalf("the row claimed but not sent at the stop: %+v, want pending again", r)
+	if r.Status != storage.QueuePending || r.LeaseOwner != "" || r.Attempts != 0 {
+		t.Fatalf("the row claimed but not sent at the stop: %+v, want pending again, its attempt taken back", r)
 	}
 	if r := f.row(t, 2); r.Status != storage.QueuePending || r.Attempts != 0 {
 		t.Fatalf("the third row: %+v, want untouched", r)

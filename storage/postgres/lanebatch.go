@@ -275,7 +275,7 @@ func (lb *laneBatcher) exec(ctx context.Context, batch []*laneWrite) error {
 		for _, w := range claims {
 			run, err := scanRun(br)
 			if err != nil {
-				return fmt.Errorf("claim in lane %s: %w", w.lane, err)
+				return fmt.Errorf("claim a lane's next row (from row %d): %w", w.from, err) // not the lane: its key is often a patient id
 			}
 			if len(run) > 0 {
 				w.next, w.nextAhead = &run[0], run[1:]

@@ -423,7 +423,7 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 	s.lanes.do(w)
 	switch {
 	case w.err != nil:
-		return storage.QueueClaim{}, wrap("queue claim in lane "+p.Lane, w.err)
+		return storage.QueueClaim{}, wrap(fmt.Sprintf("queue claim from row %d", p.From), w.err)
 	case w.next == nil:
 		return storage.QueueClaim{}, storage.ErrNoWork
 	}
@@ -437,7 +437,7 @@ func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) 
 	w := &laneWrite{ctx: ctx, fence: p.Fence, complete: &c, lane: p.Lane, ahead: p.Ahead, from: c.ID, owner: p.Owner, ttl: p.LeaseTTL}
 	s.lanes.do(w)
 	if w.err != nil {
-		return storage.QueueAdvanced{}, wrap(fmt.Sprintf("queue advance of row %d attempt %d in lane %s", c.ID, c.Attempt, p.Lane), w.err)
+		return storage.QueueAdvanced{}, wrap(fmt.Sprintf("queue advance of row %d attempt %d", c.ID, c.Attempt), w.err)
 	}
 	return storage.QueueAdvanced{Completed: w.completed, Next: w.next, Ahead: w.nextAhead}, nil
 }

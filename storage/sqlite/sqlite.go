@@ -826,7 +826,7 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 		return storage.QueueClaim{}, err
 	}
 	if err != nil {
-		return storage.QueueClaim{}, wrap("queue claim in lane "+p.Lane, err)
+		return storage.QueueClaim{}, wrap(fmt.Sprintf("queue claim from row %d", p.From), err)
 	}
 	return *c, nil
 }
@@ -849,7 +849,7 @@ func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) 
 		return err
 	})
 	if err != nil {
-		return storage.QueueAdvanced{}, wrap(fmt.Sprintf("queue advance of row %d attempt %d in lane %s", p.Claim.ID, p.Claim.Attempt, p.Lane), err)
+		return storage.QueueAdvanced{}, wrap(fmt.Sprintf("queue advance of row %d attempt %d", p.Claim.ID, p.Claim.Attempt), err)
 	}
 	return out, nil
 }

@@ -1,10 +1,12 @@
 package storagetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -742,5 +744,25 @@ func testAdvanceAhead(t *testing.T, h *harness) {
 	a = advance(run[1].Claim(), 10)
 	if got, want := runIDs(a), ids[3:6]; !a.Completed || !slices.Equal(got, want) {
 		t.Fatalf("advance to the lane's last rows: completed %v, claimed %v; want completed, %v", a.Completed, got, want)
+	}
+}
+
+// A lane write that fails names no lane in its error: a lane's key is often a
+// patient id, and the engine logs these errors. Here the writes fail because
+// their context is cancelled (the fenced ones: testFencedOperations).
+func testFailuresNameNoLane(t *testing.T, h *harness) {
+	ids := h.fill(zero, "lab", "MRN0042", 2)
+	c := h.mustClaim(zero, "lab/MRN0042", time.Minute, ids[0])
+	gone, cancel := context.WithCancel(h.ctx)
+	cancel()
+	_, claimErr := h.s.QueueClaimNext(gone, storage.QueueClaimNextParams{Fence: zero, Lane: "lab/MRN0042", Owner: solo, LeaseTTL: time.Minute})
+	_, advanceErr := h.s.QueueAdvance(gone, storage.QueueAdvanceParams{Fence: zero, Claim: c.Claim(), Lane: "lab/MRN0042", Owner: solo, LeaseTTL: time.Minute, Ahead: 1})
+	for name, err := range map[string]error{"claim": claimErr, "advance": advanceErr} {
+		switch {
+		case err == nil:
+			t.Errorf("%s with a cancelled context: no error", name)
+		case strings.Contains(err.Error(), "MRN0042"):
+			t.Errorf("%s: the error names the lane: %v", name, err)
+		}
 	}
 }

@@ -38,6 +38,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Lane/ClaimFromAFloor", testClaimFloor},
 		{"Lane/ManyLanesAdvanceAtOnce", testAdvanceManyLanes},
 		{"Lane/AdvanceClaimsARunAheadAndGivesBack", testAdvanceAhead},
+		{"Lane/FailuresNameNoLane", testFailuresNameNoLane},
 		{"Lease/Election", testLeaseElection},
 		{"Fence/OldTermWritesFailAndChangeNothing", testFencedOperations},
 		{"Recovery/OnlyForeignOwners", testRecoverForeign},

@@ -22,11 +22,14 @@
 --       lane waits. A claim may take the rows right behind the head with it
 --       (@max), only as an unbroken run; the lane's one actor sends them in
 --       id order, each only once the one before it is recorded done (or
---       dead), and gives back those it has not sent before it lets go of
---       the run, or before half their lease has passed. So row n+1 is sent
---       only once row n is done or dead; and after a crash the rows of a
---       run not yet sent are in flight under the same lease as the row
---       being sent, and come back with it, behind it.
+--       dead). It gives back those it has not sent (QueueGiveBack) before it
+--       lets go of the run, when the row before them turns out to have lost
+--       its claim (that row is delivered again first), and once too little of
+--       their lease is left for a whole send (lanes/lane.go, aheadFor): a
+--       send that outlived its row's lease would be re-pended and sent again.
+--       So row n+1 is sent only once row n is done or dead; and after a crash
+--       the rows of a run not yet sent are in flight under the same lease as
+--       the row being sent, and come back with it, behind it.
 --   (b) Ids become visible in id order: ingest transactions are serialised
 --       (the mf_ingest application lock in message_ingest.sql, held to
 --       commit), so no claimer can see id n+1 while id n is still

@@ -1,0 +1,190 @@
+package lanes
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/storage"
+)
+
+// sends records the queue ids an HTTP destination received, in order.
+type sends struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (s *sends) add(r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ids = append(s.ids, r.Header.Get(HeaderQueueID))
+}
+
+func (s *sends) get() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ids)
+}
+
+// queueIDs returns the fixture's row ids as the destination sees them, the
+// ones at the given indexes repeated after themselves.
+func (f *laneFixture) queueIDs(again ...int) []string {
+	var ids []string
+	for i, id := range f.ids {
+		ids = append(ids, strconv.FormatInt(id, 10))
+		if slices.Contains(again, i) {
+			ids = append(ids, strconv.FormatInt(id, 10))
+		}
+	}
+	return ids
+}
+
+// A row claimed ahead of the one being sent is sent only while its lease
+// still covers a whole send (the destination's timeout) and more, as a head
+// claimed afresh is: after that the rows left are given back and claimed
+// again. A send that outlived its row's lease would be re-pended by the
+// sweep and sent twice. Here the lease is 4 s and the timeout 3 s: rows may
+// be taken for 0.5 s after their claim; sends of 0.4 s make a run outlast
+// that. (The half-lease rule this replaces sent the run's fifth row with
+// 2.8 s of its lease left.)
+func TestARowClaimedAheadIsSentOnlyWhileItsLeaseCoversTheTimeout(t *testing.T) {
+	const timeout = 3 * time.Second
+	var (
+		f        *laneFixture
+		ready    = make(chan struct{})
+		got      sends
+		mu       sync.Mutex
+		shortest = time.Hour
+		requests atomic.Int64
+	)
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-ready
+		id, _ := strconv.ParseInt(r.Header.Get(HeaderQueueID), 10, 64)
+		if i := slices.Index(f.ids, id); i >= 0 {
+			if exp := f.row(t, i).LeaseExpiresAt; exp != nil {
+				mu.Lock()
+				shortest = min(shortest, time.Until(*exp))
+				mu.Unlock()
+			}
+		}
+		if n := requests.Add(1); n >= 2 && n <= 7 {
+			time.Sleep(400 * time.Millisecond)
+		}
+		got.add(r)
+	}))
+	defer dest.Close()
+	const rows = 10
+	f = newLaneFixture(t, dest.URL, "timeout_seconds = 3\n\n[store]\nlease_ttl_seconds = 4\n", rows)
+	close(ready)
+	defer f.system.Root.Stop(f.manager)
+
+	waitUntil(t, "every row delivered", 30*time.Second, func() bool { return f.row(t, rows-1).Status == storage.QueueDone })
+	if order, want := got.get(), f.queueIDs(); !slices.Equal(order, want) {
+		t.Fatalf("sent %v; want each row once, in order: %v", order, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if shortest < timeout {
+		t.Fatalf("a send began with %v left on its row's lease, less than the %v timeout", shortest.Round(time.Millisecond), timeout)
+	}
+	for i := range rows {
+		if r := f.row(t, i); r.Attempts != 1 {
+			t.Fatalf("row %d: %d attempts, want 1 (rows given back have their attempt taken back)", i, r.Attempts)
+		}
+	}
+	if f.store.givenBack.Load() == 0 {
+		t.Fatal("no row given back: the run never outlasted its window, and the test showed nothing")
+	}
+}
+
+// A destination slower than the window in which rows claimed ahead may be
+// taken gets no rows claimed ahead: they would only be claimed to be given
+// back. Lease 4 s, timeout 3 s (a window of 0.5 s), sends of 0.6 s.
+func TestALaneClaimsNoRowsAheadForADestinationSlowerThanTheirWindow(t *testing.T) {
+	var got sends
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(600 * time.Millisecond)
+		got.add(r)
+	}))
+	defer dest.Close()
+	const rows = 4
+	f := newLaneFixture(t, dest.URL, "timeout_seconds = 3\n\n[store]\nlease_ttl_seconds = 4\n", rows)
+	defer f.system.Root.Stop(f.manager)
+
+	waitUntil(t, "every row delivered", 30*time.Second, func() bool { return f.row(t, rows-1).Status == storage.QueueDone })
+	if order, want := got.get(), f.queueIDs(); !slices.Equal(order, want) {
+		t.Fatalf("sent %v; want %v", order, want)
+	}
+	if n := f.store.givenBack.Load(); n != 0 {
+		t.Fatalf("%d rows claimed ahead and given back unsent", n)
+	}
+}
+
+// When the write that sets a row of a run aside as dead finds the row's
+// claim lost (its lease ran out and it is pending again: it is delivered
+// again first), the rows claimed behind it are given back, not sent: a row
+// sent after them would arrive out of order, and the lane's floor would
+// have passed it, leaving it stranded.
+func TestALaneGivesBackItsRunWhenItsDeadRowTurnsOutLost(t *testing.T) {
+	var (
+		got      sends
+		requests atomic.Int64
+	)
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.add(r)
+		if requests.Add(1) == 3 { // the third row, taken from a run: refused for good
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	}))
+	defer dest.Close()
+	const rows = 6
+	f := newLaneFixture(t, dest.URL, `on_exhausted = "dead"`, rows, func(c *countingStore) { c.loseNextDead.Store(true) })
+	defer f.system.Root.Stop(f.manager)
+
+	waitUntil(t, "every row finished", 20*time.Second, func() bool { return f.row(t, rows-1).Status == storage.QueueDone })
+	if order, want := got.get(), f.queueIDs(2); !slices.Equal(order, want) {
+		t.Fatalf("sent %v; want %v: the lost row again, before any row behind it", order, want)
+	}
+	for i := range rows {
+		if r, want := f.row(t, i), int64(1+btoi(i == 2)); r.Status != storage.QueueDone || r.Attempts != want {
+			t.Fatalf("row %d: %s after %d attempts; want done after %d", i, r.Status, r.Attempts, want)
+		}
+	}
+}
+
+// When leadership falls in doubt right before a row is sent, the row and the
+// rows claimed behind it go back, pending, their attempts taken back: none
+// of them was sent. Then, trusted again, the lane delivers them in order,
+// each at its first attempt.
+func TestALaneInDoubtBeforeASendGivesBackTheRowAndItsRun(t *testing.T) {
+	dest, requests := acceptingEverySend(t)
+	const rows = 5
+	var once sync.Once
+	f := newLaneFixture(t, dest.URL, "", rows, func(c *countingStore) {
+		c.afterAdvance = func(a storage.QueueAdvanced) {
+			if len(a.Ahead) > 0 {
+				// at the check right before the next send, once
+				once.Do(func() { c.doubtOnce.Store(true) })
+			}
+		}
+	})
+	defer f.system.Root.Stop(f.manager)
+
+	waitUntil(t, "every row delivered", 20*time.Second, func() bool { return f.row(t, rows-1).Status == storage.QueueDone })
+	if n := requests.Load(); n != rows {
+		t.Fatalf("%d sends for %d rows", n, rows)
+	}
+	if n := f.store.givenBack.Load(); n != rows-1 {
+		t.Fatalf("%d rows given back; want the %d claimed by the write that recorded the first", n, rows-1)
+	}
+	for i := range rows {
+		if r := f.row(t, i); r.Attempts != 1 {
+			t.Fatalf("row %d: %d attempts, want 1", i, r.Attempts)
+		}
+	}
+}
