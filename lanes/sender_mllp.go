@@ -143,6 +143,11 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 	case <-s.ctx.Done():
 		return retryableError(errSenderClosed, "mllp %s: queue id %d not sent", s.name, m.QueueID)
 	case <-ctx.Done():
+		if s.ctx.Err() != nil {
+			// Closed: the AfterFunc above cancelled ctx too, and select
+			// picks among ready cases at random.
+			return retryableError(errSenderClosed, "mllp %s: queue id %d not sent", s.name, m.QueueID)
+		}
 		return retryableError(ctx.Err(), "mllp %s: no free connection (of %d) for queue id %d", s.name, cap(s.slots), m.QueueID)
 	}
 	defer func() { s.slots <- c }() // c is nil once closed
