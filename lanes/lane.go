@@ -264,7 +264,7 @@ func (l *laneActor) step(ctx actor.Context) {
 	var de *DeliveryError
 	permanent := errors.As(sendErr, &de) && de.Permanent
 	exhausted := permanent || (l.dest.MaxAttempts > 0 && c.Row.Attempts >= int64(l.dest.MaxAttempts))
-	reason := sendErr.Error()
+	reason := storage.ValidText(sendErr.Error()) // a reply's text may be in any character set
 	if !exhausted || l.dest.OnExhausted != config.ExhaustedDead {
 		// The head stays the lane's head (retried or held): the rows
 		// claimed behind it go back first. If they cannot, the failed send

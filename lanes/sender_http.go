@@ -94,21 +94,29 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 	resp, err := s.client.Do(req)
 	if err != nil {
 		// Transport errors (refused, reset, TLS, timeout) may all pass.
-		// The error names the URL, never the body.
+		if strings.Contains(err.Error(), "malformed") {
+			// A reply that is not HTTP, which net/http quotes: it may be
+			// anything of the message (an HL7 ACK, say), so it is the
+			// destination's detail, kept out of logs (forLog).
+			return &DeliveryError{Reason: fmt.Sprintf("http %s: the reply to queue id %d (control id %q) is not HTTP", s.name, m.QueueID, m.ControlID), Detail: err.Error()}
+		}
 		return retryableError(err, "http %s: POST of queue id %d (control id %q) failed", s.name, m.QueueID, m.ControlID)
 	}
 	_, _ = io.CopyN(io.Discard, resp.Body, httpDrainMax)
 	_ = resp.Body.Close()
 
 	code := resp.StatusCode
-	switch {
-	case code >= 200 && code <= 299:
+	if code >= 200 && code <= 299 {
 		return nil
-	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500:
-		return retryableError(nil, "http %s: %s answered %s to queue id %d (control id %q)", s.name, s.url, resp.Status, m.QueueID, m.ControlID)
-	default:
-		return permanentError(nil, "http %s: %s answered %s to queue id %d (control id %q)", s.name, s.url, resp.Status, m.QueueID, m.ControlID)
 	}
+	// The status code only: the reason phrase is the destination's own text
+	// ("422 Unknown patient …"), its detail, kept out of logs (forLog).
+	de := &DeliveryError{
+		Permanent: !(code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500),
+		Reason:    fmt.Sprintf("http %s: %s answered %d to queue id %d (control id %q)", s.name, s.url, code, m.QueueID, m.ControlID),
+		Detail:    strings.TrimSpace(strings.TrimPrefix(resp.Status, strconv.Itoa(code))),
+	}
+	return de
 }
 
 // headerSafe replaces what an HTTP header value cannot carry (control

@@ -94,7 +94,12 @@ func TestHTTPSenderStatusCodes(t *testing.T) {
 			}
 			continue
 		}
-		wantDeliveryError(t, err, tt.perm, fmt.Sprintf(`http api: %s answered %d %s to queue id 42 (control id "MSG1")`, url, tt.code, http.StatusText(tt.code)))
+		wantDeliveryError(t, err, tt.perm, fmt.Sprintf(`http api: %s answered %d to queue id 42 (control id "MSG1"): %s`, url, tt.code, http.StatusText(tt.code)))
+		// The reason phrase is the destination's text ("422 Unknown
+		// patient …"): in the queue row, not in logs.
+		if logged := forLog(err, false).Error(); strings.Contains(logged, http.StatusText(tt.code)) {
+			t.Errorf("%d: the log form %q quotes the reason phrase", tt.code, logged)
+		}
 	}
 	if redirectFollowed.Load() {
 		t.Error("a redirect was followed: a POST must not be re-sent elsewhere (or turned into a GET)")
@@ -170,6 +175,37 @@ func TestHTTPSenderTransportErrorsAreRetryable(t *testing.T) {
 		defer srv.Close()
 		err := newTestHTTPSender(t, httpOutbound(srv.URL)).Send(t.Context(), testMessage("MSG1"))
 		wantDeliveryError(t, err, false, "failed")
+	})
+	t.Run("a reply that is not HTTP", func(t *testing.T) {
+		// An endpoint that answers in HL7 (an ACK quoting the patient):
+		// net/http quotes the line it could not read, so it is the
+		// destination's detail, kept out of logs.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			buf := make([]byte, 4096)
+			_, _ = c.Read(buf)
+			_, _ = c.Write([]byte("MSA|AE|MSG1|Unknown patient MRN888 DOE^JANE\r\n\r\n"))
+		}()
+		err = newTestHTTPSender(t, httpOutbound("http://"+ln.Addr().String())).Send(t.Context(), testMessage("MSG1"))
+		wantDeliveryError(t, err, false, `http api: the reply to queue id 42 (control id "MSG1") is not HTTP`)
+		if !strings.Contains(err.Error(), "malformed") {
+			t.Errorf("the queue row's error %q lost what net/http found", err)
+		}
+		logged := forLog(err, false).Error()
+		for _, word := range []string{"MSA", "Unknown", "patient", "MRN888", "DOE"} {
+			if strings.Contains(logged, word) {
+				t.Errorf("the log form %q quotes the reply", logged)
+			}
+		}
 	})
 	t.Run("stalled server hits the deadline", func(t *testing.T) {
 		release := make(chan struct{})

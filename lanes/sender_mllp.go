@@ -126,7 +126,9 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 		return permanentError(err, "mllp %s: queue id %d cannot be sent over MLLP", s.name, m.QueueID)
 	}
 	want := m.ControlID
-	if want == "" {
+	if want == "" || strings.ContainsRune(want, utf8.RuneError) {
+		// None stored, or stored as valid UTF-8 (storage.ValidText): the
+		// ACK echoes the bytes as sent.
 		if msg, err := hl7.Parse(m.Payload); err == nil {
 			want = msg.ControlID()
 		}
@@ -201,8 +203,10 @@ func (s *mllpSender) judge(reply []byte, want string, queueID int64) *judgement 
 		return &judgement{retryableError(err, "mllp %s: unreadable reply to control id %q (queue id %d); connection closed", s.name, want, queueID), true}
 	}
 	if ack.ControlID != want {
-		return &judgement{retryableError(nil, "mllp %s: ACK for control id %q while waiting for %q (queue id %d): connection out of step, closed",
-			s.name, ack.ControlID, want, queueID), true}
+		// The ACK's MSA-2 is the receiver's text: detail, kept out of logs.
+		de := retryableError(nil, "mllp %s: ACK for another control id while waiting for %q (queue id %d): connection out of step, closed", s.name, want, queueID)
+		de.Detail = fmt.Sprintf("the ACK's control id: %q", truncate(ack.ControlID, mllpReasonMax))
+		return &judgement{de, true}
 	}
 	detail := ack.ErrorMessage
 	if detail == "" {
@@ -211,13 +215,7 @@ func (s *mllpSender) judge(reply []byte, want string, queueID int64) *judgement 
 	if ack.ErrorCode != "" {
 		detail = strings.TrimSpace("error " + ack.ErrorCode + " " + detail)
 	}
-	if len(detail) > mllpReasonMax {
-		n := mllpReasonMax
-		for n > 0 && !utf8.RuneStart(detail[n]) {
-			n--
-		}
-		detail = detail[:n] + "..."
-	}
+	detail = truncate(detail, mllpReasonMax)
 	var de *DeliveryError
 	switch ack.Code.Outcome() {
 	case hl7.Accept:
@@ -408,4 +406,17 @@ func (b *dialBackoff) succeeded() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failures, b.next, b.lastErr = 0, time.Time{}, nil
+}
+
+// truncate cuts s to at most max bytes, at a character boundary, marking
+// the cut with "...".
+func truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }

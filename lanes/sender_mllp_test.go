@@ -321,6 +321,20 @@ func TestMLLPSenderAckCodes(t *testing.T) {
 	}
 }
 
+// A message whose control id is not UTF-8 (Latin-1) is stored with it made
+// valid (storage.ValidText); the receiver's ACK echoes the bytes it was
+// sent, and that is what the sender waits for.
+func TestMLLPSenderMatchesTheAckToTheControlIDAsSent(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t, nil, nil)
+	s := newTestMLLPSender(t, mllpOutbound(r.addr))
+	m := testMessage("L\xc41")
+	m.ControlID = "L\uFFFD1" // as stored
+	if err := s.Send(t.Context(), m); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+}
+
 func TestMLLPSenderControlIDMismatchClosesConnection(t *testing.T) {
 	t.Parallel()
 	other := "SOMEONE-ELSE"
@@ -332,7 +346,10 @@ func TestMLLPSenderControlIDMismatchClosesConnection(t *testing.T) {
 	})
 	s := newTestMLLPSender(t, mllpOutbound(r.addr))
 	err := s.Send(t.Context(), testMessage("MSG1"))
-	wantDeliveryError(t, err, false, `ACK for control id "SOMEONE-ELSE" while waiting for "MSG1" (queue id 42): connection out of step, closed`)
+	wantDeliveryError(t, err, false, `ACK for another control id while waiting for "MSG1" (queue id 42): connection out of step, closed: the ACK's control id: "SOMEONE-ELSE"`)
+	if logged := forLog(err, false).Error(); strings.Contains(logged, other) {
+		t.Errorf("the log form %q quotes the receiver's MSA-2", logged)
+	}
 	if err := s.Send(t.Context(), testMessage("MSG1")); err != nil {
 		t.Fatalf("retry: %v", err)
 	}

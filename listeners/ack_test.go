@@ -1,6 +1,7 @@
 package listeners_test
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -142,5 +143,33 @@ func TestAckTable(t *testing.T) {
 	}
 	if controls["CTRL7"] != 0 || controls["CTRL8"] != 1 {
 		t.Fatalf("oversize stored %d times, the failed-then-resent message %d times; want 0 and 1", controls["CTRL7"], controls["CTRL8"])
+	}
+}
+
+// A message in Latin-1 (common in HL7 v2: MSH-18 "8859/1") is accepted, its
+// ACK echoing its control id byte for byte, and its text columns are stored
+// as valid UTF-8, each byte that is not replaced by U+FFFD: PostgreSQL
+// refuses anything else, and a message stored as it came there failed its
+// whole ingest batch (AE to every sender in it, forever to its own). The
+// payload stays as received.
+func TestALatin1MessageIsStoredWithValidText(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, strings.ReplaceAll(ackConfig, "{{listen}}", addr))
+	msg := adt("L\xc41", "M\xdcLLER")
+	if ack := dial(t, addr).Send(msg); ack.Code != hl7.AA || ack.ControlID != "L\xc41" {
+		t.Fatalf("ACK %+v; want AA for control id L\\xc41", ack)
+	}
+	var found bool
+	for _, d := range e.Messages(t) {
+		if !bytes.Equal(d.Message.Payload, []byte(msg)) {
+			continue
+		}
+		found = true
+		if d.Message.ControlID != "L\uFFFD1" || len(d.Queue) != 1 || d.Queue[0].Lane != "out/M\uFFFDLLER" {
+			t.Fatalf("stored control id %q, queue %+v; want L\uFFFD1 in lane out/M\uFFFDLLER", d.Message.ControlID, d.Queue)
+		}
+	}
+	if !found {
+		t.Fatal("the message was not stored as received")
 	}
 }

@@ -21,6 +21,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -294,6 +295,9 @@ type MessageIngestParams struct {
 }
 
 // NewMessage is one message of an ingest batch.
+//
+// Its text fields must be valid UTF-8 (WithValidText): PostgreSQL refuses
+// anything else, and HL7 v2 messages are often in another character set.
 type NewMessage struct {
 	Inbound     string
 	ControlID   string
@@ -306,6 +310,29 @@ type NewMessage struct {
 	Error string
 	// Deliveries get one pending queue row each, in this order.
 	Deliveries []Delivery
+}
+
+// ValidText returns s with every byte that is not part of valid UTF-8
+// replaced by U+FFFD, as text columns keep it. Text taken from a message
+// (its control id, a lane key) or from a destination's reply may be in any
+// character set: Latin-1 is common in HL7 v2. Stored as it came, on
+// PostgreSQL it failed the whole ingest batch (every sender in it got AE,
+// and its own sender resent it forever), or a delivery's outcome could never
+// be recorded.
+func ValidText(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// WithValidText returns m with its text fields made valid UTF-8 (ValidText).
+// The payload is bytes and stays as received.
+func (m NewMessage) WithValidText() NewMessage {
+	m.ControlID, m.MessageType, m.Error = ValidText(m.ControlID), ValidText(m.MessageType), ValidText(m.Error)
+	if len(m.Deliveries) > 0 {
+		d := make([]Delivery, len(m.Deliveries))
+		for i, x := range m.Deliveries {
+			d[i] = Delivery{Destination: ValidText(x.Destination), Lane: ValidText(x.Lane)}
+		}
+		m.Deliveries = d
+	}
+	return m
 }
 
 // Delivery names the destination and lane of one queue row.
