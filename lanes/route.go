@@ -93,6 +93,6 @@ func (rt route) matches(m *hl7.Message) bool {
 }
 
 // LaneName is the lane of destination dest for lane key value key:
-// "dest/key", the key made valid UTF-8 (storage.ValidText), as the store
-// keeps it. A route without lane_key uses the bare destination name.
-func LaneName(dest, key string) string { return dest + "/" + storage.ValidText(key) }
+// "dest/key". A route without lane_key uses the bare destination name.
+// (The ingest stores it as valid UTF-8: storage.NewMessage.WithValidText.)
+func LaneName(dest, key string) string { return dest + "/" + key }

@@ -111,12 +111,11 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 	}
 	// The status code only: the reason phrase is the destination's own text
 	// ("422 Unknown patient …"), its detail, kept out of logs (forLog).
-	de := &DeliveryError{
+	return &DeliveryError{
 		Permanent: !(code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500),
 		Reason:    fmt.Sprintf("http %s: %s answered %d to queue id %d (control id %q)", s.name, s.url, code, m.QueueID, m.ControlID),
 		Detail:    strings.TrimSpace(strings.TrimPrefix(resp.Status, strconv.Itoa(code))),
 	}
-	return de
 }
 
 // headerSafe replaces what an HTTP header value cannot carry (control

@@ -321,16 +321,21 @@ type NewMessage struct {
 // be recorded.
 func ValidText(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
-// WithValidText returns m with its text fields made valid UTF-8 (ValidText).
-// The payload is bytes and stays as received.
+// WithValidText returns m with its text fields made valid UTF-8 (ValidText),
+// lanes included: the lane names the engine goes on to use are the stored
+// ones. The payload is bytes and stays as received. Deliveries are copied
+// only if a lane changes (valid text is the rule, and this is on the ingest
+// path); destinations are config names, UTF-8 already (TOML).
 func (m NewMessage) WithValidText() NewMessage {
 	m.ControlID, m.MessageType, m.Error = ValidText(m.ControlID), ValidText(m.MessageType), ValidText(m.Error)
-	if len(m.Deliveries) > 0 {
-		d := make([]Delivery, len(m.Deliveries))
-		for i, x := range m.Deliveries {
-			d[i] = Delivery{Destination: ValidText(x.Destination), Lane: ValidText(x.Lane)}
+	copied := false
+	for i, d := range m.Deliveries {
+		if lane := ValidText(d.Lane); lane != d.Lane {
+			if !copied { // the caller's slice stays as it was
+				m.Deliveries, copied = append([]Delivery(nil), m.Deliveries...), true
+			}
+			m.Deliveries[i].Lane = lane
 		}
-		m.Deliveries = d
 	}
 	return m
 }
