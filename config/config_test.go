@@ -100,6 +100,7 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"on_exhausted", "[[outbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"x\"\non_exhausted = \"drop\"\n", "outbound[1].on_exhausted"},
 		{"tls settings without tls", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\ntls_ca = \"ca.pem\"\n", "outbound[1].tls"},
 		{"duplicate outbound", "[[outbound]]\nname = \"lab\"\ntype = \"file\"\ndirectory = \"x\"\n", "outbound[1].name"},
+		{"destination name too long", "[[outbound]]\nname = \"" + strings.Repeat("d", 201) + "\"\ntype = \"file\"\ndirectory = \"x\"\n", "outbound[1].name"},
 		{"slash in a destination", "[[outbound]]\nname = \"a/b\"\ntype = \"file\"\ndirectory = \"x\"\n", "outbound[1].name"},
 		{"mllp inbound without tls on the network", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \":2575\"\n", "inbound[1].listen"},
 		{"mutual tls without a certificate", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\nclient_ca = \"ca.pem\"\n", "inbound[1].client_ca"},

@@ -31,6 +31,11 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
+// MaxOutboundNameBytes bounds an outbound's name: SQL Server's destination
+// column is NVARCHAR(450), and a lane ("name/key") holds at most
+// storage.MaxLaneBytes (800), which a long name would leave little of.
+const MaxOutboundNameBytes = 200
+
 // Parse decodes, defaults and validates a config; name is the file named in
 // errors.
 func Parse(b []byte, name string) (*Config, error) {
@@ -228,6 +233,8 @@ func (c *Config) Validate() error {
 			bad(key+".name", "%q is used by another outbound", o.Name)
 		} else if strings.Contains(o.Name, "/") {
 			bad(key+".name", "%q must not contain '/' (lanes are named destination/key)", o.Name)
+		} else if len(o.Name) > MaxOutboundNameBytes {
+			bad(key+".name", "%d bytes long; at most %d (every store indexes destination names, and a lane must leave room for its key)", len(o.Name), MaxOutboundNameBytes)
 		}
 		outbound[o.Name] = true
 		switch o.Type {

@@ -94,5 +94,5 @@ func (rt route) matches(m *hl7.Message) bool {
 
 // LaneName is the lane of destination dest for lane key value key:
 // "dest/key". A route without lane_key uses the bare destination name.
-// (The ingest stores it as valid UTF-8: storage.NewMessage.WithValidText.)
+// (The ingest stores it as every dialect can: storage.NewMessage.Storable.)
 func LaneName(dest, key string) string { return dest + "/" + key }

@@ -104,7 +104,7 @@ func (in *Ingest) flush(ctx actor.Context) {
 		defer in.commits.Done()
 		msgs := make([]storage.NewMessage, len(batch))
 		for i, s := range batch {
-			msgs[i] = s.Msg.WithValidText()
+			msgs[i] = s.Msg.Storable()
 		}
 		start := time.Now()
 		res, err := in.env.Store.MessageIngest(in.env.Ctx, storage.MessageIngestParams{Fence: in.env.Fence, Messages: msgs})

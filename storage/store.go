@@ -20,9 +20,12 @@ package storage
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Store is the durable store. Methods are named entity-first (Lease…, Node…,
@@ -296,8 +299,9 @@ type MessageIngestParams struct {
 
 // NewMessage is one message of an ingest batch.
 //
-// Its text fields must be valid UTF-8 (WithValidText): PostgreSQL refuses
-// anything else, and HL7 v2 messages are often in another character set.
+// Its text fields must be valid UTF-8 without NUL, and its lanes at most
+// MaxLaneBytes long (Storable): PostgreSQL refuses anything else, and HL7 v2
+// messages are often in another character set.
 type NewMessage struct {
 	Inbound     string
 	ControlID   string
@@ -312,25 +316,63 @@ type NewMessage struct {
 	Deliveries []Delivery
 }
 
-// ValidText returns s with every byte that is not part of valid UTF-8
-// replaced by U+FFFD, as text columns keep it. Text taken from a message
-// (its control id, a lane key) or from a destination's reply may be in any
-// character set: Latin-1 is common in HL7 v2. Stored as it came, on
-// PostgreSQL it failed the whole ingest batch (every sender in it got AE,
-// and its own sender resent it forever), or a delivery's outcome could never
-// be recorded.
-func ValidText(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+// ValidText returns s as every dialect's text columns keep it: valid UTF-8,
+// with each byte that is not part of it, and each NUL, replaced by U+FFFD.
+// Text taken from a message (its control id, a lane key) or from a
+// destination's reply may be in any character set (Latin-1 is common in HL7
+// v2) and may hold any byte. PostgreSQL refuses invalid UTF-8 and NUL in
+// text: stored as it came, such a message failed the whole ingest batch
+// (every sender in it got AE, and its own sender resent it forever), or a
+// delivery's outcome could never be recorded.
+func ValidText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	}
+	return s
+}
 
-// WithValidText returns m with its text fields made valid UTF-8 (ValidText),
-// lanes included: the lane names the engine goes on to use are the stored
+// MaxLaneBytes bounds a stored lane name, in bytes of UTF-8. Every dialect
+// indexes lanes, and an index entry has a limit: PostgreSQL's b-tree refuses
+// an entry over 2,704 bytes, SQL Server's lane column is NVARCHAR(800) (800
+// UTF-16 code units, never more than the same text's UTF-8 bytes). A lane
+// over the limit failed the whole ingest batch it came in, as above.
+const MaxLaneBytes = 800
+
+// laneHashLen is the length of the suffix BoundLane gives a long lane: '#'
+// and 16 hex digits of its SHA-256.
+const laneHashLen = 17
+
+// BoundLane returns lane, or, when it is longer than MaxLaneBytes, its first
+// bytes (cut at a character) followed by '#' and 16 hex digits of the whole
+// lane's SHA-256. The same long key always maps to the same lane, and two
+// keys that share the kept part still get lanes of their own (but for a
+// 64-bit hash collision, which would only merge two lanes into one FIFO
+// order): so each key's messages stay in order, and a key of any length is
+// stored rather than refused.
+func BoundLane(lane string) string {
+	if len(lane) <= MaxLaneBytes {
+		return lane
+	}
+	sum := sha256.Sum256([]byte(lane))
+	cut := MaxLaneBytes - laneHashLen
+	for cut > 0 && !utf8.RuneStart(lane[cut]) {
+		cut--
+	}
+	return lane[:cut] + "#" + hex.EncodeToString(sum[:8])
+}
+
+// Storable returns m as every dialect can store it: its text fields valid
+// (ValidText) and its lanes bounded (BoundLane, after ValidText, which may
+// lengthen them). The lane names the engine goes on to use are the stored
 // ones. The payload is bytes and stays as received. Deliveries are copied
-// only if a lane changes (valid text is the rule, and this is on the ingest
-// path); destinations are config names, UTF-8 already (TOML).
-func (m NewMessage) WithValidText() NewMessage {
+// only if a lane changes (the rule is that none does, and this is on the
+// ingest path); destinations are config names, UTF-8 already (TOML).
+func (m NewMessage) Storable() NewMessage {
 	m.ControlID, m.MessageType, m.Error = ValidText(m.ControlID), ValidText(m.MessageType), ValidText(m.Error)
 	copied := false
 	for i, d := range m.Deliveries {
-		if lane := ValidText(d.Lane); lane != d.Lane {
+		if lane := BoundLane(ValidText(d.Lane)); lane != d.Lane {
 			if !copied { // the caller's slice stays as it was
 				m.Deliveries, copied = append([]Delivery(nil), m.Deliveries...), true
 			}

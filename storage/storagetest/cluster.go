@@ -1,12 +1,15 @@
 package storagetest
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/messagefoundry/mf/storage"
 )
@@ -350,6 +353,69 @@ func testIngestAtomic(t *testing.T, h *harness) {
 	d, _ = h.s.MessageRead(h.ctx, res[0].MessageID)
 	if d.Message.ControlID != "ctl-lab-A" || d.Message.MessageType != "ADT^A01" || d.Message.Inbound != "in" || d.Message.ReceivedAt.IsZero() {
 		t.Fatalf("routed message stored as %+v", d.Message)
+	}
+}
+
+// Whatever bytes a message's fields hold and however long its lane key, the
+// message as the ingest hands it over (NewMessage.Storable) is stored, in
+// one batch with others, and its lane is claimable by the stored name. Raw,
+// a NUL, Latin-1 or a lane key of a few kilobytes failed the whole batch on
+// PostgreSQL (and a lane over 800 characters on SQL Server).
+func testIngestStorable(t *testing.T, h *harness) {
+	long := func(tail string) string { // ~3 KB of high-entropy text, as no index can compress
+		var b strings.Builder
+		for i := range 200 {
+			b.WriteString(fmt.Sprintf("%016x", uint64(i+1)*0x9e3779b97f4a7c15))
+		}
+		return b.String() + tail
+	}
+	odd := msg("lab", "M\xdcLLER\x00")
+	odd.ControlID, odd.MessageType = "C\x001\xc4", "ADT\x00A01"
+	keys := []string{long("é1"), long("é2")} // kept parts equal; the lanes must differ
+	var batch []storage.NewMessage
+	for _, k := range keys {
+		m := msg("lab", k)
+		m.Deliveries = append(m.Deliveries, storage.Delivery{Destination: "ris", Lane: "ris/€" + k})
+		batch = append(batch, m)
+	}
+	batch = append(batch, msg("lab", "P1"), odd)
+	stored := make([]storage.NewMessage, len(batch))
+	for i, m := range batch {
+		stored[i] = m.Storable()
+	}
+	if stored[0].Deliveries[0].Lane == stored[1].Deliveries[0].Lane {
+		t.Fatalf("two long keys that differ only at the end share lane %q", stored[0].Deliveries[0].Lane)
+	}
+	if batch[0].Deliveries[0].Lane != "lab/"+keys[0] {
+		t.Fatal("Storable changed the caller's deliveries")
+	}
+	res, err := h.s.MessageIngest(h.ctx, storage.MessageIngestParams{Fence: zero, Messages: stored})
+	if err != nil {
+		t.Fatalf("ingest: %v", err)
+	}
+
+	lanes := map[string]bool{}
+	for i, m := range stored {
+		for j, d := range m.Deliveries {
+			if len(d.Lane) > storage.MaxLaneBytes || !utf8.ValidString(d.Lane) {
+				t.Fatalf("lane of %d bytes (valid UTF-8: %v); want at most %d", len(d.Lane), utf8.ValidString(d.Lane), storage.MaxLaneBytes)
+			}
+			lanes[d.Lane] = true
+			if c := h.mustClaim(zero, d.Lane, time.Minute, res[i].QueueIDs[j]); c.Row.Lane != d.Lane {
+				t.Fatalf("claimed a row of lane %q; want %q", c.Row.Lane, d.Lane)
+			}
+		}
+	}
+	if len(lanes) != 6 {
+		t.Fatalf("%d distinct lanes; want 6", len(lanes))
+	}
+	d, err := h.s.MessageRead(h.ctx, res[3].MessageID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Message.ControlID != "C\uFFFD1\uFFFD" || d.Message.MessageType != "ADT\uFFFDA01" || d.Queue[0].Lane != "lab/M\uFFFDLLER\uFFFD" ||
+		!bytes.Equal(d.Message.Payload, batch[3].Payload) {
+		t.Fatalf("stored %q %q lane %q; want the text made valid and the payload as received", d.Message.ControlID, d.Message.MessageType, d.Queue[0].Lane)
 	}
 }
 

@@ -44,6 +44,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Recovery/OnlyForeignOwners", testRecoverForeign},
 		{"Recovery/SingleNodeRestart", testRecoverAfterRestart},
 		{"Ingest/BatchIsAtomic", testIngestAtomic},
+		{"Ingest/AnyFieldsAreStorable", testIngestStorable},
 		{"Queue/RetryKeepsHeadAndHonoursDueTime", testRetry},
 		{"Queue/DeadMovesLaneOn", testDead},
 		{"Queue/HoldBlocksUntilReleaseOrSkip", testHoldReleaseSkip},
