@@ -33,8 +33,10 @@ func metricValue(t *testing.T, v *env, series string) string {
 }
 
 // A destination rejects a message (AR-like, permanent) with on_exhausted =
-// "block": /lanes and mf_lanes_blocked show the blocked lane; a viewer may
-// not skip it; an operator's skip moves the lane on.
+// "block": /lanes and mf_lanes_blocked show the blocked lane; a viewer sees
+// why (the status code) but not the destination's words, which quote the
+// patient, and may not skip it; an operator sees both, and a skip moves the
+// lane on.
 func TestBlockedLaneShownAndSkipped(t *testing.T) {
 	dest := enginetest.StartHTTPDestination(t)
 	v := start(t, `
@@ -64,8 +66,15 @@ on_exhausted = "block"
 		}
 		return false
 	})
-	if blocked.Depth != 2 || blocked.Destination != "emr" || !strings.Contains(blocked.LastError, "400") || strings.Contains(blocked.Lane, "P1") {
-		t.Fatalf("blocked lane as a viewer sees it: %+v (the lane key must be hashed for a viewer)", blocked)
+	if blocked.Depth != 2 || blocked.Destination != "emr" || !strings.Contains(blocked.LastError, "400") || strings.Contains(blocked.Lane, "P1") ||
+		strings.Contains(blocked.LastError, enginetest.RejectedPatient) {
+		t.Fatalf("blocked lane as a viewer sees it: %+v (the lane key must be hashed and the destination's words left out for a viewer)", blocked)
+	}
+	_, body := v.call(t, "GET", "/lanes", "operator")
+	var asOperator lanes
+	if err := json.Unmarshal(body, &asOperator); err != nil || len(asOperator.Lanes) != 1 ||
+		!strings.Contains(asOperator.Lanes[0].LastError, "400") || !strings.Contains(asOperator.Lanes[0].LastError, "Unknown patient "+enginetest.RejectedPatient) {
+		t.Fatalf("GET /lanes as an operator: %s; want the status code and the destination's words", body)
 	}
 	if got := metricValue(t, v, "mf_lanes_blocked"); got != "1" {
 		t.Fatalf("mf_lanes_blocked = %s, want 1", got)
@@ -84,7 +93,7 @@ on_exhausted = "block"
 	if got := metricValue(t, v, "mf_lanes_blocked"); got != "0" {
 		t.Fatalf("mf_lanes_blocked = %s after the skip, want 0", got)
 	}
-	_, body := v.call(t, "GET", fmt.Sprintf("/messages/%d", 1), "operator")
+	_, body = v.call(t, "GET", fmt.Sprintf("/messages/%d", 1), "operator")
 	var m api.Message
 	if err := json.Unmarshal(body, &m); err != nil || len(m.Queue) != 1 || m.Queue[0].Status != "dead" ||
 		!strings.Contains(m.Queue[0].LastError, "skipped by operator") || !strings.Contains(m.Payload, "POISON") {

@@ -146,7 +146,9 @@ type Lane struct {
 	HeadAge     float64 `json:"head_age_seconds"`
 	Blocked     bool    `json:"blocked"`
 	Attempts    int64   `json:"attempts"`
-	LastError   string  `json:"last_error"`
+	// LastError is the head's last failure; the destination's own words in
+	// it only for a token with MESSAGE_READ.
+	LastError string `json:"last_error"`
 }
 
 func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
@@ -166,10 +168,20 @@ func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, Lane{
 			Lane: name, Destination: l.Destination, Depth: l.Depth, HeadID: l.Head.ID,
-			HeadAge: l.HeadAge.Seconds(), Blocked: l.Blocked(), Attempts: l.Head.Attempts, LastError: l.Head.LastError,
+			HeadAge: l.HeadAge.Seconds(), Blocked: l.Blocked(), Attempts: l.Head.Attempts, LastError: lastError(l.Head, phi),
 		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"lanes": out})
+}
+
+// lastError is a queue row's last error as a reader may see it: with the
+// destination's own explanation only under MESSAGE_READ (phi), since it may
+// quote the message's fields.
+func lastError(r storage.QueueRow, phi bool) string {
+	if !phi || r.LastErrorDetail == "" {
+		return r.LastError
+	}
+	return r.LastError + ": " + r.LastErrorDetail
 }
 
 // Message is GET /messages/{id}.
@@ -217,7 +229,7 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request) {
 		MessageType: m.MessageType, Status: m.Status, Error: m.Error, Payload: string(m.Payload), Queue: []QueueRow{}}
 	for _, q := range d.Queue {
 		out.Queue = append(out.Queue, QueueRow{ID: q.ID, Destination: q.Destination, Lane: q.Lane, Status: q.Status,
-			Held: q.Held, Attempts: q.Attempts, NextAttemptAt: epoch(q.NextAttemptAt), LastError: q.LastError, UpdatedAt: epoch(q.UpdatedAt)})
+			Held: q.Held, Attempts: q.Attempts, NextAttemptAt: epoch(q.NextAttemptAt), LastError: lastError(q, true), UpdatedAt: epoch(q.UpdatedAt)})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

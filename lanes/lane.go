@@ -264,7 +264,7 @@ func (l *laneActor) step(ctx actor.Context) {
 	var de *DeliveryError
 	permanent := errors.As(sendErr, &de) && de.Permanent
 	exhausted := permanent || (l.dest.MaxAttempts > 0 && c.Row.Attempts >= int64(l.dest.MaxAttempts))
-	reason := storage.ValidText(sendErr.Error()) // a reply's text may be in any character set
+	reason, detail := recorded(sendErr)
 	if !exhausted || l.dest.OnExhausted != config.ExhaustedDead {
 		// The head stays the lane's head (retried or held): the rows
 		// claimed behind it go back first. If they cannot, the failed send
@@ -277,7 +277,7 @@ func (l *laneActor) step(ctx actor.Context) {
 	}
 	if !exhausted {
 		delay := Backoff(c.Row.Attempts, l.dest.RetryBase(), l.dest.RetryMax())
-		err = l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: claim, Delay: delay, Error: reason})
+		err = l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: claim, Delay: delay, Error: reason, Detail: detail})
 		observeDelivery(l.dest.Name, "retry", elapsed)
 		log.Warn().Err(forLog(sendErr, l.env.logPayloads())).Dur("retry_in", delay).Msg("delivery failed; the lane waits and retries this message (order is kept)")
 		if l.finished(ctx, log, "retry", err) {
@@ -287,7 +287,7 @@ func (l *laneActor) step(ctx actor.Context) {
 		return
 	}
 	if l.dest.OnExhausted == config.ExhaustedDead {
-		err = l.env.Store.QueueDead(l.env.Ctx, storage.QueueDeadParams{Fence: l.env.Fence, Claim: claim, Error: reason})
+		err = l.env.Store.QueueDead(l.env.Ctx, storage.QueueDeadParams{Fence: l.env.Fence, Claim: claim, Error: reason, Detail: detail})
 		if errors.Is(err, storage.ErrClaimLost) {
 			// The row is pending again and is delivered again first: the
 			// rows behind it may not be sent before it (FIFO), so they go back.
@@ -301,7 +301,7 @@ func (l *laneActor) step(ctx actor.Context) {
 		l.finished(ctx, log, "dead", err)
 		return
 	}
-	err = l.env.Store.QueueHold(l.env.Ctx, storage.QueueHoldParams{Fence: l.env.Fence, Claim: claim, Error: reason})
+	err = l.env.Store.QueueHold(l.env.Ctx, storage.QueueHoldParams{Fence: l.env.Fence, Claim: claim, Error: reason, Detail: detail})
 	observeDelivery(l.dest.Name, "blocked", elapsed)
 	log.Error().Err(forLog(sendErr, l.env.logPayloads())).Bool("rejected", permanent).Msg("delivery given up: the lane is blocked until an operator retries or skips this message (POST /queue/{id}/retry or /skip)")
 	if l.finished(ctx, log, "hold", err) {

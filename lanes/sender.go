@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/storage"
 )
 
 // Sender delivers messages to one destination ([[outbound]]). Send is safe for concurrent use by the destination's lane actors; each lane sends one message at a time.
@@ -50,8 +52,8 @@ type DeliveryError struct {
 	Detail string
 }
 
-// Error is the full reason, with the destination's detail: what the queue
-// row records.
+// Error is the full reason, with the destination's detail (a queue row
+// records the two apart: recorded).
 func (e *DeliveryError) Error() string {
 	s := e.Reason
 	if e.Detail != "" {
@@ -77,6 +79,22 @@ func forLog(err error, withDetail bool) error {
 }
 
 func (e *DeliveryError) Unwrap() error { return e.Err }
+
+// recorded is how a queue row records a failed send: text, which any
+// monitoring token reads (GET /lanes), and apart from it the destination's
+// own explanation (DeliveryError.Detail), which only MESSAGE_READ does. Both
+// are stored as valid UTF-8: a reply may be in any character set.
+func recorded(err error) (text, detail string) {
+	var de *DeliveryError
+	if !errors.As(err, &de) || de.Detail == "" {
+		return storage.ValidText(err.Error()), ""
+	}
+	plain := *de
+	plain.Detail = ""
+	// err may wrap de: keep what the wrapping says.
+	text = strings.Replace(err.Error(), de.Error(), plain.Error(), 1)
+	return storage.ValidText(text), storage.ValidText(de.Detail)
+}
 
 // IsPermanent reports whether err is a *DeliveryError marked permanent.
 func IsPermanent(err error) bool {

@@ -85,3 +85,23 @@ func TestDeliveryError(t *testing.T) {
 		t.Error("IsPermanent")
 	}
 }
+
+// A queue row records the destination's own words apart from the rest, so
+// that a monitoring token reads the one without the other.
+func TestRecordedKeepsTheDestinationsWordsApart(t *testing.T) {
+	t.Parallel()
+	de := &DeliveryError{Reason: "mllp lab: AR", Detail: "unknown patient M\xdcLLER", Err: errors.New("conn reset")}
+	for _, tt := range []struct {
+		err          error
+		text, detail string
+	}{
+		{errors.New("refused"), "refused", ""},
+		{&DeliveryError{Reason: "no detail"}, "no detail", ""},
+		{de, "mllp lab: AR: conn reset", "unknown patient M\uFFFDLLER"},
+		{fmt.Errorf("send: %w", de), "send: mllp lab: AR: conn reset", "unknown patient M\uFFFDLLER"},
+	} {
+		if text, detail := recorded(tt.err); text != tt.text || detail != tt.detail {
+			t.Errorf("recorded(%q) = %q, %q; want %q, %q", tt.err, text, detail, tt.text, tt.detail)
+		}
+	}
+}

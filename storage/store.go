@@ -422,9 +422,14 @@ type QueueRow struct {
 	Held           bool
 	LeaseOwner     string
 	LeaseExpiresAt *time.Time
-	LastError      string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// LastError says why the last delivery failed, in the engine's words;
+	// LastErrorDetail is the destination's own explanation, if any (PHI:
+	// see QueueRetryParams.Detail). Only MessageRead and QueueLanes read
+	// the detail; a claimed row leaves it empty.
+	LastError       string
+	LastErrorDetail string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 }
 
 // MessageDetail is a message and its queue rows.
@@ -543,6 +548,10 @@ type QueueRetryParams struct {
 	// Delay until the row is due again, on the database clock.
 	Delay time.Duration
 	Error string
+	// Detail is the destination's own explanation (lanes.DeliveryError's
+	// Detail), kept apart from Error: it may quote the message's fields, so
+	// only a reader with MESSAGE_READ sees it.
+	Detail string
 }
 
 // QueueDeadParams are the arguments of Store.QueueDead.
@@ -550,6 +559,10 @@ type QueueDeadParams struct {
 	Fence Fence
 	Claim Claim
 	Error string
+	// Detail is the destination's own explanation (lanes.DeliveryError's
+	// Detail), kept apart from Error: it may quote the message's fields, so
+	// only a reader with MESSAGE_READ sees it.
+	Detail string
 }
 
 // QueueHoldParams are the arguments of Store.QueueHold.
@@ -557,6 +570,10 @@ type QueueHoldParams struct {
 	Fence Fence
 	Claim Claim
 	Error string
+	// Detail is the destination's own explanation (lanes.DeliveryError's
+	// Detail), kept apart from Error: it may quote the message's fields, so
+	// only a reader with MESSAGE_READ sees it.
+	Detail string
 }
 
 // QueueReleaseParams are the arguments of Store.QueueRelease.

@@ -12,13 +12,17 @@ import (
 
 // HTTPDestination is an HTTP outbound's peer: it records the control ids it
 // accepts, and while Reject is set it refuses (400, a permanent failure) any
-// message containing "POISON".
+// message containing "POISON", with a reason phrase that quotes it, as real
+// destinations' words often quote a patient field (PHI).
 type HTTPDestination struct {
 	*httptest.Server
 	Reject atomic.Bool
 	mu     sync.Mutex
 	got    []string
 }
+
+// RejectedPatient is what an HTTPDestination's refusal quotes of the message.
+const RejectedPatient = "POISON"
 
 // StartHTTPDestination starts one that rejects POISON from the start.
 func StartHTTPDestination(t testing.TB) *HTTPDestination {
@@ -27,7 +31,12 @@ func StartHTTPDestination(t testing.TB) *HTTPDestination {
 	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if d.Reject.Load() && strings.Contains(string(body), "POISON") {
-			http.Error(w, "unknown patient", http.StatusBadRequest)
+			// net/http sends only the standard phrase: write the reply raw.
+			if c, buf, err := http.NewResponseController(w).Hijack(); err == nil {
+				_, _ = buf.WriteString("HTTP/1.1 400 Unknown patient " + RejectedPatient + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+				_ = buf.Flush()
+				_ = c.Close()
+			}
 			return
 		}
 		d.mu.Lock()

@@ -384,7 +384,7 @@ func (s *Store) MessageRead(ctx context.Context, id int64) (storage.MessageDetai
 	defer rows.Close()
 	for rows.Next() {
 		var r storage.QueueRow
-		if err := rows.Scan(queueRowDest(&r)...); err != nil {
+		if err := rows.Scan(append(queueRowDest(&r), &r.LastErrorDetail)...); err != nil {
 			return d, fmt.Errorf("postgres: queue rows of message %d: %w", id, err)
 		}
 		d.Queue = append(d.Queue, r)
@@ -490,17 +490,17 @@ func (s *Store) QueueComplete(ctx context.Context, p storage.QueueCompleteParams
 
 // QueueRetry implements storage.Store.
 func (s *Store) QueueRetry(ctx context.Context, p storage.QueueRetryParams) error {
-	return s.claimUpdate(ctx, "queue_retry", p.Fence, p.Claim, storage.Seconds(p.Delay), p.Error)
+	return s.claimUpdate(ctx, "queue_retry", p.Fence, p.Claim, storage.Seconds(p.Delay), p.Error, p.Detail)
 }
 
 // QueueDead implements storage.Store.
 func (s *Store) QueueDead(ctx context.Context, p storage.QueueDeadParams) error {
-	return s.claimUpdate(ctx, "queue_dead", p.Fence, p.Claim, p.Error)
+	return s.claimUpdate(ctx, "queue_dead", p.Fence, p.Claim, p.Error, p.Detail)
 }
 
 // QueueHold implements storage.Store.
 func (s *Store) QueueHold(ctx context.Context, p storage.QueueHoldParams) error {
-	return s.claimUpdate(ctx, "queue_hold", p.Fence, p.Claim, p.Error)
+	return s.claimUpdate(ctx, "queue_hold", p.Fence, p.Claim, p.Error, p.Detail)
 }
 
 // QueueRelease implements storage.Store.
@@ -597,7 +597,7 @@ func (s *Store) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
 		var l storage.LaneSummary
 		var age float64
 		dest := append([]any{&l.Lane, &l.Destination, &l.Depth}, queueRowDest(&l.Head)...)
-		if err := rows.Scan(append(dest, &age, &l.Claimable)...); err != nil {
+		if err := rows.Scan(append(dest, &age, &l.Claimable, &l.Head.LastErrorDetail)...); err != nil {
 			return nil, fmt.Errorf("postgres: queue lanes: %w", err)
 		}
 		l.HeadAge = time.Duration(age * float64(time.Second))

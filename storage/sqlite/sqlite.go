@@ -767,7 +767,7 @@ func (s *Store) MessageRead(ctx context.Context, id int64) (storage.MessageDetai
 		defer rows.Close()
 		for rows.Next() {
 			var r storage.QueueRow
-			if err := rows.Scan(queueRowDest(&r)...); err != nil {
+			if err := rows.Scan(append(queueRowDest(&r), &r.LastErrorDetail)...); err != nil {
 				return fmt.Errorf("queue rows: %w", err)
 			}
 			d.Queue = append(d.Queue, r)
@@ -954,17 +954,17 @@ func (s *Store) QueueComplete(ctx context.Context, p storage.QueueCompleteParams
 // the row is then due no later than p.Delay after the call, and a lane that
 // waits p.Delay (its backoff timer) finds it due.
 func (s *Store) QueueRetry(ctx context.Context, p storage.QueueRetryParams) error {
-	return s.claimUpdate(ctx, "queue_retry", p.Fence, p.Claim, p.Delay.Milliseconds(), p.Error)
+	return s.claimUpdate(ctx, "queue_retry", p.Fence, p.Claim, p.Delay.Milliseconds(), p.Error, p.Detail)
 }
 
 // QueueDead implements storage.Store.
 func (s *Store) QueueDead(ctx context.Context, p storage.QueueDeadParams) error {
-	return s.claimUpdate(ctx, "queue_dead", p.Fence, p.Claim, p.Error)
+	return s.claimUpdate(ctx, "queue_dead", p.Fence, p.Claim, p.Error, p.Detail)
 }
 
 // QueueHold implements storage.Store.
 func (s *Store) QueueHold(ctx context.Context, p storage.QueueHoldParams) error {
-	return s.claimUpdate(ctx, "queue_hold", p.Fence, p.Claim, p.Error)
+	return s.claimUpdate(ctx, "queue_hold", p.Fence, p.Claim, p.Error, p.Detail)
 }
 
 // QueueRelease implements storage.Store.
@@ -1047,7 +1047,7 @@ func (s *Store) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
 		var l storage.LaneSummary
 		var ageMS int64
 		dest := append([]any{&l.Lane, &l.Destination, &l.Depth}, queueRowDest(&l.Head)...)
-		if err := rows.Scan(append(dest, &ageMS, &l.Claimable)...); err != nil {
+		if err := rows.Scan(append(dest, &ageMS, &l.Claimable, &l.Head.LastErrorDetail)...); err != nil {
 			return nil, wrap("queue lanes", err)
 		}
 		l.HeadAge = time.Duration(ageMS) * time.Millisecond

@@ -568,8 +568,9 @@ func ingestBatch(ctx context.Context, tx *sql.Tx, msgs []ingestMessageRow, dels 
 	return msgIDs, queueIDs, rows.Close()
 }
 
-// queueRowScan scans the twelve columns of a queue row in the order of
-// queue_by_message.sql.
+// queueRowScan scans the columns of a queue row in the order of
+// queue_by_message.sql (but its last, last_error_detail, which only the
+// readers that show it select).
 type queueRowScan struct {
 	r     storage.QueueRow
 	lease sql.NullTime
@@ -611,7 +612,7 @@ func (s *Store) MessageRead(ctx context.Context, id int64) (storage.MessageDetai
 		defer rows.Close()
 		for rows.Next() {
 			var x queueRowScan
-			if err := rows.Scan(x.dest()...); err != nil {
+			if err := rows.Scan(append(x.dest(), &x.r.LastErrorDetail)...); err != nil {
 				return err
 			}
 			d.Queue = append(d.Queue, x.row())
@@ -776,18 +777,20 @@ func (s *Store) QueueComplete(ctx context.Context, p storage.QueueCompleteParams
 
 // QueueRetry implements storage.Store.
 func (s *Store) QueueRetry(ctx context.Context, p storage.QueueRetryParams) error {
-	args := append(span("delay", p.Delay), sql.Named("error", mssql.NVarCharMax(p.Error)))
+	args := append(span("delay", p.Delay), sql.Named("error", mssql.NVarCharMax(p.Error)), sql.Named("detail", mssql.NVarCharMax(p.Detail)))
 	return s.claimUpdate(ctx, "queue_retry", p.Fence, p.Claim, args...)
 }
 
 // QueueDead implements storage.Store.
 func (s *Store) QueueDead(ctx context.Context, p storage.QueueDeadParams) error {
-	return s.claimUpdate(ctx, "queue_dead", p.Fence, p.Claim, sql.Named("error", mssql.NVarCharMax(p.Error)))
+	return s.claimUpdate(ctx, "queue_dead", p.Fence, p.Claim,
+		sql.Named("error", mssql.NVarCharMax(p.Error)), sql.Named("detail", mssql.NVarCharMax(p.Detail)))
 }
 
 // QueueHold implements storage.Store.
 func (s *Store) QueueHold(ctx context.Context, p storage.QueueHoldParams) error {
-	return s.claimUpdate(ctx, "queue_hold", p.Fence, p.Claim, sql.Named("error", mssql.NVarCharMax(p.Error)))
+	return s.claimUpdate(ctx, "queue_hold", p.Fence, p.Claim,
+		sql.Named("error", mssql.NVarCharMax(p.Error)), sql.Named("detail", mssql.NVarCharMax(p.Detail)))
 }
 
 // QueueRelease implements storage.Store.
@@ -880,7 +883,7 @@ func (s *Store) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
 				ageUS int64
 			)
 			dest := append([]any{&l.Lane, &l.Destination, &l.Depth}, x.dest()...)
-			if err := rows.Scan(append(dest, &ageUS, &l.Claimable)...); err != nil {
+			if err := rows.Scan(append(dest, &ageUS, &l.Claimable, &x.r.LastErrorDetail)...); err != nil {
 				return err
 			}
 			l.Head = x.row()

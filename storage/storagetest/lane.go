@@ -185,12 +185,12 @@ func testClaimRace(t *testing.T, h *harness) {
 func testRetry(t *testing.T, h *harness) {
 	ids := h.fill(zero, "lab", "P1", 2)
 	c := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
-	err := h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: zero, Claim: c.Claim(), Delay: 700 * time.Millisecond, Error: "connection refused"})
+	err := h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: zero, Claim: c.Claim(), Delay: 700 * time.Millisecond, Error: "connection refused", Detail: "by peer"})
 	if err != nil {
 		t.Fatalf("retry: %v", err)
 	}
 	r := h.queueRow(ids[0])
-	if r.Status != storage.QueuePending || r.LastError != "connection refused" || r.LeaseExpiresAt != nil {
+	if r.Status != storage.QueuePending || r.LastError != "connection refused" || r.LastErrorDetail != "by peer" || r.LeaseExpiresAt != nil {
 		t.Fatalf("after retry: %+v", r)
 	}
 	if due := r.NextAttemptAt.Sub(r.UpdatedAt); due < 690*time.Millisecond || due > 710*time.Millisecond {
@@ -223,10 +223,10 @@ func testRetry(t *testing.T, h *harness) {
 func testDead(t *testing.T, h *harness) {
 	ids := h.fill(zero, "lab", "P1", 2)
 	c := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
-	if err := h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: zero, Claim: c.Claim(), Error: "AR: unknown patient"}); err != nil {
+	if err := h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: zero, Claim: c.Claim(), Error: "AR", Detail: "unknown patient"}); err != nil {
 		t.Fatalf("dead: %v", err)
 	}
-	if r := h.queueRow(ids[0]); r.Status != storage.QueueDead || r.LastError != "AR: unknown patient" || r.LeaseOwner != "" {
+	if r := h.queueRow(ids[0]); r.Status != storage.QueueDead || r.LastError != "AR" || r.LastErrorDetail != "unknown patient" || r.LeaseOwner != "" {
 		t.Fatalf("after dead: %+v", r)
 	}
 	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, ids[1]))
@@ -324,10 +324,10 @@ func testLanesAndStats(t *testing.T, h *harness) {
 func testHoldReleaseSkip(t *testing.T, h *harness) {
 	ids := h.fill(zero, "lab", "P1", 3)
 	c := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
-	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: c.Claim(), Error: "AR: unknown patient"}); err != nil {
+	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: c.Claim(), Error: "AR", Detail: "unknown patient"}); err != nil {
 		t.Fatalf("hold: %v", err)
 	}
-	if r := h.queueRow(ids[0]); r.Status != storage.QueuePending || !r.Held || r.LastError != "AR: unknown patient" || r.LeaseOwner != "" {
+	if r := h.queueRow(ids[0]); r.Status != storage.QueuePending || !r.Held || r.LastError != "AR" || r.LastErrorDetail != "unknown patient" || r.LeaseOwner != "" {
 		t.Fatalf("after hold: %+v", r)
 	}
 	h.mustNoWork(zero, "lab/P1")
@@ -339,7 +339,7 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 		}
 		return lanes[0]
 	}
-	if l := lane(); !l.Blocked() || l.Claimable || l.Head.ID != ids[0] || l.Depth != 3 {
+	if l := lane(); !l.Blocked() || l.Claimable || l.Head.ID != ids[0] || l.Depth != 3 || l.Head.LastError != "AR" || l.Head.LastErrorDetail != "unknown patient" {
 		t.Fatalf("held lane: %+v", l)
 	}
 	// The metrics count blocked lanes from the stats, not from every lane.
@@ -387,13 +387,13 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 	}
 
 	// Held again, then skipped: the lane moves on to the next row.
-	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: c.Claim(), Error: "AR again"}); err != nil {
+	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: c.Claim(), Error: "AR again", Detail: "unknown patient"}); err != nil {
 		t.Fatalf("hold: %v", err)
 	}
 	if err := h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0], Reason: "skipped by operator"}); err != nil {
 		t.Fatalf("skip: %v", err)
 	}
-	if r := h.queueRow(ids[0]); r.Status != storage.QueueDead || r.Held || r.LastError != "skipped by operator" {
+	if r := h.queueRow(ids[0]); r.Status != storage.QueueDead || r.Held || r.LastError != "skipped by operator" || r.LastErrorDetail != "" {
 		t.Fatalf("after skip: %+v", r)
 	}
 	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, ids[1]))

@@ -4,7 +4,8 @@ SELECT q.lane, q.destination, d.depth,
        EXTRACT(EPOCH FROM now() - q.created_at)::float8,
        -- claimable: what QueueClaimNext would take now
        (q.status = 'pending' AND NOT q.held AND q.next_attempt_at <= now())
-         OR (q.status = 'inflight' AND q.lease_expires_at <= now())
+         OR (q.status = 'inflight' AND q.lease_expires_at <= now()),
+       q.last_error_detail
   FROM (SELECT lane, count(*) AS depth, min(id) AS head_id
           FROM mf_queue
          WHERE status IN ('pending', 'inflight')

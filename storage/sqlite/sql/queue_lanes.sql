@@ -5,7 +5,8 @@ SELECT q.lane, q.destination, d.depth,
        CAST(round(unixepoch('subsec') * 1000) AS INTEGER) - q.created_at,
        -- claimable: what QueueClaimNext would take now
        (q.status = 'pending' AND q.held = 0 AND q.next_attempt_at <= CAST(round(unixepoch('subsec') * 1000) AS INTEGER))
-         OR (q.status = 'inflight' AND q.lease_expires_at <= CAST(round(unixepoch('subsec') * 1000) AS INTEGER))
+         OR (q.status = 'inflight' AND q.lease_expires_at <= CAST(round(unixepoch('subsec') * 1000) AS INTEGER)),
+       q.last_error_detail
   FROM (SELECT lane, count(*) AS depth, min(id) AS head_id
           FROM mf_queue
          WHERE status IN ('pending', 'inflight')

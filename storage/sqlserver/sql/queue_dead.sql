@@ -2,6 +2,6 @@
 SET NOCOUNT ON;
 UPDATE mf_queue
    SET status = N'dead', lease_owner = N'', lease_expires_at = NULL,
-       last_error = @error, updated_at = SYSUTCDATETIME()
+       last_error = @error, last_error_detail = @detail, updated_at = SYSUTCDATETIME()
  WHERE id = @id AND status = N'inflight' AND lease_owner = @owner AND attempts = @attempt;
 SELECT @@ROWCOUNT AS updated;

@@ -5,6 +5,6 @@ DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
 UPDATE mf_queue
    SET status = N'pending', lease_owner = N'', lease_expires_at = NULL,
        next_attempt_at = DATEADD(microsecond, @delay_us, DATEADD(second, @delay_s, @now)),
-       last_error = @error, updated_at = @now
+       last_error = @error, last_error_detail = @detail, updated_at = @now
  WHERE id = @id AND status = N'inflight' AND lease_owner = @owner AND attempts = @attempt;
 SELECT @@ROWCOUNT AS updated;
