@@ -8,8 +8,6 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net"
@@ -38,6 +36,8 @@ type Server struct {
 	o    Options
 	http *http.Server
 	ln   net.Listener
+	// laneHash names lanes for tokens without MESSAGE_READ.
+	laneHash laneHasher
 }
 
 // readyTimeout bounds the store check of /ready.
@@ -45,7 +45,7 @@ const readyTimeout = 2 * time.Second
 
 // New builds the server; Start binds it.
 func New(o Options) *Server {
-	s := &Server{o: o}
+	s := &Server{o: o, laneHash: laneHasher{store: o.Store}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /ready", s.ready)
@@ -137,8 +137,14 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 
 // Lane is one entry of GET /lanes.
 type Lane struct {
-	// Lane is "destination/key"; the key is often a patient id, so a
-	// token without MESSAGE_READ sees a hash of it instead.
+	// Lane is "destination/key". The key is often a patient id, so a
+	// token without MESSAGE_READ sees "destination/#" and 12 hex digits
+	// instead: the first 6 bytes of HMAC-SHA256 of the lane, keyed by the
+	// cluster's secret LaneHashSecret, kept in the database (mf_secrets).
+	// Without the key, which a viewer never sees, a short key such as an
+	// MRN cannot be found by trying every value; with the one key of the
+	// cluster, a lane keeps its name on every node, across failovers and
+	// restarts.
 	Lane        string  `json:"lane"`
 	Destination string  `json:"destination"`
 	Depth       int64   `json:"depth"`
@@ -163,8 +169,10 @@ func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
 	for _, l := range ls {
 		name := l.Lane
 		if !phi && len(name) > len(l.Destination)+1 {
-			sum := sha256.Sum256([]byte(name))
-			name = l.Destination + "/#" + hex.EncodeToString(sum[:6])
+			if name, err = s.laneHash.hash(r.Context(), l.Destination, name); err != nil {
+				s.storeFailed(w, "lane hash key", err)
+				return
+			}
 		}
 		out = append(out, Lane{
 			Lane: name, Destination: l.Destination, Depth: l.Depth, HeadID: l.Head.ID,

@@ -1,6 +1,6 @@
 // Package storage defines the durable store every part of mf stands on: the
-// message log, the per-lane FIFO queue, the leader lease, node membership and
-// the shared config version.
+// message log, the per-lane FIFO queue, the leader lease, node membership,
+// the shared config version and the cluster's secrets.
 //
 // This package holds only the contract: the Store interface, its Params
 // structs, the entities it returns and the errors every dialect maps its
@@ -23,13 +23,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
 )
 
 // Store is the durable store. Methods are named entity-first (Lease…, Node…,
-// Message…, Queue…, Config…) so that they sort together.
+// Message…, Queue…, Config…, Secret) so that they sort together.
 //
 // Methods that take a Fence are the graph's writes: they run only while the
 // fence matches the leader lease row and fail with ErrFenced otherwise.
@@ -152,6 +153,19 @@ type Store interface {
 	ConfigVersionBump(ctx context.Context, p ConfigVersionBumpParams) (int64, error)
 	// ConfigVersionRead returns the named config version (0 if never bumped).
 	ConfigVersionRead(ctx context.Context, p ConfigVersionReadParams) (int64, error)
+
+	// Secret returns the cluster's secret named name, first storing fresh
+	// as its value if the name has none. The first value stored stays for
+	// good, so every node of a cluster, before and after any failover or
+	// restart, gets the same bytes; nodes calling it at once all get the one
+	// value that was stored. The API keys the lane hashes it shows a viewer
+	// with one (api.Lane): without a key, a short lane key (a patient's
+	// MRN) is found by hashing every possible value, and a key that lived
+	// only in one process would change the hashes a dashboard shows at
+	// every failover and restart. It is not fenced: a standby's API needs
+	// it too, and storing the first value is no write of the graph. fresh
+	// must pass CheckSecret; the caller makes it random.
+	Secret(ctx context.Context, name string, fresh []byte) ([]byte, error)
 }
 
 // ResignWatcher is implemented by stores that can tell followers at once
@@ -632,6 +646,29 @@ type QueueStat struct {
 	// Held counts those held for an operator: each is the head of a
 	// blocked lane (LaneSummary.Blocked).
 	Held int64
+}
+
+// Secret limits, the same in every dialect: SQL Server keeps a name in an
+// NVARCHAR(128) key and a value in a VARBINARY(256).
+const (
+	// MaxSecretName is the longest secret name, in bytes.
+	MaxSecretName = 128
+	// MaxSecretBytes is the longest secret value.
+	MaxSecretBytes = 256
+)
+
+// CheckSecret refuses a secret that Store.Secret would store wrongly or not
+// at all: an empty name, a name longer than MaxSecretName bytes, or a value
+// that is empty (an empty key would key nothing, for good) or longer than
+// MaxSecretBytes.
+func CheckSecret(name string, fresh []byte) error {
+	switch {
+	case name == "" || len(name) > MaxSecretName:
+		return fmt.Errorf("storage: secret name %q must be 1 to %d bytes", name, MaxSecretName)
+	case len(fresh) == 0 || len(fresh) > MaxSecretBytes:
+		return fmt.Errorf("storage: secret %q: a new value must be 1 to %d bytes, not %d", name, MaxSecretBytes, len(fresh))
+	}
+	return nil
 }
 
 // DefaultConfigName is the name of the graph's config version token.

@@ -656,6 +656,24 @@ func (s *Store) ConfigVersionRead(ctx context.Context, p storage.ConfigVersionRe
 	return v, nil
 }
 
+// Secret implements storage.Store: an insert that does nothing when the name
+// has a value, then a read of whichever value stands. Two statements, each
+// its own transaction: the read's snapshot is taken after the insert (or
+// the concurrent one it waited for) committed.
+func (s *Store) Secret(ctx context.Context, name string, fresh []byte) ([]byte, error) {
+	if err := storage.CheckSecret(name, fresh); err != nil {
+		return nil, err
+	}
+	if _, err := s.pool.Exec(ctx, queries.Get("secret_insert"), name, fresh); err != nil {
+		return nil, fmt.Errorf("postgres: secret %q insert: %w", name, err)
+	}
+	var v []byte
+	if err := s.pool.QueryRow(ctx, queries.Get("secret_read"), name).Scan(&v); err != nil {
+		return nil, fmt.Errorf("postgres: secret %q read: %w", name, err)
+	}
+	return v, nil
+}
+
 // wrap adds the dialect and operation to an error, keeping the shared
 // sentinels matchable with errors.Is.
 func wrap(op string, err error) error {

@@ -1115,6 +1115,25 @@ func (s *Store) ConfigVersionRead(ctx context.Context, p storage.ConfigVersionRe
 	return v, nil
 }
 
+// Secret implements storage.Store: insert-if-absent and the read of the
+// value that stands, in one write transaction.
+func (s *Store) Secret(ctx context.Context, name string, fresh []byte) ([]byte, error) {
+	if err := storage.CheckSecret(name, fresh); err != nil {
+		return nil, err
+	}
+	var v []byte
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, queries.Get("secret_insert"), name, fresh); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, queries.Get("secret_read"), name).Scan(&v)
+	})
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("secret %q", name), err)
+	}
+	return v, nil
+}
+
 // wrap adds the dialect and operation to an error, keeping the shared
 // sentinels matchable with errors.Is.
 func wrap(op string, err error) error {

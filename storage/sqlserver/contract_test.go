@@ -195,6 +195,7 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 	_, _ = s.QueueStats(ctx)
 	_, _ = s.ConfigVersionBump(ctx, storage.ConfigVersionBumpParams{})
 	_, _ = s.ConfigVersionRead(ctx, storage.ConfigVersionReadParams{})
+	_, _ = s.Secret(ctx, "lane_hash", []byte("fresh"))
 
 	reached := map[string]bool{}
 	batches := 0

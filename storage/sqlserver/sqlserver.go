@@ -66,6 +66,10 @@ const (
 	// errIngestLockDeadlock is thrown by message_ingest.sql when
 	// sp_getapplock reports a deadlock (-3) on the ingest lock.
 	errIngestLockDeadlock = 51205
+	// errDuplicateKey and errDuplicateIndexKey are a violation of a
+	// primary key or unique constraint and of a unique index.
+	errDuplicateKey      = 2627
+	errDuplicateIndexKey = 2601
 )
 
 // Deadlock retries: a victim is retried after a short, growing, jittered
@@ -949,6 +953,45 @@ func (s *Store) ConfigVersionRead(ctx context.Context, p storage.ConfigVersionRe
 		return 0, fmt.Errorf("sqlserver: config version read: %w", err)
 	}
 	return v, nil
+}
+
+// Secret implements storage.Store: an insert guarded against a value already
+// stored (secret_insert.sql), then a read of the value that stands. Each
+// statement is its own transaction, so the read sees the row committed by
+// the insert or by the concurrent one it waited for.
+func (s *Store) Secret(ctx context.Context, name string, fresh []byte) ([]byte, error) {
+	if err := storage.CheckSecret(name, fresh); err != nil {
+		return nil, err
+	}
+	var v []byte
+	err := retryDeadlocks(ctx, func() error {
+		_, err := s.db.ExecContext(ctx, queries.Get("secret_insert"), sql.Named("name", name), sql.Named("value", fresh))
+		if err != nil && !isDuplicateKey(err) { // the guard's lock makes this unlikely; the row is there all the same
+			return err
+		}
+		return s.db.QueryRowContext(ctx, queries.Get("secret_read"), sql.Named("name", name)).Scan(&v)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlserver: secret %q: %w", name, err)
+	}
+	return v, nil
+}
+
+// isDuplicateKey reports a primary key or unique index violation.
+func isDuplicateKey(err error) bool {
+	var e mssql.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	if e.Number == errDuplicateKey || e.Number == errDuplicateIndexKey {
+		return true
+	}
+	for _, one := range e.All {
+		if one.Number == errDuplicateKey || one.Number == errDuplicateIndexKey {
+			return true
+		}
+	}
+	return false
 }
 
 // wrap adds the dialect and operation to an error, keeping the shared

@@ -593,3 +593,92 @@ func testConfigVersion(t *testing.T, h *harness) {
 		t.Fatalf("another node reads %d, %v; want 2", v, err)
 	}
 }
+
+// A secret's first value stays: a later call with another fresh value gets
+// the first, from this node, another node and after a restart; each name
+// has its own value; a value CheckSecret refuses stores nothing.
+func testSecretFirstValueWins(t *testing.T, h *harness) {
+	secret := func(s storage.Store, name, fresh string) string {
+		t.Helper()
+		v, err := s.Secret(h.ctx, name, []byte(fresh))
+		if err != nil {
+			t.Fatalf("secret %q with fresh %q: %v", name, fresh, err)
+		}
+		return string(v)
+	}
+	if got := secret(h.s, "lane_hash", "first"); got != "first" {
+		t.Fatalf("the first call got %q, want its own fresh value %q", got, "first")
+	}
+	if got := secret(h.s, "lane_hash", "second"); got != "first" {
+		t.Fatalf("a second call got %q, want the stored %q (not its own fresh value)", got, "first")
+	}
+	if got := secret(h.s, "other", "own"); got != "own" {
+		t.Fatalf("another name got %q, want its own value %q", got, "own")
+	}
+	// Another handle (another node, or this one restarted) gets the same.
+	other := h.open()
+	if got := secret(other, "lane_hash", "third"); got != "first" {
+		t.Fatalf("another node got %q, want %q", got, "first")
+	}
+	if got := secret(other, "other", "fourth"); got != "own" {
+		t.Fatalf("another node got %q for the other name, want %q", got, "own")
+	}
+	// Binary values come back byte for byte.
+	raw := []byte{0, 0xff, 0x80, '\'', 0, 0x7f}
+	if v, err := h.s.Secret(h.ctx, "raw", raw); err != nil || string(v) != string(raw) {
+		t.Fatalf("a binary secret came back as %x, %v; want %x", v, err, raw)
+	}
+	full := []byte(strings.Repeat("k", storage.MaxSecretBytes))
+	if v, err := h.s.Secret(h.ctx, strings.Repeat("n", storage.MaxSecretName), full); err != nil || string(v) != string(full) {
+		t.Fatalf("a secret of the longest name and value: %d bytes, %v", len(v), err)
+	}
+	// Refused values store nothing: the name takes a valid value later.
+	for _, bad := range [][]byte{nil, {}, make([]byte, storage.MaxSecretBytes+1)} {
+		if _, err := h.s.Secret(h.ctx, "empty", bad); err == nil {
+			t.Fatalf("a fresh value of %d bytes was accepted", len(bad))
+		}
+	}
+	if _, err := h.s.Secret(h.ctx, "", []byte("x")); err == nil {
+		t.Fatal("an empty secret name was accepted")
+	}
+	if got := secret(h.s, "empty", "valid"); got != "valid" {
+		t.Fatalf("after refused values the name got %q, want %q", got, "valid")
+	}
+}
+
+// Nodes asking for one secret at once, each with its own fresh value, all
+// get the same one value, and it is one of theirs.
+func testSecretRace(t *testing.T, h *harness) {
+	const nodes = 4
+	const rounds = 5
+	stores := make([]storage.Store, nodes)
+	for i := range stores {
+		stores[i] = h.open()
+	}
+	for r := 0; r < rounds; r++ {
+		name := fmt.Sprintf("race-%d", r)
+		got := make([]string, nodes)
+		errs := make([]error, nodes)
+		var wg sync.WaitGroup
+		for i, s := range stores {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				v, err := s.Secret(h.ctx, name, []byte(fmt.Sprintf("node-%d", i)))
+				got[i], errs[i] = string(v), err
+			}()
+		}
+		wg.Wait()
+		for i := range stores {
+			if errs[i] != nil {
+				t.Fatalf("%s: node %d: %v", name, i, errs[i])
+			}
+			if got[i] != got[0] {
+				t.Fatalf("%s: nodes got different values: %q", name, got)
+			}
+		}
+		if !strings.HasPrefix(got[0], "node-") {
+			t.Fatalf("%s: the value %q is none of the fresh values", name, got[0])
+		}
+	}
+}

@@ -3,7 +3,8 @@
 // fresh, isolated database; the suite then proves the contracts of DESIGN §4
 // against the real database: lane FIFO, the stranded head, racing claimers,
 // the leader lease, the fence, promotion recovery, atomic ingest, retry and
-// dead, purge and sweep, membership and the config version.
+// dead, purge and sweep, membership, the config version and the cluster's
+// secrets.
 package storagetest
 
 import (
@@ -55,6 +56,8 @@ func Run(t *testing.T, newDB Opener) {
 		{"Sweep/OnlyExpiredLeases", testReclaimExpired},
 		{"Nodes/HeartbeatLeaveList", testNodes},
 		{"Config/VersionBumpAndRead", testConfigVersion},
+		{"Secret/FirstValueWins", testSecretFirstValueWins},
+		{"Secret/RacingNodesAgree", testSecretRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,1 @@
+SELECT value FROM mf_secrets WHERE name = $1
