@@ -125,6 +125,12 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 	if !ok {
 		return nil, false
 	}
+	if errors.Is(res.Err, storage.ErrRefused) {
+		// Sent again unchanged it would be refused again: AR, not AE. The
+		// ingest has logged it and kept its bytes as a rejected message.
+		countRejected(l.cfg.Name, reasonRefused)
+		return hl7.Ack(msg, hl7.AcceptCode(msg, hl7.Reject), "message refused: the message store cannot hold one of its fields"), true
+	}
 	if res.Err != nil {
 		countRejected(l.cfg.Name, reasonStore)
 		return hl7.Ack(msg, hl7.AcceptCode(msg, hl7.Error), "message not stored, send it again: "+storeReason(res.Err)), true

@@ -2,6 +2,7 @@ package listeners
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -95,7 +96,14 @@ func (f *FilePoller) ingestFile(path string) bool {
 		f.env.System.Root.Send(f.env.Ingest, Submit{Msg: f.newMessage(raw), Reply: reply})
 	}
 	for range msgs {
-		if r, _ := f.env.await(reply, nil); r.Err != nil {
+		r, _ := f.env.await(reply, nil)
+		if errors.Is(r.Err, storage.ErrRefused) {
+			// Kept as rejected (the ingest logged it); the file's bytes
+			// go to the archive all the same.
+			countRejected(f.cfg.Name, reasonRefused)
+			continue
+		}
+		if r.Err != nil {
 			f.log.Error().Err(r.Err).Str("file", filepath.Base(path)).Msg("storing a message of an inbound file failed; the file stays and is read again")
 			return false
 		}

@@ -106,37 +106,104 @@ func (in *Ingest) flush(ctx actor.Context) {
 		for i, s := range batch {
 			msgs[i] = s.Msg.Storable()
 		}
-		start := time.Now()
-		res, err := in.env.Store.MessageIngest(in.env.Ctx, storage.MessageIngestParams{Fence: in.env.Fence, Messages: msgs})
-		observeBatch(len(batch))
-		var touched lanes.Ingested
-		if err != nil {
-			lanes.StoreError("message_ingest")
-			in.env.Log.Error().Err(err).Int("messages", len(batch)).
-				Msg("storing a batch of messages failed; each sender gets AE and will resend")
-		} else {
-			in.env.Log.Debug().Int("messages", len(batch)).Time("call_started", start).Msg("messages stored")
-			at := map[string]int{} // lane → its index in touched
-			for i, m := range msgs {
-				for j, d := range m.Deliveries {
-					id := res[i].QueueIDs[j]
-					if k, seen := at[d.Lane]; seen {
-						touched.Newest[k] = max(touched.Newest[k], id)
-						continue
-					}
-					at[d.Lane] = len(touched.Lanes)
-					touched.Lanes = append(touched.Lanes, d.Lane)
-					touched.Newest = append(touched.Newest, id)
-				}
-			}
-		}
+		results, touched, err := in.store(msgs)
 		for i, s := range batch {
-			if err != nil {
-				s.Reply <- Result{Err: err}
-			} else {
-				s.Reply <- Result{MessageID: res[i].MessageID}
-			}
+			s.Reply <- results[i]
 		}
 		root.Send(self, committed{err: err, lanes: touched})
 	}()
+}
+
+// store commits msgs in one transaction and returns each one's result, the
+// lanes it stored rows in, and the batch's error. When the database refuses
+// a value of one of the messages (storage.ErrRefused), the batch is stored
+// again one message at a time: bad bytes from one sender must not fail the
+// others (DESIGN §6), and a refused message would otherwise fail every batch
+// it came in, its sender resending it forever. A message refused alone is
+// kept as rejected (its bytes, for the operator) and answered AR.
+func (in *Ingest) store(msgs []storage.NewMessage) ([]Result, lanes.Ingested, error) {
+	results := make([]Result, len(msgs))
+	var touched lanes.Ingested
+	at := map[string]int{} // lane → its index in touched
+	stored := func(i int, m storage.IngestedMessage) {
+		results[i].MessageID = m.MessageID
+		for j, d := range msgs[i].Deliveries {
+			id := m.QueueIDs[j]
+			if k, seen := at[d.Lane]; seen {
+				touched.Newest[k] = max(touched.Newest[k], id)
+				continue
+			}
+			at[d.Lane] = len(touched.Lanes)
+			touched.Lanes = append(touched.Lanes, d.Lane)
+			touched.Newest = append(touched.Newest, id)
+		}
+	}
+
+	res, err := in.ingest(msgs)
+	switch {
+	case err == nil:
+		for i := range msgs {
+			stored(i, res[i])
+		}
+		return results, touched, nil
+	case !errors.Is(err, storage.ErrRefused):
+		lanes.StoreError("message_ingest")
+		in.env.Log.Error().Err(err).Int("messages", len(msgs)).
+			Msg("storing a batch of messages failed; each sender gets AE and will resend")
+		for i := range results {
+			results[i].Err = err
+		}
+		return results, touched, err
+	}
+	if len(msgs) > 1 {
+		in.env.Log.Warn().Err(err).Int("messages", len(msgs)).
+			Msg("the database refused a value of a message in a batch; storing its messages one at a time")
+	}
+	var batchErr error // a fence lost on the way, for the actor
+	for i, m := range msgs {
+		if len(msgs) > 1 {
+			res, err = in.ingest(msgs[i : i+1])
+		}
+		switch {
+		case err == nil:
+			stored(i, res[0])
+		case errors.Is(err, storage.ErrRefused):
+			results[i] = in.keepRefused(m, err)
+		default:
+			lanes.StoreError("message_ingest")
+			in.env.Log.Error().Err(err).Msg("storing a message failed; its sender gets AE and will resend")
+			results[i].Err, batchErr = err, err
+		}
+	}
+	return results, touched, batchErr
+}
+
+// keepRefused stores the bytes of a message the database refused (refused)
+// as a rejected message, with no delivery, so that an operator can see what
+// came; its Result says refused, which the sender hears as AR. The bytes are
+// all a rejected message keeps: no value of it can be refused again.
+func (in *Ingest) keepRefused(m storage.NewMessage, refused error) Result {
+	kept := storage.NewMessage{Inbound: m.Inbound, Payload: m.Payload, Status: storage.MessageRejected,
+		Error: "the message store refused a value of this message: " + refused.Error()}
+	res, err := in.ingest([]storage.NewMessage{kept})
+	if err != nil {
+		lanes.StoreError("message_ingest")
+		in.env.Log.Error().Err(err).AnErr("refused", refused).
+			Msg("the database refused a message, and storing its bytes as rejected failed too: its sender gets AR, and the bytes are not kept")
+		return Result{Err: refused}
+	}
+	in.env.Log.Warn().Err(refused).Int64("message_id", res[0].MessageID).
+		Msg("the database refused a value of a message: its bytes are kept as a rejected message (GET /messages/{id}) and its sender gets AR")
+	return Result{MessageID: res[0].MessageID, Err: refused}
+}
+
+// ingest is one MessageIngest call, its batch size observed.
+func (in *Ingest) ingest(msgs []storage.NewMessage) ([]storage.IngestedMessage, error) {
+	start := time.Now()
+	res, err := in.env.Store.MessageIngest(in.env.Ctx, storage.MessageIngestParams{Fence: in.env.Fence, Messages: msgs})
+	observeBatch(len(msgs))
+	if err == nil {
+		in.env.Log.Debug().Int("messages", len(msgs)).Time("call_started", start).Msg("messages stored")
+	}
+	return res, err
 }

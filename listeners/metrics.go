@@ -24,6 +24,7 @@ const (
 	reasonOversize  = "oversize"
 	reasonNotFramed = "not_framed"
 	reasonStore     = "store"
+	reasonRefused   = "refused"
 )
 
 func countRejected(inbound, reason string) {
@@ -43,7 +44,7 @@ func countRefusedConn(inbound string) {
 func RegisterMetrics(inbounds []config.Inbound) {
 	for _, in := range inbounds {
 		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_received_total{inbound=%q}`, in.Name))
-		for _, reason := range []string{reasonParse, reasonOversize, reasonNotFramed, reasonStore} {
+		for _, reason := range []string{reasonParse, reasonOversize, reasonNotFramed, reasonStore, reasonRefused} {
 			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_rejected_total{inbound=%q,reason=%q}`, in.Name, reason))
 		}
 		metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_ack_duration_seconds{inbound=%q}`, in.Name))

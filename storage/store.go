@@ -200,7 +200,18 @@ var (
 	// caller's claim (its lease expired and it was reclaimed, or it was
 	// finished). The caller's delivery may be repeated by the next claim.
 	ErrClaimLost = errors.New("storage: queue row is no longer held by this claim")
+	// ErrRefused means the database refused a value the write carried (a
+	// field too long for an index, a byte it cannot store, a constraint):
+	// the same write would fail the same way again. MessageIngest returns
+	// it so that the ingest can store the rest of a batch without the
+	// message refused, instead of failing every sender in the batch.
+	ErrRefused = errors.New("storage: the database refused a value of the write")
 )
+
+// Refused returns ErrRefused with what the database said, in its own terms
+// (an error code, a constraint's name): never the driver's message, which
+// may quote the value refused, a field of a patient's message.
+func Refused(what string) error { return fmt.Errorf("%w (%s)", ErrRefused, what) }
 
 // Fence identifies the leader term a write is made under. The zero Fence is
 // the single-node fence: it matches only a lease row that no node has ever

@@ -355,9 +355,34 @@ func (s *Store) MessageIngest(ctx context.Context, p storage.MessageIngestParams
 		return nil
 	})
 	if err != nil {
+		if r := refusal(err); r != nil {
+			err = r // not the driver's message: it may quote the value
+		}
 		return nil, wrap("message ingest", err)
 	}
 	return out, nil
+}
+
+// refusal returns storage.ErrRefused for an error of the data the write
+// carried (SQLSTATE classes 22 data exception, 23 integrity constraint
+// violation, 54 program limit exceeded, e.g. an index row too large), and
+// nil for any other error (the fence, a lost connection, a timeout).
+func refusal(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+		return nil
+	}
+	switch pgErr.Code[:2] {
+	case "22", "23", "54":
+		what := "SQLSTATE " + pgErr.Code
+		for _, name := range []string{pgErr.TableName, pgErr.ColumnName, pgErr.ConstraintName} {
+			if name != "" {
+				what += " " + name
+			}
+		}
+		return storage.Refused(what)
+	}
+	return nil
 }
 
 func queueRowDest(r *storage.QueueRow) []any {

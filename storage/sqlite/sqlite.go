@@ -33,7 +33,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/rs/zerolog"
 
@@ -724,9 +725,27 @@ func (s *Store) MessageIngest(ctx context.Context, p storage.MessageIngestParams
 		return nil
 	})
 	if err != nil {
+		if r := refusal(err); r != nil {
+			err = r // not the driver's message: it may quote the value
+		}
 		return nil, wrap("message ingest", err)
 	}
 	return out, nil
+}
+
+// refusal returns storage.ErrRefused for an error of the data the write
+// carried (SQLITE_TOOBIG, SQLITE_CONSTRAINT, SQLITE_MISMATCH, with any
+// extended code), and nil for any other error.
+func refusal(err error) error {
+	var e *sqlite.Error
+	if !errors.As(err, &e) {
+		return nil
+	}
+	switch e.Code() & 0xff {
+	case sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_MISMATCH:
+		return storage.Refused(fmt.Sprintf("SQLite error %d", e.Code()))
+	}
+	return nil
 }
 
 // insertID runs a one-row INSERT and returns the id it gave the row.

@@ -538,6 +538,9 @@ func (s *Store) MessageIngest(ctx context.Context, p storage.MessageIngestParams
 		return nil
 	})
 	if err != nil {
+		if r := refusal(err); r != nil {
+			err = r // not the driver's message: a truncation error quotes the value
+		}
 		return nil, wrap(fmt.Sprintf("message ingest of %d messages", len(p.Messages)), err)
 	}
 	return out, nil
@@ -975,6 +978,27 @@ func (s *Store) Secret(ctx context.Context, name string, fresh []byte) ([]byte, 
 		return nil, fmt.Errorf("sqlserver: secret %q: %w", name, err)
 	}
 	return v, nil
+}
+
+// refusedNumbers are SQL Server's errors of the data a write carried: string
+// or binary data would be truncated (2628, 8152), NULL into a NOT NULL
+// column (515), a constraint (547), a conversion or an overflow (245, 8114,
+// 8115).
+var refusedNumbers = map[int32]bool{2628: true, 8152: true, 515: true, 547: true, 245: true, 8114: true, 8115: true}
+
+// refusal returns storage.ErrRefused for an error of the data the write
+// carried, and nil for any other error.
+func refusal(err error) error {
+	var e mssql.Error
+	if !errors.As(err, &e) {
+		return nil
+	}
+	for _, one := range append([]mssql.Error{e}, e.All...) {
+		if refusedNumbers[one.Number] {
+			return storage.Refused(fmt.Sprintf("SQL Server error %d", one.Number))
+		}
+	}
+	return nil
 }
 
 // isDuplicateKey reports a primary key or unique index violation.

@@ -311,6 +311,11 @@ func testIngestAtomic(t *testing.T, h *harness) {
 	if err == nil {
 		t.Fatal("ingest of a batch with an invalid message succeeded")
 	}
+	// Refused, so that the ingest stores the others without it; in the
+	// database's terms only, never quoting the value.
+	if !errors.Is(err, storage.ErrRefused) || errors.Is(err, storage.ErrFenced) || strings.Contains(err.Error(), "bogus") {
+		t.Fatalf("ingest of a value the schema refuses: %v; want ErrRefused, without the value", err)
+	}
 	if lanes, err := h.s.QueueLanes(h.ctx); err != nil || len(lanes) != 0 {
 		t.Fatalf("after the failed batch: lanes %+v, err %v; want none", lanes, err)
 	}
