@@ -2,6 +2,7 @@ package lanes
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"sync"
@@ -39,6 +40,13 @@ type Ingested struct {
 	// stored in that lane. It may be left out (nil): a lane that does not
 	// know its newest row looks for a next one after every delivery.
 	Newest []int64
+}
+
+// LogValue is what a log line shows of an Ingested (protoactor logs a dead
+// letter, and the message an actor failed on, whole): how many lanes, never
+// their names, whose keys are often patient ids.
+func (in Ingested) LogValue() slog.Value {
+	return slog.GroupValue(slog.Int("lanes", len(in.Lanes)))
 }
 
 // unknown is a lane's newest row when the manager cannot bound it (see

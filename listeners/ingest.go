@@ -2,6 +2,7 @@ package listeners
 
 import (
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -24,6 +25,14 @@ var ErrShuttingDown = errors.New("the engine is stopping or no longer the leader
 type Submit struct {
 	Msg   storage.NewMessage
 	Reply chan<- Result
+}
+
+// LogValue is what a log line shows of a Submit (protoactor logs a dead
+// letter, and the message an actor failed on, whole): where it came from and
+// its control id, never its bytes.
+func (s Submit) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("inbound", s.Msg.Inbound), slog.String("control_id", s.Msg.ControlID),
+		slog.Int("bytes", len(s.Msg.Payload)))
 }
 
 // Result is the outcome of a Submit.

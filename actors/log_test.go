@@ -1,0 +1,64 @@
+package actors_test
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/actors"
+	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/lanes"
+	"github.com/messagefoundry/mf/listeners"
+	"github.com/messagefoundry/mf/storage"
+)
+
+// syncBuffer is a log sink the actor system's goroutines may write to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// protoactor logs a message sent to a stopped actor (a dead letter) whole:
+// one that carries lane names (keys are often MRNs) or a message's bytes
+// must show neither. Such dead letters happen when the graph stops with
+// messages in flight.
+func TestDeadLettersCarryNoPatientData(t *testing.T) {
+	var logs syncBuffer
+	sys := actor.NewActorSystem(actors.WithZerolog(zerolog.New(&logs)))
+	pid := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	sys.Root.Send(pid, lanes.Ingested{Lanes: []string{"lab/MRN0042"}, Newest: []int64{7}})
+	sys.Root.Send(pid, listeners.Submit{Msg: storage.NewMessage{Inbound: "adt_in", ControlID: "C1",
+		Payload: []byte("MSH|^~\\&|A|B|C|D|20260101||ADT^A01|C1|P|2.5\rPID|1||MRN0042||DOE^JANE\r")}})
+	enginetest.WaitFor(t, "both dead letters to be logged", 10*time.Second, func() bool {
+		return strings.Count(logs.String(), "DeadLetter") >= 2
+	})
+	got := logs.String()
+	for _, phi := range []string{"MRN0042", "DOE", "TVNI"} { // TVNI: "MSH" in base64
+		if strings.Contains(got, phi) {
+			t.Fatalf("a dead letter's log line carries %q:\n%s", phi, got)
+		}
+	}
+	if !strings.Contains(got, `"message.lanes":1`) || !strings.Contains(got, `"message.control_id":"C1"`) {
+		t.Fatalf("the dead letters' lines do not say what they were:\n%s", got)
+	}
+}
