@@ -3,6 +3,7 @@ package lanes
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,11 @@ type idle struct {
 	// floor is the lane's floor (laneActor.floor), kept by the manager
 	// for the lane's next actor.
 	floor int64
+}
+
+// LogValue: a lane's name carries its key, often a patient id.
+func (i idle) LogValue() slog.Value {
+	return slog.GroupValue(slog.Int("wakes", i.wakes), slog.Bool("held", i.held))
 }
 
 // laneActor delivers one lane, one row at a time:

@@ -49,6 +49,12 @@ func (in Ingested) LogValue() slog.Value {
 	return slog.GroupValue(slog.Int("lanes", len(in.Lanes)))
 }
 
+// LogValue: the rescan's answer carries lane names and last errors (PHI);
+// a log line shows how many lanes.
+func (r rescanned) LogValue() slog.Value {
+	return slog.GroupValue(slog.Bool("looked", r.looked), slog.Int("lanes", len(r.lanes)))
+}
+
 // unknown is a lane's newest row when the manager cannot bound it (see
 // laneRef.newest).
 const unknown = math.MaxInt64

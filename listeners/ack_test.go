@@ -126,9 +126,19 @@ func TestAckTable(t *testing.T) {
 		}
 		stillWorks()
 	})
+	t.Run("refused by the store: AR, its bytes kept as rejected", func(t *testing.T) {
+		refuse := "CTRL9"
+		e.Store.RefuseControlID.Store(&refuse)
+		defer e.Store.RefuseControlID.Store(nil)
+		ack := dial(t, addr).Send(adt("CTRL9", "P9"))
+		if ack.Code != hl7.AR || ack.ControlID != "CTRL9" || !strings.Contains(ack.Text+ack.ErrorMessage, "refused") {
+			t.Fatalf("got %+v", ack)
+		}
+		stillWorks()
+	})
 
-	// What was stored: every accepted message, the two rejects, nothing of
-	// the oversize frame or the failed commit.
+	// What was stored: every accepted message, the three rejects, nothing
+	// of the oversize frame or the failed commit.
 	status := map[string]int{}
 	controls := map[string]int{}
 	for _, d := range e.Messages(t) {
@@ -138,8 +148,8 @@ func TestAckTable(t *testing.T) {
 			t.Errorf("rejected message stored without its reason or bytes: %+v", d.Message)
 		}
 	}
-	if status[storage.MessageRejected] != 2 || status[storage.MessageUnrouted] != 1 {
-		t.Fatalf("stored statuses %v; want 2 rejected, 1 unrouted", status)
+	if status[storage.MessageRejected] != 3 || status[storage.MessageUnrouted] != 1 {
+		t.Fatalf("stored statuses %v; want 3 rejected, 1 unrouted", status)
 	}
 	if controls["CTRL7"] != 0 || controls["CTRL8"] != 1 {
 		t.Fatalf("oversize stored %d times, the failed-then-resent message %d times; want 0 and 1", controls["CTRL7"], controls["CTRL8"])

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,5 +102,106 @@ func TestARefusedMessageFailsNoOtherOfItsBatch(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "DOE") {
 		t.Fatalf("a log line carries the message's contents: %s", logs.String())
+	}
+}
+
+// scriptedStore refuses every batch holding a message whose control id is
+// refuse, and fails its calls numbered in fail (1-based) with that error.
+type scriptedStore struct {
+	storage.Store
+	refuse string
+	fail   map[int]error
+	calls  int
+}
+
+func (s *scriptedStore) MessageIngest(ctx context.Context, p storage.MessageIngestParams) ([]storage.IngestedMessage, error) {
+	s.calls++
+	if err := s.fail[s.calls]; err != nil {
+		return nil, err
+	}
+	for _, m := range p.Messages {
+		if m.ControlID == s.refuse && m.Status != storage.MessageRejected {
+			return nil, storage.Refused("scripted")
+		}
+	}
+	return s.Store.MessageIngest(ctx, p)
+}
+
+func openSQLite(t *testing.T) storage.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func laneMsg(ctl, lane string) storage.NewMessage {
+	return storage.NewMessage{Inbound: "in", ControlID: ctl, MessageType: "ADT^A01", Payload: []byte("MSH|" + ctl),
+		Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "lab", Lane: lane}}}
+}
+
+// One refused message in a batch of 16 costs a few more commits, not one per
+// message: the batch is halved until the refused one stands alone.
+func TestARefusedMessageIsFoundByHalvingTheBatch(t *testing.T) {
+	st := &scriptedStore{Store: openSQLite(t), refuse: "M11"}
+	in := &Ingest{env: &Env{Ctx: context.Background(), Store: st, Log: zerolog.Nop()}}
+	var msgs []storage.NewMessage
+	for i := range 16 {
+		msgs = append(msgs, laneMsg(fmt.Sprintf("M%d", i), fmt.Sprintf("lab/P%d", i)))
+	}
+	results, touched, err := in.store(msgs)
+	if err != nil || len(touched.Lanes) != 15 {
+		t.Fatalf("store: %v, %d lanes told of; want no error and 15", err, len(touched.Lanes))
+	}
+	for i, r := range results {
+		if (i == 11) != errors.Is(r.Err, storage.ErrRefused) || r.MessageID == 0 {
+			t.Fatalf("message %d: %+v", i, r)
+		}
+	}
+	// 1 (all) + 2·4 (a half stored, a half split, down to one) + 1 (kept).
+	if st.calls != 10 {
+		t.Fatalf("%d store calls; want 10", st.calls)
+	}
+}
+
+// A failure that is not a refusal, midway through the halves, ends the batch:
+// no message after it is stored (a later one of the same lane would be
+// delivered before the one its sender sends again), every one not stored
+// gets the failure, and a fence lost on the way reaches the actor.
+func TestAFailureMidwayThroughARefusedBatchStoresNothingAfterIt(t *testing.T) {
+	for name, failure := range map[string]error{"connection": errors.New("connection reset"), "fence": storage.ErrFenced} {
+		t.Run(name, func(t *testing.T) {
+			// Calls: 1 the batch (refused), 2 [M0 M1] (fails).
+			st := &scriptedStore{Store: openSQLite(t), refuse: "M3", fail: map[int]error{2: failure}}
+			in := &Ingest{env: &Env{Ctx: context.Background(), Store: st, Log: zerolog.Nop()}}
+			msgs := []storage.NewMessage{laneMsg("M0", "lab/P1"), laneMsg("M1", "lab/P1"), laneMsg("M2", "lab/P1"), laneMsg("M3", "lab/P2")}
+			results, touched, err := in.store(msgs)
+			if !errors.Is(err, failure) || len(touched.Lanes) != 0 || st.calls != 2 {
+				t.Fatalf("store: %v, lanes %v, %d calls; want %v, none, 2", err, touched.Lanes, st.calls, failure)
+			}
+			for i, r := range results {
+				if !errors.Is(r.Err, failure) || r.MessageID != 0 {
+					t.Fatalf("message %d: %+v; want %v and nothing stored", i, r, failure)
+				}
+			}
+		})
+	}
+}
+
+// When the refused message's bytes cannot be kept for a passing reason, its
+// sender hears that (AE: send again), not AR with nothing kept.
+func TestARefusedMessageWhoseBytesCannotBeKeptIsAnsweredAE(t *testing.T) {
+	// Calls: 1 the message (refused), 2 keeping its bytes (fenced).
+	st := &scriptedStore{Store: openSQLite(t), refuse: "M0", fail: map[int]error{2: storage.ErrFenced}}
+	in := &Ingest{env: &Env{Ctx: context.Background(), Store: st, Log: zerolog.Nop()}}
+	results, _, err := in.store([]storage.NewMessage{laneMsg("M0", "lab/P1")})
+	if !errors.Is(err, storage.ErrFenced) || !errors.Is(results[0].Err, storage.ErrFenced) || errors.Is(results[0].Err, storage.ErrRefused) {
+		t.Fatalf("store: %v, result %+v; want ErrFenced for both", err, results[0])
 	}
 }

@@ -91,8 +91,16 @@ func TestGroupCommitSharesTransactions(t *testing.T) {
 }
 
 // The file inbound ingests every message of each file, then moves the file
-// to the archive; the messages are delivered like any other.
+// to the archive; the messages are delivered like any other. A message the
+// store refuses is kept as rejected and holds up neither the file nor the
+// others.
 func TestFileInboundIngestsAndArchives(t *testing.T) {
+	for _, refuse := range []string{"", "F2"} {
+		t.Run("refused="+refuse, func(t *testing.T) { testFileInbound(t, refuse) })
+	}
+}
+
+func testFileInbound(t *testing.T, refuse string) {
 	e := enginetest.Start(t, `
 [[inbound]]
 name = "drop"
@@ -109,6 +117,9 @@ directory = "{{dir}}/out"
 from = "drop"
 to = ["out"]
 `)
+	if refuse != "" {
+		e.Store.RefuseControlID.Store(&refuse)
+	}
 	in := filepath.Join(e.Dir, "in")
 	enginetest.WaitFor(t, "the inbound directory", 5*time.Second, func() bool {
 		_, err := os.Stat(in)
@@ -121,20 +132,26 @@ to = ["out"]
 	if err := os.Rename(tmp, filepath.Join(in, "batch.hl7")); err != nil {
 		t.Fatal(err)
 	}
-	enginetest.WaitFor(t, "3 messages delivered and the file archived", 10*time.Second, func() bool {
+	want, wantIDs := 3, "F1,F2,F3"
+	if refuse != "" {
+		want, wantIDs = 2, "F1,,F3" // the refused one kept with its bytes only
+	}
+	enginetest.WaitFor(t, "the messages delivered and the file archived", 10*time.Second, func() bool {
 		out, _ := os.ReadDir(filepath.Join(e.Dir, "out"))
 		_, archived := os.Stat(filepath.Join(in, "archive", "batch.hl7"))
 		_, left := os.Stat(filepath.Join(in, "batch.hl7"))
-		return len(out) == 3 && archived == nil && os.IsNotExist(left)
+		return len(out) == want && archived == nil && os.IsNotExist(left)
 	})
 	var ids []string
 	for _, d := range e.Messages(t) {
-		if d.Message.Status != storage.MessageRouted || d.Message.Inbound != "drop" {
+		refused := d.Message.ControlID == "" && strings.Contains(string(d.Message.Payload), "|F2|")
+		if d.Message.Inbound != "drop" || (d.Message.Status != storage.MessageRouted) != refused ||
+			refused && (d.Message.Status != storage.MessageRejected || !strings.Contains(d.Message.Error, "refused")) {
 			t.Fatalf("stored %+v", d.Message)
 		}
 		ids = append(ids, d.Message.ControlID)
 	}
-	if strings.Join(ids, ",") != "F1,F2,F3" {
-		t.Fatalf("stored %v; want F1,F2,F3 in file order", ids)
+	if strings.Join(ids, ",") != wantIDs {
+		t.Fatalf("stored %v; want %s in file order", ids, wantIDs)
 	}
 }

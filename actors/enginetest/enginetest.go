@@ -167,6 +167,10 @@ type FaultStore struct {
 	storage.Store
 	// FailIngest makes MessageIngest fail, as a database outage would.
 	FailIngest atomic.Bool
+	// RefuseControlID, when set, makes MessageIngest refuse a batch holding
+	// a routed or unrouted message of that control id, as a database refuses
+	// a value it cannot store (storage.ErrRefused).
+	RefuseControlID atomic.Pointer[string]
 }
 
 // ErrInjected is the failure FaultStore injects.
@@ -180,6 +184,13 @@ func (*injected) Error() string { return "enginetest: injected store failure" }
 func (f *FaultStore) MessageIngest(ctx context.Context, p storage.MessageIngestParams) ([]storage.IngestedMessage, error) {
 	if f.FailIngest.Load() {
 		return nil, ErrInjected
+	}
+	if refuse := f.RefuseControlID.Load(); refuse != nil {
+		for _, m := range p.Messages {
+			if m.ControlID == *refuse && m.Status != storage.MessageRejected {
+				return nil, storage.Refused("enginetest: injected")
+			}
+		}
 	}
 	return f.Store.MessageIngest(ctx, p)
 }

@@ -364,16 +364,17 @@ func (s *Store) MessageIngest(ctx context.Context, p storage.MessageIngestParams
 }
 
 // refusal returns storage.ErrRefused for an error of the data the write
-// carried (SQLSTATE classes 22 data exception, 23 integrity constraint
-// violation, 54 program limit exceeded, e.g. an index row too large), and
-// nil for any other error (the fence, a lost connection, a timeout).
+// carried (SQLSTATE classes 22 data exception and 54 program limit exceeded,
+// e.g. an index row too large; a NOT NULL or CHECK violation), and nil for
+// any other error: the fence, a lost connection, a timeout, and a unique
+// violation, which comes of the database's state (a sequence behind its
+// table), not of the message, and must not turn every message away as AR.
 func refusal(err error) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
 		return nil
 	}
-	switch pgErr.Code[:2] {
-	case "22", "23", "54":
+	if c := pgErr.Code; c[:2] == "22" || c[:2] == "54" || c == "23502" || c == "23514" {
 		what := "SQLSTATE " + pgErr.Code
 		for _, name := range []string{pgErr.TableName, pgErr.ColumnName, pgErr.ConstraintName} {
 			if name != "" {

@@ -734,15 +734,17 @@ func (s *Store) MessageIngest(ctx context.Context, p storage.MessageIngestParams
 }
 
 // refusal returns storage.ErrRefused for an error of the data the write
-// carried (SQLITE_TOOBIG, SQLITE_CONSTRAINT, SQLITE_MISMATCH, with any
-// extended code), and nil for any other error.
+// carried (SQLITE_TOOBIG, SQLITE_MISMATCH, a CHECK or NOT NULL constraint),
+// and nil for any other error, a unique or primary key violation included:
+// that comes of the database's state, not of the message (see postgres).
 func refusal(err error) error {
 	var e *sqlite.Error
 	if !errors.As(err, &e) {
 		return nil
 	}
-	switch e.Code() & 0xff {
-	case sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_MISMATCH:
+	switch c := e.Code(); {
+	case c&0xff == sqlite3.SQLITE_TOOBIG, c&0xff == sqlite3.SQLITE_MISMATCH,
+		c == sqlite3.SQLITE_CONSTRAINT_CHECK, c == sqlite3.SQLITE_CONSTRAINT_NOTNULL:
 		return storage.Refused(fmt.Sprintf("SQLite error %d", e.Code()))
 	}
 	return nil

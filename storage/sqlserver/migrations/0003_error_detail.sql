@@ -4,4 +4,9 @@
 -- destination's own explanation, which may quote the message's fields (PHI),
 -- read only with MESSAGE_READ. Rows failed before this migration keep both
 -- parts in last_error.
-ALTER TABLE mf_queue ADD last_error_detail NVARCHAR(MAX) NOT NULL CONSTRAINT mf_queue_last_error_detail_df DEFAULT N'';
+--
+-- NULL, with no default: adding an NVARCHAR(MAX) column with a default
+-- updates every row of the table (on every edition), under a schema lock,
+-- inside the migration's transaction; a nullable one is a change of the
+-- catalogue only. The readers take NULL as '' (COALESCE).
+ALTER TABLE mf_queue ADD last_error_detail NVARCHAR(MAX) NULL;

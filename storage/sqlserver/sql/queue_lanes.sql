@@ -11,7 +11,7 @@ SELECT q.lane, q.destination, d.depth,
        CAST(CASE WHEN (q.status = N'pending' AND q.held = 0 AND q.next_attempt_at <= @now)
                    OR (q.status = N'inflight' AND q.lease_expires_at <= @now)
                  THEN 1 ELSE 0 END AS BIT) AS claimable,
-       q.last_error_detail
+       COALESCE(q.last_error_detail, N'')
   FROM (SELECT lane, COUNT_BIG(*) AS depth, MIN(id) AS head_id
           FROM mf_queue
          WHERE status IN (N'pending', N'inflight')
