@@ -1,9 +1,7 @@
 package actors_test
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,30 +15,12 @@ import (
 	"github.com/messagefoundry/mf/storage"
 )
 
-// syncBuffer is a log sink the actor system's goroutines may write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // protoactor logs a message sent to a stopped actor (a dead letter) whole:
 // one that carries lane names (keys are often MRNs) or a message's bytes
 // must show neither. Such dead letters happen when the graph stops with
 // messages in flight.
 func TestDeadLettersCarryNoPatientData(t *testing.T) {
-	var logs syncBuffer
+	var logs enginetest.LogBuffer
 	sys := actor.NewActorSystem(actors.WithZerolog(zerolog.New(&logs)))
 	pid := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
 	if err := sys.Root.StopFuture(pid).Wait(); err != nil {

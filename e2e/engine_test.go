@@ -338,7 +338,7 @@ func TestQuickStart(t *testing.T) {
 	dir := t.TempDir()
 	run := exec.Command(mfBin, "run", "--log-format", "console")
 	run.Dir = dir
-	logs := &syncBuffer{}
+	logs := &enginetest.LogBuffer{}
 	run.Stdout, run.Stderr = logs, logs
 	if err := run.Start(); err != nil {
 		t.Fatal(err)

@@ -316,7 +316,7 @@ type vip struct {
 	addr   string // the frontend: what partners connect to
 	sock   string // the stats socket
 	cmd    *exec.Cmd
-	logs   *syncBuffer
+	logs   *enginetest.LogBuffer
 	exited chan struct{}
 }
 
@@ -374,7 +374,7 @@ func startVIP(t *testing.T, nodes []*engine, check vipCheck) *vip {
 	t.Helper()
 	bin := haproxyBin(t)
 	dir := t.TempDir()
-	v := &vip{addr: freePort(t), sock: filepath.Join(dir, "haproxy.sock"), logs: &syncBuffer{}, exited: make(chan struct{})}
+	v := &vip{addr: freePort(t), sock: filepath.Join(dir, "haproxy.sock"), logs: &enginetest.LogBuffer{}, exited: make(chan struct{})}
 	var servers []string
 	for i, n := range nodes {
 		line := fmt.Sprintf("    server node-%d %s check", i, n.listen)

@@ -5,7 +5,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -57,7 +56,7 @@ type engine struct {
 	listen string // its MLLP inbound
 	api    string // its API's base URL, when the test set one
 	cmd    *exec.Cmd
-	logs   *syncBuffer
+	logs   *enginetest.LogBuffer
 	exited chan struct{}
 }
 
@@ -119,7 +118,7 @@ func (e *engine) start() {
 // launch runs the process (again) and returns at once.
 func (e *engine) launch() {
 	e.t.Helper()
-	e.logs = &syncBuffer{}
+	e.logs = &enginetest.LogBuffer{}
 	e.cmd = exec.Command(mfBin, "--log-level", "debug", "run", "--config", e.config)
 	e.cmd.Dir = e.dir
 	e.cmd.Stdout, e.cmd.Stderr = e.logs, e.logs
@@ -181,23 +180,6 @@ func (e *engine) stop() int {
 func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	enginetest.WaitFor(t, what, timeout, cond)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func adt(id, patient string) []byte { return []byte(enginetest.ADT(id, patient)) }

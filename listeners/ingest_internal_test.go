@@ -60,20 +60,10 @@ func TestASubmitAfterTheIngestActorStoppedIsAnswered(t *testing.T) {
 // forever. The refusal here is SQLite's own CHECK on the status column.
 func TestARefusedMessageFailsNoOtherOfItsBatch(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t)
 	var logs bytes.Buffer
 	in := &Ingest{env: &Env{Ctx: ctx, Store: st, Log: zerolog.New(&logs)}}
-	good := func(key string) storage.NewMessage {
-		return storage.NewMessage{Inbound: "in", ControlID: key, MessageType: "ADT^A01", Payload: []byte("MSH|" + key),
-			Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "lab", Lane: "lab/" + key}}}
-	}
+	good := func(key string) storage.NewMessage { return laneMsg(key, "lab/"+key) }
 	bad := good("DOE^JANE")
 	bad.Status = "bogus"
 
