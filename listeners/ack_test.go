@@ -64,6 +64,49 @@ func TestAckTable(t *testing.T) {
 		}
 		stillWorks()
 	})
+	// Enhanced mode: MSH-15 says when the sender wants an accept ACK. One it
+	// did not ask for it never reads, and would take for the answer to its
+	// next message; so the first ACK each connection reads below must be
+	// the one for the message that wanted it.
+	enhanced := func(id, patient, accept string) string {
+		return strings.Replace(adt(id, patient), "|P|2.5.1\r", "|P|2.5.1|||"+accept+"|NE\r", 1)
+	}
+	t.Run("enhanced mode, MSH-15 NE: stored, no ACK", func(t *testing.T) {
+		cl := dial(t, addr)
+		cl.Post(enhanced("CTRLNE", "P10", "NE"))
+		if ack := cl.Send(enhanced("CTRLAL", "P10", "AL")); ack.Code != hl7.CA || ack.ControlID != "CTRLAL" {
+			t.Fatalf("first ACK on the connection: %s for %q; want CA for CTRLAL, none for the NE message", ack.Code, ack.ControlID)
+		}
+		stillWorks()
+	})
+	t.Run("enhanced mode, MSH-15 ER: an ACK only when not accepted", func(t *testing.T) {
+		cl := dial(t, addr)
+		e.Store.FailIngest.Store(true)
+		ack := cl.Send(enhanced("CTRLER1", "P11", "ER"))
+		e.Store.FailIngest.Store(false)
+		if ack.Code != hl7.CE || ack.ControlID != "CTRLER1" {
+			t.Fatalf("store failed: %s for %q; want CE for CTRLER1", ack.Code, ack.ControlID)
+		}
+		cl.Post(enhanced("CTRLER2", "P11", "ER"))
+		if ack := cl.Send("PID|1||P11\r"); ack.Code != hl7.AR || ack.ControlID != "" {
+			t.Fatalf("first ACK after the accepted ER message: %s for %q; want the AR of the next, unparsable one", ack.Code, ack.ControlID)
+		}
+		stillWorks()
+	})
+	t.Run("enhanced mode, MSH-15 SU: an ACK only when accepted", func(t *testing.T) {
+		cl := dial(t, addr)
+		e.Store.FailIngest.Store(true)
+		cl.Post(enhanced("CTRLSU1", "P12", "SU"))
+		ack := cl.Send(enhanced("CTRLSU2", "P12", "AL"))
+		e.Store.FailIngest.Store(false)
+		if ack.Code != hl7.CE || ack.ControlID != "CTRLSU2" {
+			t.Fatalf("first ACK on the connection: %s for %q; want CE for CTRLSU2, none for the failed SU message", ack.Code, ack.ControlID)
+		}
+		if ack := cl.Send(enhanced("CTRLSU1", "P12", "SU")); ack.Code != hl7.CA || ack.ControlID != "CTRLSU1" {
+			t.Fatalf("SU message stored: %s for %q; want CA", ack.Code, ack.ControlID)
+		}
+		stillWorks()
+	})
 	t.Run("valid, no route matches: AA, stored unrouted", func(t *testing.T) {
 		oru := "MSH|^~\\&|LIS|HOSP|EHR|HOSP|20261121090000||ORU^R01|CTRL3|P|2.5.1\rPID|1||P3\r"
 		if ack := dial(t, addr).Send(oru); ack.Code != hl7.AA || ack.ControlID != "CTRL3" {
@@ -136,9 +179,22 @@ func TestAckTable(t *testing.T) {
 		}
 		stillWorks()
 	})
+	t.Run("not HL7 and the store failed: AE, not AR (its bytes were not kept)", func(t *testing.T) {
+		cl := dial(t, addr)
+		e.Store.FailIngest.Store(true)
+		ack := cl.Send("PID|1||P13\rPV1|1|I\r")
+		e.Store.FailIngest.Store(false)
+		if ack.Code != hl7.AE {
+			t.Fatalf("got %+v; want AE: the sender must send it again", ack)
+		}
+		if ack := cl.Send("PID|1||P13\rPV1|1|I\r"); ack.Code != hl7.AR {
+			t.Fatalf("sent again once the store was back: %+v; want AR", ack)
+		}
+		stillWorks()
+	})
 
-	// What was stored: every accepted message, the three rejects, nothing
-	// of the oversize frame or the failed commit.
+	// What was stored: every accepted message, the five rejects, nothing
+	// of the oversize frame or the failed commits.
 	status := map[string]int{}
 	controls := map[string]int{}
 	for _, d := range e.Messages(t) {
@@ -148,11 +204,16 @@ func TestAckTable(t *testing.T) {
 			t.Errorf("rejected message stored without its reason or bytes: %+v", d.Message)
 		}
 	}
-	if status[storage.MessageRejected] != 3 || status[storage.MessageUnrouted] != 1 {
-		t.Fatalf("stored statuses %v; want 3 rejected, 1 unrouted", status)
+	if status[storage.MessageRejected] != 5 || status[storage.MessageUnrouted] != 1 {
+		t.Fatalf("stored statuses %v; want 5 rejected, 1 unrouted", status)
 	}
 	if controls["CTRL7"] != 0 || controls["CTRL8"] != 1 {
 		t.Fatalf("oversize stored %d times, the failed-then-resent message %d times; want 0 and 1", controls["CTRL7"], controls["CTRL8"])
+	}
+	for _, id := range []string{"CTRLNE", "CTRLER2", "CTRLSU1"} {
+		if controls[id] != 1 {
+			t.Errorf("%s, which got no ACK or only one after a failure, stored %d times; want 1", id, controls[id])
+		}
 	}
 }
 

@@ -82,19 +82,29 @@ func (cn *conn) serve() {
 	}
 }
 
-// answer stores one message and writes its ACK; false ends the connection.
+// answer stores one message and writes its ACK, if its sender wants one;
+// false ends the connection.
 func (cn *conn) answer(payload []byte) bool {
 	start := time.Now()
 	ack, ok := cn.handle(payload)
-	if !ok || !cn.write(ack) {
+	if !ok {
+		return false
+	}
+	if ack == nil {
+		return true // enhanced mode: the sender asked for no accept ACK with this outcome
+	}
+	if !cn.write(ack) {
 		return false
 	}
 	observeAck(cn.l.cfg.Name, start)
 	return true
 }
 
-// handle stores one message and returns its ACK; ok is false when the
-// listener gave up waiting (the sender gets no ACK and will resend).
+// handle stores one message and returns its ACK, or a nil ACK when the
+// sender asked for none (enhanced mode, MSH-15 NE, ER or SU: it does not
+// read one, and an unread ACK would answer its next message or fill the
+// connection's buffers); ok is false when the listener gave up waiting (the
+// sender gets no ACK and will resend).
 func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 	l := cn.l
 	msg, perr := hl7.Parse(payload)
@@ -105,11 +115,15 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 		if !ok {
 			return nil, false
 		}
-		log := l.log.Warn().Str("reason", perr.Error())
 		if res.Err != nil {
-			log = log.AnErr("store_error", res.Err)
+			// Nothing was kept: an AR would tell the sender to give up on
+			// bytes the engine does not have (DESIGN §6: store failed, AE).
+			l.env.logPayload(l.log.Warn().Str("reason", perr.Error()).AnErr("store_error", res.Err), payload).
+				Msg("message is not HL7 v2 and could not be kept: answered AE, the sender will resend it")
+			return hl7.Ack(nil, hl7.AE, "message not stored, send it again: "+storeReason(res.Err)), true
 		}
-		l.env.logPayload(log, payload).Int64("message_id", res.MessageID).Msg("message is not HL7 v2: answered AR")
+		l.env.logPayload(l.log.Warn().Str("reason", perr.Error()), payload).Int64("message_id", res.MessageID).
+			Msg("message is not HL7 v2: answered AR")
 		return hl7.NakUnparsable(perr.Error()), true
 	}
 
@@ -125,21 +139,25 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	if errors.Is(res.Err, storage.ErrRefused) {
+	outcome, reason := hl7.Accept, ""
+	switch {
+	case errors.Is(res.Err, storage.ErrRefused):
 		// Sent again unchanged it would be refused again: AR, not AE. The
 		// ingest has logged it and kept its bytes as a rejected message.
 		countRejected(l.cfg.Name, reasonRefused)
-		return hl7.Ack(msg, hl7.AcceptCode(msg, hl7.Reject), "message refused: the message store cannot hold one of its fields"), true
-	}
-	if res.Err != nil {
+		outcome, reason = hl7.Reject, "message refused: the message store cannot hold one of its fields"
+	case res.Err != nil:
 		countRejected(l.cfg.Name, reasonStore)
-		return hl7.Ack(msg, hl7.AcceptCode(msg, hl7.Error), "message not stored, send it again: "+storeReason(res.Err)), true
-	}
-	if status == storage.MessageUnrouted {
+		outcome, reason = hl7.Error, "message not stored, send it again: "+storeReason(res.Err)
+	case status == storage.MessageUnrouted:
 		l.log.Info().Int64("message_id", res.MessageID).Str("control_id", msg.ControlID()).
 			Msg("no route matches the message: stored as unrouted")
 	}
-	return hl7.Ack(msg, hl7.AcceptCode(msg, hl7.Accept), ""), true
+	code := hl7.AcceptCode(msg, outcome)
+	if !hl7.ShouldAck(msg, code) {
+		return nil, true
+	}
+	return hl7.Ack(msg, code, reason), true
 }
 
 // store hands the message to the ingest actor and waits for its commit.

@@ -66,6 +66,20 @@ func (cl *Client) Send(payload string) hl7.Acknowledgment {
 	return ack
 }
 
+// Post frames payload and sends it without reading an answer (a sender
+// that asked for no ACK).
+func (cl *Client) Post(payload string) {
+	cl.t.Helper()
+	frame, err := hl7.AppendFrame(nil, []byte(payload))
+	if err == nil {
+		cl.c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		_, err = cl.c.Write(frame)
+	}
+	if err != nil {
+		cl.t.Fatalf("post: %v", err)
+	}
+}
+
 // Closed reports whether the other side has closed the connection.
 func (cl *Client) Closed() bool {
 	cl.c.SetReadDeadline(time.Now().Add(5 * time.Second))
