@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 
@@ -256,11 +257,7 @@ func (c *Config) Validate() error {
 				bad(key+".directory", "required for type = \"file\"")
 			}
 		case OutboundHTTP:
-			if !strings.HasPrefix(o.URL, "http://") && !strings.HasPrefix(o.URL, "https://") {
-				bad(key+".url", "want an http:// or https:// URL, got %q", o.URL)
-			} else if !strings.HasPrefix(o.URL, "https://") && (o.TLSCA != "" || o.TLSCert != "" || o.ServerName != "") {
-				bad(key+".url", "tls_ca, tls_cert and server_name need an https:// URL")
-			}
+			checkHTTPOutbound(o, func(field, format string, args ...any) { bad(key+"."+field, format, args...) })
 		default:
 			bad(key+".type", "%q is not one of mllp, file, http", o.Type)
 		}
@@ -303,6 +300,33 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkHTTPOutbound refuses what the HTTP sender cannot be built from, so
+// that `mf check` refuses it too: a destination whose sender cannot be built
+// never delivers, and its messages pile up with nothing but one log line at
+// start to say why.
+func checkHTTPOutbound(o Outbound, bad func(field, format string, args ...any)) {
+	u, err := url.Parse(o.URL)
+	switch {
+	case o.URL == "":
+		bad("url", "required for type = \"http\"")
+		return
+	case err != nil:
+		bad("url", "%v", err)
+		return
+	case u.Scheme != "http" && u.Scheme != "https":
+		bad("url", "want an http:// or https:// URL, got %q", o.URL)
+		return
+	case u.Host == "":
+		bad("url", "%q names no host; want http://host[:port]/path or https://host[:port]/path", o.URL)
+	}
+	if u.Scheme != "https" && (o.TLS || o.TLSCA != "" || o.TLSCert != "" || o.TLSKey != "" || o.ServerName != "") {
+		bad("url", "tls, tls_ca, tls_cert, tls_key and server_name need an https:// URL (otherwise the message would go in plaintext): use https:// or remove them")
+	}
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		bad("tls_cert", "tls_cert and tls_key go together (the client certificate and its key)")
+	}
 }
 
 // checkListen applies the fail-closed rule: a listener on a non-loopback

@@ -42,6 +42,9 @@ type httpSender struct {
 	transport *http.Transport
 }
 
+// newHTTPSender builds the sender of o. config.Validate makes the same
+// checks, so that of a loaded config only a TLS file that cannot be read
+// fails it.
 func newHTTPSender(o config.Outbound) (*httpSender, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil {
