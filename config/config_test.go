@@ -126,6 +126,32 @@ func TestValidationNamesTheKey(t *testing.T) {
 	}
 }
 
+// An outbound URL may carry credentials (user:password@, ?api_key=); a
+// config error, printed and logged, shows the URL without them.
+func TestURLErrorsShowNoCredentials(t *testing.T) {
+	for _, url := range []string{
+		"ftp://mf:S3cretPW@api.internal/hl7?api_key=TOKEN123",
+		"http://mf:S3cretPW@/hl7?api_key=TOKEN123",
+		"http://mf:S3cretPW@api.internal/h%zz?api_key=TOKEN123", // url.Parse's error quotes it all
+	} {
+		_, err := config.Parse([]byte(minimal+"[[outbound]]\nname = \"x\"\ntype = \"http\"\nurl = \""+url+"\"\n"), "site.toml")
+		if err == nil {
+			t.Fatalf("%s: accepted", url)
+		}
+		if !strings.Contains(err.Error(), "outbound[1].url") {
+			t.Errorf("error %q does not name outbound[1].url", err)
+		}
+		for _, secret := range []string{"S3cretPW", "TOKEN123", "@"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error %q shows %s", err, secret)
+			}
+		}
+	}
+	if got := config.CleanURL("https://mf:S3cretPW@api.internal:8443/hl7/in?api_key=TOKEN123#x"); got != "https://api.internal:8443/hl7/in" {
+		t.Errorf("CleanURL = %q", got)
+	}
+}
+
 func TestClusterOnAServerDatabaseIsValid(t *testing.T) {
 	_, err := config.Parse([]byte(`
 [store]

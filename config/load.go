@@ -305,7 +305,8 @@ func (c *Config) Validate() error {
 // checkHTTPOutbound refuses what the HTTP sender cannot be built from, so
 // that `mf check` refuses it too: a destination whose sender cannot be built
 // never delivers, and its messages pile up with nothing but one log line at
-// start to say why.
+// start to say why. Errors show the URL cleaned (CleanURL): a config error
+// is printed and logged.
 func checkHTTPOutbound(o Outbound, bad func(field, format string, args ...any)) {
 	u, err := url.Parse(o.URL)
 	switch {
@@ -313,13 +314,14 @@ func checkHTTPOutbound(o Outbound, bad func(field, format string, args ...any)) 
 		bad("url", "required for type = \"http\"")
 		return
 	case err != nil:
-		bad("url", "%v", err)
+		// url.Parse quotes the whole URL in its error, password included.
+		bad("url", "not a valid URL; want http://host[:port]/path or https://host[:port]/path")
 		return
 	case u.Scheme != "http" && u.Scheme != "https":
-		bad("url", "want an http:// or https:// URL, got %q", o.URL)
+		bad("url", "want an http:// or https:// URL, got %q", CleanURL(o.URL))
 		return
 	case u.Host == "":
-		bad("url", "%q names no host; want http://host[:port]/path or https://host[:port]/path", o.URL)
+		bad("url", "%q names no host; want http://host[:port]/path or https://host[:port]/path", CleanURL(o.URL))
 	}
 	if u.Scheme != "https" && (o.TLS || o.TLSCA != "" || o.TLSCert != "" || o.TLSKey != "" || o.ServerName != "") {
 		bad("url", "tls, tls_ca, tls_cert, tls_key and server_name need an https:// URL (otherwise the message would go in plaintext): use https:// or remove them")
@@ -327,6 +329,20 @@ func checkHTTPOutbound(o Outbound, bad func(field, format string, args ...any)) 
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		bad("tls_cert", "tls_cert and tls_key go together (the client certificate and its key)")
 	}
+}
+
+// CleanURL is raw as an error or a log line may show it: scheme, host and
+// path, without the user, password, query and fragment, since a URL may
+// carry credentials (https://user:pass@…, ?api_key=…) and a delivery's
+// error reaches the logs and the queue row, which GET /lanes shows to any
+// monitoring token.
+func CleanURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(not a valid URL)"
+	}
+	clean := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	return clean.String()
 }
 
 // checkListen applies the fail-closed rule: a listener on a non-loopback
