@@ -174,7 +174,9 @@ type Outbound struct {
 	Address string `toml:"address"`
 	// TLS turns on TLS to an MLLP destination; TLSCA (PEM) verifies its
 	// certificate (default: the system roots), TLSCert and TLSKey present a
-	// client certificate, ServerName overrides the verified name.
+	// client certificate, ServerName overrides the verified name. An HTTP
+	// destination uses TLS when its URL is https://, and these settings
+	// need one.
 	TLS        bool   `toml:"tls"`
 	TLSCA      string `toml:"tls_ca"`
 	TLSCert    string `toml:"tls_cert"`

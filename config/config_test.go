@@ -99,6 +99,13 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"timeout above the row lease", "[[outbound]]\nname = \"slow\"\ntype = \"file\"\ndirectory = \"x\"\ntimeout_seconds = 90\n", "outbound[1].timeout_seconds"},
 		{"on_exhausted", "[[outbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"x\"\non_exhausted = \"drop\"\n", "outbound[1].on_exhausted"},
 		{"tls settings without tls", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\ntls_ca = \"ca.pem\"\n", "outbound[1].tls"},
+		// Each HTTP case is one the sender refuses: accepted, the
+		// destination would never deliver and its messages would pile up.
+		{"http url without a scheme", "[[outbound]]\nname = \"x\"\ntype = \"http\"\nurl = \"api.internal/hl7\"\n", "outbound[1].url"},
+		{"http url without a host", "[[outbound]]\nname = \"x\"\ntype = \"http\"\nurl = \"http:///hl7\"\n", "outbound[1].url"},
+		{"tls on an http:// url", "[[outbound]]\nname = \"x\"\ntype = \"http\"\nurl = \"http://api.internal/hl7\"\ntls = true\n", "outbound[1].url: tls, tls_ca, tls_cert, tls_key and server_name need an https:// URL"},
+		{"tls_key on an http:// url", "[[outbound]]\nname = \"x\"\ntype = \"http\"\nurl = \"http://api.internal/hl7\"\ntls_key = \"k.pem\"\n", "outbound[1].url: tls, tls_ca, tls_cert, tls_key and server_name need an https:// URL"},
+		{"tls_cert without tls_key on https://", "[[outbound]]\nname = \"x\"\ntype = \"http\"\nurl = \"https://api.internal/hl7\"\ntls_cert = \"c.pem\"\n", "outbound[1].tls_cert: tls_cert and tls_key go together"},
 		{"duplicate outbound", "[[outbound]]\nname = \"lab\"\ntype = \"file\"\ndirectory = \"x\"\n", "outbound[1].name"},
 		{"destination name too long", "[[outbound]]\nname = \"" + strings.Repeat("d", 201) + "\"\ntype = \"file\"\ndirectory = \"x\"\n", "outbound[1].name"},
 		{"slash in a destination", "[[outbound]]\nname = \"a/b\"\ntype = \"file\"\ndirectory = \"x\"\n", "outbound[1].name"},
@@ -116,6 +123,32 @@ func TestValidationNamesTheKey(t *testing.T) {
 				t.Fatalf("error %q does not name site.toml and %s", err, tc.key)
 			}
 		})
+	}
+}
+
+// An outbound URL may carry credentials (user:password@, ?api_key=); a
+// config error, printed and logged, shows the URL without them.
+func TestURLErrorsShowNoCredentials(t *testing.T) {
+	for _, url := range []string{
+		"ftp://mf:S3cretPW@api.internal/hl7?api_key=TOKEN123",
+		"http://mf:S3cretPW@/hl7?api_key=TOKEN123",
+		"http://mf:S3cretPW@api.internal/h%zz?api_key=TOKEN123", // url.Parse's error quotes it all
+	} {
+		_, err := config.Parse([]byte(minimal+"[[outbound]]\nname = \"x\"\ntype = \"http\"\nurl = \""+url+"\"\n"), "site.toml")
+		if err == nil {
+			t.Fatalf("%s: accepted", url)
+		}
+		if !strings.Contains(err.Error(), "outbound[1].url") {
+			t.Errorf("error %q does not name outbound[1].url", err)
+		}
+		for _, secret := range []string{"S3cretPW", "TOKEN123", "@"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error %q shows %s", err, secret)
+			}
+		}
+	}
+	if got := config.CleanURL("https://mf:S3cretPW@api.internal:8443/hl7/in?api_key=TOKEN123#x"); got != "https://api.internal:8443/hl7/in" {
+		t.Errorf("CleanURL = %q", got)
 	}
 }
 

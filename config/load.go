@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 
@@ -256,11 +257,7 @@ func (c *Config) Validate() error {
 				bad(key+".directory", "required for type = \"file\"")
 			}
 		case OutboundHTTP:
-			if !strings.HasPrefix(o.URL, "http://") && !strings.HasPrefix(o.URL, "https://") {
-				bad(key+".url", "want an http:// or https:// URL, got %q", o.URL)
-			} else if !strings.HasPrefix(o.URL, "https://") && (o.TLSCA != "" || o.TLSCert != "" || o.ServerName != "") {
-				bad(key+".url", "tls_ca, tls_cert and server_name need an https:// URL")
-			}
+			checkHTTPOutbound(o, func(field, format string, args ...any) { bad(key+"."+field, format, args...) })
 		default:
 			bad(key+".type", "%q is not one of mllp, file, http", o.Type)
 		}
@@ -303,6 +300,49 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkHTTPOutbound refuses what the HTTP sender cannot be built from, so
+// that `mf check` refuses it too: a destination whose sender cannot be built
+// never delivers, and its messages pile up with nothing but one log line at
+// start to say why. Errors show the URL cleaned (CleanURL): a config error
+// is printed and logged.
+func checkHTTPOutbound(o Outbound, bad func(field, format string, args ...any)) {
+	u, err := url.Parse(o.URL)
+	switch {
+	case o.URL == "":
+		bad("url", "required for type = \"http\"")
+		return
+	case err != nil:
+		// url.Parse quotes the whole URL in its error, password included.
+		bad("url", "not a valid URL; want http://host[:port]/path or https://host[:port]/path")
+		return
+	case u.Scheme != "http" && u.Scheme != "https":
+		bad("url", "want an http:// or https:// URL, got %q", CleanURL(o.URL))
+		return
+	case u.Host == "":
+		bad("url", "%q names no host; want http://host[:port]/path or https://host[:port]/path", CleanURL(o.URL))
+	}
+	if u.Scheme != "https" && (o.TLS || o.TLSCA != "" || o.TLSCert != "" || o.TLSKey != "" || o.ServerName != "") {
+		bad("url", "tls, tls_ca, tls_cert, tls_key and server_name need an https:// URL (otherwise the message would go in plaintext): use https:// or remove them")
+	}
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		bad("tls_cert", "tls_cert and tls_key go together (the client certificate and its key)")
+	}
+}
+
+// CleanURL is raw as an error or a log line may show it: scheme, host and
+// path, without the user, password, query and fragment, since a URL may
+// carry credentials (https://user:pass@…, ?api_key=…) and a delivery's
+// error reaches the logs and the queue row, which GET /lanes shows to any
+// monitoring token.
+func CleanURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(not a valid URL)"
+	}
+	clean := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	return clean.String()
 }
 
 // checkListen applies the fail-closed rule: a listener on a non-loopback

@@ -37,15 +37,20 @@ const (
 type httpSender struct {
 	name      string
 	url       string
+	shownURL  string // url for errors: config.CleanURL
 	timeout   time.Duration
 	client    *http.Client
 	transport *http.Transport
 }
 
+// newHTTPSender builds the sender of o. config.Validate makes the same
+// checks, so that of a loaded config only a TLS file that cannot be read
+// fails it.
 func newHTTPSender(o config.Outbound) (*httpSender, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil {
-		return nil, fmt.Errorf("url: %w", err)
+		// Not %w: url.Parse quotes the whole URL, password included.
+		return nil, errors.New("url: not a valid URL")
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("url: want an http:// or https:// URL with a host")
@@ -67,6 +72,7 @@ func newHTTPSender(o config.Outbound) (*httpSender, error) {
 	return &httpSender{
 		name:      o.Name,
 		url:       o.URL,
+		shownURL:  config.CleanURL(o.URL),
 		timeout:   sendTimeout(o),
 		transport: tr,
 		client: &http.Client{
@@ -93,6 +99,14 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 
 	resp, err := s.client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			// net/http names the URL as given, with its query and user (it
+			// masks only the password).
+			shown := *ue
+			shown.URL = s.shownURL
+			err = &shown
+		}
 		// Transport errors (refused, reset, TLS, timeout) may all pass.
 		if strings.Contains(err.Error(), "malformed") {
 			// A reply that is not HTTP, which net/http quotes: it may be
@@ -113,7 +127,7 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 	// ("422 Unknown patient …"), its detail, kept out of logs (forLog).
 	return &DeliveryError{
 		Permanent: !(code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500),
-		Reason:    fmt.Sprintf("http %s: %s answered %d to queue id %d (control id %q)", s.name, s.url, code, m.QueueID, m.ControlID),
+		Reason:    fmt.Sprintf("http %s: %s answered %d to queue id %d (control id %q)", s.name, s.shownURL, code, m.QueueID, m.ControlID),
 		Detail:    strings.TrimSpace(strings.TrimPrefix(resp.Status, strconv.Itoa(code))),
 	}
 }

@@ -285,3 +285,40 @@ func TestHeaderSafe(t *testing.T) {
 		t.Errorf("headerSafe = %q", got)
 	}
 }
+
+// The URL's user, password and query (basic auth, an API key) never reach a
+// failure's text: it is logged, and kept in the queue row, which GET /lanes
+// shows to any monitoring token.
+func TestHTTPSenderFailuresShowTheURLWithoutCredentials(t *testing.T) {
+	t.Parallel()
+	withCredentials := func(base string) string {
+		return strings.Replace(base, "http://", "http://mf:S3cretPW@", 1) + "/hl7?api_key=TOKEN123"
+	}
+	unavailable := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer unavailable.Close()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+
+	for _, tt := range []struct{ name, base, says string }{
+		{"an answer", unavailable.URL, "answered 503"},
+		{"a refused connection", gone.URL, "failed"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := newTestHTTPSender(t, httpOutbound(withCredentials(tt.base))).Send(t.Context(), testMessage("MSG1"))
+			wantDeliveryError(t, err, false, tt.says)
+			text, detail := recorded(err)
+			for form, s := range map[string]string{"log": forLog(err, false).Error(), "queue row": text, "detail": detail} {
+				for _, secret := range []string{"S3cretPW", "TOKEN123", "@"} {
+					if strings.Contains(s, secret) {
+						t.Errorf("the %s form %q shows %s", form, s, secret)
+					}
+				}
+			}
+			if want := tt.base + "/hl7"; !strings.Contains(text, want) {
+				t.Errorf("the queue row %q does not name %s", text, want)
+			}
+		})
+	}
+}

@@ -30,6 +30,11 @@ var (
 	// errIdleConnDead: a pooled connection was found closed (or sending
 	// unsolicited data) before anything was written on it.
 	errIdleConnDead = errors.New("idle connection closed by the receiver")
+	// errNotWritten fails a Send that gave up before writing the message,
+	// because too little of its time was left to hear the ACK (see
+	// mllpSender): the receiver has not seen it, so retrying it is no
+	// duplicate.
+	errNotWritten = errors.New("not written: too little time left for the ACK")
 )
 
 // mllpSender delivers to an MLLP receiver over a pool of persistent
@@ -46,6 +51,17 @@ var (
 // it reads to the Send in progress. While the connection is idle this also
 // notices a receiver that closed it (idle timeout, restart): the next Send
 // dials again at once instead of failing on a dead socket.
+//
+// One deadline bounds the whole Send, the wait for a slot included (the
+// lane's deadline is timeout_seconds, which the row's lease is sized for).
+// A message written with too little of it left would be written, time out
+// before its ACK, and be sent again: a duplicate, and a closed connection.
+// So a Send writes only while at least half of its budget is left (budget:
+// timeout_seconds, or less if ctx's deadline is sooner); past that it gives
+// up, with nothing written (errNotWritten). Half, not the time an exchange
+// was seen to take: a fixed share is what an operator can reason about
+// (set timeout_seconds to twice the receiver's slowest ACK), and a Send
+// that finds a connection free at once still has the whole budget.
 type mllpSender struct {
 	name, addr string
 	timeout    time.Duration
@@ -138,12 +154,27 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel) // Close aborts the Send
 	defer stop()
+	deadline, _ := ctx.Deadline()
+	budget := max(0, min(s.timeout, time.Until(deadline)))
+	writeBy := deadline.Add(-budget / 2) // see mllpSender
+	waitLimit := time.NewTimer(time.Until(writeBy))
+	defer waitLimit.Stop()
+	tooLate := func(dialled bool) *DeliveryError {
+		if dialled {
+			return retryableError(errNotWritten, "mllp %s: connected to %s too late for queue id %d: less than half of its %s left; not sent, so not a duplicate when retried",
+				s.name, s.addr, m.QueueID, budget.Round(time.Millisecond))
+		}
+		return retryableError(errNotWritten, "mllp %s: no free connection (of %d) for queue id %d within %s, half of its %s; not sent, so not a duplicate when retried",
+			s.name, cap(s.slots), m.QueueID, (budget / 2).Round(time.Millisecond), budget.Round(time.Millisecond))
+	}
 
 	var c *mllpConn
 	select {
 	case c = <-s.slots:
 	case <-s.ctx.Done():
 		return retryableError(errSenderClosed, "mllp %s: queue id %d not sent", s.name, m.QueueID)
+	case <-waitLimit.C:
+		return tooLate(false)
 	case <-ctx.Done():
 		if s.ctx.Err() != nil {
 			// Closed: the AfterFunc above cancelled ctx too, and select
@@ -154,6 +185,7 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 	}
 	defer func() { s.slots <- c }() // c is nil once closed
 
+	dialled := false
 	for {
 		fresh := c == nil
 		if fresh {
@@ -162,6 +194,12 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 				return derr
 			}
 			c = newMLLPConn(nc)
+			dialled = true
+		}
+		if time.Now().After(writeBy) {
+			// The wait, or a slow dial, ate the time; a new connection is
+			// kept for the next Send.
+			return tooLate(dialled)
 		}
 		reply, err := c.exchange(ctx, frame)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -485,6 +486,118 @@ func TestMLLPSenderWaitsForAFreeConnection(t *testing.T) {
 	}
 	if err := s.Send(t.Context(), testMessage("FAST")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A Send that waited for the connection until too little of its time was
+// left for the ACK gives up without writing. Written, the message would
+// reach the receiver, time out before its ACK, close the connection and be
+// sent again: a duplicate.
+func TestMLLPSenderWritesNothingWithoutTimeForTheAck(t *testing.T) {
+	t.Parallel()
+	const ackLatency = 300 * time.Millisecond
+	release := make(chan struct{})
+	r := startReceiver(t, nil, func(m *hl7.Message) answer {
+		if m.ControlID() == "HELD" {
+			<-release
+			return answer{}
+		}
+		return answer{delay: ackLatency}
+	})
+	s := newTestMLLPSender(t, mllpOutbound(r.addr))
+
+	held := make(chan error, 1)
+	go func() { held <- s.Send(t.Context(), testMessage("HELD")) }()
+	waitFor(t, "HELD to hold the only connection", func() bool { _, _, rec := r.stats(); return len(rec) == 1 })
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	late := make(chan error, 1)
+	go func() { late <- s.Send(ctx, testMessage("LATE")) }()
+	// The connection comes free when less than ackLatency of LATE's second
+	// is left: too late to write. The timer only sets the scene for a
+	// sender that would still wait then.
+	select {
+	case err := <-late:
+		late <- err
+	case <-time.After(800 * time.Millisecond):
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatalf("HELD: %v", err)
+	}
+	err := <-late
+	_, _, received := r.stats()
+	if !errors.Is(err, errNotWritten) {
+		t.Fatalf("LATE failed with %v (the receiver got %v); want it not written (errNotWritten)", err, received)
+	}
+	wantDeliveryError(t, err, false, "mllp lab: no free connection (of 1) for queue id 42 within")
+
+	// Retried (as its lane does), it arrives once, on the same connection.
+	if err := s.Send(t.Context(), testMessage("LATE")); err != nil {
+		t.Fatalf("LATE retried: %v", err)
+	}
+	accepted, _, received := r.stats()
+	if strings.Join(received, ",") != "HELD,LATE" || accepted != 1 {
+		t.Errorf("the receiver got %v over %d connections; want HELD,LATE once each over 1", received, accepted)
+	}
+}
+
+// Many lanes sharing one connection to a receiver that takes a while: each
+// lane retries what failed, as a lane does, and the receiver gets every
+// message once, over the one connection.
+func TestMLLPSenderDeliversEachMessageOnceUnderContention(t *testing.T) {
+	t.Parallel()
+	// 30 lanes × 50 ms is 1.5 s of queue for a 1 s timeout: a Send waits
+	// for the connection longer than the timeout allows.
+	const lanes, perLane, maxTries = 30, 2, 100
+	r := startReceiver(t, nil, func(*hl7.Message) answer { return answer{delay: 50 * time.Millisecond} })
+	o := mllpOutbound(r.addr)
+	o.TimeoutSeconds = 1
+	s := newTestMLLPSender(t, o)
+
+	var notWritten, otherFailures atomic.Int64
+	var wg sync.WaitGroup
+	for l := range lanes {
+		wg.Add(1)
+		go func() { // one lane: one message at a time, retried until delivered
+			defer wg.Done()
+			for i := range perLane {
+				id := fmt.Sprintf("L%d-%d", l, i)
+				for try := 1; ; try++ {
+					err := s.Send(context.Background(), testMessage(id))
+					if err == nil {
+						break
+					}
+					if errors.Is(err, errNotWritten) {
+						notWritten.Add(1)
+					} else {
+						otherFailures.Add(1)
+					}
+					if try == maxTries {
+						t.Errorf("%s: not delivered in %d tries: %v", id, maxTries, err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	accepted, _, received := r.stats()
+	times := map[string]int{}
+	var duplicated []string
+	for _, id := range received {
+		if times[id]++; times[id] == 2 {
+			duplicated = append(duplicated, id)
+		}
+	}
+	if len(times) != lanes*perLane || len(duplicated) > 0 || accepted != 1 {
+		t.Errorf("the receiver got %d distinct messages of %d, %d received more than once (%v), over %d connections (want 1); failures: %d not written, %d others",
+			len(times), lanes*perLane, len(duplicated), duplicated, accepted, notWritten.Load(), otherFailures.Load())
+	}
+	if notWritten.Load() == 0 {
+		t.Errorf("no Send gave up waiting for the connection: the test did not make the contention it is about")
 	}
 }
 

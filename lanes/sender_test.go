@@ -69,6 +69,54 @@ func TestNewSenderErrors(t *testing.T) {
 	}
 }
 
+// Whatever outbound the config accepts, the sender can be built from (short
+// of TLS files it cannot read), and the rest the config refuses at load: a
+// destination without a sender never delivers, and its messages pile up with
+// one log line at start to say why.
+func TestNewSenderBuildsWhatTheConfigAccepts(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		outbound string
+		valid    bool
+	}{
+		{"type = \"http\"\nurl = \"https://api.internal/hl7\"\n", true},
+		{"type = \"http\"\nurl = \"HTTP://api.internal:8080\"\n", true},
+		{"type = \"http\"\nurl = \"https://api.internal/hl7\"\ntls = true\nserver_name = \"api\"\n", true},
+		{"type = \"http\"\nurl = \"http://api.internal/hl7\"\ntls = true\n", false},
+		{"type = \"http\"\nurl = \"http://api.internal/hl7\"\ntls_key = \"k.pem\"\n", false},
+		{"type = \"http\"\nurl = \"http://api.internal/hl7\"\nserver_name = \"api\"\n", false},
+		{"type = \"http\"\nurl = \"https://api.internal/hl7\"\ntls_cert = \"c.pem\"\n", false},
+		{"type = \"http\"\nurl = \"http:///hl7\"\n", false},
+		{"type = \"http\"\nurl = \"http:api.internal\"\n", false},
+		{"type = \"http\"\nurl = \"ftp://api.internal/hl7\"\n", false},
+		{"type = \"http\"\nurl = \"https://api.internal/%zz\"\n", false},
+		{"type = \"mllp\"\naddress = \"lab.internal:2576\"\n", true},
+		{"type = \"mllp\"\naddress = \"lab.internal\"\n", false},
+		{"type = \"mllp\"\naddress = \"lab.internal:2576\"\ntls_key = \"k.pem\"\n", false},
+		{"type = \"mllp\"\naddress = \"lab.internal:2576\"\nserver_name = \"lab\"\n", false},
+		{"type = \"mllp\"\naddress = \"lab.internal:2576\"\ntls = true\ntls_cert = \"c.pem\"\n", false},
+		{"type = \"file\"\ndirectory = \"out\"\n", true},
+		{"type = \"file\"\n", false},
+	} {
+		toml := "[[inbound]]\nname = \"adt_in\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:2575\"\n" +
+			"[[outbound]]\nname = \"dest\"\n" + tt.outbound +
+			"[[route]]\nfrom = \"adt_in\"\nto = [\"dest\"]\n"
+		c, err := config.Parse([]byte(toml), "mf.toml")
+		if (err == nil) != tt.valid {
+			t.Errorf("the config's verdict on\n%s(accepted %v, want %v): %v", tt.outbound, err == nil, tt.valid, err)
+		}
+		if err != nil {
+			continue
+		}
+		s, err := NewSender(c.Outbound[0])
+		if err != nil {
+			t.Errorf("the config accepts\n%sbut NewSender refuses it: %v", tt.outbound, err)
+			continue
+		}
+		s.Close()
+	}
+}
+
 func TestDeliveryError(t *testing.T) {
 	t.Parallel()
 	cause := fs.ErrPermission
