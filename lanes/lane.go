@@ -269,7 +269,10 @@ func (l *laneActor) step(ctx actor.Context) {
 
 	var de *DeliveryError
 	permanent := errors.As(sendErr, &de) && de.Permanent
-	exhausted := permanent || (l.dest.MaxAttempts > 0 && c.Row.Attempts >= int64(l.dest.MaxAttempts))
+	// A send that wrote nothing (no free connection in time) was no attempt
+	// at the destination: lanes contending for a destination's connections
+	// must not set its messages aside unsent.
+	exhausted := permanent || (l.dest.MaxAttempts > 0 && c.Row.Attempts >= int64(l.dest.MaxAttempts) && !errors.Is(sendErr, errNotWritten))
 	reason, detail := recorded(sendErr)
 	if !exhausted || l.dest.OnExhausted != config.ExhaustedDead {
 		// The head stays the lane's head (retried or held): the rows

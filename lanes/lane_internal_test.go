@@ -689,3 +689,38 @@ func TestALaneThatHeldItsHeadSaysSoUntilItHasARowAgain(t *testing.T) {
 		t.Fatalf("the released head: %d sends, row %+v; want delivered at the second send", requests.Load(), f.row(t, 0))
 	}
 }
+
+// unwrittenOnce fails its first Send as the MLLP sender does when no
+// connection came free in time, writing nothing, and delivers after that.
+type unwrittenOnce struct{ sends atomic.Int32 }
+
+func (u *unwrittenOnce) Send(context.Context, Outgoing) error {
+	if u.sends.Add(1) == 1 {
+		return retryableError(errNotWritten, "mllp emr: no free connection; not sent")
+	}
+	return nil
+}
+
+func (*unwrittenOnce) Close() error { return nil }
+
+// A send that wrote nothing does not use up max_attempts: with
+// on_exhausted = "dead", lanes waiting for a destination's shared
+// connections set their messages aside without ever sending them.
+func TestASendThatWroteNothingUsesUpNoAttempt(t *testing.T) {
+	f := newLaneFixture(t, "http://127.0.0.1:1/unused", "max_attempts = 1\non_exhausted = \"dead\"\nretry_base_seconds = 0.05", 1, hidden)
+	defer f.system.Root.Stop(f.manager)
+	sender := &unwrittenOnce{}
+	ref := &laneRef{}
+	rec := &idleRecorder{idles: make(chan idle, 4), lane: actor.PropsFromProducer(func() actor.Actor {
+		return &laneActor{lane: fixtureLane, dest: f.env.Config.Outbound[0], sender: sender, env: f.env, queued: &ref.queued, newest: &ref.newest, claimable: &ref.claimable}
+	})}
+	parent := f.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return rec }))
+	defer f.system.Root.Stop(parent)
+	waitUntil(t, "the row finished", 20*time.Second, func() bool {
+		st := f.row(t, 0).Status
+		return st == storage.QueueDone || st == storage.QueueDead
+	})
+	if r := f.row(t, 0); r.Status != storage.QueueDone || sender.sends.Load() != 2 {
+		t.Fatalf("row %s after %d sends; want done at the second send (the first wrote nothing)", r.Status, sender.sends.Load())
+	}
+}
