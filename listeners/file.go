@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -26,11 +27,36 @@ type poll struct{}
 // to the archive directory. It lives in the graph, so only the leader polls
 // a shared directory. A crash between commit and move re-ingests the file
 // (at least once).
+//
+// Files are read in name order, and a file that cannot be finished holds up
+// the later ones: they may carry later messages of the same lanes.
 type FilePoller struct {
 	env   *Env
 	cfg   config.Inbound
 	log   zerolog.Logger
 	timer scheduler.CancelFunc
+
+	// unarchived is the file whose messages are all stored but whose move
+	// to the archive failed (zero: none). Polls only retry its move until
+	// it succeeds, the file changes or it is gone: reading it again would
+	// store its messages again.
+	unarchived fileID
+}
+
+// fileID is what the poller knows of a file: the same name with another size
+// or modification time is another file.
+type fileID struct {
+	name  string
+	size  int64
+	mtime time.Time
+}
+
+func idOf(name string, fi fs.FileInfo) fileID {
+	return fileID{name: name, size: fi.Size(), mtime: fi.ModTime()}
+}
+
+func (id fileID) is(other fileID) bool {
+	return id.name == other.name && id.size == other.size && id.mtime.Equal(other.mtime)
 }
 
 // NewFilePoller returns the props of a file inbound actor.
@@ -60,6 +86,9 @@ func (f *FilePoller) Receive(ctx actor.Context) {
 }
 
 func (f *FilePoller) poll() {
+	if f.unarchived.name != "" && !f.retryArchive() {
+		return
+	}
 	entries, err := os.ReadDir(f.cfg.Directory)
 	if err != nil {
 		f.log.Error().Err(err).Str("directory", f.cfg.Directory).Msg("cannot list the file inbound's directory")
@@ -75,18 +104,30 @@ func (f *FilePoller) poll() {
 		if f.env.Ctx.Err() != nil {
 			return
 		}
-		if !f.ingestFile(filepath.Join(f.cfg.Directory, name)) {
+		if !f.ingestFile(name) {
 			return // keep order: later files wait for this one
 		}
 	}
 }
 
+// waiting notes, at debug level on every poll, which file holds up the
+// later ones and why; what an operator must act on is logged once, higher.
+func (f *FilePoller) waiting(name, reason string) {
+	f.log.Debug().Str("file", name).Str("reason", reason).Msg("an inbound file holds up the later ones")
+}
+
 // ingestFile stores every message of one file and archives it; false when
 // the file must be tried again.
-func (f *FilePoller) ingestFile(path string) bool {
+func (f *FilePoller) ingestFile(name string) bool {
+	path := filepath.Join(f.cfg.Directory, name)
+	fi, err := os.Stat(path)
+	if err != nil {
+		f.log.Error().Err(err).Str("file", name).Msg("cannot read an inbound file; will retry")
+		return false
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		f.log.Error().Err(err).Str("file", filepath.Base(path)).Msg("cannot read an inbound file; will retry")
+		f.log.Error().Err(err).Str("file", name).Msg("cannot read an inbound file; will retry")
 		return false
 	}
 	msgs := SplitMessages(b)
@@ -108,15 +149,51 @@ func (f *FilePoller) ingestFile(path string) bool {
 			return false
 		}
 	}
-	dest := filepath.Join(f.cfg.ArchiveDirectory, filepath.Base(path))
+	if err := f.archive(name); err != nil {
+		f.unarchived = idOf(name, fi)
+		f.log.Error().Err(err).Str("file", name).Str("archive_directory", f.cfg.ArchiveDirectory).
+			Msg("cannot move an ingested file to the archive: its messages are stored, and no later file is read until it moves " +
+				"(archive_directory must be a writable directory on the same file system as directory; or move the file away by hand)")
+		return false
+	}
+	f.log.Info().Str("file", name).Int("messages", len(msgs)).Msg("inbound file ingested and archived")
+	return true
+}
+
+// archive moves a file whose messages are all stored to the archive
+// directory, beside any earlier file of the same name.
+func (f *FilePoller) archive(name string) error {
+	dest := filepath.Join(f.cfg.ArchiveDirectory, name)
 	if _, err := os.Stat(dest); err == nil {
 		dest = fmt.Sprintf("%s.%d", dest, time.Now().UnixNano())
 	}
-	if err := os.Rename(path, dest); err != nil {
-		f.log.Error().Err(err).Str("file", filepath.Base(path)).Msg("cannot move an ingested file to the archive; it would be ingested again, so polling stops until this is fixed")
+	return os.Rename(filepath.Join(f.cfg.Directory, name), dest)
+}
+
+// retryArchive tries again to move the file whose messages are stored but
+// whose move failed; true once the later files may be read. A file changed
+// since (its size or modification time) is another file: it is read again.
+func (f *FilePoller) retryArchive() bool {
+	u := f.unarchived
+	fi, err := os.Stat(filepath.Join(f.cfg.Directory, u.name))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		f.unarchived = fileID{}
+		f.log.Warn().Str("file", u.name).Msg("the ingested file that could not be archived is gone (moved by hand?); reading the later files")
+		return true
+	case err == nil && !u.is(idOf(u.name, fi)):
+		f.unarchived = fileID{}
+		f.log.Warn().Str("file", u.name).Msg("the ingested file that could not be archived has changed since: it is read again as a new file")
+		return true
+	case err == nil:
+		err = f.archive(u.name)
+	}
+	if err != nil {
+		f.waiting(u.name, "archive move failing")
 		return false
 	}
-	f.log.Info().Str("file", filepath.Base(path)).Int("messages", len(msgs)).Msg("inbound file ingested and archived")
+	f.unarchived = fileID{}
+	f.log.Info().Str("file", u.name).Msg("the ingested file that could not be archived is archived now; reading the later files")
 	return true
 }
 
