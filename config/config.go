@@ -149,6 +149,11 @@ type Inbound struct {
 	ArchiveDirectory string `toml:"archive_directory"`
 	// PollIntervalSeconds is the file inbound's poll period (default 1).
 	PollIntervalSeconds float64 `toml:"poll_interval_seconds"`
+	// SettleSeconds: the file inbound reads a file only once its
+	// modification time is at least this old (default 1; 0 reads it at
+	// once), so that a file still being written is not read in part. A
+	// pointer, so that an explicit 0 is told from no value.
+	SettleSeconds *float64 `toml:"settle_seconds"`
 }
 
 // Outbound types.
@@ -249,6 +254,18 @@ func (i Inbound) ReadTimeout() time.Duration { return seconds(i.ReadTimeoutSecon
 
 // PollInterval is the file inbound's poll period.
 func (i Inbound) PollInterval() time.Duration { return seconds(i.PollIntervalSeconds) }
+
+// Settle is how old a file's modification time must be before the file
+// inbound reads it.
+func (i Inbound) Settle() time.Duration {
+	if i.SettleSeconds == nil {
+		return seconds(DefaultSettleSeconds)
+	}
+	return seconds(*i.SettleSeconds)
+}
+
+// DefaultSettleSeconds is settle_seconds when the file does not set it.
+const DefaultSettleSeconds = 1
 
 // RetryBase is the first backoff.
 func (o Outbound) RetryBase() time.Duration { return seconds(o.RetryBaseSeconds) }

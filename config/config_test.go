@@ -43,7 +43,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("api defaults: %+v", c.API)
 	}
 	in, out := c.Inbound[0], c.Outbound[0]
-	if in.MaxMessageBytes != 1<<20 || in.MaxConnections != 100 || in.IdleTimeout() != 5*time.Minute || in.ReadTimeout() != 30*time.Second {
+	if in.MaxMessageBytes != 1<<20 || in.MaxConnections != 100 || in.IdleTimeout() != 5*time.Minute || in.ReadTimeout() != 30*time.Second ||
+		in.Settle() != time.Second {
 		t.Fatalf("inbound defaults: %+v", in)
 	}
 	if out.MaxAttempts != 0 || out.OnExhausted != "block" || out.RetryBase() != time.Second || out.RetryMax() != 5*time.Minute ||
@@ -105,6 +106,9 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"mllp inbound without tls on the network", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \":2575\"\n", "inbound[1].listen"},
 		{"mutual tls without a certificate", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\nclient_ca = \"ca.pem\"\n", "inbound[1].client_ca"},
 		{"file inbound without a directory", "[[inbound]]\nname = \"x\"\ntype = \"file\"\n", "inbound[1].directory"},
+		{"negative settle", "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"x\"\nsettle_seconds = -1\n", "inbound[1].settle_seconds"},
+		{"endless settle", "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"x\"\nsettle_seconds = inf\n", "inbound[1].settle_seconds"},
+		{"settle not a number", "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"x\"\nsettle_seconds = nan\n", "inbound[1].settle_seconds"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,6 +120,17 @@ func TestValidationNamesTheKey(t *testing.T) {
 				t.Fatalf("error %q does not name site.toml and %s", err, tc.key)
 			}
 		})
+	}
+}
+
+// settle_seconds = 0 is kept (read a file at once), not taken for no value.
+func TestFileInboundSettleZeroIsKept(t *testing.T) {
+	c, err := config.Parse([]byte(minimal+"[[inbound]]\nname = \"drop\"\ntype = \"file\"\ndirectory = \"in\"\nsettle_seconds = 0\n"), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Inbound[1].Settle(); got != 0 {
+		t.Fatalf("settle_seconds = 0 read as %v", got)
 	}
 }
 

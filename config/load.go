@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"strings"
@@ -101,6 +102,10 @@ func (c *Config) ApplyDefaults() {
 		def(&in.IdleTimeoutSeconds, 300)
 		def(&in.ReadTimeoutSeconds, 30)
 		def(&in.PollIntervalSeconds, 1)
+		if in.SettleSeconds == nil {
+			settle := float64(DefaultSettleSeconds)
+			in.SettleSeconds = &settle
+		}
 		if in.Type == InboundFile && in.Directory != "" {
 			def(&in.ArchiveDirectory, in.Directory+string(os.PathSeparator)+"archive")
 		}
@@ -221,6 +226,9 @@ func (c *Config) Validate() error {
 		}
 		if in.IdleTimeoutSeconds <= 0 || in.ReadTimeoutSeconds <= 0 || in.PollIntervalSeconds <= 0 {
 			bad(key, "idle_timeout_seconds, read_timeout_seconds and poll_interval_seconds must be positive")
+		}
+		if settle := in.SettleSeconds; settle != nil && !(*settle >= 0 && !math.IsInf(*settle, 1)) {
+			bad(key+".settle_seconds", "must be 0 (read a file at once) or a number of seconds, got %v", *settle)
 		}
 	}
 

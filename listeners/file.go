@@ -41,6 +41,14 @@ type FilePoller struct {
 	// it succeeds, the file changes or it is gone: reading it again would
 	// store its messages again.
 	unarchived fileID
+	// settling is the first file not yet settled, and since when this
+	// poller has seen it unchanged.
+	settling      fileID
+	settlingSince time.Time
+
+	// afterRead, if not nil, is called between reading a file and checking
+	// that it did not change meanwhile (tests change it there).
+	afterRead func(path string)
 }
 
 // fileID is what the poller knows of a file: the same name with another size
@@ -97,7 +105,8 @@ func (f *FilePoller) poll() {
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 	for _, e := range entries {
 		name := e.Name()
-		// Hidden and temporary names are files still being written.
+		// Hidden and temporary names are files still being written; so
+		// may be others, which settled and ingestFile tell.
 		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".tmp") {
 			continue
 		}
@@ -108,6 +117,21 @@ func (f *FilePoller) poll() {
 			return // keep order: later files wait for this one
 		}
 	}
+}
+
+// settled reports whether a file has stopped changing: its modification
+// time is settle_seconds old, or this poller has seen it unchanged that long
+// (a writer whose clock is ahead of ours puts it in the future).
+func (f *FilePoller) settled(id fileID, now time.Time) bool {
+	settle := f.cfg.Settle()
+	if settle <= 0 || now.Sub(id.mtime) >= settle {
+		return true
+	}
+	if !f.settling.is(id) {
+		f.settling, f.settlingSince = id, now
+		return false
+	}
+	return now.Sub(f.settlingSince) >= settle
 }
 
 // waiting notes, at debug level on every poll, which file holds up the
@@ -125,9 +149,23 @@ func (f *FilePoller) ingestFile(name string) bool {
 		f.log.Error().Err(err).Str("file", name).Msg("cannot read an inbound file; will retry")
 		return false
 	}
+	id := idOf(name, fi)
+	if !f.settled(id, time.Now()) {
+		f.waiting(name, "settling")
+		return false
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		f.log.Error().Err(err).Str("file", name).Msg("cannot read an inbound file; will retry")
+		return false
+	}
+	if f.afterRead != nil {
+		f.afterRead(path)
+	}
+	// A writer that went on while the file was read: what was read may end
+	// mid-message, and would be stored as a whole message.
+	if after, err := os.Stat(path); err != nil || !id.is(idOf(name, after)) || int64(len(b)) != id.size {
+		f.waiting(name, "changed while read")
 		return false
 	}
 	msgs := SplitMessages(b)
@@ -150,7 +188,7 @@ func (f *FilePoller) ingestFile(name string) bool {
 		}
 	}
 	if err := f.archive(name); err != nil {
-		f.unarchived = idOf(name, fi)
+		f.unarchived = id
 		f.log.Error().Err(err).Str("file", name).Str("archive_directory", f.cfg.ArchiveDirectory).
 			Msg("cannot move an ingested file to the archive: its messages are stored, and no later file is read until it moves " +
 				"(archive_directory must be a writable directory on the same file system as directory; or move the file away by hand)")

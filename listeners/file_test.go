@@ -3,6 +3,7 @@ package listeners_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,7 +92,7 @@ func archived(in, name string) bool {
 // read, and the failure is logged once, its end once. A file changed since
 // is another file, read again.
 func TestAFailedArchiveMoveStoresTheFileOnce(t *testing.T) {
-	e, in := startFileInbound(t, "")
+	e, in := startFileInbound(t, "settle_seconds = 0")
 	// The archive path is a file: the move fails (ENOTDIR), as it would
 	// across file systems (EXDEV) or without write permission.
 	archive := filepath.Join(in, "archive")
@@ -134,4 +135,64 @@ func TestAFailedArchiveMoveStoresTheFileOnce(t *testing.T) {
 	if n := logLines(e, "the ingested file that could not be archived is archived now"); n != 1 {
 		t.Fatalf("the move's success logged %d times; want once", n)
 	}
+}
+
+// A file written in place is not read until it has settled: read while its
+// writer was still at it, its first message was stored cut short (one OBX
+// of two) as if whole, and the rest archived unread.
+func TestAFileStillBeingWrittenIsNotReadInPart(t *testing.T) {
+	e, in := startFileInbound(t, "settle_seconds = 30")
+	whole := adt("W1", "P1") + "OBX|1|ST|A||first\rOBX|2|ST|B||second\r" + adt("W2", "P1")
+	cut := strings.Index(whole, "OBX|2")
+	path := filepath.Join(in, "lab.hl7")
+	w, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.WriteString(whole[:cut]); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitFor(t, "polls waiting for lab.hl7 to settle, or a message stored", 10*time.Second, func() bool {
+		return logLines(e, `"file":"lab.hl7"`, `"reason":"settling"`) >= 3 || len(e.Messages(t)) > 0
+	})
+	if ids := storedIDs(t, e); ids != "" {
+		t.Fatalf("stored %q from a file still being written", ids)
+	}
+
+	if _, err := w.WriteString(whole[cut:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Written a minute ago, as far as the poller can tell: settled.
+	past := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(path, past, past); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitFor(t, "lab.hl7 archived", 10*time.Second, func() bool { return archived(in, "lab.hl7") })
+	var got []string
+	for _, d := range e.Messages(t) {
+		got = append(got, d.Message.ControlID+" with "+strconv.Itoa(strings.Count(string(d.Message.Payload), "OBX"))+" OBX")
+	}
+	if strings.Join(got, ", ") != "W1 with 2 OBX, W2 with 0 OBX" {
+		t.Fatalf("stored %v; want W1 with 2 OBX, W2 with 0 OBX", got)
+	}
+}
+
+// A file dated in the future (its writer's clock is ahead of ours) is read
+// once this poller has seen it unchanged for settle_seconds, not once our
+// clock has caught up.
+func TestAFileDatedInTheFutureIsReadOnceItStopsChanging(t *testing.T) {
+	_, in := startFileInbound(t, "settle_seconds = 0.2")
+	tmp := enginetest.WriteFile(t, in, ".ahead.tmp", []byte(adt("F1", "P1")))
+	ahead := time.Now().Add(time.Hour)
+	if err := os.Chtimes(tmp, ahead, ahead); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(in, "ahead.hl7")); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitFor(t, "ahead.hl7 archived", 10*time.Second, func() bool { return archived(in, "ahead.hl7") })
 }
