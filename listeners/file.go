@@ -169,21 +169,9 @@ func (f *FilePoller) ingestFile(name string) bool {
 		return false
 	}
 	msgs := SplitMessages(b)
-	reply := make(chan Result, len(msgs))
-	for _, raw := range msgs {
-		countReceived(f.cfg.Name)
-		f.env.System.Root.Send(f.env.Ingest, Submit{Msg: f.newMessage(raw), Reply: reply})
-	}
-	for range msgs {
-		r, _ := f.env.await(reply, nil)
-		if errors.Is(r.Err, storage.ErrRefused) {
-			// Kept as rejected (the ingest logged it); the file's bytes
-			// go to the archive all the same.
-			countRejected(f.cfg.Name, reasonRefused)
-			continue
-		}
-		if r.Err != nil {
-			f.log.Error().Err(r.Err).Str("file", filepath.Base(path)).Msg("storing a message of an inbound file failed; the file stays and is read again")
+	for start := 0; start < len(msgs); start += MaxBatch {
+		if err := f.store(msgs[start:min(start+MaxBatch, len(msgs))]); err != nil {
+			f.log.Error().Err(err).Str("file", name).Msg("storing the messages of an inbound file failed; the file stays and is read again")
 			return false
 		}
 	}
@@ -233,6 +221,34 @@ func (f *FilePoller) retryArchive() bool {
 	f.unarchived = fileID{}
 	f.log.Info().Str("file", u.name).Msg("the ingested file that could not be archived is archived now; reading the later files")
 	return true
+}
+
+// store has messages of a file stored, in order, as one SubmitGroup, and
+// waits for them all: the next group is sent only once this one is stored,
+// so that when one fails, no later message of the file is stored before
+// the file is read again. The error is the first failure that is not a
+// refusal.
+func (f *FilePoller) store(msgs [][]byte) error {
+	reply := make(chan Result, len(msgs))
+	g := SubmitGroup{Submits: make([]Submit, len(msgs))}
+	for i, raw := range msgs {
+		countReceived(f.cfg.Name)
+		g.Submits[i] = Submit{Msg: f.newMessage(raw), Reply: reply}
+	}
+	f.env.System.Root.Send(f.env.Ingest, g)
+	var failed error
+	for range msgs {
+		r, _ := f.env.await(reply, nil)
+		switch {
+		case errors.Is(r.Err, storage.ErrRefused):
+			// Kept as rejected (the ingest logged it); the file's bytes
+			// go to the archive all the same.
+			countRejected(f.cfg.Name, reasonRefused)
+		case r.Err != nil && failed == nil:
+			failed = r.Err
+		}
+	}
+	return failed
 }
 
 func (f *FilePoller) newMessage(raw []byte) storage.NewMessage {

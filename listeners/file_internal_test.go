@@ -2,10 +2,13 @@ package listeners
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,5 +151,61 @@ func TestAFileThatChangedWhileReadIsReadAgain(t *testing.T) {
 	waitFor(t, "lab.hl7 archived", 10*time.Second, func() bool { return isArchived(in, "lab.hl7") })
 	if got := stored(t, st); got != "W1/2,W2/0" {
 		t.Fatalf("stored %s (control id/OBX count); want W1/2,W2/0", got)
+	}
+}
+
+// failFirst fails its first MessageIngest call, after a while (a transient
+// failure: a dropped connection, a deadlock victim), and passes the others.
+type failFirst struct {
+	storage.Store
+	calls atomic.Int32
+}
+
+func (s *failFirst) MessageIngest(ctx context.Context, p storage.MessageIngestParams) ([]storage.IngestedMessage, error) {
+	if s.calls.Add(1) == 1 {
+		time.Sleep(200 * time.Millisecond) // so that, if it could, a later message would be stored meanwhile
+		return nil, errors.New("connection reset")
+	}
+	return s.Store.MessageIngest(ctx, p)
+}
+
+// The messages of a file reach the store in file order even when a
+// transaction fails: no later message is stored while an earlier one was
+// not, so the file read again stores them in order. Before, the first
+// message went alone into a transaction that failed while the next
+// transaction stored the other two, and the lane held M2, M3, M1, M2, M3.
+func TestAFileIsStoredInOrderWhenATransactionFails(t *testing.T) {
+	st := &failFirst{Store: openSQLite(t)}
+	in := startPoller(t, st, "settle_seconds = 0", nil)
+	drop(t, in, "lab.hl7", adt("M1", "P1")+adt("M2", "P1")+adt("M3", "P1"))
+	waitFor(t, "lab.hl7 archived", 10*time.Second, func() bool { return isArchived(in, "lab.hl7") })
+	if got := stored(t, st); got != "M1/0,M2/0,M3/0" {
+		t.Fatalf("stored %s; want M1/0,M2/0,M3/0 (control id/OBX count), in file order", got)
+	}
+}
+
+// A transaction ends only between groups: a group that does not fit in what
+// is left of one goes whole into the next, and one larger than MaxBatch
+// goes whole, alone. Single messages (MLLP) still fill a transaction.
+func TestIngestCutsTransactionsOnlyBetweenGroups(t *testing.T) {
+	in := &Ingest{}
+	group := func(n int) {
+		for i := range n {
+			in.pending = append(in.pending, queued{more: n - 1 - i})
+		}
+	}
+	group(MaxBatch - 2)
+	group(3)
+	group(MaxBatch + 5)
+	for range MaxBatch + 1 {
+		group(1)
+	}
+	var sizes []int
+	for len(in.pending) > 0 {
+		sizes = append(sizes, len(in.next()))
+	}
+	want := []int{MaxBatch - 2, 3, MaxBatch + 5, MaxBatch, 1}
+	if fmt.Sprint(sizes) != fmt.Sprint(want) {
+		t.Fatalf("transactions of %v messages; want %v", sizes, want)
 	}
 }
