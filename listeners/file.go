@@ -268,8 +268,11 @@ func (f *FilePoller) newMessage(raw []byte) storage.NewMessage {
 
 // SplitMessages cuts a file into its HL7 messages: each MSH segment starts
 // one. Batch envelope segments (FHS, BHS, BTS, FTS) are dropped; a file
-// with no MSH is one (rejected) message.
+// with no MSH is one (rejected) message. A UTF-8 byte order mark at the
+// start (Windows editors write one) is dropped: it is not part of the first
+// message, which would otherwise not begin with MSH.
 func SplitMessages(b []byte) [][]byte {
+	b = bytes.TrimPrefix(b, []byte("\xEF\xBB\xBF"))
 	var out [][]byte
 	var cur []byte
 	for _, seg := range bytes.FieldsFunc(b, func(r rune) bool { return r == '\r' || r == '\n' }) {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/hl7"
+	"github.com/messagefoundry/mf/listeners"
 )
 
 // fileInbound is a file inbound "drop" polling {{dir}}/in every 50 ms into
@@ -195,4 +197,18 @@ func TestAFileDatedInTheFutureIsReadOnceItStopsChanging(t *testing.T) {
 		t.Fatal(err)
 	}
 	enginetest.WaitFor(t, "ahead.hl7 archived", 10*time.Second, func() bool { return archived(in, "ahead.hl7") })
+}
+
+// A file that begins with a UTF-8 byte order mark: its first message was
+// rejected ("first segment is not MSH"), its bytes kept as rejected.
+func TestSplitMessagesDropsAByteOrderMark(t *testing.T) {
+	msgs := listeners.SplitMessages([]byte("\xEF\xBB\xBF" + adt("B1", "P1") + adt("B2", "P1")))
+	if len(msgs) != 2 {
+		t.Fatalf("%d messages; want 2", len(msgs))
+	}
+	for i, raw := range msgs {
+		if _, err := hl7.Parse(raw); err != nil {
+			t.Fatalf("message %d: %v", i+1, err)
+		}
+	}
 }
