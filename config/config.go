@@ -130,7 +130,8 @@ type Inbound struct {
 	// AllowPlaintext permits a non-loopback listen address without TLS.
 	AllowPlaintext bool `toml:"allow_plaintext"`
 	// MaxMessageBytes bounds one message (default 1 MiB); a larger frame is
-	// answered AR and the connection closed.
+	// answered AR and the connection closed, a larger message of an inbound
+	// file is not stored (its bytes stay in the archived file).
 	MaxMessageBytes int `toml:"max_message_bytes"`
 	// MaxConnections bounds concurrent connections (default 100); more are
 	// closed at once.
@@ -154,6 +155,10 @@ type Inbound struct {
 	// once), so that a file still being written is not read in part. A
 	// pointer, so that an explicit 0 is told from no value.
 	SettleSeconds *float64 `toml:"settle_seconds"`
+	// MaxFileBytes bounds a file the file inbound reads (default 64 MiB): a
+	// larger one is not read, and holds up the later files until it is
+	// moved away or the bound raised.
+	MaxFileBytes int64 `toml:"max_file_bytes"`
 }
 
 // Outbound types.

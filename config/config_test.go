@@ -44,7 +44,7 @@ func TestDefaults(t *testing.T) {
 	}
 	in, out := c.Inbound[0], c.Outbound[0]
 	if in.MaxMessageBytes != 1<<20 || in.MaxConnections != 100 || in.IdleTimeout() != 5*time.Minute || in.ReadTimeout() != 30*time.Second ||
-		in.Settle() != time.Second {
+		in.Settle() != time.Second || in.MaxFileBytes != 64<<20 {
 		t.Fatalf("inbound defaults: %+v", in)
 	}
 	if out.MaxAttempts != 0 || out.OnExhausted != "block" || out.RetryBase() != time.Second || out.RetryMax() != 5*time.Minute ||
@@ -108,6 +108,7 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"file inbound without a directory", "[[inbound]]\nname = \"x\"\ntype = \"file\"\n", "inbound[1].directory"},
 		{"negative settle", "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"x\"\nsettle_seconds = -1\n", "inbound[1].settle_seconds"},
 		{"endless settle", "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"x\"\nsettle_seconds = inf\n", "inbound[1].settle_seconds"},
+		{"max_file_bytes", "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"x\"\nmax_file_bytes = -1\n", "inbound[1].max_file_bytes"},
 		{"settle not a number", "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"x\"\nsettle_seconds = nan\n", "inbound[1].settle_seconds"},
 	}
 	for _, tc := range cases {

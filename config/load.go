@@ -102,6 +102,7 @@ func (c *Config) ApplyDefaults() {
 		def(&in.IdleTimeoutSeconds, 300)
 		def(&in.ReadTimeoutSeconds, 30)
 		def(&in.PollIntervalSeconds, 1)
+		def(&in.MaxFileBytes, 64<<20)
 		if in.SettleSeconds == nil {
 			settle := float64(DefaultSettleSeconds)
 			in.SettleSeconds = &settle
@@ -229,6 +230,9 @@ func (c *Config) Validate() error {
 		}
 		if settle := in.SettleSeconds; settle != nil && !(*settle >= 0 && !math.IsInf(*settle, 1)) {
 			bad(key+".settle_seconds", "must be 0 (read a file at once) or a number of seconds, got %v", *settle)
+		}
+		if in.MaxFileBytes < 1 {
+			bad(key+".max_file_bytes", "must be at least 1, got %d", in.MaxFileBytes)
 		}
 	}
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -45,6 +46,9 @@ type FilePoller struct {
 	// poller has seen it unchanged.
 	settling      fileID
 	settlingSince time.Time
+	// tooLarge is the last file found larger than max_file_bytes, so that
+	// it is logged once, not on every poll.
+	tooLarge fileID
 
 	// afterRead, if not nil, is called between reading a file and checking
 	// that it did not change meanwhile (tests change it there).
@@ -154,7 +158,19 @@ func (f *FilePoller) ingestFile(name string) bool {
 		f.waiting(name, "settling")
 		return false
 	}
-	b, err := os.ReadFile(path)
+	// Not read: it could run the process out of memory, on every new
+	// leader, since it stays in the directory.
+	if id.size > f.cfg.MaxFileBytes {
+		if !f.tooLarge.is(id) {
+			f.tooLarge = id
+			f.log.Error().Str("file", name).Int64("bytes", id.size).Int64("max_file_bytes", f.cfg.MaxFileBytes).
+				Msg("an inbound file is larger than max_file_bytes: it is not read, and no later file is read until it is gone " +
+					"(raise max_file_bytes if it is legitimate, or move the file out of the directory)")
+		}
+		f.waiting(name, "larger than max_file_bytes")
+		return false
+	}
+	b, err := readAtMost(path, f.cfg.MaxFileBytes)
 	if err != nil {
 		f.log.Error().Err(err).Str("file", name).Msg("cannot read an inbound file; will retry")
 		return false
@@ -168,32 +184,64 @@ func (f *FilePoller) ingestFile(name string) bool {
 		f.waiting(name, "changed while read")
 		return false
 	}
-	msgs := SplitMessages(b)
+	msgs := f.withinBounds(name, SplitMessages(b))
 	for start := 0; start < len(msgs); start += MaxBatch {
 		if err := f.store(msgs[start:min(start+MaxBatch, len(msgs))]); err != nil {
 			f.log.Error().Err(err).Str("file", name).Msg("storing the messages of an inbound file failed; the file stays and is read again")
 			return false
 		}
 	}
-	if err := f.archive(name); err != nil {
+	archived, err := f.archive(name)
+	if err != nil {
 		f.unarchived = id
 		f.log.Error().Err(err).Str("file", name).Str("archive_directory", f.cfg.ArchiveDirectory).
 			Msg("cannot move an ingested file to the archive: its messages are stored, and no later file is read until it moves " +
 				"(archive_directory must be a writable directory on the same file system as directory; or move the file away by hand)")
 		return false
 	}
-	f.log.Info().Str("file", name).Int("messages", len(msgs)).Msg("inbound file ingested and archived")
+	f.log.Info().Str("file", name).Str("archived_as", archived).Int("messages", len(msgs)).Msg("inbound file ingested and archived")
 	return true
 }
 
+// readAtMost reads a file, but no more than limit+1 bytes of it (a file that
+// grew past the limit since it was stat'ed then reads longer than its size).
+func readAtMost(path string, limit int64) ([]byte, error) {
+	r, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(io.LimitReader(r, limit+1))
+}
+
+// withinBounds drops the messages of a file larger than max_message_bytes,
+// each counted as rejected and logged: they are not stored, as over MLLP,
+// and their bytes stay in the archived file.
+func (f *FilePoller) withinBounds(name string, msgs [][]byte) [][]byte {
+	kept := msgs[:0]
+	for i, raw := range msgs {
+		if len(raw) <= f.cfg.MaxMessageBytes {
+			kept = append(kept, raw)
+			continue
+		}
+		countRejected(f.cfg.Name, reasonOversize)
+		f.log.Error().Str("file", name).Int("message", i+1).Int("messages", len(msgs)).Int("bytes", len(raw)).
+			Int("max_message_bytes", f.cfg.MaxMessageBytes).
+			Msg("a message of an inbound file is larger than max_message_bytes: it is not stored, its bytes stay in the archived file " +
+				"(raise max_message_bytes if it is legitimate, and put the message in the directory again)")
+	}
+	return kept
+}
+
 // archive moves a file whose messages are all stored to the archive
-// directory, beside any earlier file of the same name.
-func (f *FilePoller) archive(name string) error {
+// directory, beside any earlier file of the same name, and returns its name
+// there.
+func (f *FilePoller) archive(name string) (string, error) {
 	dest := filepath.Join(f.cfg.ArchiveDirectory, name)
 	if _, err := os.Stat(dest); err == nil {
 		dest = fmt.Sprintf("%s.%d", dest, time.Now().UnixNano())
 	}
-	return os.Rename(filepath.Join(f.cfg.Directory, name), dest)
+	return filepath.Base(dest), os.Rename(filepath.Join(f.cfg.Directory, name), dest)
 }
 
 // retryArchive tries again to move the file whose messages are stored but
@@ -212,7 +260,7 @@ func (f *FilePoller) retryArchive() bool {
 		f.log.Warn().Str("file", u.name).Msg("the ingested file that could not be archived has changed since: it is read again as a new file")
 		return true
 	case err == nil:
-		err = f.archive(u.name)
+		_, err = f.archive(u.name)
 	}
 	if err != nil {
 		f.waiting(u.name, "archive move failing")

@@ -1,12 +1,15 @@
 package listeners_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/hl7"
@@ -211,4 +214,75 @@ func TestSplitMessagesDropsAByteOrderMark(t *testing.T) {
 			t.Fatalf("message %d: %v", i+1, err)
 		}
 	}
+}
+
+// A file larger than max_file_bytes is not read (a misplaced multi-GB file
+// ran the process out of memory, again on every restart): it holds up the
+// later files, logged once with what to do, until it is moved away.
+func TestAFileLargerThanMaxFileBytesIsNotRead(t *testing.T) {
+	e, in := startFileInbound(t, "settle_seconds = 0\nmax_file_bytes = 1000")
+	big := strings.Repeat(adt("A1", "P1"), 8)
+	drop(t, in, "a.hl7", big)
+	drop(t, in, "b.hl7", adt("B1", "P1"))
+	waited := func() int { return logLines(e, `"file":"a.hl7"`, `"reason":"larger than max_file_bytes"`) }
+	enginetest.WaitFor(t, "polls held up by a.hl7, or a message stored", 10*time.Second, func() bool {
+		return waited() >= 3 || len(e.Messages(t)) > 0
+	})
+	if ids := storedIDs(t, e); ids != "" {
+		t.Fatalf("stored %q from a file of %d bytes with max_file_bytes = 1000, or from the later b.hl7", ids, len(big))
+	}
+	if n := logLines(e, `"level":"error"`, `"file":"a.hl7"`, `"bytes":`+strconv.Itoa(len(big)), `"max_file_bytes":1000`); n != 1 {
+		t.Fatalf("the file too large logged at ERROR %d times with its size and the bound; want once", n)
+	}
+
+	if err := os.Rename(filepath.Join(in, "a.hl7"), filepath.Join(e.Dir, "a.hl7")); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitFor(t, "b.hl7 archived", 10*time.Second, func() bool { return archived(in, "b.hl7") })
+	if ids := storedIDs(t, e); ids != "B1" {
+		t.Fatalf("stored %q; want B1", ids)
+	}
+}
+
+// A message of a file larger than max_message_bytes is not stored (it was:
+// the bound applied to MLLP only): it is counted as rejected (oversize) and
+// logged with the file and its position; the others are stored and the
+// whole file, its bytes too, archived.
+func TestAnOversizeMessageOfAFileIsNotStored(t *testing.T) {
+	e, in := startFileInbound(t, "settle_seconds = 0\nmax_message_bytes = 300")
+	oversize := adt("M2", "P1") + "NTE|1||" + strings.Repeat("x", 400) + "\r"
+	content := adt("M1", "P1") + oversize + adt("M3", "P1")
+	rejected0 := rejectedOversize(t)
+	drop(t, in, "big.hl7", content)
+	enginetest.WaitFor(t, "big.hl7 archived", 10*time.Second, func() bool { return archived(in, "big.hl7") })
+	if ids := storedIDs(t, e); ids != "M1,M3" {
+		t.Fatalf("stored %q; want M1,M3", ids)
+	}
+	if n := rejectedOversize(t) - rejected0; n != 1 {
+		t.Fatalf("%v messages counted rejected as oversize; want 1", n)
+	}
+	if n := logLines(e, `"file":"big.hl7"`, `"message":2`, `"bytes":`+strconv.Itoa(len(oversize)), "larger than max_message_bytes"); n != 1 {
+		t.Fatalf("%d log lines name the file, the message's position and size; want 1:\n%s", n, e.Logs.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(in, "archive", "big.hl7")); err != nil || string(b) != content {
+		t.Fatalf("the archived file: %d bytes (%v); want all %d", len(b), err, len(content))
+	}
+}
+
+// rejectedOversize reads mf_messages_rejected_total of the inbound drop for
+// reason oversize.
+func rejectedOversize(t *testing.T) float64 {
+	t.Helper()
+	var buf bytes.Buffer
+	metrics.WritePrometheus(&buf, false)
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, `mf_messages_rejected_total{inbound="drop",reason="oversize"} `); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	return 0
 }
