@@ -21,16 +21,19 @@ import (
 // messages in flight.
 func TestDeadLettersCarryNoPatientData(t *testing.T) {
 	var logs enginetest.LogBuffer
-	sys := actor.NewActorSystem(actors.WithZerolog(zerolog.New(&logs)))
+	// protoactor logs only the first few dead letters of each second.
+	sys := actor.NewActorSystem(actors.WithZerolog(zerolog.New(&logs)), actor.WithDeadLetterThrottleCount(100))
 	pid := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
 	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
 		t.Fatal(err)
 	}
 	sys.Root.Send(pid, lanes.Ingested{Lanes: []string{"lab/MRN0042"}, Newest: []int64{7}})
-	sys.Root.Send(pid, listeners.Submit{Msg: storage.NewMessage{Inbound: "adt_in", ControlID: "C1",
-		Payload: []byte("MSH|^~\\&|A|B|C|D|20260101||ADT^A01|C1|P|2.5\rPID|1||MRN0042||DOE^JANE\r")}})
-	enginetest.WaitFor(t, "both dead letters to be logged", 10*time.Second, func() bool {
-		return strings.Count(logs.String(), "DeadLetter") >= 2
+	submit := listeners.Submit{Msg: storage.NewMessage{Inbound: "adt_in", ControlID: "C1",
+		Payload: []byte("MSH|^~\\&|A|B|C|D|20260101||ADT^A01|C1|P|2.5\rPID|1||MRN0042||DOE^JANE\r")}}
+	sys.Root.Send(pid, submit)
+	sys.Root.Send(pid, listeners.SubmitGroup{Submits: []listeners.Submit{submit, submit}})
+	enginetest.WaitFor(t, "the dead letters to be logged", 10*time.Second, func() bool {
+		return strings.Count(logs.String(), "DeadLetter") >= 3
 	})
 	got := logs.String()
 	for _, phi := range []string{"MRN0042", "DOE", "TVNI"} { // TVNI: "MSH" in base64
@@ -38,7 +41,8 @@ func TestDeadLettersCarryNoPatientData(t *testing.T) {
 			t.Fatalf("a dead letter's log line carries %q:\n%s", phi, got)
 		}
 	}
-	if !strings.Contains(got, `"message.lanes":1`) || !strings.Contains(got, `"message.control_id":"C1"`) {
+	if !strings.Contains(got, `"message.lanes":1`) || !strings.Contains(got, `"message.control_id":"C1"`) ||
+		!strings.Contains(got, `"message.messages":2`) {
 		t.Fatalf("the dead letters' lines do not say what they were:\n%s", got)
 	}
 }

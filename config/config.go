@@ -130,7 +130,8 @@ type Inbound struct {
 	// AllowPlaintext permits a non-loopback listen address without TLS.
 	AllowPlaintext bool `toml:"allow_plaintext"`
 	// MaxMessageBytes bounds one message (default 1 MiB); a larger frame is
-	// answered AR and the connection closed.
+	// answered AR and the connection closed, a larger message of an inbound
+	// file is not stored (its bytes stay in the archived file).
 	MaxMessageBytes int `toml:"max_message_bytes"`
 	// MaxConnections bounds concurrent connections (default 100); more are
 	// closed at once.
@@ -149,6 +150,15 @@ type Inbound struct {
 	ArchiveDirectory string `toml:"archive_directory"`
 	// PollIntervalSeconds is the file inbound's poll period (default 1).
 	PollIntervalSeconds float64 `toml:"poll_interval_seconds"`
+	// SettleSeconds: the file inbound reads a file only once its
+	// modification time is at least this old (default 1; 0 reads it at
+	// once), so that a file still being written is not read in part. A
+	// pointer, so that an explicit 0 is told from no value.
+	SettleSeconds *float64 `toml:"settle_seconds"`
+	// MaxFileBytes bounds a file the file inbound reads (default 64 MiB): a
+	// larger one is not read, and holds up the later files until it is
+	// moved away or the bound raised.
+	MaxFileBytes int64 `toml:"max_file_bytes"`
 }
 
 // Outbound types.
@@ -251,6 +261,18 @@ func (i Inbound) ReadTimeout() time.Duration { return seconds(i.ReadTimeoutSecon
 
 // PollInterval is the file inbound's poll period.
 func (i Inbound) PollInterval() time.Duration { return seconds(i.PollIntervalSeconds) }
+
+// Settle is how old a file's modification time must be before the file
+// inbound reads it.
+func (i Inbound) Settle() time.Duration {
+	if i.SettleSeconds == nil {
+		return seconds(DefaultSettleSeconds)
+	}
+	return seconds(*i.SettleSeconds)
+}
+
+// DefaultSettleSeconds is settle_seconds when the file does not set it.
+const DefaultSettleSeconds = 1
 
 // RetryBase is the first backoff.
 func (o Outbound) RetryBase() time.Duration { return seconds(o.RetryBaseSeconds) }

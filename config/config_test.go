@@ -43,7 +43,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("api defaults: %+v", c.API)
 	}
 	in, out := c.Inbound[0], c.Outbound[0]
-	if in.MaxMessageBytes != 1<<20 || in.MaxConnections != 100 || in.IdleTimeout() != 5*time.Minute || in.ReadTimeout() != 30*time.Second {
+	if in.MaxMessageBytes != 1<<20 || in.MaxConnections != 100 || in.IdleTimeout() != 5*time.Minute || in.ReadTimeout() != 30*time.Second ||
+		in.Settle() != time.Second || in.MaxFileBytes != 64<<20 {
 		t.Fatalf("inbound defaults: %+v", in)
 	}
 	if out.MaxAttempts != 0 || out.OnExhausted != "block" || out.RetryBase() != time.Second || out.RetryMax() != 5*time.Minute ||
@@ -112,6 +113,10 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"mllp inbound without tls on the network", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \":2575\"\n", "inbound[1].listen"},
 		{"mutual tls without a certificate", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\nclient_ca = \"ca.pem\"\n", "inbound[1].client_ca"},
 		{"file inbound without a directory", "[[inbound]]\nname = \"x\"\ntype = \"file\"\n", "inbound[1].directory"},
+		{"negative settle", "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"x\"\nsettle_seconds = -1\n", "inbound[1].settle_seconds"},
+		{"endless settle", "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"x\"\nsettle_seconds = inf\n", "inbound[1].settle_seconds"},
+		{"max_file_bytes", "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"x\"\nmax_file_bytes = -1\n", "inbound[1].max_file_bytes"},
+		{"settle not a number", "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"x\"\nsettle_seconds = nan\n", "inbound[1].settle_seconds"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,6 +154,17 @@ func TestURLErrorsShowNoCredentials(t *testing.T) {
 	}
 	if got := config.CleanURL("https://mf:S3cretPW@api.internal:8443/hl7/in?api_key=TOKEN123#x"); got != "https://api.internal:8443/hl7/in" {
 		t.Errorf("CleanURL = %q", got)
+	}
+}
+
+// settle_seconds = 0 is kept (read a file at once), not taken for no value.
+func TestFileInboundSettleZeroIsKept(t *testing.T) {
+	c, err := config.Parse([]byte(minimal+"[[inbound]]\nname = \"drop\"\ntype = \"file\"\ndirectory = \"in\"\nsettle_seconds = 0\n"), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Inbound[1].Settle(); got != 0 {
+		t.Fatalf("settle_seconds = 0 read as %v", got)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -102,6 +103,11 @@ func (c *Config) ApplyDefaults() {
 		def(&in.IdleTimeoutSeconds, 300)
 		def(&in.ReadTimeoutSeconds, 30)
 		def(&in.PollIntervalSeconds, 1)
+		def(&in.MaxFileBytes, 64<<20)
+		if in.SettleSeconds == nil {
+			settle := float64(DefaultSettleSeconds)
+			in.SettleSeconds = &settle
+		}
 		if in.Type == InboundFile && in.Directory != "" {
 			def(&in.ArchiveDirectory, in.Directory+string(os.PathSeparator)+"archive")
 		}
@@ -222,6 +228,12 @@ func (c *Config) Validate() error {
 		}
 		if in.IdleTimeoutSeconds <= 0 || in.ReadTimeoutSeconds <= 0 || in.PollIntervalSeconds <= 0 {
 			bad(key, "idle_timeout_seconds, read_timeout_seconds and poll_interval_seconds must be positive")
+		}
+		if settle := in.SettleSeconds; settle != nil && !(*settle >= 0 && !math.IsInf(*settle, 1)) {
+			bad(key+".settle_seconds", "must be 0 (read a file at once) or a number of seconds, got %v", *settle)
+		}
+		if in.MaxFileBytes < 1 {
+			bad(key+".max_file_bytes", "must be at least 1, got %d", in.MaxFileBytes)
 		}
 	}
 

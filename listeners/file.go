@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -26,11 +28,47 @@ type poll struct{}
 // to the archive directory. It lives in the graph, so only the leader polls
 // a shared directory. A crash between commit and move re-ingests the file
 // (at least once).
+//
+// Files are read in name order, and a file that cannot be finished holds up
+// the later ones: they may carry later messages of the same lanes.
 type FilePoller struct {
 	env   *Env
 	cfg   config.Inbound
 	log   zerolog.Logger
 	timer scheduler.CancelFunc
+
+	// unarchived is the file whose messages are all stored but whose move
+	// to the archive failed (zero: none). Polls only retry its move until
+	// it succeeds, the file changes or it is gone: reading it again would
+	// store its messages again.
+	unarchived fileID
+	// settling is the first file not yet settled, and since when this
+	// poller has seen it unchanged.
+	settling      fileID
+	settlingSince time.Time
+	// tooLarge is the last file found larger than max_file_bytes, so that
+	// it is logged once, not on every poll.
+	tooLarge fileID
+
+	// afterRead, if not nil, is called between reading a file and checking
+	// that it did not change meanwhile (tests change it there).
+	afterRead func(path string)
+}
+
+// fileID is what the poller knows of a file: the same name with another size
+// or modification time is another file.
+type fileID struct {
+	name  string
+	size  int64
+	mtime time.Time
+}
+
+func idOf(name string, fi fs.FileInfo) fileID {
+	return fileID{name: name, size: fi.Size(), mtime: fi.ModTime()}
+}
+
+func (id fileID) is(other fileID) bool {
+	return id.name == other.name && id.size == other.size && id.mtime.Equal(other.mtime)
 }
 
 // NewFilePoller returns the props of a file inbound actor.
@@ -60,6 +98,9 @@ func (f *FilePoller) Receive(ctx actor.Context) {
 }
 
 func (f *FilePoller) poll() {
+	if f.unarchived.name != "" && !f.retryArchive() {
+		return
+	}
 	entries, err := os.ReadDir(f.cfg.Directory)
 	if err != nil {
 		f.log.Error().Err(err).Str("directory", f.cfg.Directory).Msg("cannot list the file inbound's directory")
@@ -68,56 +109,194 @@ func (f *FilePoller) poll() {
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 	for _, e := range entries {
 		name := e.Name()
-		// Hidden and temporary names are files still being written.
+		// Hidden and temporary names are files still being written; so
+		// may be others, which settled and ingestFile tell.
 		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".tmp") {
 			continue
 		}
 		if f.env.Ctx.Err() != nil {
 			return
 		}
-		if !f.ingestFile(filepath.Join(f.cfg.Directory, name)) {
+		if !f.ingestFile(name) {
 			return // keep order: later files wait for this one
 		}
 	}
 }
 
-// ingestFile stores every message of one file and archives it; false when
-// the file must be tried again.
-func (f *FilePoller) ingestFile(path string) bool {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		f.log.Error().Err(err).Str("file", filepath.Base(path)).Msg("cannot read an inbound file; will retry")
+// settled reports whether a file has stopped changing: its modification
+// time is settle_seconds old, or this poller has seen it unchanged that long
+// (a writer whose clock is ahead of ours puts it in the future).
+func (f *FilePoller) settled(id fileID, now time.Time) bool {
+	settle := f.cfg.Settle()
+	if settle <= 0 || now.Sub(id.mtime) >= settle {
+		return true
+	}
+	if !f.settling.is(id) {
+		f.settling, f.settlingSince = id, now
 		return false
 	}
-	msgs := SplitMessages(b)
-	reply := make(chan Result, len(msgs))
-	for _, raw := range msgs {
-		countReceived(f.cfg.Name)
-		f.env.System.Root.Send(f.env.Ingest, Submit{Msg: f.newMessage(raw), Reply: reply})
+	return now.Sub(f.settlingSince) >= settle
+}
+
+// waiting notes, at debug level on every poll, which file holds up the
+// later ones and why; what an operator must act on is logged once, higher.
+func (f *FilePoller) waiting(name, reason string) {
+	f.log.Debug().Str("file", name).Str("reason", reason).Msg("an inbound file holds up the later ones")
+}
+
+// ingestFile stores every message of one file and archives it; false when
+// the file must be tried again.
+func (f *FilePoller) ingestFile(name string) bool {
+	path := filepath.Join(f.cfg.Directory, name)
+	fi, err := os.Stat(path)
+	if err != nil {
+		f.log.Error().Err(err).Str("file", name).Msg("cannot read an inbound file; will retry")
+		return false
 	}
-	for range msgs {
-		r, _ := f.env.await(reply, nil)
-		if errors.Is(r.Err, storage.ErrRefused) {
-			// Kept as rejected (the ingest logged it); the file's bytes
-			// go to the archive all the same.
-			countRejected(f.cfg.Name, reasonRefused)
-			continue
+	id := idOf(name, fi)
+	if !f.settled(id, time.Now()) {
+		f.waiting(name, "settling")
+		return false
+	}
+	// Not read: it could run the process out of memory, on every new
+	// leader, since it stays in the directory.
+	if id.size > f.cfg.MaxFileBytes {
+		if !f.tooLarge.is(id) {
+			f.tooLarge = id
+			f.log.Error().Str("file", name).Int64("bytes", id.size).Int64("max_file_bytes", f.cfg.MaxFileBytes).
+				Msg("an inbound file is larger than max_file_bytes: it is not read, and no later file is read until it is gone " +
+					"(raise max_file_bytes if it is legitimate, or move the file out of the directory)")
 		}
-		if r.Err != nil {
-			f.log.Error().Err(r.Err).Str("file", filepath.Base(path)).Msg("storing a message of an inbound file failed; the file stays and is read again")
+		f.waiting(name, "larger than max_file_bytes")
+		return false
+	}
+	b, err := readAtMost(path, f.cfg.MaxFileBytes)
+	if err != nil {
+		f.log.Error().Err(err).Str("file", name).Msg("cannot read an inbound file; will retry")
+		return false
+	}
+	if f.afterRead != nil {
+		f.afterRead(path)
+	}
+	// A writer that went on while the file was read: what was read may end
+	// mid-message, and would be stored as a whole message.
+	if after, err := os.Stat(path); err != nil || !id.is(idOf(name, after)) || int64(len(b)) != id.size {
+		f.waiting(name, "changed while read")
+		return false
+	}
+	msgs := f.withinBounds(name, SplitMessages(b))
+	for start := 0; start < len(msgs); start += MaxBatch {
+		if err := f.store(msgs[start:min(start+MaxBatch, len(msgs))]); err != nil {
+			f.log.Error().Err(err).Str("file", name).Msg("storing the messages of an inbound file failed; the file stays and is read again")
 			return false
 		}
 	}
-	dest := filepath.Join(f.cfg.ArchiveDirectory, filepath.Base(path))
+	archived, err := f.archive(name)
+	if err != nil {
+		f.unarchived = id
+		f.log.Error().Err(err).Str("file", name).Str("archive_directory", f.cfg.ArchiveDirectory).
+			Msg("cannot move an ingested file to the archive: its messages are stored, and no later file is read until it moves " +
+				"(archive_directory must be a writable directory on the same file system as directory; or move the file away by hand)")
+		return false
+	}
+	f.log.Info().Str("file", name).Str("archived_as", archived).Int("messages", len(msgs)).Msg("inbound file ingested and archived")
+	return true
+}
+
+// readAtMost reads a file, but no more than limit+1 bytes of it (a file that
+// grew past the limit since it was stat'ed then reads longer than its size).
+func readAtMost(path string, limit int64) ([]byte, error) {
+	r, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(io.LimitReader(r, limit+1))
+}
+
+// withinBounds drops the messages of a file larger than max_message_bytes,
+// each counted as rejected and logged: they are not stored, as over MLLP,
+// and their bytes stay in the archived file.
+func (f *FilePoller) withinBounds(name string, msgs [][]byte) [][]byte {
+	kept := msgs[:0]
+	for i, raw := range msgs {
+		if len(raw) <= f.cfg.MaxMessageBytes {
+			kept = append(kept, raw)
+			continue
+		}
+		countRejected(f.cfg.Name, reasonOversize)
+		f.log.Error().Str("file", name).Int("message", i+1).Int("messages", len(msgs)).Int("bytes", len(raw)).
+			Int("max_message_bytes", f.cfg.MaxMessageBytes).
+			Msg("a message of an inbound file is larger than max_message_bytes: it is not stored, its bytes stay in the archived file " +
+				"(raise max_message_bytes if it is legitimate, and put the message in the directory again)")
+	}
+	return kept
+}
+
+// archive moves a file whose messages are all stored to the archive
+// directory, beside any earlier file of the same name, and returns its name
+// there.
+func (f *FilePoller) archive(name string) (string, error) {
+	dest := filepath.Join(f.cfg.ArchiveDirectory, name)
 	if _, err := os.Stat(dest); err == nil {
 		dest = fmt.Sprintf("%s.%d", dest, time.Now().UnixNano())
 	}
-	if err := os.Rename(path, dest); err != nil {
-		f.log.Error().Err(err).Str("file", filepath.Base(path)).Msg("cannot move an ingested file to the archive; it would be ingested again, so polling stops until this is fixed")
+	return filepath.Base(dest), os.Rename(filepath.Join(f.cfg.Directory, name), dest)
+}
+
+// retryArchive tries again to move the file whose messages are stored but
+// whose move failed; true once the later files may be read. A file changed
+// since (its size or modification time) is another file: it is read again.
+func (f *FilePoller) retryArchive() bool {
+	u := f.unarchived
+	fi, err := os.Stat(filepath.Join(f.cfg.Directory, u.name))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		f.unarchived = fileID{}
+		f.log.Warn().Str("file", u.name).Msg("the ingested file that could not be archived is gone (moved by hand?); reading the later files")
+		return true
+	case err == nil && !u.is(idOf(u.name, fi)):
+		f.unarchived = fileID{}
+		f.log.Warn().Str("file", u.name).Msg("the ingested file that could not be archived has changed since: it is read again as a new file")
+		return true
+	case err == nil:
+		_, err = f.archive(u.name)
+	}
+	if err != nil {
+		f.waiting(u.name, "archive move failing")
 		return false
 	}
-	f.log.Info().Str("file", filepath.Base(path)).Int("messages", len(msgs)).Msg("inbound file ingested and archived")
+	f.unarchived = fileID{}
+	f.log.Info().Str("file", u.name).Msg("the ingested file that could not be archived is archived now; reading the later files")
 	return true
+}
+
+// store has messages of a file stored, in order, as one SubmitGroup, and
+// waits for them all: the next group is sent only once this one is stored,
+// so that when one fails, no later message of the file is stored before
+// the file is read again. The error is the first failure that is not a
+// refusal.
+func (f *FilePoller) store(msgs [][]byte) error {
+	reply := make(chan Result, len(msgs))
+	g := SubmitGroup{Submits: make([]Submit, len(msgs))}
+	for i, raw := range msgs {
+		countReceived(f.cfg.Name)
+		g.Submits[i] = Submit{Msg: f.newMessage(raw), Reply: reply}
+	}
+	f.env.System.Root.Send(f.env.Ingest, g)
+	var failed error
+	for range msgs {
+		r, _ := f.env.await(reply, nil)
+		switch {
+		case errors.Is(r.Err, storage.ErrRefused):
+			// Kept as rejected (the ingest logged it); the file's bytes
+			// go to the archive all the same.
+			countRejected(f.cfg.Name, reasonRefused)
+		case r.Err != nil && failed == nil:
+			failed = r.Err
+		}
+	}
+	return failed
 }
 
 func (f *FilePoller) newMessage(raw []byte) storage.NewMessage {
@@ -137,8 +316,11 @@ func (f *FilePoller) newMessage(raw []byte) storage.NewMessage {
 
 // SplitMessages cuts a file into its HL7 messages: each MSH segment starts
 // one. Batch envelope segments (FHS, BHS, BTS, FTS) are dropped; a file
-// with no MSH is one (rejected) message.
+// with no MSH is one (rejected) message. A UTF-8 byte order mark at the
+// start (Windows editors write one) is dropped: it is not part of the first
+// message, which would otherwise not begin with MSH.
 func SplitMessages(b []byte) [][]byte {
+	b = bytes.TrimPrefix(b, []byte("\xEF\xBB\xBF"))
 	var out [][]byte
 	var cur []byte
 	for _, seg := range bytes.FieldsFunc(b, func(r rune) bool { return r == '\r' || r == '\n' }) {

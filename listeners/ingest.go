@@ -35,6 +35,31 @@ func (s Submit) LogValue() slog.Value {
 		slog.Int("bytes", len(s.Msg.Payload)))
 }
 
+// SubmitGroup asks the ingest actor to store messages that must be stored in
+// their order, such as those of one inbound file: the actor never splits a
+// group across transactions, and a transaction ends at its first failure
+// that is not a refusal (Ingest.store), so when a message of the group is
+// not stored, no later one is. Without it, the next transaction could store
+// later messages of a lane after an earlier one had failed, and the file,
+// read again, would store the earlier one after them. A group should hold
+// at most MaxBatch messages (a larger one is stored whole, alone). Each
+// Submit's Reply gets its own Result; they may share one channel with room
+// for them all.
+type SubmitGroup struct {
+	Submits []Submit
+}
+
+// LogValue is what a log line shows of a SubmitGroup: where it came from,
+// how many messages and bytes, never their contents.
+func (g SubmitGroup) LogValue() slog.Value {
+	inbound, size := "", 0
+	for _, s := range g.Submits {
+		inbound = s.Msg.Inbound
+		size += len(s.Msg.Payload)
+	}
+	return slog.GroupValue(slog.String("inbound", inbound), slog.Int("messages", len(g.Submits)), slog.Int("bytes", size))
+}
+
 // Result is the outcome of a Submit.
 type Result struct {
 	MessageID int64
@@ -58,9 +83,15 @@ func (c committed) LogValue() slog.Value {
 // with one connection it degenerates to one message per commit.
 type Ingest struct {
 	env      *Env
-	pending  []Submit
+	pending  []queued
 	inflight bool
 	commits  sync.WaitGroup
+}
+
+// queued is a Submit waiting for a transaction.
+type queued struct {
+	Submit
+	more int // how many messages of its SubmitGroup follow it (0: a transaction may end after it)
 }
 
 // NewIngest returns the props of the ingest actor. Call it before the
@@ -75,8 +106,15 @@ func NewIngest(env *Env) *actor.Props {
 func (in *Ingest) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case Submit:
-		in.pending = append(in.pending, msg)
+		in.pending = append(in.pending, queued{Submit: msg})
 		if !in.inflight {
+			in.flush(ctx)
+		}
+	case SubmitGroup:
+		for i, s := range msg.Submits {
+			in.pending = append(in.pending, queued{Submit: s, more: len(msg.Submits) - 1 - i})
+		}
+		if !in.inflight && len(in.pending) > 0 {
 			in.flush(ctx)
 		}
 	case committed:
@@ -105,12 +143,25 @@ func (in *Ingest) Receive(ctx actor.Context) {
 	}
 }
 
+// next takes the messages of the next transaction from the queue: up to
+// MaxBatch, cut only between SubmitGroups.
+func (in *Ingest) next() []queued {
+	n := min(len(in.pending), MaxBatch)
+	for n > 0 && in.pending[n-1].more > 0 {
+		n--
+	}
+	if n == 0 {
+		n = 1 + in.pending[0].more // a group larger than MaxBatch, whole
+	}
+	batch := in.pending[:n:n]
+	in.pending = in.pending[n:]
+	return batch
+}
+
 // flush commits the queued messages in one transaction, off the actor's
 // goroutine, and answers every sender from there when it ends.
 func (in *Ingest) flush(ctx actor.Context) {
-	n := min(len(in.pending), MaxBatch)
-	batch := in.pending[:n:n]
-	in.pending = in.pending[n:]
+	batch := in.next()
 	in.inflight = true
 	in.commits.Add(1)
 	self, root := ctx.Self(), ctx.ActorSystem().Root

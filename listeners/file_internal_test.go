@@ -1,0 +1,211 @@
+package listeners
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/lanes"
+	"github.com/messagefoundry/mf/storage"
+)
+
+// startPoller runs a file inbound polling every 20 ms, and the ingest actor
+// it feeds, on st, with no engine around them; extra adds keys to the
+// inbound, and afterRead (if not nil) is the poller's hook. It returns the
+// inbound directory.
+func startPoller(t *testing.T, st storage.Store, extra string, afterRead func(path string)) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg, err := config.Parse([]byte(`
+[[inbound]]
+name = "drop"
+type = "file"
+directory = "`+filepath.Join(dir, "in")+`"
+poll_interval_seconds = 0.02
+`+extra+`
+[[outbound]]
+name = "out"
+type = "file"
+directory = "`+filepath.Join(dir, "out")+`"
+
+[[route]]
+from = "drop"
+to = ["out"]
+lane_key = "PID-3.1"
+`), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := lanes.NewRouter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sys := actor.NewActorSystem()
+	env := &Env{Ctx: ctx, Store: st, Log: zerolog.Nop(), Router: router, System: sys,
+		Lanes: sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))}
+	env.Ingest = sys.Root.Spawn(NewIngest(env))
+	in := cfg.Inbound[0]
+	poller := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &FilePoller{env: env, cfg: in, log: env.Log, afterRead: afterRead}
+	}))
+	t.Cleanup(func() {
+		cancel()
+		sys.Root.StopFuture(poller).Wait()
+		sys.Root.StopFuture(env.Ingest).Wait()
+	})
+	waitFor(t, "the inbound directory", 5*time.Second, func() bool {
+		_, err := os.Stat(in.Directory)
+		return err == nil
+	})
+	return in.Directory
+}
+
+// stored lists the stored messages, in store order, as control id and the
+// number of OBX segments.
+func stored(t *testing.T, st storage.Store) string {
+	t.Helper()
+	var out []string
+	for id := int64(1); ; id++ {
+		d, err := st.MessageRead(context.Background(), id)
+		if err != nil {
+			return strings.Join(out, ",")
+		}
+		out = append(out, d.Message.ControlID+"/"+strconv.Itoa(strings.Count(string(d.Message.Payload), "OBX")))
+	}
+}
+
+// drop writes content into the inbound directory under a temporary name,
+// then renames it to name.
+func drop(t *testing.T, in, name, content string) {
+	t.Helper()
+	tmp := filepath.Join(in, "."+name+".tmp")
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(in, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// adt is an ADT^A01 with control id id for patient (as enginetest.ADT,
+// which this package's own tests cannot import).
+func adt(id, patient string) string {
+	return "MSH|^~\\&|EPIC|HOSP|LAB|HOSP|20261121090000||ADT^A01^ADT_A01|" + id + "|P|2.5.1\r" +
+		"EVN|A01|20261121090000\r" +
+		"PID|1||" + patient + "^^^HOSP^MR||DOE^JANE||19800101|F\r"
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func isArchived(in, name string) bool {
+	_, err := os.Stat(filepath.Join(in, "archive", name))
+	return err == nil
+}
+
+// A file that changed while it was read is read again whole on the next
+// poll, even with settle_seconds = 0: what was read may end mid-message.
+// Without the check, W1 was stored with one OBX of its two, and the file
+// archived.
+func TestAFileThatChangedWhileReadIsReadAgain(t *testing.T) {
+	st := openSQLite(t)
+	rest := "OBX|2|ST|B||second\r" + adt("W2", "P1")
+	appended := false
+	in := startPoller(t, st, "settle_seconds = 0", func(path string) {
+		if appended {
+			return
+		}
+		appended = true // the writer goes on, once
+		w, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer w.Close()
+		if _, err := w.WriteString(rest); err != nil {
+			t.Error(err)
+		}
+	})
+	drop(t, in, "lab.hl7", adt("W1", "P1")+"OBX|1|ST|A||first\r")
+	waitFor(t, "lab.hl7 archived", 10*time.Second, func() bool { return isArchived(in, "lab.hl7") })
+	if got := stored(t, st); got != "W1/2,W2/0" {
+		t.Fatalf("stored %s (control id/OBX count); want W1/2,W2/0", got)
+	}
+}
+
+// failFirst fails its first MessageIngest call, after a while (a transient
+// failure: a dropped connection, a deadlock victim), and passes the others.
+type failFirst struct {
+	storage.Store
+	calls atomic.Int32
+}
+
+func (s *failFirst) MessageIngest(ctx context.Context, p storage.MessageIngestParams) ([]storage.IngestedMessage, error) {
+	if s.calls.Add(1) == 1 {
+		time.Sleep(200 * time.Millisecond) // so that, if it could, a later message would be stored meanwhile
+		return nil, errors.New("connection reset")
+	}
+	return s.Store.MessageIngest(ctx, p)
+}
+
+// The messages of a file reach the store in file order even when a
+// transaction fails: no later message is stored while an earlier one was
+// not, so the file read again stores them in order. Before, the first
+// message went alone into a transaction that failed while the next
+// transaction stored the other two, and the lane held M2, M3, M1, M2, M3.
+func TestAFileIsStoredInOrderWhenATransactionFails(t *testing.T) {
+	st := &failFirst{Store: openSQLite(t)}
+	in := startPoller(t, st, "settle_seconds = 0", nil)
+	drop(t, in, "lab.hl7", adt("M1", "P1")+adt("M2", "P1")+adt("M3", "P1"))
+	waitFor(t, "lab.hl7 archived", 10*time.Second, func() bool { return isArchived(in, "lab.hl7") })
+	if got := stored(t, st); got != "M1/0,M2/0,M3/0" {
+		t.Fatalf("stored %s; want M1/0,M2/0,M3/0 (control id/OBX count), in file order", got)
+	}
+}
+
+// A transaction ends only between groups: a group that does not fit in what
+// is left of one goes whole into the next, and one larger than MaxBatch
+// goes whole, alone. Single messages (MLLP) still fill a transaction.
+func TestIngestCutsTransactionsOnlyBetweenGroups(t *testing.T) {
+	in := &Ingest{}
+	group := func(n int) {
+		for i := range n {
+			in.pending = append(in.pending, queued{more: n - 1 - i})
+		}
+	}
+	group(MaxBatch - 2)
+	group(3)
+	group(MaxBatch + 5)
+	for range MaxBatch + 1 {
+		group(1)
+	}
+	var sizes []int
+	for len(in.pending) > 0 {
+		sizes = append(sizes, len(in.next()))
+	}
+	want := []int{MaxBatch - 2, 3, MaxBatch + 5, MaxBatch, 1}
+	if fmt.Sprint(sizes) != fmt.Sprint(want) {
+		t.Fatalf("transactions of %v messages; want %v", sizes, want)
+	}
+}

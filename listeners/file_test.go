@@ -1,0 +1,288 @@
+package listeners_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/hl7"
+	"github.com/messagefoundry/mf/listeners"
+)
+
+// fileInbound is a file inbound "drop" polling {{dir}}/in every 50 ms into
+// the file outbound "out", one lane per patient; {{extra}} adds keys to the
+// inbound.
+const fileInbound = `
+[[inbound]]
+name = "drop"
+type = "file"
+directory = "{{dir}}/in"
+poll_interval_seconds = 0.05
+{{extra}}
+
+[[outbound]]
+name = "out"
+type = "file"
+directory = "{{dir}}/out"
+
+[[route]]
+from = "drop"
+to = ["out"]
+lane_key = "PID-3.1"
+`
+
+// startFileInbound starts an engine with the file inbound of fileInbound and
+// returns it and the inbound directory, once the poller has made it.
+func startFileInbound(t *testing.T, extra string) (*enginetest.Engine, string) {
+	t.Helper()
+	e := enginetest.Start(t, strings.Replace(fileInbound, "{{extra}}", extra, 1))
+	in := filepath.Join(e.Dir, "in")
+	enginetest.WaitFor(t, "the inbound directory", 5*time.Second, func() bool {
+		_, err := os.Stat(in)
+		return err == nil
+	})
+	return e, in
+}
+
+// drop writes content into the inbound directory as a writer should: under
+// a temporary name, then renamed to name.
+func drop(t *testing.T, in, name, content string) {
+	t.Helper()
+	tmp := enginetest.WriteFile(t, in, "."+name+".tmp", []byte(content))
+	if err := os.Rename(tmp, filepath.Join(in, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// storedIDs lists the control ids of the stored messages, in store order.
+func storedIDs(t *testing.T, e *enginetest.Engine) string {
+	t.Helper()
+	var ids []string
+	for _, d := range e.Messages(t) {
+		ids = append(ids, d.Message.ControlID)
+	}
+	return strings.Join(ids, ",")
+}
+
+// logLines counts the engine's log lines that hold every one of parts.
+func logLines(e *enginetest.Engine, parts ...string) int {
+	n := 0
+	for _, line := range strings.Split(e.Logs.String(), "\n") {
+		all := line != ""
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+func archived(in, name string) bool {
+	_, err := os.Stat(filepath.Join(in, "archive", name))
+	return err == nil
+}
+
+// When a file's messages are stored but the file cannot be moved to the
+// archive, later polls only retry the move: the file is not stored again
+// (it was, on every poll: one file stored 39 times in 2 s), no later file is
+// read, and the failure is logged once, its end once. A file changed since
+// is another file, read again.
+func TestAFailedArchiveMoveStoresTheFileOnce(t *testing.T) {
+	e, in := startFileInbound(t, "settle_seconds = 0")
+	// The archive path is a file: the move fails (ENOTDIR), as it would
+	// across file systems (EXDEV) or without write permission.
+	archive := filepath.Join(in, "archive")
+	if err := os.Remove(archive); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WriteFile(t, in, "archive", nil)
+
+	drop(t, in, "a.hl7", adt("A1", "P1"))
+	drop(t, in, "b.hl7", adt("B1", "P1"))
+	retried := func() int { return logLines(e, `"file":"a.hl7"`, `"reason":"archive move failing"`) }
+	enginetest.WaitFor(t, "polls retrying the move, or a.hl7 stored again", 10*time.Second, func() bool {
+		return retried() >= 3 || strings.Count(storedIDs(t, e), "A1") > 1
+	})
+	if ids := storedIDs(t, e); ids != "A1" {
+		t.Fatalf("stored %q after %d polls retried the move; want A1 once and nothing of the later b.hl7", ids, retried())
+	}
+	if n := logLines(e, `"level":"error"`, "cannot move an ingested file to the archive"); n != 1 {
+		t.Fatalf("the failed move logged at ERROR %d times; want once", n)
+	}
+
+	// Rewritten while it waits: another file, read again.
+	drop(t, in, "a.hl7", adt("A2", "P1"))
+	enginetest.WaitFor(t, "the rewritten a.hl7 stored", 10*time.Second, func() bool {
+		return strings.HasPrefix(storedIDs(t, e), "A1,A2")
+	})
+
+	if err := os.Remove(archive); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(archive, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitFor(t, "both files archived", 10*time.Second, func() bool {
+		return archived(in, "a.hl7") && archived(in, "b.hl7")
+	})
+	if ids := storedIDs(t, e); ids != "A1,A2,B1" {
+		t.Fatalf("stored %q; want A1,A2,B1", ids)
+	}
+	if n := logLines(e, "the ingested file that could not be archived is archived now"); n != 1 {
+		t.Fatalf("the move's success logged %d times; want once", n)
+	}
+}
+
+// A file written in place is not read until it has settled: read while its
+// writer was still at it, its first message was stored cut short (one OBX
+// of two) as if whole, and the rest archived unread.
+func TestAFileStillBeingWrittenIsNotReadInPart(t *testing.T) {
+	e, in := startFileInbound(t, "settle_seconds = 30")
+	whole := adt("W1", "P1") + "OBX|1|ST|A||first\rOBX|2|ST|B||second\r" + adt("W2", "P1")
+	cut := strings.Index(whole, "OBX|2")
+	path := filepath.Join(in, "lab.hl7")
+	w, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.WriteString(whole[:cut]); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitFor(t, "polls waiting for lab.hl7 to settle, or a message stored", 10*time.Second, func() bool {
+		return logLines(e, `"file":"lab.hl7"`, `"reason":"settling"`) >= 3 || len(e.Messages(t)) > 0
+	})
+	if ids := storedIDs(t, e); ids != "" {
+		t.Fatalf("stored %q from a file still being written", ids)
+	}
+
+	if _, err := w.WriteString(whole[cut:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Written a minute ago, as far as the poller can tell: settled.
+	past := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(path, past, past); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitFor(t, "lab.hl7 archived", 10*time.Second, func() bool { return archived(in, "lab.hl7") })
+	var got []string
+	for _, d := range e.Messages(t) {
+		got = append(got, d.Message.ControlID+" with "+strconv.Itoa(strings.Count(string(d.Message.Payload), "OBX"))+" OBX")
+	}
+	if strings.Join(got, ", ") != "W1 with 2 OBX, W2 with 0 OBX" {
+		t.Fatalf("stored %v; want W1 with 2 OBX, W2 with 0 OBX", got)
+	}
+}
+
+// A file dated in the future (its writer's clock is ahead of ours) is read
+// once this poller has seen it unchanged for settle_seconds, not once our
+// clock has caught up.
+func TestAFileDatedInTheFutureIsReadOnceItStopsChanging(t *testing.T) {
+	_, in := startFileInbound(t, "settle_seconds = 0.2")
+	tmp := enginetest.WriteFile(t, in, ".ahead.tmp", []byte(adt("F1", "P1")))
+	ahead := time.Now().Add(time.Hour)
+	if err := os.Chtimes(tmp, ahead, ahead); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(in, "ahead.hl7")); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitFor(t, "ahead.hl7 archived", 10*time.Second, func() bool { return archived(in, "ahead.hl7") })
+}
+
+// A file that begins with a UTF-8 byte order mark: its first message was
+// rejected ("first segment is not MSH"), its bytes kept as rejected.
+func TestSplitMessagesDropsAByteOrderMark(t *testing.T) {
+	msgs := listeners.SplitMessages([]byte("\xEF\xBB\xBF" + adt("B1", "P1") + adt("B2", "P1")))
+	if len(msgs) != 2 {
+		t.Fatalf("%d messages; want 2", len(msgs))
+	}
+	for i, raw := range msgs {
+		if _, err := hl7.Parse(raw); err != nil {
+			t.Fatalf("message %d: %v", i+1, err)
+		}
+	}
+}
+
+// A file larger than max_file_bytes is not read (a misplaced multi-GB file
+// ran the process out of memory, again on every restart): it holds up the
+// later files, logged once with what to do, until it is moved away.
+func TestAFileLargerThanMaxFileBytesIsNotRead(t *testing.T) {
+	e, in := startFileInbound(t, "settle_seconds = 0\nmax_file_bytes = 1000")
+	big := strings.Repeat(adt("A1", "P1"), 8)
+	drop(t, in, "a.hl7", big)
+	drop(t, in, "b.hl7", adt("B1", "P1"))
+	waited := func() int { return logLines(e, `"file":"a.hl7"`, `"reason":"larger than max_file_bytes"`) }
+	enginetest.WaitFor(t, "polls held up by a.hl7, or a message stored", 10*time.Second, func() bool {
+		return waited() >= 3 || len(e.Messages(t)) > 0
+	})
+	if ids := storedIDs(t, e); ids != "" {
+		t.Fatalf("stored %q from a file of %d bytes with max_file_bytes = 1000, or from the later b.hl7", ids, len(big))
+	}
+	if n := logLines(e, `"level":"error"`, `"file":"a.hl7"`, `"bytes":`+strconv.Itoa(len(big)), `"max_file_bytes":1000`); n != 1 {
+		t.Fatalf("the file too large logged at ERROR %d times with its size and the bound; want once", n)
+	}
+
+	if err := os.Rename(filepath.Join(in, "a.hl7"), filepath.Join(e.Dir, "a.hl7")); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitFor(t, "b.hl7 archived", 10*time.Second, func() bool { return archived(in, "b.hl7") })
+	if ids := storedIDs(t, e); ids != "B1" {
+		t.Fatalf("stored %q; want B1", ids)
+	}
+}
+
+// A message of a file larger than max_message_bytes is not stored (it was:
+// the bound applied to MLLP only): it is counted as rejected (oversize) and
+// logged with the file and its position; the others are stored and the
+// whole file, its bytes too, archived.
+func TestAnOversizeMessageOfAFileIsNotStored(t *testing.T) {
+	e, in := startFileInbound(t, "settle_seconds = 0\nmax_message_bytes = 300")
+	oversize := adt("M2", "P1") + "NTE|1||" + strings.Repeat("x", 400) + "\r"
+	content := adt("M1", "P1") + oversize + adt("M3", "P1")
+	rejected0 := rejectedOversize(t)
+	drop(t, in, "big.hl7", content)
+	enginetest.WaitFor(t, "big.hl7 archived", 10*time.Second, func() bool { return archived(in, "big.hl7") })
+	if ids := storedIDs(t, e); ids != "M1,M3" {
+		t.Fatalf("stored %q; want M1,M3", ids)
+	}
+	if n := rejectedOversize(t) - rejected0; n != 1 {
+		t.Fatalf("%v messages counted rejected as oversize; want 1", n)
+	}
+	if n := logLines(e, `"file":"big.hl7"`, `"message":2`, `"bytes":`+strconv.Itoa(len(oversize)), "larger than max_message_bytes"); n != 1 {
+		t.Fatalf("%d log lines name the file, the message's position and size; want 1:\n%s", n, e.Logs.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(in, "archive", "big.hl7")); err != nil || string(b) != content {
+		t.Fatalf("the archived file: %d bytes (%v); want all %d", len(b), err, len(content))
+	}
+}
+
+// rejectedOversize reads mf_messages_rejected_total of the inbound drop for
+// reason oversize.
+func rejectedOversize(t *testing.T) float64 {
+	t.Helper()
+	var buf bytes.Buffer
+	metrics.WritePrometheus(&buf, false)
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, `mf_messages_rejected_total{inbound="drop",reason="oversize"} `); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	return 0
+}
