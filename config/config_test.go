@@ -86,6 +86,7 @@ func TestValidationNamesTheKey(t *testing.T) {
 	}{
 		{"timing invariant", "[cluster]\nheartbeat_seconds = 25\n", "cluster: need 0 < heartbeat_seconds"},
 		{"node timeout", "[cluster]\nnode_timeout_seconds = 5\n", "cluster.node_timeout_seconds"},
+		{"node id too long", "[cluster]\nnode_id = \"" + strings.Repeat("n", 201) + "\"\n", "cluster.node_id"},
 		{"cluster on sqlite", "[cluster]\nenabled = true\n", "cluster.enabled"},
 		{"cluster pool", "[store]\nbackend = \"postgres\"\nurl = \"postgres://db/mf\"\npool_size = 1\n[cluster]\nenabled = true\n", "store.pool_size"},
 		{"server db without url", "[store]\nbackend = \"postgres\"\n", "store.url"},

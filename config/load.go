@@ -38,6 +38,12 @@ func Load(path string) (*Config, error) {
 // storage.MaxLaneBytes (800), which a long name would leave little of.
 const MaxOutboundNameBytes = 200
 
+// MaxNodeIDBytes bounds cluster.node_id: it is stored as a node's key and,
+// with a suffix, as a lease and row owner, which SQL Server keeps in
+// NVARCHAR(450) columns; a longer one failed every heartbeat and election
+// there, on that store only.
+const MaxNodeIDBytes = 200
+
 // Parse decodes, defaults and validates a config; name is the file named in
 // errors.
 func Parse(b []byte, name string) (*Config, error) {
@@ -178,6 +184,9 @@ func (c *Config) Validate() error {
 	}
 	if cl.ReclaimIntervalSeconds <= 0 {
 		bad("cluster.reclaim_interval_seconds", "must be positive, got %v", cl.ReclaimIntervalSeconds)
+	}
+	if len(cl.NodeID) > MaxNodeIDBytes {
+		bad("cluster.node_id", "%d bytes long; at most %d", len(cl.NodeID), MaxNodeIDBytes)
 	}
 
 	a := c.API
