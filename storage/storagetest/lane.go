@@ -90,6 +90,34 @@ func testLanesInterleave(t *testing.T, h *harness) {
 	}
 }
 
+// Lane keys that differ only in trailing spaces ("123" and "123 ", as
+// fixed-width systems pad) are two lanes on every store: SQL Server compares
+// strings padded with spaces, and there they were one lane, whose held head
+// blocked the other's messages.
+func testTrailingSpaceLanes(t *testing.T, h *harness) {
+	ids := h.ingest(zero, msg("lab", "123"), msg("lab", "123 "), msg("lab", "123"), msg("lab", "123 "))
+	a := h.mustClaim(zero, "lab/123", time.Minute, ids[0])
+	b := h.mustClaim(zero, "lab/123 ", time.Minute, ids[1]) // not blocked by lab/123's live head
+	if b.Row.Lane != "lab/123 " {
+		t.Fatalf("claimed a row of lane %q for lane %q", b.Row.Lane, "lab/123 ")
+	}
+	lanes, err := h.s.QueueLanes(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	depth := map[string]int64{}
+	for _, l := range lanes {
+		depth[l.Lane] = l.Depth
+	}
+	if len(lanes) != 2 || depth["lab/123"] != 2 || depth["lab/123 "] != 2 {
+		t.Fatalf("QueueLanes: %v; want lab/123 and lab/123 (trailing space) with 2 rows each", depth)
+	}
+	h.complete(zero, a)
+	h.complete(zero, b)
+	h.mustClaim(zero, "lab/123", time.Minute, ids[2])
+	h.mustClaim(zero, "lab/123 ", time.Minute, ids[3])
+}
+
 // A live in-flight head blocks its lane; once its lease expires, the next
 // claim reclaims it and delivers it before anything newer of the lane.
 func testStrandedHead(t *testing.T, h *harness) {

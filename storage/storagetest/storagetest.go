@@ -33,6 +33,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Migrate/ConcurrentAndIdempotent", testMigrateConcurrent},
 		{"Lane/ClaimsInIDOrder", testLaneFIFO},
 		{"Lane/OtherLanesInterleave", testLanesInterleave},
+		{"Lane/KeysDifferingInTrailingSpacesAreTwoLanes", testTrailingSpaceLanes},
 		{"Lane/LiveHeadBlocksStrandedHeadReclaimed", testStrandedHead},
 		{"Lane/RacingClaimersNeverBothHold", testClaimRace},
 		{"Lane/AdvanceCompletesAndClaimsNext", testAdvance},

@@ -91,13 +91,15 @@ DECLARE @head BIGINT, @candidate BIGINT, @status NVARCHAR(16), @due DATETIME2(6)
 -- The seek starts at @from (storage.QueueClaimNextParams.From), a row of the
 -- lane that was its head once: nothing below it is unfinished, and the ghost
 -- records finished rows leave in the index until cleanup are not walked.
+-- DATALENGTH: T-SQL compares strings padded with spaces, so without it the
+-- lanes of keys "123" and "123 " would be one.
 WHILE @tries < 100
 BEGIN
     SET @tries += 1;
     SET @candidate = NULL;
     SELECT TOP (1) @candidate = id
       FROM mf_queue WITH (INDEX(mf_queue_lane_head))
-     WHERE lane = @lane AND status IN (N'pending', N'inflight') AND id >= @from
+     WHERE lane = @lane AND DATALENGTH(lane) = DATALENGTH(@lane) AND status IN (N'pending', N'inflight') AND id >= @from
      ORDER BY id;
     IF @candidate IS NULL
         BREAK;
@@ -150,7 +152,7 @@ BEGIN
     SET @next = NULL;
     SELECT TOP (1) @next = id
       FROM mf_queue WITH (INDEX(mf_queue_lane_head))
-     WHERE lane = @lane AND status IN (N'pending', N'inflight') AND id > @last
+     WHERE lane = @lane AND DATALENGTH(lane) = DATALENGTH(@lane) AND status IN (N'pending', N'inflight') AND id > @last
      ORDER BY id;
     IF @next IS NULL
         BREAK;

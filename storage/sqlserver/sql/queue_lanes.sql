@@ -1,6 +1,7 @@
 -- Lanes with work: depth, head row and head age (microseconds on the
 -- database clock; DATEDIFF_BIG, as a plain DATEDIFF in microseconds overflows
--- after 35 minutes).
+-- after 35 minutes). Grouped by DATALENGTH too: T-SQL compares strings
+-- padded with spaces, and lanes "x/123" and "x/123 " are two lanes.
 SET NOCOUNT ON;
 DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
 SELECT q.lane, q.destination, d.depth,
@@ -15,6 +16,6 @@ SELECT q.lane, q.destination, d.depth,
   FROM (SELECT lane, COUNT_BIG(*) AS depth, MIN(id) AS head_id
           FROM mf_queue
          WHERE status IN (N'pending', N'inflight')
-         GROUP BY lane) AS d
+         GROUP BY lane, DATALENGTH(lane)) AS d
   JOIN mf_queue AS q ON q.id = d.head_id
  ORDER BY q.lane;
