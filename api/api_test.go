@@ -181,3 +181,62 @@ func TestPermissionsTable(t *testing.T) {
 }
 
 func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }
+
+// A known path asked with a method it does not serve is a JSON 405 whose
+// Allow header names the methods it does serve, whatever the token (the
+// method is wrong before the token matters); GET paths serve HEAD too.
+func TestWrongMethodIs405WithAllow(t *testing.T) {
+	v := start(t, fileOutbound)
+	id := v.ingest(t, 1)[0]
+	get, post := "GET, HEAD", "POST"
+	cases := []struct{ method, path, allow string }{
+		{"POST", "/health", get},
+		{"DELETE", "/ready", get},
+		{"PUT", "/cluster/status", get},
+		{"POST", "/cluster/nodes", get},
+		{"POST", "/metrics", get},
+		{"DELETE", "/lanes", get},
+		{"PUT", "/messages/1", get},
+		{"PATCH", "/messages/1", get},
+		{"GET", fmt.Sprintf("/queue/%d/retry", id), post},
+		{"DELETE", fmt.Sprintf("/queue/%d/skip", id), post},
+		{"GET", "/config/reload", post},
+		{"HEAD", "/config/reload", post},
+	}
+	for _, c := range cases {
+		for _, role := range []string{"", "admin"} {
+			req, _ := http.NewRequest(c.method, v.srv.URL+c.path, nil)
+			if role != "" {
+				req.Header.Set("Authorization", "Bearer "+tokens[role])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != c.allow {
+				t.Errorf("%s %s as %q: %d Allow %q (%s); want 405 Allow %q", c.method, c.path, role, resp.StatusCode,
+					resp.Header.Get("Allow"), strings.TrimSpace(string(body)), c.allow)
+				continue
+			}
+			var e struct{ Error string }
+			if c.method != "HEAD" && (!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || json.Unmarshal(body, &e) != nil || e.Error == "") {
+				t.Errorf("%s %s: 405 body %q is not {\"error\": ...}", c.method, c.path, body)
+			}
+		}
+	}
+	for _, p := range []string{"/health", "/ready"} {
+		resp, err := http.Head(v.srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("HEAD %s: %d, want 200", p, resp.StatusCode)
+		}
+	}
+	if got, body := v.call(t, "DELETE", "/nope", "admin"); got != http.StatusNotFound {
+		t.Errorf("DELETE of an unknown path: %d %s, want 404", got, body)
+	}
+}

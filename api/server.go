@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -57,7 +58,15 @@ func New(o Options) *Server {
 	mux.HandleFunc("POST /queue/{id}/retry", s.require(QueueWrite, s.queueRetry))
 	mux.HandleFunc("POST /queue/{id}/skip", s.require(QueueWrite, s.queueSkip))
 	mux.HandleFunc("POST /config/reload", s.require(ConfigWrite, s.configReload))
+	// The catch-all matches every method, so it also sees a known path
+	// asked with a method it does not serve: that is a 405 naming the
+	// methods it does serve (RFC 9110 §15.5.6), not a 404.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowedMethods(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": method not allowed (allowed: "+strings.Join(allow, ", ")+")")
+			return
+		}
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
@@ -97,6 +106,25 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Shutdown stops the server, letting requests in flight finish.
 func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+
+// probeMethods are the methods allowedMethods tries on a path: every one a
+// route could be registered for.
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// allowedMethods returns the methods some route other than the catch-all
+// serves r's path with (GET brings HEAD), none for an unknown path. It asks
+// the mux itself, so it cannot drift from the routes.
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, m := range probeMethods {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
+}
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
