@@ -86,15 +86,22 @@ func (v *env) call(t *testing.T, method, path, role string) (int, []byte) {
 	return resp.StatusCode, body
 }
 
-// pendingRows ingests n messages for lane emr/P9 with the delivery held back
-// (nothing is delivered: the lane's rows stay pending) and returns their ids.
+// ingest stores n messages for lane nowhere/P9, a destination the config
+// does not have (nothing delivers them: the lane's rows stay pending), and
+// returns their queue ids.
 func (v *env) ingest(t *testing.T, n int) []int64 {
+	t.Helper()
+	return v.ingestFor(t, "nowhere", n)
+}
+
+// ingestFor is ingest for lane dest/P9.
+func (v *env) ingestFor(t *testing.T, dest string, n int) []int64 {
 	t.Helper()
 	res, err := v.e.Store.MessageIngest(context.Background(), storage.MessageIngestParams{Messages: func() []storage.NewMessage {
 		var ms []storage.NewMessage
 		for i := 0; i < n; i++ {
 			ms = append(ms, storage.NewMessage{Inbound: "adt_in", ControlID: fmt.Sprintf("X%d", i), Payload: []byte(enginetest.ADT("X", "P9")),
-				Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "nowhere", Lane: "nowhere/P9"}}})
+				Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: dest, Lane: dest + "/P9"}}})
 		}
 		return ms
 	}()})
