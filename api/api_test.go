@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/messagefoundry/mf/actors"
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/api"
 	"github.com/messagefoundry/mf/storage"
@@ -146,6 +147,8 @@ func TestPermissionsTable(t *testing.T) {
 				want = http.StatusUnauthorized
 			case !api.HasPermission(role, p.need):
 				want = http.StatusForbidden
+			case p.path == "/config/reload":
+				want = http.StatusConflict // a single node has nothing to reload
 			}
 			got, body := v.call(t, p.method, p.path, role)
 			if got != want {
@@ -245,5 +248,36 @@ func TestWrongMethodIs405WithAllow(t *testing.T) {
 	}
 	if got, body := v.call(t, "DELETE", "/nope", "admin"); got != http.StatusNotFound {
 		t.Errorf("DELETE of an unknown path: %d %s, want 404", got, body)
+	}
+}
+
+// POST /config/reload on a single node is a 409 that says to restart: no
+// single node watches the shared config version, so a bump would report
+// success and change nothing. A clustered node bumps it.
+func TestConfigReloadRefusedOnASingleNode(t *testing.T) {
+	v := start(t, fileOutbound)
+	code, body := v.call(t, "POST", "/config/reload", "admin")
+	var e struct{ Error string }
+	if code != http.StatusConflict || json.Unmarshal(body, &e) != nil || e.Error != api.ErrSingleNodeReload.Error() {
+		t.Fatalf("POST /config/reload on a single node: %d %s; want 409 {\"error\": %q}", code, body, api.ErrSingleNodeReload)
+	}
+	ctx := context.Background()
+	if got, err := v.e.Store.ConfigVersionRead(ctx, storage.ConfigVersionReadParams{}); err != nil || got != 0 {
+		t.Fatalf("config version after a refused reload: %d %v, want 0", got, err)
+	}
+
+	clustered := func() actors.Status { s := v.e.Status(); s.Clustered = true; return s }
+	srv := httptest.NewServer(api.New(api.Options{Config: v.e.Config, Store: v.e.Store, Status: clustered, Log: zerolog.Nop()}).Handler())
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest("POST", srv.URL+"/config/reload", nil)
+	req.Header.Set("Authorization", "Bearer "+tokens["admin"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != `{"config_version":1}` {
+		t.Fatalf("POST /config/reload on a clustered node: %d %s; want 200 {\"config_version\":1}", resp.StatusCode, body)
 	}
 }

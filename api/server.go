@@ -359,7 +359,16 @@ func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action stri
 	}
 }
 
+// ErrSingleNodeReload is why a config reload is refused for a single node:
+// only clustered nodes watch the shared config version, so bumping it would
+// report success and change nothing.
+var ErrSingleNodeReload = errors.New("single-node (cluster.enabled = false): a single node does not watch the shared config version, so a reload would change nothing; restart mf run to apply the config file")
+
 func (s *Server) configReload(w http.ResponseWriter, r *http.Request) {
+	if !s.o.Status().Clustered {
+		writeError(w, http.StatusConflict, ErrSingleNodeReload.Error())
+		return
+	}
 	v, err := s.o.Store.ConfigVersionBump(r.Context(), storage.ConfigVersionBumpParams{})
 	if err != nil {
 		s.storeFailed(w, "config version bump", err)

@@ -40,7 +40,11 @@ func migrateCommand() *cli.Command {
 		Usage: "apply the store's schema migrations and exit (mf run also does this at start)",
 		Flags: []cli.Flag{configFlag},
 		Action: func(c *cli.Context) error {
-			return withStore(c, func(st storage.Store) error {
+			cfg, err := loadConfig(c)
+			if err != nil {
+				return err
+			}
+			return withStore(c, cfg, func(st storage.Store) error {
 				if err := st.Migrate(c.Context); err != nil {
 					return err
 				}
@@ -51,14 +55,9 @@ func migrateCommand() *cli.Command {
 	}
 }
 
-// withStore loads the config, opens its store for a one-off command and
-// runs fn on it.
-func withStore(c *cli.Context, fn func(storage.Store) error) error {
+// withStore opens cfg's store for a one-off command and runs fn on it.
+func withStore(c *cli.Context, cfg *config.Config, fn func(storage.Store) error) error {
 	log, err := logger(c)
-	if err != nil {
-		return err
-	}
-	cfg, err := loadConfig(c)
 	if err != nil {
 		return err
 	}
