@@ -70,6 +70,11 @@ func reloadCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			// The built-in default is what mf run uses in a directory
+			// without mf.toml; a reload run there was meant for a file.
+			if cfg.Path == config.DefaultName {
+				return errors.New("reload: no config file: name the one the cluster's nodes run with --config or MF_CONFIG, or run mf reload in the directory of its mf.toml")
+			}
 			// Refused before the store is opened: a bump would report
 			// success, and no single node would ever act on it.
 			if !cfg.Cluster.Enabled {

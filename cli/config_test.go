@@ -45,3 +45,30 @@ func TestReloadRefusedForASingleNode(t *testing.T) {
 		t.Fatalf("mf reload of a single-node config: error %v, printed %q; want the config named and %q", err, out, api.ErrSingleNodeReload)
 	}
 }
+
+// Without --config, MF_CONFIG or ./mf.toml, mf reload and mf migrate name
+// what is missing and create nothing: they used to fall back to the
+// built-in default, create ./mf.db and fail with "no such table:
+// mf_config" (reload), or report a stray empty store migrated (migrate).
+// An existing ./mf.db, the one mf run uses here, may still be migrated.
+func TestReloadAndMigrateWithoutAConfigCreateNothing(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("MF_CONFIG", "")
+	os.Unsetenv("MF_CONFIG")
+	for _, cmd := range []string{"reload", "migrate"} {
+		out, err := runMF(t, cmd)
+		if err == nil || !strings.Contains(err.Error(), "no config file") || !strings.Contains(err.Error(), "--config") {
+			t.Errorf("mf %s without a config: error %v, printed %q; want one naming the missing config", cmd, err, out)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "mf.db")); err == nil {
+			t.Fatalf("mf %s without a config created ./mf.db", cmd)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mf.db"), nil, 0o600); err != nil { // an empty file is an empty SQLite database
+		t.Fatal(err)
+	}
+	if out, err := runMF(t, "migrate"); err != nil || !strings.Contains(out, "mf.db") {
+		t.Fatalf("mf migrate of an existing ./mf.db: %v, printed %q", err, out)
+	}
+}
