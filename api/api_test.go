@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/messagefoundry/mf/actors"
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/api"
 	"github.com/messagefoundry/mf/storage"
@@ -86,15 +87,22 @@ func (v *env) call(t *testing.T, method, path, role string) (int, []byte) {
 	return resp.StatusCode, body
 }
 
-// pendingRows ingests n messages for lane emr/P9 with the delivery held back
-// (nothing is delivered: the lane's rows stay pending) and returns their ids.
+// ingest stores n messages for lane nowhere/P9, a destination the config
+// does not have (nothing delivers them: the lane's rows stay pending), and
+// returns their queue ids.
 func (v *env) ingest(t *testing.T, n int) []int64 {
+	t.Helper()
+	return v.ingestFor(t, "nowhere", n)
+}
+
+// ingestFor is ingest for lane dest/P9.
+func (v *env) ingestFor(t *testing.T, dest string, n int) []int64 {
 	t.Helper()
 	res, err := v.e.Store.MessageIngest(context.Background(), storage.MessageIngestParams{Messages: func() []storage.NewMessage {
 		var ms []storage.NewMessage
 		for i := 0; i < n; i++ {
 			ms = append(ms, storage.NewMessage{Inbound: "adt_in", ControlID: fmt.Sprintf("X%d", i), Payload: []byte(enginetest.ADT("X", "P9")),
-				Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "nowhere", Lane: "nowhere/P9"}}})
+				Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: dest, Lane: dest + "/P9"}}})
 		}
 		return ms
 	}()})
@@ -139,6 +147,8 @@ func TestPermissionsTable(t *testing.T) {
 				want = http.StatusUnauthorized
 			case !api.HasPermission(role, p.need):
 				want = http.StatusForbidden
+			case p.path == "/config/reload":
+				want = http.StatusConflict // a single node has nothing to reload
 			}
 			got, body := v.call(t, p.method, p.path, role)
 			if got != want {
@@ -181,3 +191,93 @@ func TestPermissionsTable(t *testing.T) {
 }
 
 func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }
+
+// A known path asked with a method it does not serve is a JSON 405 whose
+// Allow header names the methods it does serve, whatever the token (the
+// method is wrong before the token matters); GET paths serve HEAD too.
+func TestWrongMethodIs405WithAllow(t *testing.T) {
+	v := start(t, fileOutbound)
+	id := v.ingest(t, 1)[0]
+	get, post := "GET, HEAD", "POST"
+	cases := []struct{ method, path, allow string }{
+		{"POST", "/health", get},
+		{"DELETE", "/ready", get},
+		{"PUT", "/cluster/status", get},
+		{"POST", "/cluster/nodes", get},
+		{"POST", "/metrics", get},
+		{"DELETE", "/lanes", get},
+		{"PUT", "/messages/1", get},
+		{"PATCH", "/messages/1", get},
+		{"GET", fmt.Sprintf("/queue/%d/retry", id), post},
+		{"DELETE", fmt.Sprintf("/queue/%d/skip", id), post},
+		{"GET", "/config/reload", post},
+		{"HEAD", "/config/reload", post},
+	}
+	for _, c := range cases {
+		for _, role := range []string{"", "admin"} {
+			req, _ := http.NewRequest(c.method, v.srv.URL+c.path, nil)
+			if role != "" {
+				req.Header.Set("Authorization", "Bearer "+tokens[role])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != c.allow {
+				t.Errorf("%s %s as %q: %d Allow %q (%s); want 405 Allow %q", c.method, c.path, role, resp.StatusCode,
+					resp.Header.Get("Allow"), strings.TrimSpace(string(body)), c.allow)
+				continue
+			}
+			var e struct{ Error string }
+			if c.method != "HEAD" && (!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || json.Unmarshal(body, &e) != nil || e.Error == "") {
+				t.Errorf("%s %s: 405 body %q is not {\"error\": ...}", c.method, c.path, body)
+			}
+		}
+	}
+	for _, p := range []string{"/health", "/ready"} {
+		resp, err := http.Head(v.srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("HEAD %s: %d, want 200", p, resp.StatusCode)
+		}
+	}
+	if got, body := v.call(t, "DELETE", "/nope", "admin"); got != http.StatusNotFound {
+		t.Errorf("DELETE of an unknown path: %d %s, want 404", got, body)
+	}
+}
+
+// POST /config/reload on a single node is a 409 that says to restart: no
+// single node watches the shared config version, so a bump would report
+// success and change nothing. A clustered node bumps it.
+func TestConfigReloadRefusedOnASingleNode(t *testing.T) {
+	v := start(t, fileOutbound)
+	code, body := v.call(t, "POST", "/config/reload", "admin")
+	var e struct{ Error string }
+	if code != http.StatusConflict || json.Unmarshal(body, &e) != nil || e.Error != api.ErrSingleNodeReload.Error() {
+		t.Fatalf("POST /config/reload on a single node: %d %s; want 409 {\"error\": %q}", code, body, api.ErrSingleNodeReload)
+	}
+	ctx := context.Background()
+	if got, err := v.e.Store.ConfigVersionRead(ctx, storage.ConfigVersionReadParams{}); err != nil || got != 0 {
+		t.Fatalf("config version after a refused reload: %d %v, want 0", got, err)
+	}
+
+	clustered := func() actors.Status { s := v.e.Status(); s.Clustered = true; return s }
+	srv := httptest.NewServer(api.New(api.Options{Config: v.e.Config, Store: v.e.Store, Status: clustered, Log: zerolog.Nop()}).Handler())
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest("POST", srv.URL+"/config/reload", nil)
+	req.Header.Set("Authorization", "Bearer "+tokens["admin"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != `{"config_version":1}` {
+		t.Fatalf("POST /config/reload on a clustered node: %d %s; want 200 {\"config_version\":1}", resp.StatusCode, body)
+	}
+}

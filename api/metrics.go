@@ -52,12 +52,19 @@ func registerMetrics(cfg *config.Config) {
 	lanes.RegisterMetrics(cfg.Outbound)
 	actors.RegisterMetrics()
 	for _, o := range cfg.Outbound {
-		dest := o.Name
-		metrics.GetOrCreateGauge(fmt.Sprintf(`mf_queue_depth{destination=%q}`, dest), func() float64 {
-			return currentSnapshot().depth[dest]
-		})
+		queueDepthGauge(o.Name)
 	}
 	metrics.GetOrCreateGauge("mf_lanes_blocked", func() float64 { return currentSnapshot().blocked })
+}
+
+// queueDepthGauge makes sure dest has its mf_queue_depth series. The start-up
+// config's destinations get theirs at once, at zero; any other destination
+// with queue rows (one a config reload added, or one a reload removed that
+// still has a backlog) gets its own at the first scrape that finds them.
+func queueDepthGauge(dest string) {
+	metrics.GetOrCreateGauge(fmt.Sprintf(`mf_queue_depth{destination=%q}`, dest), func() float64 {
+		return currentSnapshot().depth[dest]
+	})
 }
 
 // help is the HELP text of every series the engine exports.
@@ -110,6 +117,9 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		s.o.Log.Warn().Err(err).Msg("metrics: reading the queue failed; queue gauges keep their last values")
 	} else {
 		snapshot.Store(snap)
+		for _, st := range stats {
+			queueDepthGauge(st.Destination)
+		}
 	}
 	var engine bytes.Buffer
 	metrics.WritePrometheus(&engine, false)

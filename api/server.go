@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -33,9 +34,10 @@ type Options struct {
 
 // Server is the API of one node.
 type Server struct {
-	o    Options
-	http *http.Server
-	ln   net.Listener
+	o      Options
+	limits limits
+	http   *http.Server
+	ln     net.Listener
 	// laneHash names lanes for tokens without MESSAGE_READ.
 	laneHash laneHasher
 }
@@ -43,9 +45,50 @@ type Server struct {
 // readyTimeout bounds the store check of /ready.
 const readyTimeout = 2 * time.Second
 
+// limits bound what one client may hold of the server: a connection, its
+// goroutine and a file descriptor, from the process's one limit that the
+// MLLP listeners and the store's pool draw on too. Every phase of a
+// request has a deadline, so a client that stalls in any of them, on
+// purpose or not, is let go.
+type limits struct {
+	// readHeader bounds the request line and headers.
+	readHeader time.Duration
+	// read bounds the whole request, body included. No endpoint takes a
+	// body, but net/http reads what a client announced (to keep the
+	// connection) before it sends the answer, and that read has no other
+	// deadline: headers with Content-Length: 100000 and no body held the
+	// connection for good.
+	read time.Duration
+	// write bounds the rest, from the end of the headers to the end of the
+	// answer, handler included. Answers are small (/ready's store check
+	// has 2 s), but for GET /messages/{id}, whose payload may be as large
+	// as max_message_bytes allows; that one gets more (minClientRate).
+	write time.Duration
+	// idle bounds a kept-alive connection between requests.
+	idle time.Duration
+	// maxHeaderBytes bounds the headers (net/http's default is 1 MiB; a
+	// bearer token and a few headers need a few hundred bytes).
+	maxHeaderBytes int
+}
+
+var defaultLimits = limits{
+	readHeader:     10 * time.Second,
+	read:           15 * time.Second,
+	write:          60 * time.Second,
+	idle:           2 * time.Minute,
+	maxHeaderBytes: 64 << 10,
+}
+
+// minClientRate is the slowest reading, in bytes per second, a large answer
+// is given time for on top of limits.write: 1 MiB, the default
+// max_message_bytes, gets 16 s more.
+const minClientRate = 64 << 10
+
 // New builds the server; Start binds it.
-func New(o Options) *Server {
-	s := &Server{o: o, laneHash: laneHasher{store: o.Store}}
+func New(o Options) *Server { return newServer(o, defaultLimits) }
+
+func newServer(o Options, l limits) *Server {
+	s := &Server{o: o, limits: l, laneHash: laneHasher{store: o.Store}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /ready", s.ready)
@@ -57,10 +100,19 @@ func New(o Options) *Server {
 	mux.HandleFunc("POST /queue/{id}/retry", s.require(QueueWrite, s.queueRetry))
 	mux.HandleFunc("POST /queue/{id}/skip", s.require(QueueWrite, s.queueSkip))
 	mux.HandleFunc("POST /config/reload", s.require(ConfigWrite, s.configReload))
+	// The catch-all matches every method, so it also sees a known path
+	// asked with a method it does not serve: that is a 405 naming the
+	// methods it does serve (RFC 9110 §15.5.6), not a 404.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowedMethods(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": method not allowed (allowed: "+strings.Join(allow, ", ")+")")
+			return
+		}
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: l.readHeader, ReadTimeout: l.read, WriteTimeout: l.write,
+		IdleTimeout: l.idle, MaxHeaderBytes: l.maxHeaderBytes}
 	registerMetrics(o.Config)
 	return s
 }
@@ -97,6 +149,25 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Shutdown stops the server, letting requests in flight finish.
 func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+
+// probeMethods are the methods allowedMethods tries on a path: every one a
+// route could be registered for.
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// allowedMethods returns the methods some route other than the catch-all
+// serves r's path with (GET brings HEAD), none for an unknown path. It asks
+// the mux itself, so it cannot drift from the routes.
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, m := range probeMethods {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
+}
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -239,7 +310,18 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request) {
 		out.Queue = append(out.Queue, QueueRow{ID: q.ID, Destination: q.Destination, Lane: q.Lane, Status: q.Status,
 			Held: q.Held, Attempts: q.Attempts, NextAttemptAt: epoch(q.NextAttemptAt), LastError: lastError(q, true), UpdatedAt: epoch(q.UpdatedAt)})
 	}
-	writeJSON(w, http.StatusOK, out)
+	body, err := json.Marshal(out)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "message "+strconv.FormatInt(id, 10)+" cannot be encoded")
+		return
+	}
+	// A message may be far larger than any other answer: give its transfer
+	// time at minClientRate beyond the write timeout. Where the connection
+	// cannot take a deadline (not net/http's own), the server's stays.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.limits.write + time.Duration(len(body))*time.Second/minClientRate))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(body, '\n'))
 }
 
 func (s *Server) queueRetry(w http.ResponseWriter, r *http.Request) {
@@ -277,7 +359,16 @@ func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action stri
 	}
 }
 
+// ErrSingleNodeReload is why a config reload is refused for a single node:
+// only clustered nodes watch the shared config version, so bumping it would
+// report success and change nothing.
+var ErrSingleNodeReload = errors.New("single-node (cluster.enabled = false): a single node does not watch the shared config version, so a reload would change nothing; restart mf run to apply the config file")
+
 func (s *Server) configReload(w http.ResponseWriter, r *http.Request) {
+	if !s.o.Status().Clustered {
+		writeError(w, http.StatusConflict, ErrSingleNodeReload.Error())
+		return
+	}
 	v, err := s.o.Store.ConfigVersionBump(r.Context(), storage.ConfigVersionBumpParams{})
 	if err != nil {
 		s.storeFailed(w, "config version bump", err)

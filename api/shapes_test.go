@@ -100,3 +100,17 @@ func TestMetricsParseAndCarryEveryName(t *testing.T) {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out)
 	}
 }
+
+// A destination the start-up config did not have (a config reload added it)
+// gets its mf_queue_depth series at the first scrape that finds rows for
+// it; the config's own destinations report 0 without any.
+func TestQueueDepthOfADestinationAddedLater(t *testing.T) {
+	v := start(t, fileOutbound)
+	v.ingestFor(t, "added_by_reload", 3)
+	if got := metricValue(t, v, `mf_queue_depth{destination="added_by_reload"}`); got != "3" {
+		t.Errorf("mf_queue_depth of the added destination = %s, want 3", got)
+	}
+	if got := metricValue(t, v, `mf_queue_depth{destination="emr"}`); got != "0" {
+		t.Errorf("mf_queue_depth of the configured destination = %s, want 0", got)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/urfave/cli/v2"
 
@@ -50,7 +51,13 @@ func getAPI(c *cli.Context, path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if tok := os.Getenv(TokenEnv); tok != "" {
+	// A token kept in a file often ends in a newline (MF_API_TOKEN=$(cat
+	// f) keeps none, an env file or a secret mount may): net/http refuses
+	// it in a header with an error that does not say where it came from.
+	if tok := strings.TrimSpace(os.Getenv(TokenEnv)); tok != "" {
+		if strings.ContainsFunc(tok, unicode.IsControl) {
+			return nil, fmt.Errorf("%s holds a control character (a line break inside the token?): it cannot go in a header", TokenEnv)
+		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := client.Do(req)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/messagefoundry/mf/api"
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/storage"
 )
@@ -61,10 +62,25 @@ func reloadCommand() *cli.Command {
 		Usage: "validate a config file, then tell every node of the cluster to reload its own copy",
 		Description: "Bumps the shared config version in the store. Every node notices within a heartbeat,\n" +
 			"re-reads its own config file and restarts its graph on it; each node reports the version\n" +
-			"it runs. Deploy the same file to every node first.",
+			"it runs. Deploy the same file to every node first. A single node (cluster.enabled = false)\n" +
+			"does not watch the version: restart it to apply its file.",
 		Flags: []cli.Flag{configFlag},
 		Action: func(c *cli.Context) error {
-			return withStore(c, func(st storage.Store) error {
+			cfg, err := loadConfig(c)
+			if err != nil {
+				return err
+			}
+			// The built-in default is what mf run uses in a directory
+			// without mf.toml; a reload run there was meant for a file.
+			if cfg.Path == config.DefaultName {
+				return errors.New("reload: no config file: name the one the cluster's nodes run with --config or MF_CONFIG, or run mf reload in the directory of its mf.toml")
+			}
+			// Refused before the store is opened: a bump would report
+			// success, and no single node would ever act on it.
+			if !cfg.Cluster.Enabled {
+				return fmt.Errorf("reload: %s: %w", cfg.Path, api.ErrSingleNodeReload)
+			}
+			return withStore(c, cfg, func(st storage.Store) error {
 				v, err := st.ConfigVersionBump(c.Context, storage.ConfigVersionBumpParams{})
 				if err != nil {
 					return fmt.Errorf("reload: %w", err)

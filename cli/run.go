@@ -83,7 +83,13 @@ func runCommand() *cli.Command {
 			}
 
 			<-ctx.Done()
-			log.Info().Msg("stopping: closing listeners and finishing the deliveries in hand")
+			// Catch no more signals: a second SIGINT or SIGTERM then has
+			// Go's default effect and ends the process at once, for an
+			// operator who will not wait out the drain. Until stop(),
+			// NotifyContext swallowed it.
+			stop()
+			log.Info().Str("cause", context.Cause(ctx).Error()).Dur("drain_timeout", c.Duration("drain-timeout")).
+				Msg("stopping: closing listeners and finishing the deliveries in hand; a second SIGINT or SIGTERM stops at once")
 			sctx, cancel := context.WithTimeout(context.Background(), c.Duration("drain-timeout")+30*time.Second)
 			defer cancel()
 			if err := eng.Stop(sctx); err != nil {

@@ -39,7 +39,13 @@ func sendCommand() *cli.Command {
 				if err != nil {
 					return fmt.Errorf("send: %w", err)
 				}
-				msgs = append(msgs, listeners.SplitMessages(b)...)
+				split := listeners.SplitMessages(b)
+				// Likely the wrong file: sending the others and exiting 0
+				// would let a script take it for sent.
+				if len(split) == 0 {
+					return fmt.Errorf("send: %s holds no HL7 message (it is empty or only batch envelope segments)", f)
+				}
+				msgs = append(msgs, split...)
 			}
 			conns := max(c.Int("connections"), 1)
 			sender, err := lanes.NewSender(withClientTLS(c, config.Outbound{

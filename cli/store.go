@@ -2,7 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
@@ -40,25 +43,40 @@ func migrateCommand() *cli.Command {
 		Usage: "apply the store's schema migrations and exit (mf run also does this at start)",
 		Flags: []cli.Flag{configFlag},
 		Action: func(c *cli.Context) error {
-			return withStore(c, func(st storage.Store) error {
+			cfg, err := loadConfig(c)
+			if err != nil {
+				return err
+			}
+			// With no config, the store is the ./mf.db mf run would use
+			// here. Migrating one that exists ahead of a run is fine;
+			// creating it is not: mf migrate run in the wrong directory
+			// would leave a stray empty mf.db and report success.
+			if cfg.Path == config.DefaultName {
+				if _, err := os.Stat(cfg.Store.Path); errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("migrate: no config file (--config, MF_CONFIG or ./mf.toml) and no ./%s: nothing to migrate (mf run creates and migrates ./%s itself)",
+						cfg.Store.Path, cfg.Store.Path)
+				} else if err != nil {
+					return fmt.Errorf("migrate: %w", err)
+				}
+			}
+			return withStore(c, cfg, func(st storage.Store) error {
 				if err := st.Migrate(c.Context); err != nil {
 					return err
 				}
-				fmt.Fprintf(c.App.Writer, "%s store migrated\n", st.Dialect())
+				where := cfg.Path
+				if cfg.Store.Backend == config.BackendSQLite {
+					where = cfg.Store.Path + ", config " + cfg.Path
+				}
+				fmt.Fprintf(c.App.Writer, "%s store migrated (%s)\n", st.Dialect(), where)
 				return nil
 			})
 		},
 	}
 }
 
-// withStore loads the config, opens its store for a one-off command and
-// runs fn on it.
-func withStore(c *cli.Context, fn func(storage.Store) error) error {
+// withStore opens cfg's store for a one-off command and runs fn on it.
+func withStore(c *cli.Context, cfg *config.Config, fn func(storage.Store) error) error {
 	log, err := logger(c)
-	if err != nil {
-		return err
-	}
-	cfg, err := loadConfig(c)
 	if err != nil {
 		return err
 	}

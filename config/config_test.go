@@ -94,6 +94,8 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"api plaintext on the network", "[api]\nlisten = \"10.0.0.5:8765\"\n", "api.listen"},
 		{"token role", "[[api.tokens]]\nname = \"g\"\nrole = \"root\"\nsha256 = \"" + strings.Repeat("a", 64) + "\"\n", "api.tokens[0].role"},
 		{"token hash", "[[api.tokens]]\nname = \"g\"\nrole = \"viewer\"\nsha256 = \"abc\"\n", "api.tokens[0].sha256"},
+		{"one token twice", "[[api.tokens]]\nname = \"g\"\nrole = \"viewer\"\nsha256 = \"" + strings.Repeat("a", 64) + "\"\n" +
+			"[[api.tokens]]\nname = \"ops\"\nrole = \"admin\"\nsha256 = \"" + strings.Repeat("A", 64) + "\"\n", "api.tokens[1].sha256: is the hash of api.tokens[0] too"},
 		{"route from nowhere", "[[route]]\nfrom = \"nope\"\nto = [\"lab\"]\n", "route[1].from"},
 		{"route to nowhere", "[[route]]\nfrom = \"adt_in\"\nto = [\"nope\"]\n", "route[1].to"},
 		{"bad lane key", "[[route]]\nfrom = \"adt_in\"\nto = [\"lab\"]\nlane_key = \"PID3\"\n", "route[1].lane_key"},

@@ -193,8 +193,16 @@ func (c *Config) Validate() error {
 	if err := checkListen(a.Listen, a.TLSCert, a.TLSKey, a.AllowPlaintext); err != nil {
 		bad("api.listen", "%v", err)
 	}
+	// A token matches by its hash alone: two entries with one hash would
+	// give it two names and roles, the API taking the last.
+	tokenAt := map[string]int{}
 	for i, t := range a.Tokens {
 		key := fmt.Sprintf("api.tokens[%d]", i)
+		if j, dup := tokenAt[strings.ToLower(t.SHA256)]; dup {
+			bad(key+".sha256", "is the hash of api.tokens[%d] too (%q): one token would have two names and roles; give each user a token of its own (mf token new)", j, a.Tokens[j].Name)
+		} else {
+			tokenAt[strings.ToLower(t.SHA256)] = i
+		}
 		switch t.Role {
 		case "viewer", "operator", "admin":
 		default:

@@ -1,0 +1,15 @@
+package api
+
+import "time"
+
+// NewWithLimitsDividedBy is New with every time limit of the HTTP server
+// divided by div: a test sees the production limits act without waiting
+// for them in full (a limit that is not set stays unset).
+func NewWithLimitsDividedBy(o Options, div time.Duration) *Server {
+	l := defaultLimits
+	l.readHeader /= div
+	l.read /= div
+	l.write /= div
+	l.idle /= div
+	return newServer(o, l)
+}

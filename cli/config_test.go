@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/messagefoundry/mf/api"
+)
+
+// runMF runs the mf command with args and returns what it printed and its
+// error.
+func runMF(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := App(&out, &out).Run(append([]string{"mf"}, args...))
+	return out.String(), err
+}
+
+// writeConfig writes a single-node config whose store is a SQLite file in
+// a fresh directory and returns its path.
+func writeConfig(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mf.toml")
+	cfg := "[store]\npath = \"" + filepath.Join(dir, "mf.db") + "\"\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// mf reload of a single-node config fails and says to restart: no single
+// node watches the shared config version, so the bump it made before
+// reported success and changed nothing.
+func TestReloadRefusedForASingleNode(t *testing.T) {
+	path := writeConfig(t)
+	if out, err := runMF(t, "migrate", "--config", path); err != nil {
+		t.Fatalf("mf migrate: %v\n%s", err, out)
+	}
+	out, err := runMF(t, "reload", "--config", path)
+	if err == nil || !strings.Contains(err.Error(), api.ErrSingleNodeReload.Error()) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("mf reload of a single-node config: error %v, printed %q; want the config named and %q", err, out, api.ErrSingleNodeReload)
+	}
+}
+
+// Without --config, MF_CONFIG or ./mf.toml, mf reload and mf migrate name
+// what is missing and create nothing: they used to fall back to the
+// built-in default, create ./mf.db and fail with "no such table:
+// mf_config" (reload), or report a stray empty store migrated (migrate).
+// An existing ./mf.db, the one mf run uses here, may still be migrated.
+func TestReloadAndMigrateWithoutAConfigCreateNothing(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("MF_CONFIG", "")
+	os.Unsetenv("MF_CONFIG")
+	for _, cmd := range []string{"reload", "migrate"} {
+		out, err := runMF(t, cmd)
+		if err == nil || !strings.Contains(err.Error(), "no config file") || !strings.Contains(err.Error(), "--config") {
+			t.Errorf("mf %s without a config: error %v, printed %q; want one naming the missing config", cmd, err, out)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "mf.db")); err == nil {
+			t.Fatalf("mf %s without a config created ./mf.db", cmd)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mf.db"), nil, 0o600); err != nil { // an empty file is an empty SQLite database
+		t.Fatal(err)
+	}
+	if out, err := runMF(t, "migrate"); err != nil || !strings.Contains(out, "mf.db") {
+		t.Fatalf("mf migrate of an existing ./mf.db: %v, printed %q", err, out)
+	}
+}

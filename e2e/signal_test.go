@@ -1,0 +1,57 @@
+package e2e
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/actors/enginetest"
+)
+
+// A second SIGINT while mf drains ends it at once, by the signal, as an
+// operator pressing Ctrl-C again expects. The first one stops the
+// listeners and lets the delivery in hand finish, here one that a
+// destination never answers (up to the 30 s --drain-timeout). Before, mf
+// kept catching signals until it returned: the second one was swallowed,
+// and mf waited out the drain and exited 0.
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	dest := startReceiver(t, "")
+	inHand, release := make(chan struct{}, 1), make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	dest.answer = func(received) string {
+		inHand <- struct{}{}
+		<-release // never answers while the test runs
+		return ""
+	}
+	// A delivery timeout above the drain timeout: the delivery in hand
+	// outlasts the drain.
+	e := startEngine(t, strings.Replace(singleNode(dest.addr(), ""), "timeout_seconds = 5", "timeout_seconds = 50", 1))
+	if ack, err := enginetest.Dial(t, e.listen).TrySend(adt("HANG", "P1")); err != nil || ack.Code != "AA" {
+		t.Fatalf("send: %+v %v", ack, err)
+	}
+	select {
+	case <-inHand:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the delivery never started")
+	}
+
+	e.signal(syscall.SIGINT)
+	waitFor(t, "mf to log that it is stopping", 30*time.Second, func() bool {
+		return strings.Contains(e.logs.String(), `"message":"stopping: `)
+	})
+	e.signal(syscall.SIGINT)
+	select {
+	case <-e.exited:
+	case <-time.After(90 * time.Second):
+		t.Fatal("mf still runs 90 s after a second SIGINT")
+	}
+	ws := e.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Fatalf("after a second SIGINT during the drain mf ended with %v, not by the signal: it waited out the drain", e.cmd.ProcessState)
+	}
+	if !strings.Contains(e.logs.String(), "a second SIGINT or SIGTERM stops at once") {
+		t.Errorf("the first signal's log line does not say that a second one stops at once")
+	}
+}
