@@ -325,6 +325,8 @@ func SplitMessages(b []byte) [][]byte {
 	var cur []byte
 	for _, seg := range bytes.FieldsFunc(b, func(r rune) bool { return r == '\r' || r == '\n' }) {
 		switch {
+		case len(bytes.TrimSpace(seg)) == 0:
+			continue // a blank line (spaces, tabs) is no segment: before an MSH it made a junk message
 		case bytes.HasPrefix(seg, []byte("FHS")), bytes.HasPrefix(seg, []byte("BHS")),
 			bytes.HasPrefix(seg, []byte("BTS")), bytes.HasPrefix(seg, []byte("FTS")):
 			continue

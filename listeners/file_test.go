@@ -216,6 +216,21 @@ func TestSplitMessagesDropsAByteOrderMark(t *testing.T) {
 	}
 }
 
+// Lines of only spaces or tabs (a padded file, an editor's last line) are
+// no segments: before an MSH one made a message of its own, stored as
+// rejected, and inside a message a segment the receiver could not parse.
+func TestSplitMessagesDropsBlankLines(t *testing.T) {
+	msgs := listeners.SplitMessages([]byte("  \r\n" + adt("B1", "P1") + " \t\r" + adt("B2", "P1") + "   \n"))
+	if len(msgs) != 2 {
+		t.Fatalf("%d messages; want 2", len(msgs))
+	}
+	for i, raw := range msgs {
+		if _, err := hl7.Parse(raw); err != nil || bytes.Contains(raw, []byte(" \t")) {
+			t.Fatalf("message %d: %q, %v", i+1, raw, err)
+		}
+	}
+}
+
 // A file larger than max_file_bytes is not read (a misplaced multi-GB file
 // ran the process out of memory, again on every restart): it holds up the
 // later files, logged once with what to do, until it is moved away.
