@@ -267,12 +267,26 @@ func (l *laneActor) step(ctx actor.Context) {
 		return
 	}
 
+	if errors.Is(sendErr, errNotWritten) {
+		// Nothing was written (no free connection in time): no attempt at
+		// the destination. The row goes back as never claimed, its attempt
+		// taken back, so that lanes waiting for a destination's shared
+		// connections neither use up max_attempts (and set messages aside
+		// unsent) nor back off longer and longer; the lane tries again
+		// after the destination's base delay.
+		if err := l.giveBackUnsent(c); err != nil {
+			l.storeFailed(ctx, "give back", err)
+			return
+		}
+		observeDelivery(l.dest.Name, "retry", elapsed)
+		log.Warn().Err(forLog(sendErr, l.env.logPayloads())).Dur("retry_in", l.dest.RetryBase()).
+			Msg("the message was not sent (no free connection to the destination in time) and stays the lane's head; if this repeats, raise the destination's connections or timeout_seconds")
+		l.wakeAfter(ctx, l.dest.RetryBase())
+		return
+	}
 	var de *DeliveryError
 	permanent := errors.As(sendErr, &de) && de.Permanent
-	// A send that wrote nothing (no free connection in time) was no attempt
-	// at the destination: lanes contending for a destination's connections
-	// must not set its messages aside unsent.
-	exhausted := permanent || (l.dest.MaxAttempts > 0 && c.Row.Attempts >= int64(l.dest.MaxAttempts) && !errors.Is(sendErr, errNotWritten))
+	exhausted := permanent || (l.dest.MaxAttempts > 0 && c.Row.Attempts >= int64(l.dest.MaxAttempts))
 	reason, detail := recorded(sendErr)
 	if !exhausted || l.dest.OnExhausted != config.ExhaustedDead {
 		// The head stays the lane's head (retried or held): the rows

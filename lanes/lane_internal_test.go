@@ -690,26 +690,30 @@ func TestALaneThatHeldItsHeadSaysSoUntilItHasARowAgain(t *testing.T) {
 	}
 }
 
-// unwrittenOnce fails its first Send as the MLLP sender does when no
-// connection came free in time, writing nothing, and delivers after that.
-type unwrittenOnce struct{ sends atomic.Int32 }
+// unwrittenTwice fails its first two Sends as the MLLP sender does when no
+// connection came free in time, writing nothing, its third as a written
+// send the destination did not accept, and delivers after that.
+type unwrittenTwice struct{ sends atomic.Int32 }
 
-func (u *unwrittenOnce) Send(context.Context, Outgoing) error {
-	if u.sends.Add(1) == 1 {
+func (u *unwrittenTwice) Send(context.Context, Outgoing) error {
+	switch u.sends.Add(1) {
+	case 1, 2:
 		return retryableError(errNotWritten, "mllp emr: no free connection; not sent")
+	case 3:
+		return retryableError(nil, "mllp emr: answered AE")
 	}
 	return nil
 }
 
-func (*unwrittenOnce) Close() error { return nil }
+func (*unwrittenTwice) Close() error { return nil }
 
-// A send that wrote nothing does not use up max_attempts: with
+// Sends that wrote nothing are no attempts: with max_attempts = 2 and
 // on_exhausted = "dead", lanes waiting for a destination's shared
-// connections set their messages aside without ever sending them.
+// connections set their messages aside after one real attempt, or none.
 func TestASendThatWroteNothingUsesUpNoAttempt(t *testing.T) {
-	f := newLaneFixture(t, "http://127.0.0.1:1/unused", "max_attempts = 1\non_exhausted = \"dead\"\nretry_base_seconds = 0.05", 1, hidden)
+	f := newLaneFixture(t, "http://127.0.0.1:1/unused", "max_attempts = 2\non_exhausted = \"dead\"\nretry_base_seconds = 0.05", 1, hidden)
 	defer f.system.Root.Stop(f.manager)
-	sender := &unwrittenOnce{}
+	sender := &unwrittenTwice{}
 	ref := &laneRef{}
 	rec := &idleRecorder{idles: make(chan idle, 4), lane: actor.PropsFromProducer(func() actor.Actor {
 		return &laneActor{lane: fixtureLane, dest: f.env.Config.Outbound[0], sender: sender, env: f.env, queued: &ref.queued, newest: &ref.newest, claimable: &ref.claimable}
@@ -720,7 +724,7 @@ func TestASendThatWroteNothingUsesUpNoAttempt(t *testing.T) {
 		st := f.row(t, 0).Status
 		return st == storage.QueueDone || st == storage.QueueDead
 	})
-	if r := f.row(t, 0); r.Status != storage.QueueDone || sender.sends.Load() != 2 {
-		t.Fatalf("row %s after %d sends; want done at the second send (the first wrote nothing)", r.Status, sender.sends.Load())
+	if r := f.row(t, 0); r.Status != storage.QueueDone || r.Attempts != 2 || sender.sends.Load() != 4 {
+		t.Fatalf("row %s, %d attempts, after %d sends; want done at the fourth send, 2 attempts (the first two wrote nothing)", r.Status, r.Attempts, sender.sends.Load())
 	}
 }

@@ -102,6 +102,10 @@ func TestAckTable(t *testing.T) {
 		if ack.Code != hl7.CE || ack.ControlID != "CTRLSU2" {
 			t.Fatalf("first ACK on the connection: %s for %q; want CE for CTRLSU2, none for the failed SU message", ack.Code, ack.ControlID)
 		}
+		// The sender will not resend it: the log must say so, naming it.
+		if !strings.Contains(e.Logs.String(), `"control_id":"CTRLSU1","accept_ack_type":"SU"`) {
+			t.Fatalf("no log line names the SU message that was not stored:\n%s", e.Logs.String())
+		}
 		if ack := cl.Send(enhanced("CTRLSU1", "P12", "SU")); ack.Code != hl7.CA || ack.ControlID != "CTRLSU1" {
 			t.Fatalf("SU message stored: %s for %q; want CA", ack.Code, ack.ControlID)
 		}

@@ -155,6 +155,14 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 	}
 	code := hl7.AcceptCode(msg, outcome)
 	if !hl7.ShouldAck(msg, code) {
+		if res.Err != nil {
+			// The sender asked for no ACK of this outcome (MSH-15 NE or SU):
+			// it will not send the message again, so this line is all that
+			// is left of it.
+			l.log.Error().Err(res.Err).Str("control_id", msg.ControlID()).Str("accept_ack_type", msg.AcceptAckType()).
+				Msg("message not stored, and its sender asked for no error ACK (MSH-15), so it will not resend it: " +
+					"ask the sender to resend it, and to use MSH-15 AL or ER")
+		}
 		return nil, true
 	}
 	return hl7.Ack(msg, code, reason), true

@@ -46,8 +46,9 @@ type FilePoller struct {
 	// poller has seen it unchanged.
 	settling      fileID
 	settlingSince time.Time
-	// tooLarge is the last file found larger than max_file_bytes, so that
-	// it is logged once, not on every poll.
+	// tooLarge is the last file found larger than max_file_bytes, or
+	// holding a message larger than max_message_bytes, so that it is logged
+	// once, not on every poll.
 	tooLarge fileID
 
 	// afterRead, if not nil, is called between reading a file and checking
@@ -61,14 +62,20 @@ type fileID struct {
 	name  string
 	size  int64
 	mtime time.Time
+	info  fs.FileInfo // for os.SameFile
 }
 
 func idOf(name string, fi fs.FileInfo) fileID {
-	return fileID{name: name, size: fi.Size(), mtime: fi.ModTime()}
+	return fileID{name: name, size: fi.Size(), mtime: fi.ModTime(), info: fi}
 }
 
+// is compares the file system's identity too (device and inode): a file
+// put in the place of another of the same size, with the same modification
+// time (a coarse clock, cp -p, rsync -t), is another file; taken for the
+// one whose messages are stored, it would be archived unread.
 func (id fileID) is(other fileID) bool {
-	return id.name == other.name && id.size == other.size && id.mtime.Equal(other.mtime)
+	return id.name == other.name && id.size == other.size && id.mtime.Equal(other.mtime) &&
+		(id.info == nil || other.info == nil || os.SameFile(id.info, other.info))
 }
 
 // NewFilePoller returns the props of a file inbound actor.
@@ -184,7 +191,22 @@ func (f *FilePoller) ingestFile(name string) bool {
 		f.waiting(name, "changed while read")
 		return false
 	}
-	msgs := f.withinBounds(name, SplitMessages(b))
+	msgs := SplitMessages(b)
+	// A message too large to store holds the file, as a file too large to
+	// read does: dropped, nobody would hear of it (a file's writer gets no
+	// AR), and an operator can raise the limit or take the file out.
+	if i, size, over := f.oversize(msgs); over {
+		if !f.tooLarge.is(id) {
+			f.tooLarge = id
+			countRejected(f.cfg.Name, reasonOversize)
+			f.log.Error().Str("file", name).Int("message", i+1).Int("messages", len(msgs)).Int("bytes", size).
+				Int("max_message_bytes", f.cfg.MaxMessageBytes).
+				Msg("a message of an inbound file is larger than max_message_bytes: nothing of the file is stored, and no later file is read until it is gone " +
+					"(raise max_message_bytes if it is legitimate, or move the file out of the directory)")
+		}
+		f.waiting(name, "a message larger than max_message_bytes")
+		return false
+	}
 	for start := 0; start < len(msgs); start += MaxBatch {
 		if err := f.store(msgs[start:min(start+MaxBatch, len(msgs))]); err != nil {
 			f.log.Error().Err(err).Str("file", name).Msg("storing the messages of an inbound file failed; the file stays and is read again")
@@ -214,23 +236,15 @@ func readAtMost(path string, limit int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(r, limit+1))
 }
 
-// withinBounds drops the messages of a file larger than max_message_bytes,
-// each counted as rejected and logged: they are not stored, as over MLLP,
-// and their bytes stay in the archived file.
-func (f *FilePoller) withinBounds(name string, msgs [][]byte) [][]byte {
-	kept := msgs[:0]
+// oversize finds the first message larger than max_message_bytes: its
+// index and size.
+func (f *FilePoller) oversize(msgs [][]byte) (int, int, bool) {
 	for i, raw := range msgs {
-		if len(raw) <= f.cfg.MaxMessageBytes {
-			kept = append(kept, raw)
-			continue
+		if len(raw) > f.cfg.MaxMessageBytes {
+			return i, len(raw), true
 		}
-		countRejected(f.cfg.Name, reasonOversize)
-		f.log.Error().Str("file", name).Int("message", i+1).Int("messages", len(msgs)).Int("bytes", len(raw)).
-			Int("max_message_bytes", f.cfg.MaxMessageBytes).
-			Msg("a message of an inbound file is larger than max_message_bytes: it is not stored, its bytes stay in the archived file " +
-				"(raise max_message_bytes if it is legitimate, and put the message in the directory again)")
 	}
-	return kept
+	return 0, 0, false
 }
 
 // archive moves a file whose messages are all stored to the archive
