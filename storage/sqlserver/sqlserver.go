@@ -293,19 +293,24 @@ func retryDeadlocks(ctx context.Context, fn func() error) error {
 }
 
 func isDeadlock(err error) bool {
+	_, ok := errorNumber(err, func(n int32) bool { return n == errDeadlock || n == errIngestLockDeadlock })
+	return ok
+}
+
+// errorNumber returns the first of err's SQL Server error numbers, the
+// error's own and then those of every message of its batch (mssql.Error.All),
+// that match accepts.
+func errorNumber(err error, match func(int32) bool) (int32, bool) {
 	var e mssql.Error
 	if !errors.As(err, &e) {
-		return false
+		return 0, false
 	}
-	if e.Number == errDeadlock || e.Number == errIngestLockDeadlock {
-		return true
-	}
-	for _, one := range e.All {
-		if one.Number == errDeadlock || one.Number == errIngestLockDeadlock {
-			return true
+	for _, one := range append([]mssql.Error{e}, e.All...) {
+		if match(one.Number) {
+			return one.Number, true
 		}
 	}
-	return false
+	return 0, false
 }
 
 // span passes d to the SQL files as two INT parameters, whole seconds
@@ -989,33 +994,16 @@ var refusedNumbers = map[int32]bool{2628: true, 8152: true, 515: true, 547: true
 // refusal returns storage.ErrRefused for an error of the data the write
 // carried, and nil for any other error.
 func refusal(err error) error {
-	var e mssql.Error
-	if !errors.As(err, &e) {
-		return nil
-	}
-	for _, one := range append([]mssql.Error{e}, e.All...) {
-		if refusedNumbers[one.Number] {
-			return storage.Refused(fmt.Sprintf("SQL Server error %d", one.Number))
-		}
+	if n, ok := errorNumber(err, func(n int32) bool { return refusedNumbers[n] }); ok {
+		return storage.Refused(fmt.Sprintf("SQL Server error %d", n))
 	}
 	return nil
 }
 
 // isDuplicateKey reports a primary key or unique index violation.
 func isDuplicateKey(err error) bool {
-	var e mssql.Error
-	if !errors.As(err, &e) {
-		return false
-	}
-	if e.Number == errDuplicateKey || e.Number == errDuplicateIndexKey {
-		return true
-	}
-	for _, one := range e.All {
-		if one.Number == errDuplicateKey || one.Number == errDuplicateIndexKey {
-			return true
-		}
-	}
-	return false
+	_, ok := errorNumber(err, func(n int32) bool { return n == errDuplicateKey || n == errDuplicateIndexKey })
+	return ok
 }
 
 // wrap adds the dialect and operation to an error, keeping the shared
