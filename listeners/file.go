@@ -46,10 +46,10 @@ type FilePoller struct {
 	// poller has seen it unchanged.
 	settling      fileID
 	settlingSince time.Time
-	// tooLarge is the last file found larger than max_file_bytes, or
-	// holding a message larger than max_message_bytes, so that it is logged
-	// once, not on every poll.
-	tooLarge fileID
+	// held is the last file held for an operator (larger than
+	// max_file_bytes, or holding a message larger than max_message_bytes),
+	// so that it is logged once, not on every poll.
+	held fileID
 
 	// afterRead, if not nil, is called between reading a file and checking
 	// that it did not change meanwhile (tests change it there).
@@ -168,13 +168,11 @@ func (f *FilePoller) ingestFile(name string) bool {
 	// Not read: it could run the process out of memory, on every new
 	// leader, since it stays in the directory.
 	if id.size > f.cfg.MaxFileBytes {
-		if !f.tooLarge.is(id) {
-			f.tooLarge = id
+		f.hold(id, "larger than max_file_bytes", func() {
 			f.log.Error().Str("file", name).Int64("bytes", id.size).Int64("max_file_bytes", f.cfg.MaxFileBytes).
 				Msg("an inbound file is larger than max_file_bytes: it is not read, and no later file is read until it is gone " +
 					"(raise max_file_bytes if it is legitimate, or move the file out of the directory)")
-		}
-		f.waiting(name, "larger than max_file_bytes")
+		})
 		return false
 	}
 	b, err := readAtMost(path, f.cfg.MaxFileBytes)
@@ -196,15 +194,13 @@ func (f *FilePoller) ingestFile(name string) bool {
 	// read does: dropped, nobody would hear of it (a file's writer gets no
 	// AR), and an operator can raise the limit or take the file out.
 	if i, size, over := f.oversize(msgs); over {
-		if !f.tooLarge.is(id) {
-			f.tooLarge = id
+		f.hold(id, "a message larger than max_message_bytes", func() {
 			countRejected(f.cfg.Name, reasonOversize)
 			f.log.Error().Str("file", name).Int("message", i+1).Int("messages", len(msgs)).Int("bytes", size).
 				Int("max_message_bytes", f.cfg.MaxMessageBytes).
 				Msg("a message of an inbound file is larger than max_message_bytes: nothing of the file is stored, and no later file is read until it is gone " +
 					"(raise max_message_bytes if it is legitimate, or move the file out of the directory)")
-		}
-		f.waiting(name, "a message larger than max_message_bytes")
+		})
 		return false
 	}
 	for start := 0; start < len(msgs); start += MaxBatch {
@@ -223,6 +219,16 @@ func (f *FilePoller) ingestFile(name string) bool {
 	}
 	f.log.Info().Str("file", name).Str("archived_as", archived).Int("messages", len(msgs)).Msg("inbound file ingested and archived")
 	return true
+}
+
+// hold keeps a file, and the later ones, waiting for an operator; tell, which
+// says what to do, runs once for each file held, not on every poll.
+func (f *FilePoller) hold(id fileID, reason string, tell func()) {
+	if !f.held.is(id) {
+		f.held = id
+		tell()
+	}
+	f.waiting(id.name, reason)
 }
 
 // readAtMost reads a file, but no more than limit+1 bytes of it (a file that
