@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"net/url"
 	"os"
 	"strings"
@@ -51,46 +52,118 @@ func BenchmarkSQLServer(b *testing.B) {
 	storagetest.Bench(b, opener(serverURL(b), false))
 }
 
-// opener gives each test a database of its own on the server, mf_t_<random>,
-// with READ_COMMITTED_SNAPSHOT on or off, dropped when the test ends, and
-// opens handles onto it.
+// opener gives each test a database of its own on the server (testDatabase)
+// and opens handles onto it.
 func opener(server string, snapshot bool) storagetest.Opener {
 	return func(t testing.TB) func() storage.Store {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		admin, err := sql.Open("sqlserver", server)
-		if err != nil {
-			t.Fatalf("open %s: %v", urlEnv, err)
-		}
-		name := "mf_t_" + randomHex(t, 8)
-		if _, err := admin.ExecContext(ctx, adminQueries.Get("create_database"),
-			sql.Named("name", name), sql.Named("snapshot", snapshot)); err != nil {
-			admin.Close()
-			t.Fatalf("create test database %s: %v", name, err)
-		}
-		t.Cleanup(func() {
-			// Registered first, so it runs after every handle is closed.
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if _, err := admin.ExecContext(ctx, adminQueries.Get("drop_database"), sql.Named("name", name)); err != nil {
-				t.Errorf("drop test database %s: %v", name, err)
-			}
-			admin.Close()
-		})
-		dbURL, err := withDatabase(server, name)
-		if err != nil {
-			t.Fatalf("%s: %v", urlEnv, err)
-		}
+		dbURL := testDatabase(t, server, snapshot)
 		return func() storage.Store {
 			t.Helper()
-			s, err := sqlserver.Open(context.Background(), sqlserver.Options{URL: dbURL})
-			if err != nil {
-				t.Fatalf("open store on %s: %v", name, err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
+			return openStore(t, dbURL)
 		}
+	}
+}
+
+// testDatabase creates a database of the test's own on the server,
+// mf_t_<random>, with READ_COMMITTED_SNAPSHOT on or off, drops it when the
+// test ends, and returns its URL.
+func testDatabase(t testing.TB, server string, snapshot bool) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := sql.Open("sqlserver", server)
+	if err != nil {
+		t.Fatalf("open %s: %v", urlEnv, err)
+	}
+	name := "mf_t_" + randomHex(t, 8)
+	if _, err := admin.ExecContext(ctx, adminQueries.Get("create_database"),
+		sql.Named("name", name), sql.Named("snapshot", snapshot)); err != nil {
+		admin.Close()
+		t.Fatalf("create test database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		// Registered first, so it runs after every handle is closed.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, adminQueries.Get("drop_database"), sql.Named("name", name)); err != nil {
+			t.Errorf("drop test database %s: %v", name, err)
+		}
+		admin.Close()
+	})
+	dbURL, err := withDatabase(server, name)
+	if err != nil {
+		t.Fatalf("%s: %v", urlEnv, err)
+	}
+	return dbURL
+}
+
+func openStore(t testing.TB, dbURL string) *sqlserver.Store {
+	t.Helper()
+	s, err := sqlserver.Open(context.Background(), sqlserver.Options{URL: dbURL})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestWritesThatReturnRowsWorkUnderATrigger: SQL Server refuses a bare OUTPUT
+// clause on a table with an enabled trigger (error 334), so an operator's
+// audit trigger on the lease or config table would stop every renewal (and
+// the leader would fence itself) or every reload. Each such write outputs
+// INTO a table variable instead. The trigger also runs a statement of its
+// own, so the writes that read @@ROWCOUNT (the claim, the completion) show
+// whether they read their own statement's count.
+func TestWritesThatReturnRowsWorkUnderATrigger(t *testing.T) {
+	dbURL := testDatabase(t, serverURL(t), false)
+	s := openStore(t, dbURL)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	db, err := sql.Open("sqlserver", dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, table := range []string{"mf_leader_lease", "mf_config", "mf_messages", "mf_queue"} {
+		if _, err := db.ExecContext(ctx, "CREATE TRIGGER "+table+"_audit ON "+table+
+			" AFTER INSERT, UPDATE, DELETE AS SET NOCOUNT ON; DECLARE @n INT; SELECT @n = COUNT(*) FROM sys.objects;"); err != nil {
+			t.Fatalf("create trigger on %s: %v", table, err)
+		}
+	}
+	lease, elected, err := s.LeaseAttemptElect(ctx, storage.LeaseAttemptElectParams{Owner: "a", TTL: 30 * time.Second})
+	if err != nil || !elected {
+		t.Fatalf("elect under a trigger: elected %v, %v", elected, err)
+	}
+	renewed, err := s.LeaseAttemptRenew(ctx, storage.LeaseAttemptRenewParams{Owner: "a", Term: lease.Term, TTL: 30 * time.Second})
+	if err != nil || renewed.Term != lease.Term || renewed.Owner != "a" {
+		t.Fatalf("renew under a trigger: %+v, %v", renewed, err)
+	}
+	for want := int64(1); want <= 2; want++ {
+		v, err := s.ConfigVersionBump(ctx, storage.ConfigVersionBumpParams{Name: "config"})
+		if err != nil || v != want {
+			t.Fatalf("config version bump %d under a trigger: %d, %v", want, v, err)
+		}
+	}
+	fence := storage.Fence{Owner: "a", Term: lease.Term}
+	if _, err := s.MessageIngest(ctx, storage.MessageIngestParams{Fence: fence, Messages: []storage.NewMessage{{
+		Inbound: "in", ControlID: "1", MessageType: "ADT^A01", Payload: []byte("MSH|^~\\&|"), Status: storage.MessageRouted,
+		Deliveries: []storage.Delivery{{Destination: "out", Lane: "out/p1"}},
+	}}}); err != nil {
+		t.Fatalf("ingest under a trigger: %v", err)
+	}
+	claim, err := s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: fence, Lane: "out/p1", Owner: "a", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatalf("claim under a trigger: %v", err)
+	}
+	if err := s.QueueComplete(ctx, storage.QueueCompleteParams{Fence: fence, Claim: claim.Claim()}); err != nil {
+		t.Fatalf("complete under a trigger: %v", err)
+	}
+	if err := s.QueueComplete(ctx, storage.QueueCompleteParams{Fence: fence, Claim: claim.Claim()}); !errors.Is(err, storage.ErrClaimLost) {
+		t.Fatalf("second completion of one claim under a trigger: %v, want ErrClaimLost", err)
 	}
 }
 
