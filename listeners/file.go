@@ -50,6 +50,9 @@ type FilePoller struct {
 	// max_file_bytes, or holding a message larger than max_message_bytes),
 	// so that it is logged once, not on every poll.
 	held fileID
+	// trouble is the failure the last polls ran into, logged when it
+	// starts, at most once a troubleRepeat while it lasts, and when it clears.
+	trouble trouble
 
 	// afterRead, if not nil, is called between reading a file and checking
 	// that it did not change meanwhile (tests change it there).
@@ -105,12 +108,21 @@ func (f *FilePoller) Receive(ctx actor.Context) {
 }
 
 func (f *FilePoller) poll() {
+	troubled := f.trouble.polls
+	defer func() {
+		if f.trouble.what != "" && f.trouble.polls == troubled && f.env.Ctx.Err() == nil {
+			f.log.Info().Str("trouble", f.trouble.what).Int("polls", f.trouble.polls).
+				Msg("the file inbound's trouble has cleared")
+			f.trouble = trouble{}
+		}
+	}()
 	if f.unarchived.name != "" && !f.retryArchive() {
 		return
 	}
 	entries, err := os.ReadDir(f.cfg.Directory)
 	if err != nil {
-		f.log.Error().Err(err).Str("directory", f.cfg.Directory).Msg("cannot list the file inbound's directory")
+		f.troubled("listing the directory").Err(err).Str("directory", f.cfg.Directory).
+			Msg("cannot list the file inbound's directory (it must be a directory this process can read); no file is read until it can")
 		return
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
@@ -157,7 +169,8 @@ func (f *FilePoller) ingestFile(name string) bool {
 	path := filepath.Join(f.cfg.Directory, name)
 	fi, err := os.Stat(path)
 	if err != nil {
-		f.log.Error().Err(err).Str("file", name).Msg("cannot read an inbound file; will retry")
+		f.troubled("reading "+name).Err(err).Str("file", name).
+			Msg("cannot read an inbound file; no later file is read until it can (will retry)")
 		return false
 	}
 	id := idOf(name, fi)
@@ -177,7 +190,8 @@ func (f *FilePoller) ingestFile(name string) bool {
 	}
 	b, err := readAtMost(path, f.cfg.MaxFileBytes)
 	if err != nil {
-		f.log.Error().Err(err).Str("file", name).Msg("cannot read an inbound file; will retry")
+		f.troubled("reading "+name).Err(err).Str("file", name).
+			Msg("cannot read an inbound file; no later file is read until it can (will retry)")
 		return false
 	}
 	if f.afterRead != nil {
@@ -205,7 +219,8 @@ func (f *FilePoller) ingestFile(name string) bool {
 	}
 	for start := 0; start < len(msgs); start += MaxBatch {
 		if err := f.store(msgs[start:min(start+MaxBatch, len(msgs))]); err != nil {
-			f.log.Error().Err(err).Str("file", name).Msg("storing the messages of an inbound file failed; the file stays and is read again")
+			f.troubled("storing "+name).Err(err).Str("file", name).
+				Msg("storing the messages of an inbound file failed; the file stays and is read again")
 			return false
 		}
 	}
@@ -229,6 +244,37 @@ func (f *FilePoller) hold(id fileID, reason string, tell func()) {
 		tell()
 	}
 	f.waiting(id.name, reason)
+}
+
+// troubleRepeat is how often a failure that lasts is logged again: a poll
+// every second (the default) would otherwise log it 86,400 times a day.
+const troubleRepeat = time.Minute
+
+// trouble is a failure that comes back at every poll until something is
+// fixed: a directory that cannot be listed, a file that cannot be read,
+// a store that is down.
+type trouble struct {
+	what   string    // what failed ("" for nothing)
+	logged time.Time // when it was last logged at error level
+	polls  int       // polls that ran into it
+}
+
+// troubled returns the event to log a failure with: at error level when
+// the failure is new, or troubleRepeat has passed since it was last logged
+// (with how many polls it has lasted), else at debug level.
+func (f *FilePoller) troubled(what string) *zerolog.Event {
+	now := time.Now()
+	t := &f.trouble
+	if t.what == what && now.Sub(t.logged) < troubleRepeat {
+		t.polls++
+		return f.log.Debug()
+	}
+	if t.what != what {
+		*t = trouble{what: what}
+	}
+	t.polls++
+	t.logged = now
+	return f.log.Error().Int("polls", t.polls)
 }
 
 // readAtMost reads a file, but no more than limit+1 bytes of it (a file that

@@ -209,3 +209,43 @@ func TestIngestCutsTransactionsOnlyBetweenGroups(t *testing.T) {
 		t.Fatalf("transactions of %v messages; want %v", sizes, want)
 	}
 }
+
+// TestAFailureThatLastsIsLoggedOnceAMinute: a directory that cannot be
+// listed fails every poll (every second by default); it is logged at error
+// level when it starts, once a minute while it lasts, and when it clears,
+// not at every poll.
+func TestAFailureThatLastsIsLoggedOnceAMinute(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	if err := os.WriteFile(in, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	f := &FilePoller{
+		env: &Env{Ctx: context.Background()},
+		cfg: config.Inbound{Name: "drop", Directory: in, ArchiveDirectory: filepath.Join(dir, "archive")},
+		log: zerolog.New(&logs).Level(zerolog.InfoLevel),
+	}
+	for range 5 {
+		f.poll()
+	}
+	if n := strings.Count(logs.String(), "cannot list the file inbound's directory"); n != 1 {
+		t.Fatalf("5 polls that could not list the directory logged it %d times, want once:\n%s", n, logs.String())
+	}
+	f.trouble.logged = time.Now().Add(-troubleRepeat) // a minute on
+	f.poll()
+	if n := strings.Count(logs.String(), `"polls":6`); n != 1 {
+		t.Fatalf("a minute on, the failure is not logged again with its count of polls:\n%s", logs.String())
+	}
+	if err := os.Remove(in); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(in, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	f.poll()
+	f.poll()
+	if n := strings.Count(logs.String(), "trouble has cleared"); n != 1 {
+		t.Fatalf("the directory listed again: the end of the failure logged %d times, want once:\n%s", n, logs.String())
+	}
+}
