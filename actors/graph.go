@@ -20,7 +20,8 @@ type graphSpec struct {
 	cfg      *config.Config
 	store    storage.Store
 	fence    storage.Fence
-	owner    string // this run of the node: the owner of the row leases it takes
+	ended    <-chan struct{} // closed when term fence.Term ends (leadership.Changed.Ended)
+	owner    string          // this run of the node: the owner of the row leases it takes
 	trust    *leadership.Trust
 	log      zerolog.Logger
 	router   *lanes.Router

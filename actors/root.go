@@ -191,7 +191,7 @@ func (r *root) changed(ctx actor.Context, c leadership.Changed) {
 	}
 	log.Info().Str("owner", c.Fence.Owner).Msg("leadership gained: recovering the previous leader's deliveries")
 	r.recover(c.Fence, log)
-	r.startGraph(ctx, c.Fence)
+	r.startGraph(ctx, c.Fence, c.Ended)
 }
 
 // recover is promotion recovery: rows left in flight by any other owner go
@@ -220,11 +220,32 @@ func (r *root) recover(f storage.Fence, log zerolog.Logger) {
 	log.Error().Msg("promotion recovery gave up; the previous leader's in-flight rows return when their leases expire")
 }
 
-func (r *root) startGraph(ctx actor.Context, f storage.Fence) {
+// startGraph starts graph(T) unless term T has already ended (ended is
+// closed: the Changed that reports the loss is still in root's mailbox).
+func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struct{}) {
+	select {
+	case <-ended:
+		r.opts.Log.Warn().Int64("term", f.Term).Msg("leadership of this term ended before its graph could start; not starting it")
+		return
+	default:
+	}
 	gctx, cancel := context.WithCancel(context.Background())
+	if ended != nil {
+		// The term's end cancels its graph at once, even while root is
+		// busy (a drain, promotion recovery): deliveries in hand are
+		// abandoned then, as on any demotion, not at the end of the drain,
+		// when a standby may already be sending them.
+		go func() {
+			select {
+			case <-ended:
+				cancel()
+			case <-gctx.Done():
+			}
+		}()
+	}
 	system, self := ctx.ActorSystem(), ctx.Self()
 	spec := &graphSpec{
-		ctx: gctx, cfg: r.opts.Config, store: r.opts.Store, fence: f, owner: r.opts.Instance, trust: r.opts.Trust,
+		ctx: gctx, cfg: r.opts.Config, store: r.opts.Store, fence: f, ended: ended, owner: r.opts.Instance, trust: r.opts.Trust,
 		log: r.opts.Log, router: r.router,
 		done: make(chan struct{}),
 		onFenced: func(op string, err error) {
@@ -269,9 +290,9 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	}
 	r.opts.Config, r.router = cfg, router
 	if r.spec != nil {
-		fence := r.spec.fence
+		fence, ended := r.spec.fence, r.spec.ended
 		r.stopGraph(ctx, true)
-		r.startGraph(ctx, fence)
+		r.startGraph(ctx, fence, ended)
 	}
 	r.setStatus(func(s *Status) { s.ConfigVersion = version })
 	ctx.Send(r.leadership, leadership.ConfigLoaded{Version: version})

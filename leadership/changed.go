@@ -10,6 +10,11 @@ type Changed struct {
 	// under which term) until it loses or gives it up.
 	Leader bool
 	Fence  storage.Fence
+	// Ended, on a gain, is closed the moment that term's leadership ends
+	// (lost, fenced, resigned), before root reads the Changed that reports
+	// it: root may be busy then (a drain lasts up to the drain timeout), and
+	// the graph must stop acting at once, not after it. Nil: never closed.
+	Ended <-chan struct{}
 	// Reason says why, for logs and the mf_leadership_changes_total metric:
 	// "single-node", "elected", "renew-lost", "fenced", "resigned".
 	Reason string

@@ -57,11 +57,12 @@ type Elector struct {
 
 	leader       bool
 	fence        storage.Fence
-	trustedUntil time.Time // monotonic; meaningful while leader
-	nextAttempt  time.Time // when the next election or renewal attempt is due
-	configSeen   int64     // the last shared config version seen
-	configLoaded int64     // the version this node runs (reported in mf_nodes)
-	gen          int       // the current tick; older ones are ignored
+	trustedUntil time.Time     // monotonic; meaningful while leader
+	ended        chan struct{} // Changed.Ended of the term held; closed when it ends
+	nextAttempt  time.Time     // when the next election or renewal attempt is due
+	configSeen   int64         // the last shared config version seen
+	configLoaded int64         // the version this node runs (reported in mf_nodes)
+	gen          int           // the current tick; older ones are ignored
 	timer        scheduler.CancelFunc
 	stopWatch    context.CancelFunc
 }
@@ -189,8 +190,9 @@ func (e *Elector) elect(ctx actor.Context) time.Duration {
 	e.leader = true
 	e.fence = storage.Fence{Owner: e.nodeID, Term: l.Term}
 	e.trusted(ctx, start)
+	e.ended = make(chan struct{})
 	e.log.Info().Int64("term", l.Term).Msg("elected leader")
-	ctx.Send(ctx.Parent(), Changed{Leader: true, Fence: e.fence, Reason: "elected"})
+	ctx.Send(ctx.Parent(), Changed{Leader: true, Fence: e.fence, Reason: "elected", Ended: e.ended})
 	return e.cfg.Heartbeat()
 }
 
@@ -237,6 +239,7 @@ func (e *Elector) trusted(ctx actor.Context, start time.Time) {
 // lose ends this node's leadership and tells root, which stops the graph.
 func (e *Elector) lose(ctx actor.Context, reason, why string) {
 	e.trust.close()
+	e.endTerm()
 	term := e.fence.Term
 	e.leader = false
 	e.fence = storage.Fence{}
@@ -246,6 +249,15 @@ func (e *Elector) lose(ctx actor.Context, reason, why string) {
 	}
 	ev.Int64("term", term).Str("reason", reason).Msg("leadership lost: " + why)
 	ctx.Send(ctx.Parent(), Changed{Leader: false, Fence: storage.Fence{Owner: e.nodeID, Term: term}, Reason: reason})
+}
+
+// endTerm closes the held term's Ended: root cancels that term's graph on
+// it at once, even while it is busy.
+func (e *Elector) endTerm() {
+	if e.ended != nil {
+		close(e.ended)
+		e.ended = nil
+	}
 }
 
 // heartbeat records this node in mf_nodes. Best effort: membership is for
@@ -314,6 +326,7 @@ func (e *Elector) stop() {
 	}
 	if e.leader {
 		e.trust.close()
+		e.endTerm()
 		for attempt := 1; attempt <= resignAttempts; attempt++ {
 			cctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 			_, err := e.store.LeaseResign(cctx, storage.LeaseResignParams{Owner: e.nodeID, Term: e.fence.Term})

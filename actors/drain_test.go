@@ -1,0 +1,249 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/actors"
+	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/hl7"
+	"github.com/messagefoundry/mf/leadership"
+	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/postgres"
+	"github.com/messagefoundry/mf/storage/postgres/pgtest"
+)
+
+// unrenewable makes lease renewals hang until their deadline and fail, as a
+// database that stopped answering would.
+type unrenewable struct {
+	storage.Store
+	fail atomic.Bool
+}
+
+func (u *unrenewable) LeaseAttemptRenew(ctx context.Context, p storage.LeaseAttemptRenewParams) (storage.Lease, error) {
+	if u.fail.Load() {
+		<-ctx.Done()
+		return storage.Lease{}, errors.New("injected: database unreachable")
+	}
+	return u.Store.LeaseAttemptRenew(ctx, p)
+}
+
+// hangingDestination is an HTTP peer that holds every request until the
+// sender gives up on it (or the test ends), and says when it has one in
+// hand and when that one was abandoned.
+type hangingDestination struct {
+	*httptest.Server
+	inHand    chan struct{}
+	abandoned atomic.Bool
+}
+
+func startHangingDestination(t *testing.T) *hangingDestination {
+	d := &hangingDestination{inHand: make(chan struct{}, 16)}
+	release := make(chan struct{})
+	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read to the end: only then does the server watch the connection
+		// and cancel r.Context() when the sender hangs up.
+		_, _ = io.ReadAll(r.Body)
+		d.inHand <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			d.abandoned.Store(true)
+		case <-release:
+		}
+	}))
+	t.Cleanup(func() {
+		close(release)
+		d.Close()
+	})
+	return d
+}
+
+// clusterNode is one clustered engine on PostgreSQL with the real elector,
+// at timings short enough for a test (fence 0.3 s, lease 0.6 s), whose
+// outbound is slower than the lease: a send may last 50 s.
+type clusterNode struct {
+	eng    *actors.Engine
+	store  *unrenewable
+	admin  storage.Store
+	listen string
+	logs   *enginetest.LogBuffer
+	dest   *hangingDestination
+	// stopped is set by a test that stops the engine itself.
+	stopped atomic.Bool
+}
+
+func startClusterNode(t *testing.T) *clusterNode {
+	t.Helper()
+	url := pgtest.NewSchema(t)
+	n := &clusterNode{listen: enginetest.FreeAddr(t), logs: &enginetest.LogBuffer{}, dest: startHangingDestination(t)}
+	text := fmt.Sprintf(`
+[store]
+backend = "postgres"
+url = %q
+pool_size = 4
+lease_ttl_seconds = 60
+
+[cluster]
+enabled = true
+node_id = "n1"
+heartbeat_seconds = 0.1
+leader_fence_timeout_seconds = 0.3
+leader_lease_ttl_seconds = 0.6
+node_timeout_seconds = 0.6
+
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = %q
+
+[[outbound]]
+name = "slow"
+type = "http"
+url = %q
+timeout_seconds = 50
+
+[[route]]
+from = "adt_in"
+to = ["slow"]
+`, url, n.listen, n.dest.URL)
+	cfg, err := config.Parse([]byte(text), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() *postgres.Store {
+		s, err := postgres.Open(context.Background(), postgres.Options{URL: url, PoolSize: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	pg := open()
+	if err := pg.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n.admin = open()
+	n.store = &unrenewable{Store: pg}
+	trust := leadership.NewTrust()
+	log := zerolog.New(n.logs).With().Timestamp().Logger()
+	n.eng, err = actors.Start(actors.Options{
+		Config: cfg, Store: n.store, Log: log, NodeID: "n1", Trust: trust,
+		Leadership: leadership.NewElector(leadership.ElectorOptions{
+			Store: n.store, Cluster: cfg.Cluster, NodeID: "n1", Trust: trust, Log: log,
+		}),
+		Reload:       func() (*config.Config, error) { return cfg, nil },
+		DrainTimeout: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(n.logs.String())
+		}
+		if n.stopped.Load() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := n.eng.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return n
+}
+
+// sendInHand makes the leader take a message into a send that does not end
+// by itself.
+func (n *clusterNode) sendInHand(t *testing.T) {
+	t.Helper()
+	enginetest.WaitFor(t, "this node to lead", 10*time.Second, func() bool { return n.eng.Status().Leader })
+	enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(n.listen) })
+	if ack := enginetest.Dial(t, n.listen).Send(enginetest.ADT("D1", "P1")); ack.Code != hl7.AA {
+		t.Fatalf("ingest answered %s", ack.Code)
+	}
+	select {
+	case <-n.dest.inHand:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the message never reached the destination")
+	}
+}
+
+// loseLeadershipWhileDraining: with a send in hand, start a drain (drain),
+// wait until the listener has closed (the drain is under way, the send still
+// in hand), then let the database stop answering, so that the elector fences
+// this node. The send in hand must then be abandoned at once, as on any loss:
+// this node no longer leads, and a standby may take over, and send that
+// message and the ones behind it, one lease TTL later. It must not run on
+// for the rest of the drain (here up to 50 s).
+func loseLeadershipWhileDraining(t *testing.T, n *clusterNode, drain func()) {
+	t.Helper()
+	n.sendInHand(t)
+	drain()
+	enginetest.WaitFor(t, "the listener to close (the drain under way)", 10*time.Second, func() bool { return !open(n.listen) })
+	n.store.fail.Store(true)
+	enginetest.WaitFor(t, "the elector to fence this node", 5*time.Second, func() bool {
+		return strings.Contains(n.logs.String(), "leadership lost")
+	})
+	enginetest.WaitFor(t, "the send in hand to be abandoned after the fence", 5*time.Second, n.dest.abandoned.Load)
+}
+
+// A leader fenced in the middle of a reload's drain abandons the send in
+// hand, and does not start the reloaded graph under the term it lost.
+func TestFenceDuringReloadDrainAbandonsTheSendInHand(t *testing.T) {
+	t.Parallel()
+	n := startClusterNode(t)
+	loseLeadershipWhileDraining(t, n, func() {
+		if _, err := n.admin.ConfigVersionBump(context.Background(), storage.ConfigVersionBumpParams{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The reload ends; the lost term's graph must not start again.
+	enginetest.WaitFor(t, "the reload to end", 10*time.Second, func() bool {
+		return strings.Contains(n.logs.String(), "config reloaded")
+	})
+	starts := 0
+	for _, line := range strings.Split(n.logs.String(), "\n") {
+		if strings.Contains(line, "graph started") && strings.Contains(line, `"term":1,`) {
+			starts++
+		}
+	}
+	if starts != 1 {
+		t.Fatalf("graph(1) started %d times; want once, before the reload (its term was lost during the drain)", starts)
+	}
+}
+
+// A leader fenced in the middle of a clean stop's drain abandons the send in
+// hand.
+func TestFenceDuringStopDrainAbandonsTheSendInHand(t *testing.T) {
+	t.Parallel()
+	n := startClusterNode(t)
+	stopped := make(chan error, 1)
+	loseLeadershipWhileDraining(t, n, func() {
+		n.stopped.Store(true)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			stopped <- n.eng.Stop(ctx)
+		}()
+	})
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the engine did not stop after the fence")
+	}
+}
