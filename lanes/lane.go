@@ -25,8 +25,10 @@ type Wake struct{}
 
 // due is the lane's own timer firing: a backing-off head is due, or a
 // pause after a store failure is over. Unlike Wake it is not counted, since
-// the manager did not send it.
-type due struct{}
+// the manager did not send it. gen names the timer (laneActor.timerGen): a
+// timer cancelled after it fired has already queued its due, and that due
+// stands for nothing.
+type due struct{ gen uint64 }
 
 // next makes a looping lane take its next row; one row per message, so that
 // a stop is handled between rows and the delivery in hand always finishes.
@@ -74,6 +76,9 @@ type laneActor struct {
 	looping bool // a next is queued or a row is in hand
 	wakes   int  // Wake messages seen, echoed in idle
 	timer   scheduler.CancelFunc
+	// timerGen numbers the timers wakeAfter sets; only the due of the
+	// latest one is taken.
+	timerGen uint64
 	// head is the lane's next row, claimed by the write that recorded the
 	// previous delivery (QueueAdvance) and sent at the next step.
 	head *storage.QueueClaim
@@ -115,7 +120,7 @@ type laneActor struct {
 
 // Receive implements actor.Actor.
 func (l *laneActor) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
+	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		// The lane name carries the lane key (often a patient id): never log it.
 		l.log = l.env.Log.With().Str("destination", l.dest.Name).Logger()
@@ -132,6 +137,12 @@ func (l *laneActor) Receive(ctx actor.Context) {
 		l.parked = false
 		l.wake(ctx)
 	case due:
+		if msg.gen != l.timerGen || l.timer == nil {
+			// A cancelled or replaced timer's: taken as the current one's,
+			// a lane backing off claimed a head not yet due, found nothing,
+			// dropped its real timer and went idle, and was stopped.
+			return
+		}
 		l.timer = nil
 		l.parked = false
 		l.wake(ctx)
@@ -196,7 +207,8 @@ func (l *laneActor) wakeAfter(ctx actor.Context, d time.Duration) {
 	if l.timer != nil {
 		l.timer()
 	}
-	l.timer = scheduler.NewTimerScheduler(ctx).SendOnce(d, ctx.Self(), due{})
+	l.timerGen++
+	l.timer = scheduler.NewTimerScheduler(ctx).SendOnce(d, ctx.Self(), due{gen: l.timerGen})
 }
 
 func (l *laneActor) step(ctx actor.Context) {
