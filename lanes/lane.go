@@ -96,6 +96,13 @@ type laneActor struct {
 	// ends.
 	ahead      []storage.QueueClaim
 	aheadUntil time.Time
+	// unsent are claims of rows never sent that a failed store call left
+	// in flight (storeFailed, or a give back that failed): given back at the
+	// lane's next step, or when it stops. Left to their lease, they came
+	// back with an attempt they never made (and only at the next full
+	// rescan), so a small max_attempts set them aside after fewer real
+	// sends. A claim no longer current is skipped by the give back.
+	unsent []storage.Claim
 	// floor is the id of the last row this lane claimed, or its
 	// predecessor's (Manager.floors): its head lookups start there
 	// (storage.QueueClaimNextParams.From).
@@ -172,22 +179,27 @@ func (l *laneActor) giveBack() {
 // giveBackUnsent gives back the rows claimed ahead, and also c unless it is
 // nil: rows claimed and never sent, pending again as if never claimed
 // (their attempt taken back, so that they do not use up attempts they never
-// made). It returns the store's error. On a failure they stay in flight
-// under this node's lease until it ends: the lane's next claim waits for
-// that, and the rows are delivered then, in order.
+// made), with those a failed call left (unsent). It returns the store's
+// error. On a failure they stay in flight under this node's lease and are
+// kept in unsent, to be given back at the lane's next step; meanwhile its
+// claims, which start at the head, wait for them, and order holds.
 func (l *laneActor) giveBackUnsent(c *storage.QueueClaim) error {
-	claims := make([]storage.Claim, 0, 1+len(l.ahead))
+	claims := make([]storage.Claim, 0, 1+len(l.ahead)+len(l.unsent))
 	if c != nil {
 		claims = append(claims, c.Claim())
 	}
 	for _, a := range l.ahead {
 		claims = append(claims, a.Claim())
 	}
-	l.ahead = nil
+	claims = append(claims, l.unsent...)
+	l.ahead, l.unsent = nil, nil
 	if len(claims) == 0 {
 		return nil
 	}
 	_, err := l.env.Store.QueueGiveBack(l.env.Ctx, storage.QueueGiveBackParams{Fence: l.env.Fence, Claims: claims})
+	if err != nil {
+		l.unsent = claims // none was sent: tried again at the next step
+	}
 	return err
 }
 
@@ -223,6 +235,12 @@ func (l *laneActor) step(ctx actor.Context) {
 			next := l.ahead[0]
 			c, l.ahead = &next, l.ahead[1:]
 		} else if err := l.giveBackUnsent(nil); err != nil {
+			l.storeFailed(ctx, "give back", err)
+			return
+		}
+	}
+	if c == nil && len(l.unsent) > 0 {
+		if err := l.giveBackUnsent(nil); err != nil {
 			l.storeFailed(ctx, "give back", err)
 			return
 		}
@@ -307,7 +325,7 @@ func (l *laneActor) step(ctx actor.Context) {
 		// lease ends, and come back after it, in order.
 		if err := l.giveBackUnsent(nil); err != nil && l.env.Ctx.Err() == nil {
 			StoreError("give back")
-			log.Warn().Err(err).Msg("could not give back the messages claimed behind a failed one; they are delivered once their lease expires, after it")
+			log.Warn().Err(err).Msg("could not give back the messages claimed behind a failed one; the lane tries again at its next step, and they are delivered after it")
 		}
 	}
 	if !exhausted {
@@ -466,9 +484,13 @@ func (l *laneActor) finished(ctx actor.Context, log zerolog.Logger, op string, e
 // storeFailed handles a failed store call: a fence means this node is no
 // longer the leader; anything else is retried after a pause.
 func (l *laneActor) storeFailed(ctx actor.Context, op string, err error) {
-	// Rows claimed ahead stay in flight until their lease ends (the store
-	// cannot be trusted to take them back now); the lane's claims wait for
-	// that, and deliver them in order then.
+	// Rows claimed ahead are not sent after a failure (the row before them
+	// may not be recorded); they stay in flight, and the lane's next step
+	// gives them back (unsent). Its claims start at the lane's head, so
+	// they are delivered after whatever came before them, in order.
+	for _, a := range l.ahead {
+		l.unsent = append(l.unsent, a.Claim())
+	}
 	l.ahead = nil
 	StoreError(op)
 	if errors.Is(err, storage.ErrFenced) || l.env.Ctx.Err() != nil {

@@ -44,6 +44,9 @@ type countingStore struct {
 	loseNextDead atomic.Bool
 	// givenBack counts the rows QueueGiveBack gave back.
 	givenBack atomic.Int64
+	// failCompleteOnce makes the next QueueComplete answer an error after
+	// its write committed, as when the connection drops before the reply.
+	failCompleteOnce atomic.Bool
 	// doubtOnce makes the fixture's Trust answer false once: leadership in
 	// doubt at that moment.
 	doubtOnce atomic.Bool
@@ -122,7 +125,11 @@ func (c *countingStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, 
 
 func (c *countingStore) QueueComplete(ctx context.Context, p storage.QueueCompleteParams) error {
 	c.completes.Add(1)
-	return c.Store.QueueComplete(ctx, p)
+	err := c.Store.QueueComplete(ctx, p)
+	if err == nil && c.failCompleteOnce.CompareAndSwap(true, false) {
+		return errors.New("connection reset by peer (injected, after the commit)")
+	}
+	return err
 }
 
 func (c *countingStore) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) (storage.QueueAdvanced, error) {
