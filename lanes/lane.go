@@ -25,8 +25,10 @@ type Wake struct{}
 
 // due is the lane's own timer firing: a backing-off head is due, or a
 // pause after a store failure is over. Unlike Wake it is not counted, since
-// the manager did not send it.
-type due struct{}
+// the manager did not send it. gen names the timer (laneActor.timerGen): a
+// timer cancelled after it fired has already queued its due, and that due
+// stands for nothing.
+type due struct{ gen uint64 }
 
 // next makes a looping lane take its next row; one row per message, so that
 // a stop is handled between rows and the delivery in hand always finishes.
@@ -74,6 +76,9 @@ type laneActor struct {
 	looping bool // a next is queued or a row is in hand
 	wakes   int  // Wake messages seen, echoed in idle
 	timer   scheduler.CancelFunc
+	// timerGen numbers the timers wakeAfter sets; only the due of the
+	// latest one is taken.
+	timerGen uint64
 	// head is the lane's next row, claimed by the write that recorded the
 	// previous delivery (QueueAdvance) and sent at the next step.
 	head *storage.QueueClaim
@@ -91,6 +96,13 @@ type laneActor struct {
 	// ends.
 	ahead      []storage.QueueClaim
 	aheadUntil time.Time
+	// unsent are claims of rows never sent that a failed store call left
+	// in flight (storeFailed, or a give back that failed): given back at the
+	// lane's next step, or when it stops. Left to their lease, they came
+	// back with an attempt they never made (and only at the next full
+	// rescan), so a small max_attempts set them aside after fewer real
+	// sends. A claim no longer current is skipped by the give back.
+	unsent []storage.Claim
 	// floor is the id of the last row this lane claimed, or its
 	// predecessor's (Manager.floors): its head lookups start there
 	// (storage.QueueClaimNextParams.From).
@@ -115,7 +127,7 @@ type laneActor struct {
 
 // Receive implements actor.Actor.
 func (l *laneActor) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
+	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		// The lane name carries the lane key (often a patient id): never log it.
 		l.log = l.env.Log.With().Str("destination", l.dest.Name).Logger()
@@ -132,6 +144,12 @@ func (l *laneActor) Receive(ctx actor.Context) {
 		l.parked = false
 		l.wake(ctx)
 	case due:
+		if msg.gen != l.timerGen || l.timer == nil {
+			// A cancelled or replaced timer's: taken as the current one's,
+			// a lane backing off claimed a head not yet due, found nothing,
+			// dropped its real timer and went idle, and was stopped.
+			return
+		}
 		l.timer = nil
 		l.parked = false
 		l.wake(ctx)
@@ -161,22 +179,27 @@ func (l *laneActor) giveBack() {
 // giveBackUnsent gives back the rows claimed ahead, and also c unless it is
 // nil: rows claimed and never sent, pending again as if never claimed
 // (their attempt taken back, so that they do not use up attempts they never
-// made). It returns the store's error. On a failure they stay in flight
-// under this node's lease until it ends: the lane's next claim waits for
-// that, and the rows are delivered then, in order.
+// made), with those a failed call left (unsent). It returns the store's
+// error. On a failure they stay in flight under this node's lease and are
+// kept in unsent, to be given back at the lane's next step; meanwhile its
+// claims, which start at the head, wait for them, and order holds.
 func (l *laneActor) giveBackUnsent(c *storage.QueueClaim) error {
-	claims := make([]storage.Claim, 0, 1+len(l.ahead))
+	claims := make([]storage.Claim, 0, 1+len(l.ahead)+len(l.unsent))
 	if c != nil {
 		claims = append(claims, c.Claim())
 	}
 	for _, a := range l.ahead {
 		claims = append(claims, a.Claim())
 	}
-	l.ahead = nil
+	claims = append(claims, l.unsent...)
+	l.ahead, l.unsent = nil, nil
 	if len(claims) == 0 {
 		return nil
 	}
 	_, err := l.env.Store.QueueGiveBack(l.env.Ctx, storage.QueueGiveBackParams{Fence: l.env.Fence, Claims: claims})
+	if err != nil {
+		l.unsent = claims // none was sent: tried again at the next step
+	}
 	return err
 }
 
@@ -196,7 +219,8 @@ func (l *laneActor) wakeAfter(ctx actor.Context, d time.Duration) {
 	if l.timer != nil {
 		l.timer()
 	}
-	l.timer = scheduler.NewTimerScheduler(ctx).SendOnce(d, ctx.Self(), due{})
+	l.timerGen++
+	l.timer = scheduler.NewTimerScheduler(ctx).SendOnce(d, ctx.Self(), due{gen: l.timerGen})
 }
 
 func (l *laneActor) step(ctx actor.Context) {
@@ -211,6 +235,12 @@ func (l *laneActor) step(ctx actor.Context) {
 			next := l.ahead[0]
 			c, l.ahead = &next, l.ahead[1:]
 		} else if err := l.giveBackUnsent(nil); err != nil {
+			l.storeFailed(ctx, "give back", err)
+			return
+		}
+	}
+	if c == nil && len(l.unsent) > 0 {
+		if err := l.giveBackUnsent(nil); err != nil {
 			l.storeFailed(ctx, "give back", err)
 			return
 		}
@@ -295,7 +325,7 @@ func (l *laneActor) step(ctx actor.Context) {
 		// lease ends, and come back after it, in order.
 		if err := l.giveBackUnsent(nil); err != nil && l.env.Ctx.Err() == nil {
 			StoreError("give back")
-			log.Warn().Err(err).Msg("could not give back the messages claimed behind a failed one; they are delivered once their lease expires, after it")
+			log.Warn().Err(err).Msg("could not give back the messages claimed behind a failed one; the lane tries again at its next step, and they are delivered after it")
 		}
 	}
 	if !exhausted {
@@ -454,9 +484,13 @@ func (l *laneActor) finished(ctx actor.Context, log zerolog.Logger, op string, e
 // storeFailed handles a failed store call: a fence means this node is no
 // longer the leader; anything else is retried after a pause.
 func (l *laneActor) storeFailed(ctx actor.Context, op string, err error) {
-	// Rows claimed ahead stay in flight until their lease ends (the store
-	// cannot be trusted to take them back now); the lane's claims wait for
-	// that, and deliver them in order then.
+	// Rows claimed ahead are not sent after a failure (the row before them
+	// may not be recorded); they stay in flight, and the lane's next step
+	// gives them back (unsent). Its claims start at the lane's head, so
+	// they are delivered after whatever came before them, in order.
+	for _, a := range l.ahead {
+		l.unsent = append(l.unsent, a.Claim())
+	}
 	l.ahead = nil
 	StoreError(op)
 	if errors.Is(err, storage.ErrFenced) || l.env.Ctx.Err() != nil {

@@ -44,6 +44,9 @@ type countingStore struct {
 	loseNextDead atomic.Bool
 	// givenBack counts the rows QueueGiveBack gave back.
 	givenBack atomic.Int64
+	// failCompleteOnce makes the next QueueComplete answer an error after
+	// its write committed, as when the connection drops before the reply.
+	failCompleteOnce atomic.Bool
 	// doubtOnce makes the fixture's Trust answer false once: leadership in
 	// doubt at that moment.
 	doubtOnce atomic.Bool
@@ -122,7 +125,11 @@ func (c *countingStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, 
 
 func (c *countingStore) QueueComplete(ctx context.Context, p storage.QueueCompleteParams) error {
 	c.completes.Add(1)
-	return c.Store.QueueComplete(ctx, p)
+	err := c.Store.QueueComplete(ctx, p)
+	if err == nil && c.failCompleteOnce.CompareAndSwap(true, false) {
+		return errors.New("connection reset by peer (injected, after the commit)")
+	}
+	return err
 }
 
 func (c *countingStore) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) (storage.QueueAdvanced, error) {
@@ -726,5 +733,38 @@ func TestASendThatWroteNothingUsesUpNoAttempt(t *testing.T) {
 	})
 	if r := f.row(t, 0); r.Status != storage.QueueDone || r.Attempts != 2 || sender.sends.Load() != 4 {
 		t.Fatalf("row %s, %d attempts, after %d sends; want done at the fourth send, 2 attempts (the first two wrote nothing)", r.Status, r.Attempts, sender.sends.Load())
+	}
+}
+
+// A timer's due that was already in the lane's mailbox when its timer was
+// cancelled (time.AfterFunc had fired; Stop cannot take the message back)
+// is stale: it must not stand for the timer that replaced it. Here a lane
+// whose head backs off gets such a due, as when a pause's timer (after a
+// store failure, a send that wrote nothing, leadership in doubt) fires
+// during a send that then fails and schedules the backoff. Taken as the
+// backoff's own, it made the lane claim a head not yet due, find nothing,
+// forget its real timer and go idle: the manager stopped it, unparked, and
+// the head waited for a full rescan instead of its backoff.
+func TestAStaleDueDoesNotEndALanesBackoff(t *testing.T) {
+	dest, requests := refusingTheFirstSend(t)
+	// only Ingested and the lane's own timer wake the lane
+	f := newLaneFixture(t, dest.URL, "retry_base_seconds = 3\nretry_max_seconds = 3", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[0]}})
+
+	waitUntil(t, "the first send refused and its retry recorded", 20*time.Second, func() bool {
+		r := f.row(t, 0)
+		return requests.Load() == 1 && r.Status == storage.QueuePending && r.Attempts == 1
+	})
+	// The lane sets its backoff timer in the step that recorded the retry:
+	// this due reaches it after that, as a timer message already queued.
+	f.system.Root.Send(f.inspect(t).pids[fixtureLane], due{})
+
+	waitUntil(t, "the head delivered when its backoff ends", 20*time.Second, func() bool {
+		return requests.Load() == 2 && f.row(t, 0).Status == storage.QueueDone
+	})
+	if nothing := f.store.floorsOf(noWork); len(nothing) != 0 {
+		t.Fatalf("%d claims found nothing: the stale due was taken for the backoff's end", len(nothing))
 	}
 }

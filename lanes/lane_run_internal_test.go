@@ -188,3 +188,34 @@ func TestALaneInDoubtBeforeASendGivesBackTheRowAndItsRun(t *testing.T) {
 		}
 	}
 }
+
+// A store call that fails while a lane holds rows claimed ahead leaves them
+// in flight (it cannot know what the failed call did), but they were never
+// sent: the lane gives them back, their attempt taken back, once the store
+// answers again. Left in flight they came back only when their lease ran
+// out, each with an attempt it never made, so that with a small
+// max_attempts a row was set aside or held after fewer real sends.
+func TestALaneGivesBackItsUnsentRunAfterAStoreFailure(t *testing.T) {
+	dest, requests := acceptingEverySend(t)
+	const rows = 12
+	f := newLaneFixture(t, dest.URL, "timeout_seconds = 1\n\n[store]\nlease_ttl_seconds = 4\n", rows)
+	defer f.system.Root.Stop(f.manager)
+	// The first row is claimed alone, the second with a run behind it; the
+	// second's completion then "fails" once the run is in hand.
+	var armed atomic.Bool
+	f.store.afterAdvance = func(a storage.QueueAdvanced) {
+		if len(a.Ahead) > 0 && armed.CompareAndSwap(false, true) {
+			f.store.failCompleteOnce.Store(true)
+		}
+	}
+
+	waitUntil(t, "every row delivered", 60*time.Second, func() bool { return f.row(t, rows-1).Status == storage.QueueDone })
+	if !armed.Load() || f.store.failCompleteOnce.Load() || requests.Load() < rows {
+		t.Fatal("no completion failed: the test showed nothing")
+	}
+	for i := range rows {
+		if r := f.row(t, i); r.Status != storage.QueueDone || r.Attempts != 1 {
+			t.Fatalf("row %d: %s after %d attempts; want done at the first (a row claimed ahead and never sent used up an attempt)", i, r.Status, r.Attempts)
+		}
+	}
+}

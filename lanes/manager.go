@@ -251,12 +251,12 @@ func (m *Manager) Receive(ctx actor.Context) {
 			}
 		}
 	case inspect:
-		v := view{wakes: map[string]int{}, parked: map[string]bool{}, rescans: m.rescans}
+		v := view{wakes: map[string]int{}, pids: map[string]*actor.PID{}, parked: map[string]bool{}, rescans: m.rescans}
 		for lane := range m.parked {
 			v.parked[lane] = true
 		}
 		for lane, ref := range m.lanes {
-			v.wakes[lane] = ref.wakes
+			v.wakes[lane], v.pids[lane] = ref.wakes, ref.pid
 		}
 		ctx.Respond(v)
 	case *actor.Stopping:
@@ -340,10 +340,11 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64, claimable b
 // inspect asks the manager for a view of its lanes (tests).
 type inspect struct{}
 
-// view answers inspect: the Wakes sent to each lane with an actor, the
-// parked lanes, and the rescans' answers taken.
+// view answers inspect: the Wakes sent to each lane with an actor and the
+// actor, the parked lanes, and the rescans' answers taken.
 type view struct {
 	wakes   map[string]int
+	pids    map[string]*actor.PID
 	parked  map[string]bool
 	rescans int
 }
