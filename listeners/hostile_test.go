@@ -170,12 +170,23 @@ func TestLogPayloadsLetsContentIntoLogs(t *testing.T) {
 	if !strings.Contains(grep(logs, "receiver rejected"), "unknown patient "+phiMRN) {
 		t.Fatalf("with log_payloads, the refusal lacks the destination's words:\n%s", grep(logs, "receiver rejected"))
 	}
+	// The HTTP destination's reason phrase too: else the scan above could
+	// not tell whether the words of an HTTP refusal are kept out.
+	if !strings.Contains(grep(logs, "http emr"), httpRefusal) {
+		t.Fatalf("with log_payloads, the HTTP refusal lacks the destination's reason phrase %q:\n%s", httpRefusal, grep(logs, "http emr"))
+	}
 }
 
 const phiMRN = "SECRETMRN4711"
 
-// phiSecrets are the patient's field values the scenario sends.
-var phiSecrets = []string{phiMRN, "SECRETNAME", "GRETA", "19800101"}
+// httpRefusal is the HTTP destination's own words: its status line's reason
+// phrase quotes the patient field it refused (enginetest.HTTPDestination).
+// "POISON" alone is no secret here: it is in a control id, which logs carry.
+const httpRefusal = "Unknown patient " + enginetest.RejectedPatient
+
+// phiSecrets are the patient's field values the scenario sends, and the
+// destinations' words that quote them.
+var phiSecrets = []string{phiMRN, "SECRETNAME", "GRETA", "19800101", httpRefusal}
 
 // phiScenario drives every path that logs about a message: accepted and
 // delivered, refused by an HTTP destination and by an MLLP destination that
