@@ -1,0 +1,68 @@
+package e2e
+
+import "testing"
+
+// The failover suite's verdict (checkDeliveries) on arrival orders made up
+// to break each contract: the suite passes only when the engine keeps them,
+// so without this nothing shows that its bookkeeping can say "lost",
+// "reordered" or "not in flight" at all. It needs neither HAProxy nor
+// PostgreSQL, and runs with every go test.
+func TestFailoverVerdictCatchesEachBreach(t *testing.T) {
+	rec := func(l, seq int) received { return received{ControlID: laneMessageID(l, seq), Patient: laneName(l)} }
+	seqs := func(l int, ss ...int) []received {
+		var out []received
+		for _, s := range ss {
+			out = append(out, rec(l, s))
+		}
+		return out
+	}
+	type want struct{ lost, reordered, dups, adjacent, foreign int }
+	cases := []struct {
+		name  string
+		got   []received
+		acked []int
+		want  want
+	}{
+		{"in order", seqs(0, 0, 1, 2, 3), []int{4}, want{}},
+		{"the head in flight sent again", seqs(0, 0, 1, 2, 2, 3), []int{4}, want{dups: 1, adjacent: 1}},
+		{"a resent message delivered twice more", seqs(0, 0, 1, 1, 1, 2), []int{3}, want{dups: 2, adjacent: 2}},
+		{"committed, never AA-acked, delivered", seqs(0, 0, 1, 2), []int{2}, want{}},
+		{"AA-acked, never delivered", seqs(0, 0, 2), []int{3}, want{lost: 1}},
+		{"AA-acked, nothing delivered", nil, []int{2}, want{lost: 2}},
+		{"a newer one first", seqs(0, 0, 2, 1, 3), []int{4}, want{reordered: 1}},
+		{"a newer one first, after an adjacent repeat", seqs(0, 0, 1, 1, 3, 2), []int{4}, want{reordered: 1, dups: 1, adjacent: 1}},
+		{"a finished one sent again later", seqs(0, 0, 1, 2, 1, 3), []int{4}, want{dups: 1}},
+		{"a run sent again", seqs(0, 0, 1, 2, 3, 2, 3), []int{4}, want{dups: 2}},
+		{"lanes are separate", append(seqs(0, 0, 1), seqs(1, 0, 1)...), []int{2, 2}, want{}},
+		{"another lane's patient", []received{{ControlID: laneMessageID(0, 0), Patient: laneName(1)}}, []int{1, 0}, want{lost: 1, foreign: 1}},
+		{"never sent", []received{{ControlID: "PROBE", Patient: laneName(0)}}, []int{0}, want{foreign: 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := checkDeliveries(c.got, c.acked)
+			got := want{d.Lost, d.Reordered, d.Duplicates, d.Adjacent, d.Foreign}
+			if got != c.want {
+				t.Errorf("lost/reordered/duplicates/adjacent/foreign = %+v, want %+v (examples: %q)", got, c.want, d.Examples)
+			}
+			if d.inFlightOnly() != (c.want.dups == c.want.adjacent) {
+				t.Errorf("inFlightOnly() = %v with %d duplicates, %d adjacent", d.inFlightOnly(), d.Duplicates, d.Adjacent)
+			}
+			if d.Delivered != len(c.got) {
+				t.Errorf("delivered %d, want %d", d.Delivered, len(c.got))
+			}
+			acked := 0
+			for _, n := range c.acked {
+				acked += n
+			}
+			if d.Acked != acked {
+				t.Errorf("acked %d, want %d", d.Acked, acked)
+			}
+			if bad := c.want.lost + c.want.reordered + c.want.foreign + c.want.dups - c.want.adjacent; bad > 0 && len(d.Examples) == 0 {
+				t.Errorf("a breach without an example for the failure message")
+			}
+			if all := allDelivered(c.got, c.acked); all != (c.want.lost == 0) {
+				t.Errorf("allDelivered = %v with %d lost", all, c.want.lost)
+			}
+		})
+	}
+}
