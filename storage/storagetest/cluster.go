@@ -216,7 +216,9 @@ func testFencedOperations(t *testing.T, h *harness) {
 		},
 	}
 	for name, op := range ops {
-		for _, f := range []storage.Fence{old, zero, {Owner: newer.Owner, Term: old.Term}} {
+		// The last one has the current term under another owner: the fence
+		// checks both (DESIGN §4), not the term alone.
+		for _, f := range []storage.Fence{old, zero, {Owner: newer.Owner, Term: old.Term}, {Owner: old.Owner, Term: newer.Term}} {
 			if err := op(f); !errors.Is(err, storage.ErrFenced) {
 				t.Errorf("%s with stale fence %+v: want ErrFenced, got %v", name, f, err)
 			} else if strings.Contains(err.Error(), "lab/") {
