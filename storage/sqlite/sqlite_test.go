@@ -206,3 +206,28 @@ func TestExclusiveRefusesASecondEngine(t *testing.T) {
 	}
 	again.Close()
 }
+
+// A new database file, and the -wal and -shm files SQLite makes beside it,
+// are readable by the owner only, whatever the umask: they hold every message
+// received (PHI). SQLite's own default is 0644 less the umask, world-readable
+// under the usual 022.
+func TestANewDatabaseIsReadableByItsOwnerOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mf.db")
+	s, err := sqlite.Open(context.Background(), sqlite.Options{Path: path, Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{path, path + "-wal", path + "-shm", path + ".lock"} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			t.Errorf("%s has mode %v: group or others may read it", filepath.Base(name), perm)
+		}
+	}
+}
