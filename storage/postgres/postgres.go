@@ -119,18 +119,26 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Migrate implements storage.Store: every pending migration in one
 // transaction, under a transaction-scoped advisory lock (PostgreSQL DDL is
-// transactional, so a failed migration leaves nothing behind).
+// transactional, so a failed migration leaves nothing behind). On a schema
+// with nothing pending it changes nothing, so a node may run as a role that
+// cannot change the schema once a role that can has run mf migrate.
 func (s *Store) Migrate(ctx context.Context) error {
 	migrations, err := storage.LoadMigrations(migrationsFS, "migrations")
 	if err != nil {
 		return err
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, queries.Get("migrate_lock")); err != nil {
 			return fmt.Errorf("postgres: take migration lock: %w", err)
 		}
-		if _, err := tx.Exec(ctx, queries.Get("migrate_table")); err != nil {
-			return fmt.Errorf("postgres: create mf_schema_migrations: %w", err)
+		var exists bool
+		if err := tx.QueryRow(ctx, queries.Get("migrate_table_exists")).Scan(&exists); err != nil {
+			return fmt.Errorf("postgres: look for mf_schema_migrations: %w", err)
+		}
+		if !exists {
+			if _, err := tx.Exec(ctx, queries.Get("migrate_table")); err != nil {
+				return fmt.Errorf("postgres: create mf_schema_migrations: %w", err)
+			}
 		}
 		rows, err := tx.Query(ctx, queries.Get("migrate_applied"))
 		if err != nil {
@@ -157,6 +165,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 		return nil
 	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
+		return fmt.Errorf("%w: the store's role may not change the schema; run mf migrate with a [store] url whose role may (the schema's owner), then start mf again", err)
+	}
+	return err
 }
 
 // fenced runs fn in a transaction that first checks the fence (fence.sql) and
