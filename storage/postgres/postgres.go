@@ -62,6 +62,13 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse store url: %w", err)
 	}
+	// pgxpool reads a pool size from the URL, which PoolSize ([store]
+	// pool_size, 5 unless set) would replace without a word.
+	if cc, err := pgx.ParseConfig(o.URL); err == nil {
+		if v, ok := cc.RuntimeParams["pool_max_conns"]; ok {
+			return nil, fmt.Errorf("postgres: the store url sets pool_max_conns=%s, which [store] pool_size sets instead: remove it from the url and set pool_size = %s", v, v)
+		}
+	}
 	if o.Password != "" {
 		cfg.ConnConfig.Password = o.Password
 	}
