@@ -172,7 +172,7 @@ func createPrivate(path string, log zerolog.Logger) error {
 	if !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("sqlite: create %s: %w", path, err)
 	}
-	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o007 != 0 {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o007 != 0 {
 		log.Warn().Str("path", path).Str("mode", fi.Mode().Perm().String()).
 			Msg("the SQLite store is readable by every local user, and it holds every message received: chmod o-rwx it (its -wal and -shm files take its mode)")
 	}
