@@ -101,3 +101,26 @@ func TestMigrateByARoleThatCannotCreateOnceMigrated(t *testing.T) {
 		t.Fatalf("read by the role: %v", err)
 	}
 }
+
+// A store url whose search_path names no schema that exists fails to migrate
+// with an error that says so: PostgreSQL's own says only that no schema has
+// been selected to create in.
+func TestMigrateIntoASchemaThatDoesNotExistSaysSo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	u, err := url.Parse(pgtest.NewSchema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", q.Get("search_path")+"_missing")
+	u.RawQuery = q.Encode()
+	s, err := postgres.Open(ctx, postgres.Options{URL: u.String(), PoolSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err == nil || !strings.Contains(err.Error(), "search_path") {
+		t.Fatalf("migrate into a schema that does not exist: %v; want an error naming search_path", err)
+	}
+}

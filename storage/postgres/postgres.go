@@ -173,8 +173,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return nil
 	})
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
 		return fmt.Errorf("%w: the store's role may not change the schema; run mf migrate with a [store] url whose role may (the schema's owner), then start mf again", err)
+	case errors.As(err, &pgErr) && pgErr.Code == "3F000": // invalid_schema_name
+		return fmt.Errorf("%w: no schema of the store url's search_path exists (unset, it is \"$user\", public): create the schema, or correct search_path", err)
 	}
 	return err
 }
