@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/messagefoundry/mf/api"
 )
@@ -70,5 +71,20 @@ func TestReloadAndMigrateWithoutAConfigCreateNothing(t *testing.T) {
 	}
 	if out, err := runMF(t, "migrate"); err != nil || !strings.Contains(out, "mf.db") {
 		t.Fatalf("mf migrate of an existing ./mf.db: %v, printed %q", err, out)
+	}
+}
+
+// mf run migrates within migrateTimeout; a migration that takes longer (a
+// large SQLite store's table rebuild, a PostgreSQL schema lock held by
+// another session) is rolled back, and the error says how to finish it:
+// mf migrate, which has no time limit. It said only "context deadline
+// exceeded", at every start.
+func TestRunSaysHowToFinishAMigrationThatTimesOut(t *testing.T) {
+	path := writeConfig(t)
+	defer func(d time.Duration) { migrateTimeout = d }(migrateTimeout)
+	migrateTimeout = time.Nanosecond
+	_, err := runMF(t, "run", "--config", path)
+	if err == nil || !strings.Contains(err.Error(), "mf migrate --config "+path) {
+		t.Fatalf("mf run whose migration timed out: %v; want an error naming mf migrate --config %s", err, path)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/signal"
 	"syscall"
@@ -16,6 +17,10 @@ import (
 	"github.com/messagefoundry/mf/leadership"
 	"github.com/messagefoundry/mf/storage"
 )
+
+// migrateTimeout bounds mf run's migrations, so that a node never waits
+// without end at start; mf migrate has no limit (a variable for a test).
+var migrateTimeout = 2 * time.Minute
 
 func runCommand() *cli.Command {
 	return &cli.Command{
@@ -43,9 +48,18 @@ func runCommand() *cli.Command {
 				return err
 			}
 			defer st.Close()
-			mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			mctx, cancel := context.WithTimeout(ctx, migrateTimeout)
 			err = st.Migrate(mctx)
+			timedOut := errors.Is(mctx.Err(), context.DeadlineExceeded)
 			cancel()
+			if err != nil && timedOut {
+				migrate := "mf migrate --config " + cfg.Path
+				if cfg.Path == config.DefaultName {
+					migrate = "mf migrate here"
+				}
+				return fmt.Errorf("store: the schema migrations did not finish within %v and were rolled back: run %s, which has no time limit, then start mf run again: %w",
+					migrateTimeout, migrate, err)
+			}
 			if err != nil {
 				return fmt.Errorf("store: %w", err)
 			}

@@ -62,6 +62,13 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse store url: %w", err)
 	}
+	// pgxpool reads a pool size from the URL, which PoolSize ([store]
+	// pool_size, 5 unless set) would replace without a word.
+	if cc, err := pgx.ParseConfig(o.URL); err == nil {
+		if v, ok := cc.RuntimeParams["pool_max_conns"]; ok {
+			return nil, fmt.Errorf("postgres: the store url sets pool_max_conns=%s, which [store] pool_size sets instead: remove it from the url and set pool_size = %s", v, v)
+		}
+	}
 	if o.Password != "" {
 		cfg.ConnConfig.Password = o.Password
 	}
@@ -119,18 +126,26 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Migrate implements storage.Store: every pending migration in one
 // transaction, under a transaction-scoped advisory lock (PostgreSQL DDL is
-// transactional, so a failed migration leaves nothing behind).
+// transactional, so a failed migration leaves nothing behind). On a schema
+// with nothing pending it changes nothing, so a node may run as a role that
+// cannot change the schema once a role that can has run mf migrate.
 func (s *Store) Migrate(ctx context.Context) error {
 	migrations, err := storage.LoadMigrations(migrationsFS, "migrations")
 	if err != nil {
 		return err
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, queries.Get("migrate_lock")); err != nil {
 			return fmt.Errorf("postgres: take migration lock: %w", err)
 		}
-		if _, err := tx.Exec(ctx, queries.Get("migrate_table")); err != nil {
-			return fmt.Errorf("postgres: create mf_schema_migrations: %w", err)
+		var exists bool
+		if err := tx.QueryRow(ctx, queries.Get("migrate_table_exists")).Scan(&exists); err != nil {
+			return fmt.Errorf("postgres: look for mf_schema_migrations: %w", err)
+		}
+		if !exists {
+			if _, err := tx.Exec(ctx, queries.Get("migrate_table")); err != nil {
+				return fmt.Errorf("postgres: create mf_schema_migrations: %w", err)
+			}
 		}
 		rows, err := tx.Query(ctx, queries.Get("migrate_applied"))
 		if err != nil {
@@ -157,6 +172,14 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 		return nil
 	})
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
+		return fmt.Errorf("%w: the store's role may not change the schema; run mf migrate with a [store] url whose role may (the schema's owner), then start mf again", err)
+	case errors.As(err, &pgErr) && pgErr.Code == "3F000": // invalid_schema_name
+		return fmt.Errorf("%w: no schema of the store url's search_path exists (unset, it is \"$user\", public): create the schema, or correct search_path", err)
+	}
+	return err
 }
 
 // fenced runs fn in a transaction that first checks the fence (fence.sql) and

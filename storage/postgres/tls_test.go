@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,5 +93,26 @@ func TestPasswordOptionReplacesTheURLs(t *testing.T) {
 		cc.TLSConfig == nil || cc.TLSConfig.InsecureSkipVerify || cc.TLSConfig.ServerName != "db.internal" ||
 		cc.RuntimeParams["application_name"] != "mf" {
 		t.Fatalf("config: user %q password %q host %s:%d tls %+v params %v", cc.User, cc.Password, cc.Host, cc.Port, cc.TLSConfig, cc.RuntimeParams)
+	}
+}
+
+// A pool size in the store URL (pgxpool's pool_max_conns) is refused with a
+// pointer to [store] pool_size, which sets the pool's size: it was replaced
+// by pool_size (5 unless set) without a word.
+func TestPoolSizeInTheURLIsRefused(t *testing.T) {
+	for _, u := range []string{
+		"postgres://mf@db.internal:5432/mf?pool_max_conns=20",
+		"host=db.internal user=mf dbname=mf pool_max_conns=20",
+	} {
+		s, err := postgres.Open(context.Background(), postgres.Options{URL: u, PoolSize: 5})
+		if err == nil {
+			got := s.Pool().Config().MaxConns
+			s.Close()
+			t.Errorf("%s: opened with a pool of %d", u, got)
+			continue
+		}
+		if !strings.Contains(err.Error(), "pool_max_conns") || !strings.Contains(err.Error(), "pool_size") {
+			t.Errorf("%s: %v; want an error naming pool_max_conns and pool_size", u, err)
+		}
 	}
 }

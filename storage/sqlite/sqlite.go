@@ -26,7 +26,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -130,6 +132,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		}
 		lock = l
 	}
+	if err := createPrivate(o.Path, o.Log); err != nil {
+		lock.release()
+		return nil, err
+	}
 	db, err := sql.Open("sqlite", dsn(o))
 	if err != nil {
 		lock.release()
@@ -147,6 +153,30 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// dbFileMode is the mode of a database file the store creates: it holds
+// every message received (PHI). SQLite would create it 0644 less the umask,
+// readable by every local user under the usual umask 022; it gives its -wal
+// and -shm files the database file's mode.
+const dbFileMode = 0o600
+
+// createPrivate creates the database file, empty (which SQLite takes for an
+// empty database), with dbFileMode if it does not exist. An existing file
+// keeps the mode its operator gave it; one that others can read is logged.
+func createPrivate(path string, log zerolog.Logger) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, dbFileMode)
+	if err == nil {
+		return f.Close()
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("sqlite: create %s: %w", path, err)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o007 != 0 {
+		log.Warn().Str("path", path).Str("mode", fi.Mode().Perm().String()).
+			Msg("the SQLite store is readable by every local user, and it holds every message received: chmod o-rwx it (its -wal and -shm files take its mode)")
+	}
+	return nil
 }
 
 // dsn builds modernc's URI filename. The driver applies the _pragma list to

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/messagefoundry/mf/storage"
 	"github.com/messagefoundry/mf/storage/sqlite"
 	"github.com/messagefoundry/mf/storage/storagetest"
@@ -205,4 +207,53 @@ func TestExclusiveRefusesASecondEngine(t *testing.T) {
 		t.Fatalf("open after the first closed: %v", err)
 	}
 	again.Close()
+}
+
+// A new database file, and the -wal and -shm files SQLite makes beside it,
+// are readable by the owner only, whatever the umask: they hold every message
+// received (PHI). SQLite's own default is 0644 less the umask, world-readable
+// under the usual 022.
+func TestANewDatabaseIsReadableByItsOwnerOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mf.db")
+	s, err := sqlite.Open(context.Background(), sqlite.Options{Path: path, Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{path, path + "-wal", path + "-shm", path + ".lock"} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			t.Errorf("%s has mode %v: group or others may read it", filepath.Base(name), perm)
+		}
+	}
+}
+
+// An existing database keeps the mode its operator gave it; one every local
+// user can read is named in a WARN at open.
+func TestAnExistingDatabaseKeepsItsModeAndOneOthersCanReadIsLogged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mf.db")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	s, err := sqlite.Open(context.Background(), sqlite.Options{Path: path, Log: zerolog.New(&logged)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("mode after open: %v, %v; want it kept (0644)", fi.Mode(), err)
+	}
+	if !strings.Contains(logged.String(), `"level":"warn"`) || !strings.Contains(logged.String(), "readable by every local user") {
+		t.Fatalf("logged %q; want a WARN that the store is readable by every local user", logged.String())
+	}
 }
