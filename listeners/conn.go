@@ -66,12 +66,12 @@ func (cn *conn) serve() {
 			countRejected(l.cfg.Name, reasonOversize)
 			l.log.Warn().Int("max_message_bytes", l.cfg.MaxMessageBytes).Str("remote", cn.c.RemoteAddr().String()).
 				Msg("message larger than max_message_bytes: answered AR and closed the connection (raise max_message_bytes if it is legitimate)")
-			cn.write(hl7.NakUnparsable(fmt.Sprintf("message larger than %d bytes", l.cfg.MaxMessageBytes)))
+			cn.refuse(hl7.NakUnparsable(fmt.Sprintf("message larger than %d bytes", l.cfg.MaxMessageBytes)))
 		case errors.Is(err, hl7.ErrNotFramed):
 			countRejected(l.cfg.Name, reasonNotFramed)
 			l.log.Warn().Str("remote", cn.c.RemoteAddr().String()).
 				Msg("bytes outside an MLLP frame: answered AR and closed the connection (is the sender speaking MLLP?)")
-			cn.write(hl7.NakUnparsable("not an MLLP frame: expected 0x0B"))
+			cn.refuse(hl7.NakUnparsable("not an MLLP frame: expected 0x0B"))
 		case errors.Is(err, io.EOF), errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, net.ErrClosed):
 			// closed by the sender, idle or stalled past its deadline, or
 			// the listener is stopping
@@ -182,6 +182,30 @@ func (cn *conn) write(ack []byte) bool {
 		return false
 	}
 	return true
+}
+
+// refuse answers a stream the connection cannot go on with (a frame too
+// large, bytes that are not MLLP) before it is closed, and lingers: it
+// half-closes, so that the sender reads the NAK and then the end of the
+// stream, and drops whatever the sender still sends until it closes, for at
+// most the read timeout. A socket closed with bytes unread is reset, not
+// closed, and a sender still writing its frame would see "connection reset
+// by peer", never the NAK that says why.
+func (cn *conn) refuse(nak []byte) {
+	if !cn.write(nak) {
+		return
+	}
+	if hc, ok := cn.c.(interface{ CloseWrite() error }); ok {
+		hc.CloseWrite()
+	}
+	// As in serve: the deadline first, then the stop check.
+	cn.c.SetReadDeadline(time.Now().Add(cn.l.cfg.ReadTimeout()))
+	select {
+	case <-cn.l.closing:
+		return
+	default:
+	}
+	io.Copy(io.Discard, cn.c)
 }
 
 // storeReason is the short, payload-free reason given to a sender in an AE.

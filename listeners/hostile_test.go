@@ -319,3 +319,38 @@ func grep(s, word string) string {
 	}
 	return b.String()
 }
+
+// A sender still writing a frame the listener has refused (too large, or not
+// MLLP at all) gets the AR that says why, then the close: the listener reads
+// and drops the rest of what it sends instead of closing on unread bytes,
+// which the kernel answers with a reset that loses the AR (the sender sees
+// "connection reset by peer" on its write). 32 MiB is more than loopback's
+// socket buffers hold, so the sender is mid-write when the AR is sent.
+func TestARefusedFrameIsAnsweredNotReset(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	enginetest.Start(t, hostileConfig(addr, "max_message_bytes = 1024"))
+	huge := strings.Repeat("x", 32<<20)
+
+	big, _ := hl7.AppendFrame(nil, []byte(adt("BIG", "P1")+"OBX|1|ED|PDF^Report||"+huge+"\r"))
+	cl := enginetest.Dial(t, addr)
+	ack, err := cl.Raw(big)
+	if err != nil || ack.Code != hl7.AR || !strings.Contains(ack.Text, "larger than 1024 bytes") {
+		t.Fatalf("oversize frame: %+v, %v; want the AR saying it is larger than 1024 bytes", ack, err)
+	}
+	if !cl.Closed() {
+		t.Fatal("connection still open after an oversize frame")
+	}
+
+	cl = enginetest.Dial(t, addr)
+	ack, err = cl.Raw([]byte("MSH|^~\\&|" + huge + "\r"))
+	if err != nil || ack.Code != hl7.AR || !strings.Contains(ack.Text, "not an MLLP frame") {
+		t.Fatalf("unframed bytes: %+v, %v; want the AR saying they are not an MLLP frame", ack, err)
+	}
+	if !cl.Closed() {
+		t.Fatal("connection still open after unframed bytes")
+	}
+
+	if ack := enginetest.Dial(t, addr).Send(adt("OK1", "P1")); ack.Code != hl7.AA {
+		t.Fatalf("a good sender afterwards: %s", ack.Code)
+	}
+}
