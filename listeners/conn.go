@@ -49,7 +49,8 @@ func (cn *conn) serve() {
 		default:
 		}
 		err := frames.StartFrame()
-		if err == nil {
+		inFrame := err == nil
+		if inFrame {
 			cn.c.SetReadDeadline(time.Now().Add(l.cfg.ReadTimeout()))
 			var payload []byte
 			payload, err = frames.ReadFrame()
@@ -72,6 +73,18 @@ func (cn *conn) serve() {
 			l.log.Warn().Str("remote", cn.c.RemoteAddr().String()).
 				Msg("bytes outside an MLLP frame: answered AR and closed the connection (is the sender speaking MLLP?)")
 			cn.refuse(hl7.NakUnparsable("not an MLLP frame: expected 0x0B"))
+		case errors.Is(err, os.ErrDeadlineExceeded) && frames.AwaitingCR() && !l.stopping():
+			// The whole payload came, then 0x1C and nothing: the sender
+			// waits for an answer, and would resend the same frame forever.
+			countRejected(l.cfg.Name, reasonNotFramed)
+			l.log.Warn().Str("remote", cn.c.RemoteAddr().String()).Dur("read_timeout", l.cfg.ReadTimeout()).
+				Msg("MLLP end block (0x1C) not followed by CR (0x0D) within read_timeout: answered AR and closed the connection (the sender must end each frame with 0x1C 0x0D)")
+			cn.write(hl7.NakUnparsable("MLLP frame not ended: end block (0x1C) not followed by CR (0x0D)"))
+		case errors.Is(err, os.ErrDeadlineExceeded) && inFrame && !l.stopping():
+			// Nothing to answer (the message is not all here), but the
+			// operator must learn why this sender's messages never arrive.
+			l.log.Warn().Str("remote", cn.c.RemoteAddr().String()).Dur("read_timeout", l.cfg.ReadTimeout()).
+				Msg("an MLLP frame began but did not end (0x1C 0x0D) within read_timeout: connection closed without an answer (the sender will resend; a slow link or a large message needs a longer read_timeout_seconds)")
 		case errors.Is(err, io.EOF), errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, net.ErrClosed):
 			// closed by the sender, idle or stalled past its deadline, or
 			// the listener is stopping

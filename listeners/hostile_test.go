@@ -354,3 +354,38 @@ func TestARefusedFrameIsAnsweredNotReset(t *testing.T) {
 		t.Fatalf("a good sender afterwards: %s", ack.Code)
 	}
 }
+
+// A sender that ends its frame with the end block alone (0x1C, no CR) and
+// waits for the answer is told why at the frame deadline, with an AR, and the
+// operator finds a line about it: before, the listener waited for the CR
+// until read_timeout and closed the connection without a word to either, and
+// the sender resent the message, to the same end, forever. A frame that
+// stops midway is logged too.
+func TestAFrameEndedWithoutCRIsAnsweredAtTheFrameDeadline(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, hostileConfig(addr, "read_timeout_seconds = 0.5"))
+	cl := enginetest.Dial(t, addr)
+	ack, err := cl.Raw([]byte("\x0b" + adt("NOCR", "P1") + "\x1c"))
+	if err != nil || ack.Code != hl7.AR || !strings.Contains(ack.Text, "0x0D") {
+		t.Fatalf("got %+v, %v; want an AR saying the end block was not followed by CR (0x0D)", ack, err)
+	}
+	if !cl.Closed() {
+		t.Fatal("connection still open after the frame deadline")
+	}
+	if !strings.Contains(grep(e.Logs.String(), `"level":"warn"`), "not followed by CR") {
+		t.Fatalf("no warning about the missing CR:\n%s", lastLines(e.Logs.String(), 5))
+	}
+
+	// A frame that stops before its end block has nothing to answer, but the
+	// operator is told of it.
+	cl = enginetest.Dial(t, addr)
+	if _, err := cl.Raw([]byte("\x0b" + adt("STALL", "P1"))); err == nil {
+		t.Fatal("got an answer to a frame that never ended")
+	}
+	if !strings.Contains(grep(e.Logs.String(), `"level":"warn"`), "began but did not end") {
+		t.Fatalf("no warning about the frame that did not end:\n%s", lastLines(e.Logs.String(), 5))
+	}
+	if ack := enginetest.Dial(t, addr).Send(adt("OK1", "P1")); ack.Code != hl7.AA {
+		t.Fatalf("a good sender afterwards: %s", ack.Code)
+	}
+}
