@@ -67,12 +67,12 @@ func (cn *conn) serve() {
 			countRejected(l.cfg.Name, reasonOversize)
 			l.log.Warn().Int("max_message_bytes", l.cfg.MaxMessageBytes).Str("remote", cn.c.RemoteAddr().String()).
 				Msg("message larger than max_message_bytes: answered AR and closed the connection (raise max_message_bytes if it is legitimate)")
-			cn.refuse(hl7.NakUnparsable(fmt.Sprintf("message larger than %d bytes", l.cfg.MaxMessageBytes)))
+			cn.refuse(hl7.NakUnparsableCondition(hl7.ConditionOf(err), fmt.Sprintf("message larger than %d bytes", l.cfg.MaxMessageBytes)))
 		case errors.Is(err, hl7.ErrNotFramed):
 			countRejected(l.cfg.Name, reasonNotFramed)
 			l.log.Warn().Str("remote", cn.c.RemoteAddr().String()).
 				Msg("bytes outside an MLLP frame: answered AR and closed the connection (is the sender speaking MLLP?)")
-			cn.refuse(hl7.NakUnparsable("not an MLLP frame: expected 0x0B"))
+			cn.refuse(hl7.NakUnparsableCondition(hl7.ConditionOf(err), "not an MLLP frame: expected 0x0B"))
 		case errors.Is(err, os.ErrDeadlineExceeded) && frames.AwaitingCR() && !l.stopping():
 			// The whole payload came, then 0x1C and nothing: the sender
 			// waits for an answer, and would resend the same frame forever.
@@ -137,7 +137,7 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 		}
 		l.env.logPayload(l.log.Warn().Str("reason", perr.Error()), payload).Int64("message_id", res.MessageID).
 			Msg("message is not HL7 v2: answered AR")
-		return hl7.NakUnparsable(perr.Error()), true
+		return hl7.NakUnparsableCondition(hl7.ConditionOf(perr), perr.Error()), true
 	}
 
 	deliveries := l.env.Router.Route(l.cfg.Name, msg)
