@@ -70,9 +70,12 @@ func (cn *conn) serve() {
 			cn.refuse(hl7.NakUnparsableCondition(hl7.ConditionOf(err), fmt.Sprintf("message larger than %d bytes", l.cfg.MaxMessageBytes)))
 		case errors.Is(err, hl7.ErrNotFramed):
 			countRejected(l.cfg.Name, reasonNotFramed)
-			l.log.Warn().Str("remote", cn.c.RemoteAddr().String()).
-				Msg("bytes outside an MLLP frame: answered AR and closed the connection (is the sender speaking MLLP?)")
-			cn.refuse(hl7.NakUnparsableCondition(hl7.ConditionOf(err), "not an MLLP frame: expected 0x0B"))
+			// The error says which rule broke (a stray byte, a start block
+			// inside a frame, an end block without its CR) in byte values and
+			// offsets only: the sender and the operator both need it.
+			l.log.Warn().Err(err).Str("remote", cn.c.RemoteAddr().String()).
+				Msg("the stream broke MLLP framing (0x0B payload 0x1C 0x0D): answered AR and closed the connection")
+			cn.refuse(hl7.NakUnparsableCondition(hl7.ConditionOf(err), err.Error()))
 		case errors.Is(err, os.ErrDeadlineExceeded) && frames.AwaitingCR() && !l.stopping():
 			// The whole payload came, then 0x1C and nothing: the sender
 			// waits for an answer, and would resend the same frame forever.

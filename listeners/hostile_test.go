@@ -343,8 +343,8 @@ func TestARefusedFrameIsAnsweredNotReset(t *testing.T) {
 
 	cl = enginetest.Dial(t, addr)
 	ack, err = cl.Raw([]byte("MSH|^~\\&|" + huge + "\r"))
-	if err != nil || ack.Code != hl7.AR || !strings.Contains(ack.Text, "not an MLLP frame") {
-		t.Fatalf("unframed bytes: %+v, %v; want the AR saying they are not an MLLP frame", ack, err)
+	if err != nil || ack.Code != hl7.AR || !strings.Contains(ack.Text, "not MLLP framed") {
+		t.Fatalf("unframed bytes: %+v, %v; want the AR saying they are not MLLP framed", ack, err)
 	}
 	if !cl.Closed() {
 		t.Fatal("connection still open after unframed bytes")
@@ -387,5 +387,32 @@ func TestAFrameEndedWithoutCRIsAnsweredAtTheFrameDeadline(t *testing.T) {
 	}
 	if ack := enginetest.Dial(t, addr).Send(adt("OK1", "P1")); ack.Code != hl7.AA {
 		t.Fatalf("a good sender afterwards: %s", ack.Code)
+	}
+}
+
+// Each way a stream breaks MLLP framing is answered with its own reason, and
+// logged with it: before, every one was answered "not an MLLP frame: expected
+// 0x0B" and logged as "bytes outside an MLLP frame", so a sender that ends
+// its frames with 0x1C LF, or starts a frame before ending the last, was told
+// (and its operator read) that it was not speaking MLLP at all.
+func TestEachFramingErrorIsAnsweredWithItsReason(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, hostileConfig(addr, ""))
+	for _, tc := range []struct{ name, stream, want string }{
+		{"end block then LF", "\x0b" + adt("LF", "P1") + "\x1c\n", "end block (0x1C) followed by 0x0a, not CR (0x0D)"},
+		{"start block inside a frame", "\x0b" + adt("TWICE", "P1") + "\x0b" + adt("TWICE", "P1") + "\x1c\r", "start block (0x0B) inside a frame"},
+		{"no start block", adt("BARE", "P1") + "\x1c\r", "byte 0x4d where a start block (0x0B) was expected"},
+	} {
+		cl := enginetest.Dial(t, addr)
+		ack, err := cl.Raw([]byte(tc.stream))
+		if err != nil || ack.Code != hl7.AR || !strings.Contains(ack.Text+ack.ErrorMessage, tc.want) {
+			t.Errorf("%s: got %+v, %v; want an AR saying %q", tc.name, ack, err, tc.want)
+		}
+		if !cl.Closed() {
+			t.Errorf("%s: connection still open", tc.name)
+		}
+		if !strings.Contains(grep(e.Logs.String(), `"level":"warn"`), tc.want) {
+			t.Errorf("%s: no warning saying %q:\n%s", tc.name, tc.want, lastLines(e.Logs.String(), 3))
+		}
 	}
 }
