@@ -111,6 +111,12 @@ func (f *FrameReader) StartFrame() error {
 	}
 }
 
+// AwaitingCR reports whether the current frame's end block has been read and
+// only the CR that must follow it is missing. A sender that ends its frames
+// with 0x1C alone waits for an answer while the reader waits for the CR: a
+// listener whose read deadline passes in that state can tell the sender why.
+func (f *FrameReader) AwaitingCR() bool { return f.err == nil && f.needCR }
+
 // ReadFrame reads the next frame and returns its payload, without the block
 // characters. The returned slice belongs to the caller.
 func (f *FrameReader) ReadFrame() ([]byte, error) {

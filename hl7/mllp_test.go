@@ -305,3 +305,24 @@ func TestWriteFrame(t *testing.T) {
 		}
 	}
 }
+
+// AwaitingCR tells a stream that stopped after a frame's end block, with only
+// its CR missing, from one that stopped earlier in the frame.
+func TestReadFrameAwaitingCR(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]bool{
+		"\x0bMSH|^~\\&\x1c": true,
+		"\x0bMSH|^~\\&":     false,
+		"":                  false,
+	} {
+		pr, pw := io.Pipe()
+		go func() { pw.Write([]byte(in)); pw.CloseWithError(errTransient) }()
+		fr := NewFrameReader(pr, 0)
+		if _, err := fr.ReadFrame(); !errors.Is(err, errTransient) {
+			t.Fatalf("%q: %v, want the reader's own error", in, err)
+		}
+		if got := fr.AwaitingCR(); got != want {
+			t.Errorf("%q: AwaitingCR() = %v, want %v", in, got, want)
+		}
+	}
+}

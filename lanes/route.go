@@ -75,7 +75,11 @@ func (r *Router) Route(inbound string, m *hl7.Message) []storage.Delivery {
 			seen[dest] = true
 			lane := dest
 			if rt.laneKey != nil {
-				lane = LaneName(dest, m.Get(*rt.laneKey))
+				// Decoded: the same MRN is escaped differently under other
+				// separators (A#1 becomes A\P\1 once MSH-2 adds the v2.7
+				// truncation character), and a raw key would split one
+				// patient over two lanes, with no order between them.
+				lane = LaneName(dest, hl7.Unescape(m.Get(*rt.laneKey), m.Separators()))
 			}
 			out = append(out, storage.Delivery{Destination: dest, Lane: lane})
 		}
@@ -93,6 +97,7 @@ func (rt route) matches(m *hl7.Message) bool {
 }
 
 // LaneName is the lane of destination dest for lane key value key:
-// "dest/key". A route without lane_key uses the bare destination name.
+// "dest/key", key decoded (hl7.Unescape). A route without lane_key uses the
+// bare destination name.
 // (The ingest stores it as every dialect can: storage.NewMessage.Storable.)
 func LaneName(dest, key string) string { return dest + "/" + key }

@@ -131,7 +131,8 @@ func TestAckTable(t *testing.T) {
 	})
 	t.Run("bad separators: AR with the reason, stored rejected", func(t *testing.T) {
 		ack := dial(t, addr).Send("MSH|^~|EPIC|HOSP|LAB|HOSP|20261121090000||ADT^A01|CTRL6|P|2.5.1\r")
-		if ack.Code != hl7.AR || !strings.Contains(strings.ToLower(ack.Text+ack.ErrorMessage), "separator") {
+		if ack.Code != hl7.AR || !strings.Contains(strings.ToLower(ack.Text+ack.ErrorMessage), "separator") ||
+			ack.ErrorCode != "102" { // data type error: MSH-2 holds the wrong kind of data
 			t.Fatalf("got %+v", ack)
 		}
 		stillWorks()
@@ -152,7 +153,8 @@ func TestAckTable(t *testing.T) {
 		big := adt("CTRL7", "P7") + "NTE|1||" + strings.Repeat("x", 2000) + "\r"
 		frame, _ := hl7.AppendFrame(nil, []byte(big))
 		ack, err := cl.Raw(frame)
-		if err != nil || ack.Code != hl7.AR || !strings.Contains(ack.Text+ack.ErrorMessage, "1024") {
+		if err != nil || ack.Code != hl7.AR || !strings.Contains(ack.Text+ack.ErrorMessage, "1024") ||
+			ack.ErrorCode != "104" { // value too long, not 100 (segment sequence error)
 			t.Fatalf("got %+v, %v", ack, err)
 		}
 		if !cl.Closed() {

@@ -49,7 +49,8 @@ func (cn *conn) serve() {
 		default:
 		}
 		err := frames.StartFrame()
-		if err == nil {
+		inFrame := err == nil
+		if inFrame {
 			cn.c.SetReadDeadline(time.Now().Add(l.cfg.ReadTimeout()))
 			var payload []byte
 			payload, err = frames.ReadFrame()
@@ -66,12 +67,27 @@ func (cn *conn) serve() {
 			countRejected(l.cfg.Name, reasonOversize)
 			l.log.Warn().Int("max_message_bytes", l.cfg.MaxMessageBytes).Str("remote", cn.c.RemoteAddr().String()).
 				Msg("message larger than max_message_bytes: answered AR and closed the connection (raise max_message_bytes if it is legitimate)")
-			cn.write(hl7.NakUnparsable(fmt.Sprintf("message larger than %d bytes", l.cfg.MaxMessageBytes)))
+			cn.refuse(hl7.NakUnparsableCondition(hl7.ConditionOf(err), fmt.Sprintf("message larger than %d bytes", l.cfg.MaxMessageBytes)))
 		case errors.Is(err, hl7.ErrNotFramed):
 			countRejected(l.cfg.Name, reasonNotFramed)
-			l.log.Warn().Str("remote", cn.c.RemoteAddr().String()).
-				Msg("bytes outside an MLLP frame: answered AR and closed the connection (is the sender speaking MLLP?)")
-			cn.write(hl7.NakUnparsable("not an MLLP frame: expected 0x0B"))
+			// The error says which rule broke (a stray byte, a start block
+			// inside a frame, an end block without its CR) in byte values and
+			// offsets only: the sender and the operator both need it.
+			l.log.Warn().Err(err).Str("remote", cn.c.RemoteAddr().String()).
+				Msg("the stream broke MLLP framing (0x0B payload 0x1C 0x0D): answered AR and closed the connection")
+			cn.refuse(hl7.NakUnparsableCondition(hl7.ConditionOf(err), err.Error()))
+		case errors.Is(err, os.ErrDeadlineExceeded) && frames.AwaitingCR() && !l.stopping():
+			// The whole payload came, then 0x1C and nothing: the sender
+			// waits for an answer, and would resend the same frame forever.
+			countRejected(l.cfg.Name, reasonNotFramed)
+			l.log.Warn().Str("remote", cn.c.RemoteAddr().String()).Dur("read_timeout", l.cfg.ReadTimeout()).
+				Msg("MLLP end block (0x1C) not followed by CR (0x0D) within read_timeout: answered AR and closed the connection (the sender must end each frame with 0x1C 0x0D)")
+			cn.write(hl7.NakUnparsable("MLLP frame not ended: end block (0x1C) not followed by CR (0x0D)"))
+		case errors.Is(err, os.ErrDeadlineExceeded) && inFrame && !l.stopping():
+			// Nothing to answer (the message is not all here), but the
+			// operator must learn why this sender's messages never arrive.
+			l.log.Warn().Str("remote", cn.c.RemoteAddr().String()).Dur("read_timeout", l.cfg.ReadTimeout()).
+				Msg("an MLLP frame began but did not end (0x1C 0x0D) within read_timeout: connection closed without an answer (the sender will resend; a slow link or a large message needs a longer read_timeout_seconds)")
 		case errors.Is(err, io.EOF), errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, net.ErrClosed):
 			// closed by the sender, idle or stalled past its deadline, or
 			// the listener is stopping
@@ -124,7 +140,7 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 		}
 		l.env.logPayload(l.log.Warn().Str("reason", perr.Error()), payload).Int64("message_id", res.MessageID).
 			Msg("message is not HL7 v2: answered AR")
-		return hl7.NakUnparsable(perr.Error()), true
+		return hl7.NakUnparsableCondition(hl7.ConditionOf(perr), perr.Error()), true
 	}
 
 	deliveries := l.env.Router.Route(l.cfg.Name, msg)
@@ -182,6 +198,30 @@ func (cn *conn) write(ack []byte) bool {
 		return false
 	}
 	return true
+}
+
+// refuse answers a stream the connection cannot go on with (a frame too
+// large, bytes that are not MLLP) before it is closed, and lingers: it
+// half-closes, so that the sender reads the NAK and then the end of the
+// stream, and drops whatever the sender still sends until it closes, for at
+// most the read timeout. A socket closed with bytes unread is reset, not
+// closed, and a sender still writing its frame would see "connection reset
+// by peer", never the NAK that says why.
+func (cn *conn) refuse(nak []byte) {
+	if !cn.write(nak) {
+		return
+	}
+	if hc, ok := cn.c.(interface{ CloseWrite() error }); ok {
+		hc.CloseWrite()
+	}
+	// As in serve: the deadline first, then the stop check.
+	cn.c.SetReadDeadline(time.Now().Add(cn.l.cfg.ReadTimeout()))
+	select {
+	case <-cn.l.closing:
+		return
+	default:
+	}
+	io.Copy(io.Discard, cn.c)
 }
 
 // storeReason is the short, payload-free reason given to a sender in an AE.

@@ -330,3 +330,100 @@ func grep(s, word string) string {
 	}
 	return b.String()
 }
+
+// A sender still writing a frame the listener has refused (too large, or not
+// MLLP at all) gets the AR that says why, then the close: the listener reads
+// and drops the rest of what it sends instead of closing on unread bytes,
+// which the kernel answers with a reset that loses the AR (the sender sees
+// "connection reset by peer" on its write). 32 MiB is more than loopback's
+// socket buffers hold, so the sender is mid-write when the AR is sent.
+func TestARefusedFrameIsAnsweredNotReset(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	enginetest.Start(t, hostileConfig(addr, "max_message_bytes = 1024"))
+	huge := strings.Repeat("x", 32<<20)
+
+	big, _ := hl7.AppendFrame(nil, []byte(adt("BIG", "P1")+"OBX|1|ED|PDF^Report||"+huge+"\r"))
+	cl := enginetest.Dial(t, addr)
+	ack, err := cl.Raw(big)
+	if err != nil || ack.Code != hl7.AR || !strings.Contains(ack.Text, "larger than 1024 bytes") {
+		t.Fatalf("oversize frame: %+v, %v; want the AR saying it is larger than 1024 bytes", ack, err)
+	}
+	if !cl.Closed() {
+		t.Fatal("connection still open after an oversize frame")
+	}
+
+	cl = enginetest.Dial(t, addr)
+	ack, err = cl.Raw([]byte("MSH|^~\\&|" + huge + "\r"))
+	if err != nil || ack.Code != hl7.AR || !strings.Contains(ack.Text, "not MLLP framed") {
+		t.Fatalf("unframed bytes: %+v, %v; want the AR saying they are not MLLP framed", ack, err)
+	}
+	if !cl.Closed() {
+		t.Fatal("connection still open after unframed bytes")
+	}
+
+	if ack := enginetest.Dial(t, addr).Send(adt("OK1", "P1")); ack.Code != hl7.AA {
+		t.Fatalf("a good sender afterwards: %s", ack.Code)
+	}
+}
+
+// A sender that ends its frame with the end block alone (0x1C, no CR) and
+// waits for the answer is told why at the frame deadline, with an AR, and the
+// operator finds a line about it: before, the listener waited for the CR
+// until read_timeout and closed the connection without a word to either, and
+// the sender resent the message, to the same end, forever. A frame that
+// stops midway is logged too.
+func TestAFrameEndedWithoutCRIsAnsweredAtTheFrameDeadline(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, hostileConfig(addr, "read_timeout_seconds = 0.5"))
+	cl := enginetest.Dial(t, addr)
+	ack, err := cl.Raw([]byte("\x0b" + adt("NOCR", "P1") + "\x1c"))
+	if err != nil || ack.Code != hl7.AR || !strings.Contains(ack.Text, "0x0D") {
+		t.Fatalf("got %+v, %v; want an AR saying the end block was not followed by CR (0x0D)", ack, err)
+	}
+	if !cl.Closed() {
+		t.Fatal("connection still open after the frame deadline")
+	}
+	if !strings.Contains(grep(e.Logs.String(), `"level":"warn"`), "not followed by CR") {
+		t.Fatalf("no warning about the missing CR:\n%s", lastLines(e.Logs.String(), 5))
+	}
+
+	// A frame that stops before its end block has nothing to answer, but the
+	// operator is told of it.
+	cl = enginetest.Dial(t, addr)
+	if _, err := cl.Raw([]byte("\x0b" + adt("STALL", "P1"))); err == nil {
+		t.Fatal("got an answer to a frame that never ended")
+	}
+	if !strings.Contains(grep(e.Logs.String(), `"level":"warn"`), "began but did not end") {
+		t.Fatalf("no warning about the frame that did not end:\n%s", lastLines(e.Logs.String(), 5))
+	}
+	if ack := enginetest.Dial(t, addr).Send(adt("OK1", "P1")); ack.Code != hl7.AA {
+		t.Fatalf("a good sender afterwards: %s", ack.Code)
+	}
+}
+
+// Each way a stream breaks MLLP framing is answered with its own reason, and
+// logged with it: before, every one was answered "not an MLLP frame: expected
+// 0x0B" and logged as "bytes outside an MLLP frame", so a sender that ends
+// its frames with 0x1C LF, or starts a frame before ending the last, was told
+// (and its operator read) that it was not speaking MLLP at all.
+func TestEachFramingErrorIsAnsweredWithItsReason(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, hostileConfig(addr, ""))
+	for _, tc := range []struct{ name, stream, want string }{
+		{"end block then LF", "\x0b" + adt("LF", "P1") + "\x1c\n", "end block (0x1C) followed by 0x0a, not CR (0x0D)"},
+		{"start block inside a frame", "\x0b" + adt("TWICE", "P1") + "\x0b" + adt("TWICE", "P1") + "\x1c\r", "start block (0x0B) inside a frame"},
+		{"no start block", adt("BARE", "P1") + "\x1c\r", "byte 0x4d where a start block (0x0B) was expected"},
+	} {
+		cl := enginetest.Dial(t, addr)
+		ack, err := cl.Raw([]byte(tc.stream))
+		if err != nil || ack.Code != hl7.AR || !strings.Contains(ack.Text+ack.ErrorMessage, tc.want) {
+			t.Errorf("%s: got %+v, %v; want an AR saying %q", tc.name, ack, err, tc.want)
+		}
+		if !cl.Closed() {
+			t.Errorf("%s: connection still open", tc.name)
+		}
+		if !strings.Contains(grep(e.Logs.String(), `"level":"warn"`), tc.want) {
+			t.Errorf("%s: no warning saying %q:\n%s", tc.name, tc.want, lastLines(e.Logs.String(), 3))
+		}
+	}
+}

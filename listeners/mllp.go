@@ -144,6 +144,16 @@ func (l *MLLP) stop() {
 	}
 }
 
+// stopping reports whether the listener has begun to stop.
+func (l *MLLP) stopping() bool {
+	select {
+	case <-l.closing:
+		return true
+	default:
+		return false
+	}
+}
+
 // connSet tracks a listener's open connections.
 type connSet struct {
 	mu sync.Mutex

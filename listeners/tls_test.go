@@ -98,3 +98,24 @@ listen = "0.0.0.0:2575"
 		t.Fatalf("with allow_plaintext = true: %v", err)
 	}
 }
+
+// Over TLS too, a sender still writing an oversize frame reads its AR (see
+// TestARefusedFrameIsAnsweredNotReset), then the end of the stream.
+func TestARefusedFrameIsAnsweredNotResetOverTLS(t *testing.T) {
+	p := enginetest.NewPKI(t, t.TempDir())
+	addr := enginetest.FreeAddr(t)
+	enginetest.Start(t, strings.Replace(tlsConfig(addr, p.ServerCert, p.ServerKey, ""), `client_ca = ""`, "max_message_bytes = 1024", 1))
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{RootCAs: p.Pool, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := enginetest.Wrap(t, c)
+	big, _ := hl7.AppendFrame(nil, []byte(adt("BIG", "P1")+"OBX|1|ED|PDF^Report||"+strings.Repeat("x", 32<<20)+"\r"))
+	ack, err := cl.Raw(big)
+	if err != nil || ack.Code != hl7.AR || !strings.Contains(ack.Text, "larger than 1024 bytes") {
+		t.Fatalf("oversize frame over TLS: %+v, %v; want the AR saying it is larger than 1024 bytes", ack, err)
+	}
+	if !cl.Closed() {
+		t.Fatal("connection still open after an oversize frame")
+	}
+}
