@@ -307,11 +307,51 @@ func (e *Elector) watchResignations(ctx actor.Context) {
 	wctx, cancel := context.WithCancel(context.Background())
 	e.stopWatch = cancel
 	system, self := ctx.ActorSystem(), ctx.Self()
+	// The watcher reconnects every second while the database is away: a
+	// line per attempt would be 3,600 an hour. Both callbacks run on the
+	// watcher's goroutine, which alone touches failing.
+	var failing outage
 	go w.WatchResignations(wctx,
-		func() { system.Root.Send(self, resigned{}) },
+		func() {
+			if n := failing.over(); n > 0 {
+				e.log.Info().Int("failures", n).Msg("listening for lease resignations again")
+			}
+			system.Root.Send(self, resigned{})
+		},
 		func(err error) {
-			e.log.Warn().Err(err).Msg("listening for lease resignations failed; reconnecting (followers still poll every heartbeat)")
+			if failing.failed(time.Now()) {
+				e.log.Warn().Err(err).Int("failures", failing.n).
+					Msg("listening for lease resignations failed; reconnecting every second, logged once a minute while it lasts (followers still poll every heartbeat)")
+			}
 		})
+}
+
+// outageRepeat is how often a failure that lasts is logged again.
+const outageRepeat = time.Minute
+
+// outage counts the failures of something retried until it works, so that
+// it is logged when it starts, once an outageRepeat while it lasts, and
+// when it ends, not at every attempt.
+type outage struct {
+	n      int       // failures since the last success
+	logged time.Time // when the failure was last logged
+}
+
+// failed records a failure and reports whether to log it.
+func (o *outage) failed(now time.Time) bool {
+	o.n++
+	if o.n > 1 && now.Sub(o.logged) < outageRepeat {
+		return false
+	}
+	o.logged = now
+	return true
+}
+
+// over records a success and returns how many failures it ends.
+func (o *outage) over() int {
+	n := o.n
+	*o = outage{}
+	return n
 }
 
 // stop is the clean stop: give the lease up now (so a standby takes over

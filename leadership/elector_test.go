@@ -3,6 +3,7 @@ package leadership_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
+	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/leadership"
 	"github.com/messagefoundry/mf/storage"
@@ -61,9 +63,14 @@ func (p *probe) Receive(ctx actor.Context) {
 
 func startNode(t *testing.T, id string, st storage.Store) *node {
 	t.Helper()
+	return startLoggingNode(t, id, st, zerolog.New(zerolog.NewTestWriter(t)))
+}
+
+func startLoggingNode(t *testing.T, id string, st storage.Store, log zerolog.Logger) *node {
+	t.Helper()
 	n := &node{id: id, trust: leadership.NewTrust(), events: make(chan any, 64), system: actor.NewActorSystem()}
 	props := leadership.NewElector(leadership.ElectorOptions{
-		Store: st, Cluster: fast, NodeID: id, Trust: n.trust, Log: zerolog.New(zerolog.NewTestWriter(t)),
+		Store: st, Cluster: fast, NodeID: id, Trust: n.trust, Log: log,
 	})
 	n.pid = n.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probe{props: props, events: n.events} }))
 	t.Cleanup(n.stop)
@@ -290,5 +297,49 @@ func TestSingleNodeReportsAFenceOnce(t *testing.T) {
 	case e := <-events:
 		t.Fatalf("a second report: %#v", e)
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// deafStore's resignation watcher fails to listen failures times in a row
+// (a database away), then listens.
+type deafStore struct {
+	storage.Store
+	failures int
+}
+
+func (d *deafStore) WatchResignations(ctx context.Context, notify func(), onError func(error)) {
+	for range d.failures {
+		onError(errors.New("injected: cannot listen"))
+	}
+	notify()
+	<-ctx.Done()
+}
+
+// The watcher reconnects every second while the database is away; each
+// failure used to be a WARN line, 3,600 an hour per node. A failure that
+// lasts is logged when it starts and when it ends (and once a minute).
+func TestALastingListenFailureIsLoggedWhenItStartsAndEnds(t *testing.T) {
+	t.Parallel()
+	logs := &enginetest.LogBuffer{}
+	a := startLoggingNode(t, "a", &deafStore{Store: openStore(t, pgtest.NewSchema(t)), failures: 50}, zerolog.New(logs))
+	a.wantChanged(t, 5*time.Second, true, "elected")
+	waitFor(t, "the end of the listen failures logged", 5*time.Second, func() bool {
+		return strings.Contains(logs.String(), "listening for lease resignations again")
+	})
+	if n := strings.Count(logs.String(), "listening for lease resignations failed"); n != 1 {
+		t.Fatalf("50 failed attempts to listen logged %d times, want once:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), `"failures":50`) {
+		t.Fatalf("the end of the failures does not say how many there were:\n%s", logs.String())
+	}
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
