@@ -26,7 +26,7 @@ func openStore(ctx context.Context, cfg *config.Config, engine bool, log zerolog
 	case config.BackendSQLite:
 		return sqlite.Open(ctx, sqlite.Options{Path: s.Path, Exclusive: engine, Log: log})
 	case config.BackendPostgres:
-		o := postgres.Options{URL: s.URL, Password: s.Password, PoolSize: int32(s.PoolSize)}
+		o := postgres.Options{URL: s.URL, Password: s.Password, PoolSize: int32(s.PoolSize), Log: log}
 		if cluster.Enabled {
 			o.IdleInTransactionTimeout = cluster.LeaderFenceTimeout()
 		}

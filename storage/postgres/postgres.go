@@ -10,12 +10,14 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/storage"
 )
@@ -46,6 +48,9 @@ type Options struct {
 	// frozen. None of the engine's transactions waits on anything but the
 	// database, so a clustered node sets it to its fence timeout.
 	IdleInTransactionTimeout time.Duration
+	// Log receives a warning when the URL lets connections to a server on
+	// another host go unencrypted.
+	Log zerolog.Logger
 }
 
 // Store is the PostgreSQL storage.Store.
@@ -72,6 +77,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Password != "" {
 		cfg.ConnConfig.Password = o.Password
 	}
+	if host, why := plaintextRisk(cfg.ConnConfig); why != "" {
+		o.Log.Warn().Str("host", host).Str("sslmode", why).
+			Msg("the store url lets connections to the database go unencrypted, and they carry every message (PHI): set sslmode=verify-full (or require) in [store] url")
+	}
 	if o.IdleInTransactionTimeout > 0 {
 		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(o.IdleInTransactionTimeout.Milliseconds())
 	}
@@ -86,6 +95,35 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	s := &Store{pool: pool}
 	s.lanes.s = s
 	return s, nil
+}
+
+// plaintextRisk returns a host of another machine that cc may reach
+// without TLS, and why (pgx's sslmode prefer, its default, and allow fall
+// back to plaintext; disable never encrypts), or "" for none. A Unix socket
+// or a loopback address stays on this machine.
+func plaintextRisk(cc *pgx.ConnConfig) (host, why string) {
+	configs := []*pgconn.FallbackConfig{{Host: cc.Host, TLSConfig: cc.TLSConfig}}
+	configs = append(configs, cc.Fallbacks...)
+	why = "disable"
+	for _, c := range configs {
+		if c.TLSConfig != nil {
+			why = "prefer or allow (prefer is the default): plaintext when TLS is refused"
+		}
+	}
+	for _, c := range configs {
+		if c.TLSConfig == nil && !isLocalHost(c.Host) {
+			return c.Host, why
+		}
+	}
+	return "", ""
+}
+
+func isLocalHost(host string) bool {
+	if strings.HasPrefix(host, "/") || strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Pool exposes the pool for the few PostgreSQL-only features (LISTEN).

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/storage/postgres"
 	"github.com/messagefoundry/mf/storage/postgres/pgtest"
@@ -113,6 +115,42 @@ func TestPoolSizeInTheURLIsRefused(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), "pool_max_conns") || !strings.Contains(err.Error(), "pool_size") {
 			t.Errorf("%s: %v; want an error naming pool_max_conns and pool_size", u, err)
+		}
+	}
+}
+
+// A store url that lets connections to another host go unencrypted is
+// warned about: they carry every message. pgx's default sslmode, prefer,
+// falls back to plaintext when the server offers no TLS.
+func TestAStoreURLThatMayGoUnencryptedIsWarnedAbout(t *testing.T) {
+	for _, c := range []struct {
+		url  string
+		warn bool
+	}{
+		{"postgres://mf@db.internal:5432/mf", true},
+		{"postgres://mf@db.internal:5432/mf?sslmode=prefer", true},
+		{"postgres://mf@db.internal:5432/mf?sslmode=allow", true},
+		{"postgres://mf@db.internal:5432/mf?sslmode=disable", true},
+		{"host=db.internal user=mf dbname=mf", true},
+		{"postgres://mf@db-a.internal,db-b.internal/mf?sslmode=disable", true},
+		{"postgres://mf@db.internal:5432/mf?sslmode=require", false},
+		{"postgres://mf@db.internal:5432/mf?sslmode=verify-full", false},
+		{"postgres://mf@127.0.0.1:5432/mf?sslmode=disable", false},
+		{"postgres://mf@localhost:5432/mf", false},
+		{"postgres://mf@[::1]:5432/mf?sslmode=disable", false},
+		{"host=/var/run/postgresql user=mf dbname=mf", false},
+	} {
+		var logs strings.Builder
+		s, err := postgres.Open(context.Background(), postgres.Options{URL: c.url, PoolSize: 1, Log: zerolog.New(&logs)})
+		if err != nil {
+			t.Fatalf("%s: %v", c.url, err)
+		}
+		s.Close()
+		if warned := strings.Contains(logs.String(), "unencrypted"); warned != c.warn {
+			t.Errorf("%s: warned %v, want %v: %q", c.url, warned, c.warn, logs.String())
+		}
+		if strings.Contains(logs.String(), "mf@") {
+			t.Errorf("%s: the warning quotes the url: %q", c.url, logs.String())
 		}
 	}
 }
