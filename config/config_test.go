@@ -241,3 +241,34 @@ func TestAnExplicitZeroIsNotTakenForTheDefault(t *testing.T) {
 		})
 	}
 }
+
+// A store url may carry the password (postgres://mf:pw@db/mf), and the
+// store uses it when MF_STORE_PASSWORD is unset: mf run warns, naming the
+// key but not the password, since the file is then a secret.
+func TestAPasswordInTheStoreURLIsWarnedOf(t *testing.T) {
+	for _, u := range []string{
+		"postgres://mf:S3cretPW@db.internal:5432/mf?sslmode=verify-full",
+		"postgres://mf@db.internal:5432/mf?password=S3cretPW",
+		"sqlserver://sa:S3cretPW@db.internal:1433?database=mf",
+	} {
+		backend := strings.SplitN(u, ":", 2)[0]
+		c, err := config.Parse([]byte("[store]\nbackend = \""+backend+"\"\nurl = \""+u+"\"\n"+minimal), "mf.toml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := strings.Join(c.Warnings(), "\n")
+		if !strings.Contains(w, "store.url") || !strings.Contains(w, "MF_STORE_PASSWORD") {
+			t.Errorf("%s: warnings %q do not name store.url and MF_STORE_PASSWORD", u, w)
+		}
+		if strings.Contains(w, "S3cretPW") {
+			t.Errorf("%s: warnings %q show the password", u, w)
+		}
+	}
+	c, err := config.Parse([]byte("[store]\nbackend = \"postgres\"\nurl = \"postgres://mf@db.internal/mf\"\n"+minimal), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := c.Warnings(); len(w) != 0 {
+		t.Fatalf("a url without a password warns %q", w)
+	}
+}

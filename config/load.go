@@ -424,6 +424,19 @@ func CleanURL(raw string) string {
 	return clean.String()
 }
 
+// storeURLHasPassword reports whether a store url carries a password, as
+// user:password@ or a password query parameter (both drivers read either).
+func storeURLHasPassword(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	if _, ok := u.User.Password(); ok {
+		return true
+	}
+	return u.Query().Has("password")
+}
+
 // checkListen applies the fail-closed rule: a listener on a non-loopback
 // address needs TLS unless plaintext is explicitly allowed.
 func checkListen(addr, cert, key string, allowPlaintext bool) error {
@@ -471,6 +484,9 @@ func (c *Config) Warnings() []string {
 		if in.Type == InboundMLLP {
 			plain(fmt.Sprintf("inbound[%d].listen", i), in.Listen, in.TLSCert, in.AllowPlaintext)
 		}
+	}
+	if storeURLHasPassword(c.Store.URL) {
+		w = append(w, "store.url carries a password, which makes the config file a secret: remove it from the url and set "+PasswordEnv+" (it takes precedence over the url's)")
 	}
 	if c.LogPayloads {
 		w = append(w, "log_payloads = true: log lines about rejected messages carry their contents (patient data); turn it off outside debugging")
