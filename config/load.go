@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"reflect"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -140,6 +141,24 @@ func (c *Config) applyDefaults(written map[string]bool) {
 		defUnwritten(written, key+"timeout_seconds", &o.TimeoutSeconds, 30)
 		defUnwritten(written, key+"connections", &o.Connections, 1)
 	}
+}
+
+// RestartOnly names the sections that differ between the config a node
+// started with and a reloaded one, among those a reload does not apply:
+// the store and the cluster's settings are the node's connection and
+// identity, and the API (listener, TLS, tokens) is served from start.
+func RestartOnly(started, reloaded *Config) []string {
+	var changed []string
+	if !reflect.DeepEqual(started.Store, reloaded.Store) {
+		changed = append(changed, "[store]")
+	}
+	if !reflect.DeepEqual(started.Cluster, reloaded.Cluster) {
+		changed = append(changed, "[cluster]")
+	}
+	if !reflect.DeepEqual(started.API, reloaded.API) {
+		changed = append(changed, "[api]")
+	}
+	return changed
 }
 
 // writtenKeys names every key of a decoded file as errors name it:
