@@ -96,7 +96,7 @@ func Start(o Options) (*Engine, error) {
 	status := &atomic.Pointer[Status]{}
 	status.Store(&Status{NodeID: o.NodeID, Clustered: clustered, ConfigVersion: o.ConfigVersion})
 	system := actor.NewActorSystem(WithZerolog(o.Log))
-	r := &root{opts: o, router: router, status: status}
+	r := &root{opts: o, router: router, status: status, started: o.Config}
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return r }), "root")
 	if err != nil {
 		return nil, err
@@ -133,6 +133,9 @@ type root struct {
 	opts   Options
 	router *lanes.Router
 	status *atomic.Pointer[Status]
+	// started is the config the node started with, whose store, cluster
+	// and API sections no reload replaces.
+	started *config.Config
 
 	leadership *actor.PID
 	graph      *actor.PID
@@ -295,8 +298,11 @@ func (r *root) reload(ctx actor.Context, version int64) {
 		r.startGraph(ctx, fence, ended)
 	}
 	r.setStatus(func(s *Status) { s.ConfigVersion = version })
-	ctx.Send(r.leadership, leadership.ConfigLoaded{Version: version})
 	log.Info().Msg("config reloaded")
+	if changed := config.RestartOnly(r.started, cfg); len(changed) > 0 {
+		log.Warn().Strs("sections", changed).Msg("the reloaded file changes sections this node reads only at start; they are not in force: restart the node to apply them")
+	}
+	ctx.Send(r.leadership, leadership.ConfigLoaded{Version: version})
 }
 
 // stopGraph stops the graph and waits until it and all its children have

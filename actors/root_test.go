@@ -3,8 +3,10 @@ package actors_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +52,7 @@ type harness struct {
 	lead   scriptedRef
 	got    chan any
 	listen string
+	logs   *enginetest.LogBuffer
 }
 
 func graphConfig(listen string) string {
@@ -72,7 +75,7 @@ to = ["out"]
 
 func start(t *testing.T, reload func() (*config.Config, error)) *harness {
 	t.Helper()
-	h := &harness{t: t, got: make(chan any, 16), listen: enginetest.FreeAddr(t)}
+	h := &harness{t: t, got: make(chan any, 16), listen: enginetest.FreeAddr(t), logs: &enginetest.LogBuffer{}}
 	cfg, err := config.Parse([]byte(graphConfig(h.listen)), "test.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +93,7 @@ func start(t *testing.T, reload func() (*config.Config, error)) *harness {
 	h.store = &enginetest.FaultStore{Store: st}
 	hello := make(chan scriptedRef, 1)
 	h.eng, err = actors.Start(actors.Options{
-		Config: cfg, Store: h.store, Log: zerolog.New(zerolog.NewTestWriter(t)), NodeID: "n1",
+		Config: cfg, Store: h.store, Log: zerolog.New(io.MultiWriter(zerolog.NewTestWriter(t), h.logs)), NodeID: "n1",
 		Leadership: actor.PropsFromProducer(func() actor.Actor { return &scripted{hello: hello, got: h.got} }),
 		Trust:      leadership.AlwaysTrusted(),
 		Reload:     reload,
@@ -198,5 +201,35 @@ func TestConfigChangeRestartsTheGraph(t *testing.T) {
 	}
 	if v := h.eng.Status().ConfigVersion; v != 7 {
 		t.Fatalf("status config version %d, want 7", v)
+	}
+}
+
+// A reload applies the graph's sections only: the store, the cluster's
+// timings and the API (its listener, its tokens) stay as the node started.
+// A reloaded file that changes them says so at WARN, naming them, rather
+// than "config reloaded" alone, which let an operator think a new token or
+// pool size was in force.
+func TestAReloadSaysWhichChangesNeedARestart(t *testing.T) {
+	h := start(t, func() (*config.Config, error) {
+		c, err := config.Parse([]byte("[store]\npool_size = 9\n[api]\nmetrics_public = true\n"+graphConfig(enginetest.FreeAddr(t))), "test.toml")
+		if err == nil {
+			c.Outbound[0].Directory = filepath.Join(t.TempDir(), "out")
+		}
+		return c, err
+	})
+	h.tell(leadership.ConfigChanged{Version: 3})
+	select {
+	case <-h.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reload was not confirmed")
+	}
+	var warn string
+	for _, line := range strings.Split(h.logs.String(), "\n") {
+		if strings.Contains(line, `"level":"warn"`) && strings.Contains(line, "restart") {
+			warn = line
+		}
+	}
+	if !strings.Contains(warn, "store") || !strings.Contains(warn, "api") || strings.Contains(warn, "cluster") {
+		t.Fatalf("no WARN naming [store] and [api] (and only those) as needing a restart; logs:\n%s", h.logs.String())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -46,7 +47,17 @@ func getAPI(c *cli.Context, path string) ([]byte, error) {
 		}
 		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	}
-	url := strings.TrimSuffix(c.String("api"), "/") + path
+	base := strings.TrimSuffix(c.String("api"), "/")
+	// host:port alone is how every other address is given (mf send --to);
+	// net/url's error for it names neither the flag nor the fix.
+	if u, err := neturl.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		hint := ""
+		if !strings.Contains(base, ":/") {
+			hint = fmt.Sprintf(" (http://%s, or https:// with TLS)", base)
+		}
+		return nil, fmt.Errorf("--api %q: want the API's base URL, http://HOST:PORT or https://HOST:PORT%s", base, hint)
+	}
+	url := base + path
 	req, err := http.NewRequestWithContext(c.Context, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err

@@ -40,3 +40,16 @@ func TestAPITokenFromTheEnvironmentIsTrimmed(t *testing.T) {
 		t.Fatalf("mf status with a line break inside the token: %v, want an error naming %s", err, TokenEnv)
 	}
 }
+
+// --api given as host:port, the form of every other address flag (mf send
+// --to), is refused saying what it wants: net/url's "first path segment in
+// URL cannot contain colon" did not.
+func TestAPIFlagWithoutAScheme(t *testing.T) {
+	t.Setenv(TokenEnv, "mf_tok")
+	for _, cmd := range []string{"status", "nodes"} {
+		_, err := runMF(t, cmd, "--api", "127.0.0.1:8765")
+		if err == nil || !strings.Contains(err.Error(), "http://127.0.0.1:8765") {
+			t.Fatalf("mf %s --api 127.0.0.1:8765: %v, want an error suggesting http://127.0.0.1:8765", cmd, err)
+		}
+	}
+}

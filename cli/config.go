@@ -43,6 +43,10 @@ func checkCommand() *cli.Command {
 			}
 			fmt.Fprintf(c.App.Writer, "%s: ok (%d inbound, %d outbound, %d routes, store %s)\n",
 				cfg.Path, len(cfg.Inbound), len(cfg.Outbound), len(cfg.Route), cfg.Store.Backend)
+			// What mf run would log at WARN, said before it runs.
+			for _, w := range cfg.Warnings() {
+				fmt.Fprintf(c.App.Writer, "warning: %s\n", w)
+			}
 			return nil
 		},
 	}

@@ -208,3 +208,67 @@ func TestWarningsNameTheWeakenedSettings(t *testing.T) {
 		t.Fatalf("warnings: %q", w)
 	}
 }
+
+// A key written as 0 is an error, not the default: the file says 0, and an
+// operator who wrote pool_size = 0 or idle_timeout_seconds = 0 (no idle
+// limit?) must not get 5 or 300 without a word, nor an error that quotes the
+// default as if the file held it.
+func TestAnExplicitZeroIsNotTakenForTheDefault(t *testing.T) {
+	cases := []struct {
+		name, toml, want string
+	}{
+		{"pool size", "[store]\npool_size = 0\n", "store.pool_size: must be at least 1, got 0"},
+		{"row lease", "[store]\nlease_ttl_seconds = 0\n", "store.lease_ttl_seconds: must be positive, got 0"},
+		{"retention", "[store]\nretention_days = 0\n", "store.retention_days: must be positive, got 0"},
+		{"heartbeat", "[cluster]\nheartbeat_seconds = 0\nleader_fence_timeout_seconds = 0.5\nleader_lease_ttl_seconds = 1.0\n", "need 0 < heartbeat_seconds (0)"},
+		{"reclaim", "[cluster]\nreclaim_interval_seconds = 0.0\n", "cluster.reclaim_interval_seconds: must be positive, got 0"},
+		{"max connections", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\nmax_connections = 0\n", "inbound[1].max_connections: must be at least 1, got 0"},
+		{"idle timeout", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\nidle_timeout_seconds = 0\n", "inbound[1]: idle_timeout_seconds, read_timeout_seconds and poll_interval_seconds must be positive"},
+		{"max message bytes", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\nmax_message_bytes = 0\n", "inbound[1].max_message_bytes: must be at least 64, got 0"},
+		{"delivery timeout", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\ntimeout_seconds = 0\n", "outbound[1].timeout_seconds: must be positive"},
+		{"outbound connections", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\nconnections = 0\n", "outbound[1].connections: must be at least 1, got 0"},
+		{"retry base", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\nretry_base_seconds = 0\n", "need 0 < retry_base_seconds (0)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(minimal+tc.toml), "site.toml")
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), "site.toml") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A store url may carry the password (postgres://mf:pw@db/mf), and the
+// store uses it when MF_STORE_PASSWORD is unset: mf run warns, naming the
+// key but not the password, since the file is then a secret.
+func TestAPasswordInTheStoreURLIsWarnedOf(t *testing.T) {
+	for _, u := range []string{
+		"postgres://mf:S3cretPW@db.internal:5432/mf?sslmode=verify-full",
+		"postgres://mf@db.internal:5432/mf?password=S3cretPW",
+		"sqlserver://sa:S3cretPW@db.internal:1433?database=mf",
+	} {
+		backend := strings.SplitN(u, ":", 2)[0]
+		c, err := config.Parse([]byte("[store]\nbackend = \""+backend+"\"\nurl = \""+u+"\"\n"+minimal), "mf.toml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := strings.Join(c.Warnings(), "\n")
+		if !strings.Contains(w, "store.url") || !strings.Contains(w, "MF_STORE_PASSWORD") {
+			t.Errorf("%s: warnings %q do not name store.url and MF_STORE_PASSWORD", u, w)
+		}
+		if strings.Contains(w, "S3cretPW") {
+			t.Errorf("%s: warnings %q show the password", u, w)
+		}
+	}
+	c, err := config.Parse([]byte("[store]\nbackend = \"postgres\"\nurl = \"postgres://mf@db.internal/mf\"\n"+minimal), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := c.Warnings(); len(w) != 0 {
+		t.Fatalf("a url without a password warns %q", w)
+	}
+}

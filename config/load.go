@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"reflect"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -52,7 +53,12 @@ func Parse(b []byte, name string) (*Config, error) {
 	if err := dec.Decode(c); err != nil {
 		return nil, decodeError(name, err)
 	}
-	c.ApplyDefaults()
+	// The file decoded into c, so it decodes into a map as well.
+	var raw map[string]any
+	if err := toml.Unmarshal(b, &raw); err != nil {
+		return nil, decodeError(name, err)
+	}
+	c.applyDefaults(writtenKeys(raw))
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -83,33 +89,41 @@ func decodeError(name string, err error) error {
 }
 
 // ApplyDefaults fills every field left empty with its default.
-func (c *Config) ApplyDefaults() {
+func (c *Config) ApplyDefaults() { c.applyDefaults(nil) }
+
+// applyDefaults fills every field left empty with its default, except a
+// number whose key is in written (the keys the file sets): one set to 0
+// stays 0 for Validate to refuse (none of them may be 0). Taken for unset,
+// it ran with the default while the file said 0, and the timing
+// invariant's error quoted the default as the file's value.
+func (c *Config) applyDefaults(written map[string]bool) {
 	s := &c.Store
 	def(&s.Backend, BackendSQLite)
 	if s.Backend == BackendSQLite {
 		def(&s.Path, "mf.db")
 	}
-	def(&s.PoolSize, 5)
-	def(&s.LeaseTTLSeconds, 60)
-	def(&s.RetentionDays, 7)
+	defUnwritten(written, "store.pool_size", &s.PoolSize, 5)
+	defUnwritten(written, "store.lease_ttl_seconds", &s.LeaseTTLSeconds, 60)
+	defUnwritten(written, "store.retention_days", &s.RetentionDays, 7)
 
 	cl := &c.Cluster
-	def(&cl.HeartbeatSeconds, 10)
-	def(&cl.NodeTimeoutSeconds, 30)
-	def(&cl.ReclaimIntervalSeconds, 30)
-	def(&cl.LeaderLeaseTTLSeconds, 30)
-	def(&cl.LeaderFenceTimeoutSeconds, 20)
+	defUnwritten(written, "cluster.heartbeat_seconds", &cl.HeartbeatSeconds, 10)
+	defUnwritten(written, "cluster.node_timeout_seconds", &cl.NodeTimeoutSeconds, 30)
+	defUnwritten(written, "cluster.reclaim_interval_seconds", &cl.ReclaimIntervalSeconds, 30)
+	defUnwritten(written, "cluster.leader_lease_ttl_seconds", &cl.LeaderLeaseTTLSeconds, 30)
+	defUnwritten(written, "cluster.leader_fence_timeout_seconds", &cl.LeaderFenceTimeoutSeconds, 20)
 
 	def(&c.API.Listen, "127.0.0.1:8765")
 
 	for i := range c.Inbound {
 		in := &c.Inbound[i]
-		def(&in.MaxMessageBytes, 1<<20)
-		def(&in.MaxConnections, 100)
-		def(&in.IdleTimeoutSeconds, 300)
-		def(&in.ReadTimeoutSeconds, 30)
-		def(&in.PollIntervalSeconds, 1)
-		def(&in.MaxFileBytes, 64<<20)
+		key := fmt.Sprintf("inbound[%d].", i)
+		defUnwritten(written, key+"max_message_bytes", &in.MaxMessageBytes, 1<<20)
+		defUnwritten(written, key+"max_connections", &in.MaxConnections, 100)
+		defUnwritten(written, key+"idle_timeout_seconds", &in.IdleTimeoutSeconds, 300)
+		defUnwritten(written, key+"read_timeout_seconds", &in.ReadTimeoutSeconds, 30)
+		defUnwritten(written, key+"poll_interval_seconds", &in.PollIntervalSeconds, 1)
+		defUnwritten(written, key+"max_file_bytes", &in.MaxFileBytes, 64<<20)
 		if in.SettleSeconds == nil {
 			settle := float64(DefaultSettleSeconds)
 			in.SettleSeconds = &settle
@@ -120,11 +134,66 @@ func (c *Config) ApplyDefaults() {
 	}
 	for i := range c.Outbound {
 		o := &c.Outbound[i]
-		def(&o.RetryBaseSeconds, 1)
-		def(&o.RetryMaxSeconds, 300)
+		key := fmt.Sprintf("outbound[%d].", i)
+		defUnwritten(written, key+"retry_base_seconds", &o.RetryBaseSeconds, 1)
+		defUnwritten(written, key+"retry_max_seconds", &o.RetryMaxSeconds, 300)
 		def(&o.OnExhausted, ExhaustedBlock)
-		def(&o.TimeoutSeconds, 30)
-		def(&o.Connections, 1)
+		defUnwritten(written, key+"timeout_seconds", &o.TimeoutSeconds, 30)
+		defUnwritten(written, key+"connections", &o.Connections, 1)
+	}
+}
+
+// RestartOnly names the sections that differ between the config a node
+// started with and a reloaded one, among those a reload does not apply:
+// the store and the cluster's settings are the node's connection and
+// identity, and the API (listener, TLS, tokens) is served from start.
+func RestartOnly(started, reloaded *Config) []string {
+	var changed []string
+	if !reflect.DeepEqual(started.Store, reloaded.Store) {
+		changed = append(changed, "[store]")
+	}
+	if !reflect.DeepEqual(started.Cluster, reloaded.Cluster) {
+		changed = append(changed, "[cluster]")
+	}
+	if !reflect.DeepEqual(started.API, reloaded.API) {
+		changed = append(changed, "[api]")
+	}
+	return changed
+}
+
+// writtenKeys names every key of a decoded file as errors name it:
+// "store.pool_size", "inbound[0].max_connections".
+func writtenKeys(raw map[string]any) map[string]bool {
+	keys := map[string]bool{}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, sub := range v {
+				name := k
+				if prefix != "" {
+					name = prefix + "." + k
+				}
+				keys[name] = true
+				walk(name, sub)
+			}
+		case []any:
+			for i, sub := range v {
+				if _, table := sub.(map[string]any); table {
+					walk(fmt.Sprintf("%s[%d]", prefix, i), sub)
+				}
+			}
+		}
+	}
+	walk("", raw)
+	return keys
+}
+
+// defUnwritten is def for a key the file may have written: a written value,
+// zero included, is kept.
+func defUnwritten[T comparable](written map[string]bool, key string, field *T, value T) {
+	if !written[key] {
+		def(field, value)
 	}
 }
 
@@ -374,6 +443,19 @@ func CleanURL(raw string) string {
 	return clean.String()
 }
 
+// storeURLHasPassword reports whether a store url carries a password, as
+// user:password@ or a password query parameter (both drivers read either).
+func storeURLHasPassword(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	if _, ok := u.User.Password(); ok {
+		return true
+	}
+	return u.Query().Has("password")
+}
+
 // checkListen applies the fail-closed rule: a listener on a non-loopback
 // address needs TLS unless plaintext is explicitly allowed.
 func checkListen(addr, cert, key string, allowPlaintext bool) error {
@@ -421,6 +503,9 @@ func (c *Config) Warnings() []string {
 		if in.Type == InboundMLLP {
 			plain(fmt.Sprintf("inbound[%d].listen", i), in.Listen, in.TLSCert, in.AllowPlaintext)
 		}
+	}
+	if storeURLHasPassword(c.Store.URL) {
+		w = append(w, "store.url carries a password, which makes the config file a secret: remove it from the url and set "+PasswordEnv+" (it takes precedence over the url's)")
 	}
 	if c.LogPayloads {
 		w = append(w, "log_payloads = true: log lines about rejected messages carry their contents (patient data); turn it off outside debugging")

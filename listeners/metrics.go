@@ -48,5 +48,8 @@ func RegisterMetrics(inbounds []config.Inbound) {
 			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_rejected_total{inbound=%q,reason=%q}`, in.Name, reason))
 		}
 		metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_ack_duration_seconds{inbound=%q}`, in.Name))
+		if in.Type == config.InboundMLLP { // only a listener has connections to refuse
+			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_connections_refused_total{inbound=%q}`, in.Name))
+		}
 	}
 }
