@@ -65,11 +65,13 @@ type Engine struct {
 type shutdown struct{}
 type shutdownDone struct{}
 
-// fenced reports a graph write refused by the fence of term fence.
+// fenced reports a graph write refused by the fence of its term, from the
+// graph of spec: a reload restarts the graph under the same term, so the
+// fence alone does not tell the current graph from the one it replaced.
 type fenced struct {
-	fence storage.Fence
-	op    string
-	err   error
+	spec *graphSpec
+	op   string
+	err  error
 }
 
 // Start builds the actor tree and returns at once; the graph starts as soon
@@ -154,10 +156,12 @@ func (r *root) Receive(ctx actor.Context) {
 	case leadership.ConfigChanged:
 		r.reload(ctx, msg.Version)
 	case fenced:
-		if r.spec == nil || msg.fence != r.spec.fence {
-			return // a late report from a graph already stopped
+		if r.spec == nil || msg.spec != r.spec {
+			// A late report from a graph already stopped: one whose drain
+			// ran out fails its last writes on the cancelled context.
+			return
 		}
-		r.opts.Log.Error().Err(msg.err).Str("op", msg.op).Int64("term", msg.fence.Term).
+		r.opts.Log.Error().Err(msg.err).Str("op", msg.op).Int64("term", msg.spec.fence.Term).
 			Msg("a write was refused by the fence: another node leads now; stopping the graph")
 		r.stopGraph(ctx, false)
 		// The elector, if it still thinks it leads, reports the loss as
@@ -251,9 +255,9 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 		ctx: gctx, cfg: r.opts.Config, store: r.opts.Store, fence: f, ended: ended, owner: r.opts.Instance, trust: r.opts.Trust,
 		log: r.opts.Log, router: r.router,
 		done: make(chan struct{}),
-		onFenced: func(op string, err error) {
-			system.Root.Send(self, fenced{fence: f, op: op, err: err})
-		},
+	}
+	spec.onFenced = func(op string, err error) {
+		system.Root.Send(self, fenced{spec: spec, op: op, err: err})
 	}
 	pid, err := ctx.SpawnNamed(newGraph(spec), fmt.Sprintf("graph-%d", f.Term))
 	if err != nil {

@@ -15,12 +15,18 @@ import (
 // PurgeInterval is how often the leader purges finished rows past retention.
 const PurgeInterval = time.Hour
 
-// purgeRounds bounds the purge calls of one tick (each deletes at most
-// storage.DefaultPurgeLimit rows), so a huge backlog is spread over ticks.
-const purgeRounds = 20
+// purgeFirst is how long after the graph starts it first purges, and
+// purgeLimit the rows one purge call deletes (variables for tests).
+var (
+	purgeFirst = time.Minute
+	purgeLimit = storage.DefaultPurgeLimit
+)
 
 type reclaimTick struct{}
 type purgeTick struct{}
+
+// purgeRound is the next purge call of a run that has not caught up yet.
+type purgeRound struct{}
 
 // sweeper runs the leader's recurring maintenance: it re-pends rows whose
 // lease expired (a delivery that died without finishing) and purges finished
@@ -30,6 +36,11 @@ type sweeper struct {
 	spec   *graphSpec
 	log    zerolog.Logger
 	timers []scheduler.CancelFunc
+	// purging is set while a purge run goes on; purged counts what it has
+	// deleted so far, and round cancels its next call's timer.
+	purging bool
+	purged  storage.PurgeResult
+	round   scheduler.CancelFunc
 }
 
 func newSweeper(spec *graphSpec, log zerolog.Logger) *actor.Props {
@@ -46,7 +57,7 @@ func (s *sweeper) Receive(ctx actor.Context) {
 		reclaim := s.spec.cfg.Cluster.ReclaimInterval()
 		s.timers = append(s.timers,
 			t.SendRepeatedly(reclaim, reclaim, ctx.Self(), reclaimTick{}),
-			t.SendRepeatedly(time.Minute, PurgeInterval, ctx.Self(), purgeTick{}))
+			t.SendRepeatedly(purgeFirst, PurgeInterval, ctx.Self(), purgeTick{}))
 	case reclaimTick:
 		n, err := s.spec.store.QueueReclaimExpired(s.spec.ctx, storage.QueueReclaimExpiredParams{Fence: s.spec.fence})
 		if s.failed("queue_reclaim_expired", err) {
@@ -56,27 +67,57 @@ func (s *sweeper) Receive(ctx actor.Context) {
 			s.log.Warn().Int64("rows", n).Msg("re-pended deliveries whose lease expired (a delivery outlived [store] lease_ttl_seconds); they will be delivered again")
 		}
 	case purgeTick:
-		var total storage.PurgeResult
-		for i := 0; i < purgeRounds; i++ {
-			r, err := s.spec.store.MessagePurge(s.spec.ctx, storage.MessagePurgeParams{
-				Fence: s.spec.fence, OlderThan: s.spec.cfg.Store.Retention(),
-			})
-			if s.failed("message_purge", err) {
-				return
-			}
-			total.QueueRows += r.QueueRows
-			total.Messages += r.Messages
-			if r == (storage.PurgeResult{}) {
-				break
-			}
+		if s.purging {
+			return // the run in progress catches up to this tick too
 		}
-		if total != (storage.PurgeResult{}) {
-			s.log.Info().Int64("queue_rows", total.QueueRows).Int64("messages", total.Messages).Msg("purged finished rows past retention")
-		}
+		s.purging, s.purged = true, storage.PurgeResult{}
+		s.purge(ctx)
+	case purgeRound:
+		s.purge(ctx)
 	case *actor.Stopping, *actor.Restarting:
 		for _, cancel := range s.timers {
 			cancel()
 		}
+		if s.round != nil {
+			s.round()
+		}
+		if s.purging {
+			s.purgeDone()
+		}
+	}
+}
+
+// purge makes one purge call of a run. A call that deletes a full batch
+// leaves more behind: the next one follows after a pause as long as the call
+// took, so a backlog of any size is worked through at once, at most half of
+// the time in the database (the lanes and ingest write in between; on
+// PostgreSQL each call holds the leader lease row shared, which the lease
+// renewal waits for), and each call is a message of its own, so a stop does
+// not wait for the whole run. A run bounded per hourly tick deleted fewer
+// rows than a busy node finishes in an hour, and the store grew without end.
+func (s *sweeper) purge(ctx actor.Context) {
+	start := time.Now()
+	r, err := s.spec.store.MessagePurge(s.spec.ctx, storage.MessagePurgeParams{
+		Fence: s.spec.fence, OlderThan: s.spec.cfg.Store.Retention(), Limit: purgeLimit,
+	})
+	if s.failed("message_purge", err) {
+		s.purgeDone()
+		return
+	}
+	s.purged.QueueRows += r.QueueRows
+	s.purged.Messages += r.Messages
+	if r.QueueRows < int64(purgeLimit) && r.Messages < int64(purgeLimit) {
+		s.purgeDone()
+		return
+	}
+	s.round = scheduler.NewTimerScheduler(ctx).SendOnce(time.Since(start), ctx.Self(), purgeRound{})
+}
+
+// purgeDone ends the purge run and says what it deleted.
+func (s *sweeper) purgeDone() {
+	s.purging, s.round = false, nil
+	if s.purged != (storage.PurgeResult{}) {
+		s.log.Info().Int64("queue_rows", s.purged.QueueRows).Int64("messages", s.purged.Messages).Msg("purged finished rows past retention")
 	}
 }
 

@@ -88,3 +88,21 @@ func TestRunSaysHowToFinishAMigrationThatTimesOut(t *testing.T) {
 		t.Fatalf("mf run whose migration timed out: %v; want an error naming mf migrate --config %s", err, path)
 	}
 }
+
+// A --drain-timeout of zero or less is refused at start. The engine took it
+// for its default (30s), while mf run gave the whole stop the flag plus 30s:
+// with a delivery in hand, the stop then ran out before the leader resigned
+// its lease, and mf run exited 1 with "engine stop: future: timeout".
+func TestRunRefusesADrainTimeoutThatIsNotPositive(t *testing.T) {
+	path := writeConfig(t)
+	// Should the flag be taken, the run ends at once on its migration
+	// instead of running until a signal.
+	defer func(d time.Duration) { migrateTimeout = d }(migrateTimeout)
+	migrateTimeout = time.Nanosecond
+	for _, d := range []string{"0", "-1s"} {
+		_, err := runMF(t, "run", "--config", path, "--drain-timeout", d)
+		if err == nil || !strings.Contains(err.Error(), "--drain-timeout") {
+			t.Errorf("mf run --drain-timeout %s: %v; want an error naming --drain-timeout", d, err)
+		}
+	}
+}

@@ -32,6 +32,13 @@ func runCommand() *cli.Command {
 				Usage: "on stop, how long lanes may finish the delivery in hand"},
 		),
 		Action: func(c *cli.Context) error {
+			// The engine takes a drain timeout of zero for its default, and
+			// the stop below is given the flag's value plus a margin: with
+			// 0 it ran out while the engine still drained, before the lease
+			// was resigned.
+			if d := c.Duration("drain-timeout"); d <= 0 {
+				return fmt.Errorf("--drain-timeout %v: must be positive (how long a stop lets lanes finish the delivery in hand)", d)
+			}
 			log, err := logger(c)
 			if err != nil {
 				return err

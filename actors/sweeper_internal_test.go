@@ -1,0 +1,106 @@
+package actors
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/sqlite"
+)
+
+// oldMessages stores n unrouted messages in a fresh SQLite store and makes
+// them ten days old, past the default retention (seven days).
+func oldMessages(t *testing.T, n int) (*sqlite.Store, []int64) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mf.db")
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]storage.NewMessage, n)
+	for i := range msgs {
+		msgs[i] = storage.NewMessage{Inbound: "adt_in", ControlID: fmt.Sprint("C", i), Payload: []byte("MSH|^~\\&|"), Status: storage.MessageUnrouted}
+	}
+	res, err := st.MessageIngest(context.Background(), storage.MessageIngestParams{Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, n)
+	for i, r := range res {
+		ids[i] = r.MessageID
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE mf_messages SET received_at = received_at - ?`, (10 * 24 * time.Hour).Milliseconds()); err != nil {
+		t.Fatal(err)
+	}
+	return st, ids
+}
+
+func startSweeper(t *testing.T, st storage.Store) {
+	t.Helper()
+	cfg, err := config.Parse(nil, "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gctx, cancel := context.WithCancel(context.Background())
+	spec := &graphSpec{ctx: gctx, cfg: cfg, store: st, log: zerolog.New(zerolog.NewTestWriter(t)),
+		onFenced: func(op string, err error) { t.Errorf("%s fenced: %v", op, err) }}
+	system := actor.NewActorSystem(WithZerolog(spec.log))
+	pid := system.Root.Spawn(newSweeper(spec, spec.log))
+	t.Cleanup(func() {
+		cancel()
+		if err := system.Root.StopFuture(pid).Wait(); err != nil {
+			t.Error(err)
+		}
+		system.Shutdown()
+	})
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A backlog past retention larger than one tick's rounds is purged in full
+// soon after, not an hour later at the next tick: otherwise a store that
+// finishes more rows an hour than one tick deletes is never purged down to
+// its retention, and grows without bound.
+func TestThePurgeWorksThroughABacklogLargerThanOneTick(t *testing.T) {
+	first, limit := purgeFirst, purgeLimit
+	purgeFirst, purgeLimit = 10*time.Millisecond, 2
+	t.Cleanup(func() { purgeFirst, purgeLimit = first, limit })
+
+	backlog := 60 * purgeLimit // a tick used to make 20 calls at most
+	st, ids := oldMessages(t, backlog)
+	startSweeper(t, st)
+	waitFor(t, fmt.Sprintf("all %d messages past retention to be purged", backlog), 20*time.Second, func() bool {
+		for _, id := range ids {
+			if _, err := st.MessageRead(context.Background(), id); !errors.Is(err, storage.ErrNotFound) {
+				return false
+			}
+		}
+		return true
+	})
+}
