@@ -323,7 +323,7 @@ func TestALastingListenFailureIsLoggedWhenItStartsAndEnds(t *testing.T) {
 	logs := &enginetest.LogBuffer{}
 	a := startLoggingNode(t, "a", &deafStore{Store: openStore(t, pgtest.NewSchema(t)), failures: 50}, zerolog.New(logs))
 	a.wantChanged(t, 5*time.Second, true, "elected")
-	waitFor(t, "the end of the listen failures logged", 5*time.Second, func() bool {
+	enginetest.WaitFor(t, "the end of the listen failures logged", 5*time.Second, func() bool {
 		return strings.Contains(logs.String(), "listening for lease resignations again")
 	})
 	if n := strings.Count(logs.String(), "listening for lease resignations failed"); n != 1 {
@@ -331,15 +331,5 @@ func TestALastingListenFailureIsLoggedWhenItStartsAndEnds(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"failures":50`) {
 		t.Fatalf("the end of the failures does not say how many there were:\n%s", logs.String())
-	}
-}
-
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
