@@ -201,14 +201,18 @@ func (r *root) changed(ctx actor.Context, c leadership.Changed) {
 	r.startGraph(ctx, c.Fence, c.Ended)
 }
 
-// recover is promotion recovery: rows left in flight by any other owner go
-// back to pending at once (the fence guarantees that owner has stopped), so
-// failover does not wait out their row leases. Should it fail, those rows
-// still come back when their leases expire (stranded-head reclaim, sweep).
+// recover is promotion recovery: every row left in flight goes back to
+// pending at once, so failover does not wait out its row lease. Another
+// owner has stopped (the fence guarantees it), and so has this process's
+// own previous graph, if it led before (changed stops it, and waits, before
+// it recovers): no owner is excluded (Owner ""), or a node elected again
+// after losing its lease would leave the deliveries it had in hand, and
+// their lanes, to wait lease_ttl_seconds. Should it fail, those rows still
+// come back when their leases expire (stranded-head reclaim, sweep).
 func (r *root) recover(f storage.Fence, log zerolog.Logger) {
 	for attempt := 1; attempt <= 3; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		n, err := r.opts.Store.QueueRecoverForeign(ctx, storage.QueueRecoverForeignParams{Fence: f, Owner: r.opts.Instance})
+		n, err := r.opts.Store.QueueRecoverForeign(ctx, storage.QueueRecoverForeignParams{Fence: f, Owner: ""})
 		cancel()
 		if err == nil {
 			if n > 0 {

@@ -622,7 +622,9 @@ type QueueExtendLeaseParams struct {
 // QueueRecoverForeignParams are the arguments of Store.QueueRecoverForeign.
 type QueueRecoverForeignParams struct {
 	Fence Fence
-	// Owner is this node: rows leased by anyone else are re-pended.
+	// Owner's rows are left in flight; rows leased by anyone else are
+	// re-pended. Promotion passes "" (no row is leased by ""): at promotion
+	// no graph of this process runs either (actors/root.go, recover).
 	Owner string
 }
 
