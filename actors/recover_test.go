@@ -1,26 +1,17 @@
 package actors_test
 
 import (
-	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-	"github.com/rs/zerolog"
-
-	"github.com/messagefoundry/mf/actors"
 	"github.com/messagefoundry/mf/actors/enginetest"
-	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/hl7"
 	"github.com/messagefoundry/mf/leadership"
 	"github.com/messagefoundry/mf/storage"
-	"github.com/messagefoundry/mf/storage/sqlite"
 )
 
 // A node that loses its lease with a delivery in hand and is elected again
@@ -42,55 +33,7 @@ func TestReElectionRecoversThisProcesssOwnStrandedDelivery(t *testing.T) {
 	}))
 	t.Cleanup(dest.Close)
 	listen := enginetest.FreeAddr(t)
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-[[inbound]]
-name = "adt_in"
-type = "mllp"
-listen = %q
-
-[[outbound]]
-name = "slow"
-type = "http"
-url = %q
-timeout_seconds = 50
-
-[[route]]
-from = "adt_in"
-to = ["slow"]
-`, listen, dest.URL)), "test.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	hello := make(chan scriptedRef, 1)
-	logs := &enginetest.LogBuffer{}
-	eng, err := actors.Start(actors.Options{
-		Config: cfg, Store: st, Log: zerolog.New(logs), NodeID: "n1",
-		Leadership: actor.PropsFromProducer(func() actor.Actor { return &scripted{hello: hello, got: make(chan any, 16)} }),
-		Trust:      leadership.AlwaysTrusted(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := eng.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-		st.Close()
-	})
-	lead := <-hello
-	tell := func(m any) { lead.system.Root.Send(lead.pid, m) }
+	tell := startScripted(t, slowOutbound(t, listen, dest.URL), nil).tell
 
 	// The zero fence: this SQLite store never had a cluster elected into it.
 	tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Reason: "elected"})

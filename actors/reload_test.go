@@ -1,14 +1,8 @@
 package actors_test
 
 import (
-	"context"
-	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
-	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/actors"
 	"github.com/messagefoundry/mf/actors/enginetest"
@@ -16,7 +10,6 @@ import (
 	"github.com/messagefoundry/mf/hl7"
 	"github.com/messagefoundry/mf/leadership"
 	"github.com/messagefoundry/mf/storage"
-	"github.com/messagefoundry/mf/storage/sqlite"
 )
 
 // A reload whose drain runs out abandons the send in hand; the old graph's
@@ -27,60 +20,13 @@ import (
 func TestAnAbandonedDrainDoesNotFenceTheReloadedGraph(t *testing.T) {
 	dest := startHangingDestination(t)
 	listen := enginetest.FreeAddr(t)
-	text := fmt.Sprintf(`
-[[inbound]]
-name = "adt_in"
-type = "mllp"
-listen = %q
-
-[[outbound]]
-name = "slow"
-type = "http"
-url = %q
-timeout_seconds = 50
-
-[[route]]
-from = "adt_in"
-to = ["slow"]
-`, listen, dest.URL)
-	cfg, err := config.Parse([]byte(text), "test.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan any, 16)
-	hello := make(chan scriptedRef, 1)
-	logs := &enginetest.LogBuffer{}
-	eng, err := actors.Start(actors.Options{
-		Config: cfg, Store: st, Log: zerolog.New(logs), NodeID: "n1",
-		Leadership: actor.PropsFromProducer(func() actor.Actor { return &scripted{hello: hello, got: got} }),
-		Trust:      leadership.AlwaysTrusted(),
-		Reload:     func() (*config.Config, error) { return cfg, nil },
+	cfg := slowOutbound(t, listen, dest.URL)
+	e := startScripted(t, cfg, func(o *actors.Options) {
+		o.Reload = func() (*config.Config, error) { return cfg, nil }
 		// Shorter than the send in hand, which lasts up to 50 s.
-		DrainTimeout: 500 * time.Millisecond,
+		o.DrainTimeout = 500 * time.Millisecond
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := eng.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-		st.Close()
-	})
-	lead := <-hello
-	tell := func(m any) { lead.system.Root.Send(lead.pid, m) }
+	eng, got, tell := e.eng, e.got, e.tell
 	confirmed := func(version int64) {
 		t.Helper()
 		select {

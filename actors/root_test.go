@@ -113,6 +113,84 @@ func start(t *testing.T, reload func() (*config.Config, error)) *harness {
 	return h
 }
 
+// scriptedEngine is an engine on a SQLite store of its own with a scripted
+// leadership actor: tell makes that actor report m to root, got receives
+// what root sends it.
+type scriptedEngine struct {
+	eng  *actors.Engine
+	tell func(m any)
+	got  chan any
+	logs *enginetest.LogBuffer
+}
+
+// startScripted starts an engine on cfg, with the options more adds (if
+// not nil); it stops when the test ends, and shows its logs if the test
+// failed.
+func startScripted(t *testing.T, cfg *config.Config, more func(*actors.Options)) *scriptedEngine {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e := &scriptedEngine{got: make(chan any, 16), logs: &enginetest.LogBuffer{}}
+	hello := make(chan scriptedRef, 1)
+	o := actors.Options{
+		Config: cfg, Store: st, Log: zerolog.New(e.logs), NodeID: "n1",
+		Leadership: actor.PropsFromProducer(func() actor.Actor { return &scripted{hello: hello, got: e.got} }),
+		Trust:      leadership.AlwaysTrusted(),
+	}
+	if more != nil {
+		more(&o)
+	}
+	e.eng, err = actors.Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(e.logs.String())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := e.eng.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+		st.Close()
+	})
+	lead := <-hello
+	e.tell = func(m any) { lead.system.Root.Send(lead.pid, m) }
+	return e
+}
+
+// slowOutbound is a config with an MLLP inbound on listen routed to an HTTP
+// destination at url whose sends may last 50 s.
+func slowOutbound(t *testing.T, listen, url string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = %q
+
+[[outbound]]
+name = "slow"
+type = "http"
+url = %q
+timeout_seconds = 50
+
+[[route]]
+from = "adt_in"
+to = ["slow"]
+`, listen, url)), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // tell makes the scripted leadership actor report m to root.
 func (h *harness) tell(m any) { h.lead.system.Root.Send(h.lead.pid, m) }
 
