@@ -43,11 +43,10 @@ type sweeper struct {
 	spec   *graphSpec
 	log    zerolog.Logger
 	timers []scheduler.CancelFunc
-	// purging is set while a purge run goes on; purged counts what it has
-	// deleted so far, and round cancels its next call's timer.
-	purging bool
-	purged  storage.PurgeResult
-	round   scheduler.CancelFunc
+	// round cancels the timer of a purge run's next call; it is set while
+	// a run goes on. purged counts what the run has deleted so far.
+	round  scheduler.CancelFunc
+	purged storage.PurgeResult
 }
 
 func newSweeper(spec *graphSpec, log zerolog.Logger) *actor.Props {
@@ -74,10 +73,10 @@ func (s *sweeper) Receive(ctx actor.Context) {
 			s.log.Warn().Int64("rows", n).Msg("re-pended deliveries whose lease expired (a delivery outlived [store] lease_ttl_seconds); they will be delivered again")
 		}
 	case purgeTick:
-		if s.purging {
+		if s.round != nil {
 			return // the run in progress catches up to this tick too
 		}
-		s.purging, s.purged = true, storage.PurgeResult{}
+		s.purged = storage.PurgeResult{}
 		s.purge(ctx)
 	case purgeRound:
 		s.purge(ctx)
@@ -87,8 +86,6 @@ func (s *sweeper) Receive(ctx actor.Context) {
 		}
 		if s.round != nil {
 			s.round()
-		}
-		if s.purging {
 			s.purgeDone()
 		}
 	}
@@ -123,7 +120,7 @@ func (s *sweeper) purge(ctx actor.Context) {
 
 // purgeDone ends the purge run and says what it deleted.
 func (s *sweeper) purgeDone() {
-	s.purging, s.round = false, nil
+	s.round = nil
 	if s.purged != (storage.PurgeResult{}) {
 		s.log.Info().Int64("queue_rows", s.purged.QueueRows).Int64("messages", s.purged.Messages).Msg("purged finished rows past retention")
 	}

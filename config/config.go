@@ -152,9 +152,8 @@ type Inbound struct {
 	PollIntervalSeconds float64 `toml:"poll_interval_seconds"`
 	// SettleSeconds: the file inbound reads a file only once its
 	// modification time is at least this old (default 1; 0 reads it at
-	// once), so that a file still being written is not read in part. A
-	// pointer, so that an explicit 0 is told from no value.
-	SettleSeconds *float64 `toml:"settle_seconds"`
+	// once), so that a file still being written is not read in part.
+	SettleSeconds float64 `toml:"settle_seconds"`
 	// MaxFileBytes bounds a file the file inbound reads (default 64 MiB): a
 	// larger one is not read, and holds up the later files until it is
 	// moved away or the bound raised.
@@ -264,12 +263,7 @@ func (i Inbound) PollInterval() time.Duration { return seconds(i.PollIntervalSec
 
 // Settle is how old a file's modification time must be before the file
 // inbound reads it.
-func (i Inbound) Settle() time.Duration {
-	if i.SettleSeconds == nil {
-		return seconds(DefaultSettleSeconds)
-	}
-	return seconds(*i.SettleSeconds)
-}
+func (i Inbound) Settle() time.Duration { return seconds(i.SettleSeconds) }
 
 // DefaultSettleSeconds is settle_seconds when the file does not set it.
 const DefaultSettleSeconds = 1

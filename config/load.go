@@ -88,12 +88,10 @@ func decodeError(name string, err error) error {
 	return fmt.Errorf("config: %s: %w", name, err)
 }
 
-// ApplyDefaults fills every field left empty with its default.
-func (c *Config) ApplyDefaults() { c.applyDefaults(nil) }
-
 // applyDefaults fills every field left empty with its default, except a
 // number whose key is in written (the keys the file sets): one set to 0
-// stays 0 for Validate to refuse (none of them may be 0). Taken for unset,
+// stays 0, for Validate to refuse where 0 is no value it takes
+// (settle_seconds = 0 reads a file at once). Taken for unset,
 // it ran with the default while the file said 0, and the timing
 // invariant's error quoted the default as the file's value.
 func (c *Config) applyDefaults(written map[string]bool) {
@@ -124,10 +122,7 @@ func (c *Config) applyDefaults(written map[string]bool) {
 		defUnwritten(written, key+"read_timeout_seconds", &in.ReadTimeoutSeconds, 30)
 		defUnwritten(written, key+"poll_interval_seconds", &in.PollIntervalSeconds, 1)
 		defUnwritten(written, key+"max_file_bytes", &in.MaxFileBytes, 64<<20)
-		if in.SettleSeconds == nil {
-			settle := float64(DefaultSettleSeconds)
-			in.SettleSeconds = &settle
-		}
+		defUnwritten(written, key+"settle_seconds", &in.SettleSeconds, DefaultSettleSeconds)
 		if in.Type == InboundFile && in.Directory != "" {
 			def(&in.ArchiveDirectory, in.Directory+string(os.PathSeparator)+"archive")
 		}
@@ -315,8 +310,8 @@ func (c *Config) Validate() error {
 		if in.IdleTimeoutSeconds <= 0 || in.ReadTimeoutSeconds <= 0 || in.PollIntervalSeconds <= 0 {
 			bad(key, "idle_timeout_seconds, read_timeout_seconds and poll_interval_seconds must be positive")
 		}
-		if settle := in.SettleSeconds; settle != nil && !(*settle >= 0 && !math.IsInf(*settle, 1)) {
-			bad(key+".settle_seconds", "must be 0 (read a file at once) or a number of seconds, got %v", *settle)
+		if settle := in.SettleSeconds; !(settle >= 0 && !math.IsInf(settle, 1)) {
+			bad(key+".settle_seconds", "must be 0 (read a file at once) or a number of seconds, got %v", settle)
 		}
 		if in.MaxFileBytes < 1 {
 			bad(key+".max_file_bytes", "must be at least 1, got %d", in.MaxFileBytes)

@@ -112,7 +112,7 @@ func permanentError(err error, format string, args ...any) *DeliveryError {
 	return &DeliveryError{Permanent: true, Reason: fmt.Sprintf(format, args...), Err: err}
 }
 
-// Defaults for an Outbound whose config.ApplyDefaults has not run.
+// Defaults for an Outbound that config.Parse did not fill in (built in code).
 const (
 	defaultSendTimeout = 30 * time.Second
 	defaultRetryBase   = time.Second

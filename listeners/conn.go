@@ -43,10 +43,8 @@ func (cn *conn) serve() {
 		// before it interrupts reads, so either we see it here or its
 		// interruption comes after this deadline and ends the read below.
 		cn.c.SetReadDeadline(time.Now().Add(l.cfg.IdleTimeout()))
-		select {
-		case <-l.closing:
+		if l.stopping() {
 			return
-		default:
 		}
 		err := frames.StartFrame()
 		inFrame := err == nil
@@ -216,10 +214,8 @@ func (cn *conn) refuse(nak []byte) {
 	}
 	// As in serve: the deadline first, then the stop check.
 	cn.c.SetReadDeadline(time.Now().Add(cn.l.cfg.ReadTimeout()))
-	select {
-	case <-cn.l.closing:
+	if cn.l.stopping() {
 		return
-	default:
 	}
 	io.Copy(io.Discard, cn.c)
 }
