@@ -87,7 +87,7 @@ func startClusterNode(t *testing.T) *clusterNode {
 	t.Helper()
 	url := pgtest.NewSchema(t)
 	n := &clusterNode{listen: enginetest.FreeAddr(t), logs: &enginetest.LogBuffer{}, dest: startHangingDestination(t)}
-	text := fmt.Sprintf(`
+	cfg := slowOutbound(t, fmt.Sprintf(`
 [store]
 backend = "postgres"
 url = %q
@@ -101,26 +101,7 @@ heartbeat_seconds = 0.1
 leader_fence_timeout_seconds = 0.3
 leader_lease_ttl_seconds = 0.6
 node_timeout_seconds = 0.6
-
-[[inbound]]
-name = "adt_in"
-type = "mllp"
-listen = %q
-
-[[outbound]]
-name = "slow"
-type = "http"
-url = %q
-timeout_seconds = 50
-
-[[route]]
-from = "adt_in"
-to = ["slow"]
-`, url, n.listen, n.dest.URL)
-	cfg, err := config.Parse([]byte(text), "test.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
+`, url), n.listen, n.dest.URL)
 	open := func() *postgres.Store {
 		s, err := postgres.Open(context.Background(), postgres.Options{URL: url, PoolSize: 4})
 		if err != nil {
@@ -137,6 +118,7 @@ to = ["slow"]
 	n.store = &unrenewable{Store: pg}
 	trust := leadership.NewTrust()
 	log := zerolog.New(n.logs).With().Timestamp().Logger()
+	var err error
 	n.eng, err = actors.Start(actors.Options{
 		Config: cfg, Store: n.store, Log: log, NodeID: "n1", Trust: trust,
 		Leadership: leadership.NewElector(leadership.ElectorOptions{

@@ -33,7 +33,7 @@ func TestReElectionRecoversThisProcesssOwnStrandedDelivery(t *testing.T) {
 	}))
 	t.Cleanup(dest.Close)
 	listen := enginetest.FreeAddr(t)
-	tell := startScripted(t, slowOutbound(t, listen, dest.URL), nil).tell
+	tell := startScripted(t, slowOutbound(t, "", listen, dest.URL), nil).tell
 
 	// The zero fence: this SQLite store never had a cluster elected into it.
 	tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Reason: "elected"})

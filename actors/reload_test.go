@@ -20,7 +20,7 @@ import (
 func TestAnAbandonedDrainDoesNotFenceTheReloadedGraph(t *testing.T) {
 	dest := startHangingDestination(t)
 	listen := enginetest.FreeAddr(t)
-	cfg := slowOutbound(t, listen, dest.URL)
+	cfg := slowOutbound(t, "", listen, dest.URL)
 	e := startScripted(t, cfg, func(o *actors.Options) {
 		o.Reload = func() (*config.Config, error) { return cfg, nil }
 		// Shorter than the send in hand, which lasts up to 50 s.

@@ -166,10 +166,11 @@ func startScripted(t *testing.T, cfg *config.Config, more func(*actors.Options))
 }
 
 // slowOutbound is a config with an MLLP inbound on listen routed to an HTTP
-// destination at url whose sends may last 50 s.
-func slowOutbound(t *testing.T, listen, url string) *config.Config {
+// destination at url whose sends may last 50 s, after head (the store and
+// cluster sections, if any).
+func slowOutbound(t *testing.T, head, listen, url string) *config.Config {
 	t.Helper()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+	cfg, err := config.Parse([]byte(head+fmt.Sprintf(`
 [[inbound]]
 name = "adt_in"
 type = "mllp"
