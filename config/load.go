@@ -2,8 +2,11 @@ package config
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"net"
 	"net/url"
@@ -257,6 +260,7 @@ func (c *Config) Validate() error {
 	if err := checkListen(a.Listen, a.TLSCert, a.TLSKey, a.AllowPlaintext); err != nil {
 		bad("api.listen", "%v", err)
 	}
+	checkKeyPair("api", a.TLSCert, a.TLSKey, bad)
 	// A token matches by its hash alone: two entries with one hash would
 	// give it two names and roles, the API taking the last.
 	tokenAt := map[string]int{}
@@ -294,6 +298,8 @@ func (c *Config) Validate() error {
 			if in.ClientCA != "" && in.TLSCert == "" {
 				bad(key+".client_ca", "mutual TLS needs tls_cert and tls_key too")
 			}
+			checkKeyPair(key, in.TLSCert, in.TLSKey, bad)
+			checkCAFile(key+".client_ca", in.ClientCA, bad)
 		case InboundFile:
 			if in.Directory == "" {
 				bad(key+".directory", "required for type = \"file\"")
@@ -353,6 +359,10 @@ func (c *Config) Validate() error {
 			checkHTTPOutbound(o, func(field, format string, args ...any) { bad(key+"."+field, format, args...) })
 		default:
 			bad(key+".type", "%q is not one of mllp, file, http", o.Type)
+		}
+		if o.Type == OutboundMLLP || o.Type == OutboundHTTP {
+			checkKeyPair(key, o.TLSCert, o.TLSKey, bad)
+			checkCAFile(key+".tls_ca", o.TLSCA, bad)
 		}
 		if o.MaxAttempts < 0 {
 			bad(key+".max_attempts", "must be 0 (never give up) or more, got %d", o.MaxAttempts)
@@ -422,6 +432,57 @@ func checkHTTPOutbound(o Outbound, bad func(field, format string, args ...any)) 
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		bad("tls_cert", "tls_cert and tls_key go together (the client certificate and its key)")
 	}
+}
+
+// checkKeyPair loads the certificate and key of the table at prefix (its
+// tls_cert and tls_key) as mf run does at start, so that mf check, and a
+// reload, refuse a file that is missing or unreadable, or a certificate
+// that is not the key's, naming the key and the path: accepted, they failed
+// only at start (a listener or the API not served, a destination's lanes
+// not delivering). Nothing is checked unless both are set; that rule is
+// checked apart.
+func checkKeyPair(prefix, cert, key string, bad func(key, format string, args ...any)) {
+	if cert == "" || key == "" {
+		return
+	}
+	certPEM, certErr := readTLSFile(cert)
+	if certErr != nil {
+		bad(prefix+".tls_cert", "%v", certErr)
+	}
+	keyPEM, keyErr := readTLSFile(key)
+	if keyErr != nil {
+		bad(prefix+".tls_key", "%v", keyErr)
+	}
+	if certErr != nil || keyErr != nil {
+		return
+	}
+	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		bad(prefix+".tls_cert", "%s with tls_key %s: not a PEM certificate and its private key: %v", cert, key, err)
+	}
+}
+
+// checkCAFile reads the PEM CA file at path, as mf run does at start.
+func checkCAFile(key, path string, bad func(key, format string, args ...any)) {
+	if path == "" {
+		return
+	}
+	b, err := readTLSFile(path)
+	if err != nil {
+		bad(key, "%v", err)
+		return
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(b) {
+		bad(key, "%s holds no PEM certificate", path)
+	}
+}
+
+// readTLSFile reads a TLS file; its error names the path (os's does).
+func readTLSFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("%w: the file must be readable by the user mf runs as, and mf check run as that user", err)
+	}
+	return b, err
 }
 
 // CleanURL is raw as an error or a log line may show it: scheme, host and
