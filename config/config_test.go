@@ -318,3 +318,34 @@ func TestTLSFilesAreLoadedWhenChecked(t *testing.T) {
 		}
 	}
 }
+
+// A key that only another type reads is refused, naming the key, the type
+// and the type that reads it: it has no effect, and the operator who wrote
+// it expects one. address on a file outbound, url with backend = "sqlite"
+// and the like were accepted and ignored.
+func TestAKeyOfAnotherTypeIsRefused(t *testing.T) {
+	const fileOut = "[[outbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"out\"\n"
+	const fileIn = "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"in\"\n"
+	for _, tc := range []struct{ name, toml, want string }{
+		{"address on a file outbound", fileOut + "address = \"lab:2576\"\n", `outbound[1].address: has no effect with type = "file" (only type = "mllp" reads it)`},
+		{"url on a file outbound", fileOut + "url = \"https://h/x\"\n", `outbound[1].url: has no effect with type = "file" (only type = "http" reads it)`},
+		{"tls on a file outbound", fileOut + "tls = false\n", `outbound[1].tls: has no effect with type = "file" (only type = "http" or "mllp" reads it)`},
+		{"directory on an mllp outbound", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\ndirectory = \"out\"\n", `outbound[1].directory: has no effect with type = "mllp" (only type = "file" reads it)`},
+		{"connections on an http outbound", "[[outbound]]\nname = \"x\"\ntype = \"http\"\nurl = \"https://h/x\"\nconnections = 4\n", `outbound[1].connections: has no effect with type = "http" (only type = "mllp" reads it)`},
+		{"listen on a file inbound", fileIn + "listen = \"127.0.0.1:1\"\n", `inbound[1].listen: has no effect with type = "file" (only type = "mllp" reads it)`},
+		{"max_connections on a file inbound", fileIn + "max_connections = 5\n", `inbound[1].max_connections: has no effect with type = "file"`},
+		{"settle_seconds on an mllp inbound", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\nsettle_seconds = 2\n", `inbound[1].settle_seconds: has no effect with type = "mllp" (only type = "file" reads it)`},
+		{"url with sqlite", "[store]\nurl = \"postgres://db/mf\"\n", `store.url: has no effect with backend = "sqlite" (only backend = "postgres" or "sqlserver" reads it)`},
+		{"path with postgres", "[store]\nbackend = \"postgres\"\nurl = \"postgres://db/mf\"\npath = \"mf.db\"\n", `store.path: has no effect with backend = "postgres" (only backend = "sqlite" reads it)`},
+	} {
+		_, err := config.Parse([]byte(minimal+tc.toml), "site.toml")
+		if err == nil || !strings.Contains(err.Error(), "site.toml: "+tc.want) {
+			t.Errorf("%s: error %v; want one containing %q", tc.name, err, "site.toml: "+tc.want)
+		}
+	}
+	// Keys every type reads stay accepted.
+	ok := minimal + fileIn + "max_message_bytes = 4096\n" + fileOut + "timeout_seconds = 5\nmax_attempts = 3\n"
+	if _, err := config.Parse([]byte(ok), "site.toml"); err != nil {
+		t.Fatalf("keys every type reads: %v", err)
+	}
+}

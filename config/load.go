@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"net"
 	"net/url"
 	"os"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -61,11 +64,72 @@ func Parse(b []byte, name string) (*Config, error) {
 	if err := toml.Unmarshal(b, &raw); err != nil {
 		return nil, decodeError(name, err)
 	}
-	c.applyDefaults(writtenKeys(raw))
-	if err := c.Validate(); err != nil {
+	written := writtenKeys(raw)
+	c.applyDefaults(written)
+	if err := errors.Join(c.keysOfOtherTypes(written), c.Validate()); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// The keys only some types read, by type: [store] by backend, an inbound
+// and an outbound by type. A key not listed is read by every type.
+var (
+	storeKeys = map[string][]string{
+		BackendSQLite:    {"path"},
+		BackendPostgres:  {"url"},
+		BackendSQLServer: {"url"},
+	}
+	inboundKeys = map[string][]string{
+		InboundMLLP: {"listen", "tls_cert", "tls_key", "client_ca", "allow_plaintext", "max_connections", "idle_timeout_seconds", "read_timeout_seconds"},
+		InboundFile: {"directory", "archive_directory", "poll_interval_seconds", "settle_seconds", "max_file_bytes"},
+	}
+	outboundKeys = map[string][]string{
+		OutboundMLLP: {"address", "tls", "tls_ca", "tls_cert", "tls_key", "server_name", "connections"},
+		OutboundFile: {"directory"},
+		OutboundHTTP: {"url", "tls", "tls_ca", "tls_cert", "tls_key", "server_name"},
+	}
+)
+
+// keysOfOtherTypes refuses a key the file writes that only other types read
+// (address on a file outbound, directory on an mllp one, url with backend =
+// "sqlite"): it has no effect, and the operator who wrote it expects one.
+// written holds the keys as writtenKeys names them.
+func (c *Config) keysOfOtherTypes(written map[string]bool) error {
+	var errs []error
+	check := func(table, typeKey, typ string, byType map[string][]string) {
+		own, known := byType[typ]
+		if !known {
+			return // Validate refuses the type itself
+		}
+		readBy := map[string][]string{}
+		var keys []string
+		for _, other := range slices.Sorted(maps.Keys(byType)) {
+			for _, k := range byType[other] {
+				if slices.Contains(own, k) {
+					continue
+				}
+				if readBy[k] == nil {
+					keys = append(keys, k)
+				}
+				readBy[k] = append(readBy[k], strconv.Quote(other))
+			}
+		}
+		for _, k := range keys {
+			if written[table+"."+k] {
+				errs = append(errs, fmt.Errorf("config: %s: %s.%s: has no effect with %s = %q (only %s = %s reads it): remove it, or set the %s it was meant for",
+					c.Path, table, k, typeKey, typ, typeKey, strings.Join(readBy[k], " or "), typeKey))
+			}
+		}
+	}
+	check("store", "backend", c.Store.Backend, storeKeys)
+	for i, in := range c.Inbound {
+		check(fmt.Sprintf("inbound[%d]", i), "type", in.Type, inboundKeys)
+	}
+	for i, o := range c.Outbound {
+		check(fmt.Sprintf("outbound[%d]", i), "type", o.Type, outboundKeys)
+	}
+	return errors.Join(errs...)
 }
 
 // decodeError names the file, the key and the line of a decode error.
