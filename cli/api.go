@@ -163,20 +163,35 @@ func nodesCommand() *cli.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			leader, owner, expires := "none", "none", "never"
-			if n.LeaderNodeID != nil {
-				leader = *n.LeaderNodeID
-			}
-			if n.LeaseOwner != nil {
-				owner = *n.LeaseOwner
-			}
-			if n.LeaseExpiresAt != nil {
-				expires = time.Until(time.UnixMicro(int64(*n.LeaseExpiresAt * 1e6))).Round(100 * time.Millisecond).String()
-			}
-			fmt.Fprintf(c.App.Writer, "\nleader: %s (lease owner %s, lease expires in %s)\n", leader, owner, expires)
+			fmt.Fprintf(c.App.Writer, "\nleader: %s\n", leaderLine(n, now))
 			return nil
 		},
 	}
+}
+
+// leaderLine says who leads and on what lease. A single node's answer names
+// itself lease owner with no expiry: it holds no lease and leads while it
+// runs (it used to print "lease expires in never").
+func leaderLine(n api.ClusterNodes, now time.Time) string {
+	leader := "none"
+	if n.LeaderNodeID != nil {
+		leader = *n.LeaderNodeID
+	}
+	switch {
+	case n.LeaseOwner != nil && n.LeaseExpiresAt == nil:
+		return leader + " (single node: it takes no lease and leads while it runs)"
+	case n.LeaseExpiresAt == nil:
+		return leader + " (no lease: no node has been elected yet)"
+	}
+	owner := "none"
+	if n.LeaseOwner != nil {
+		owner = *n.LeaseOwner
+	}
+	left := time.UnixMicro(int64(*n.LeaseExpiresAt * 1e6)).Sub(now).Round(100 * time.Millisecond)
+	if left < 0 {
+		return fmt.Sprintf("%s (lease owner %s, lease expired %s ago)", leader, owner, -left)
+	}
+	return fmt.Sprintf("%s (lease owner %s, lease expires in %s)", leader, owner, left)
 }
 
 func tokenCommand() *cli.Command {

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // A token in MF_API_TOKEN with a trailing newline (as an env file or a
@@ -50,6 +52,38 @@ func TestAPIFlagWithoutAScheme(t *testing.T) {
 		_, err := runMF(t, cmd, "--api", "127.0.0.1:8765")
 		if err == nil || !strings.Contains(err.Error(), "http://127.0.0.1:8765") {
 			t.Fatalf("mf %s --api 127.0.0.1:8765: %v, want an error suggesting http://127.0.0.1:8765", cmd, err)
+		}
+	}
+}
+
+// mf nodes says what the lease is: a single node (its answer names itself
+// lease owner with no expiry) holds none and leads while it runs, a
+// cluster nobody was elected in has none, and a lease past its expiry
+// expired. They printed "lease expires in never", "lease owner none, lease
+// expires in never" and "lease expires in -1m30s".
+func TestNodesSaysWhatTheLeaseIs(t *testing.T) {
+	t.Setenv(TokenEnv, "mf_tok")
+	now := float64(time.Now().UnixMicro()) / 1e6
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"single node", `{"nodes":[{"node_id":"n1","host":"h","pid":1,"status":"active","started_at":null,"last_seen":null,"is_leader":true}],"leader_node_id":"n1","lease_owner":"n1","lease_expires_at":null}`,
+			"leader: n1 (single node: it takes no lease and leads while it runs)"},
+		{"never elected", `{"nodes":[],"leader_node_id":null,"lease_owner":null,"lease_expires_at":null}`,
+			"leader: none (no lease: no node has been elected yet)"},
+		{"expired", fmt.Sprintf(`{"nodes":[],"leader_node_id":null,"lease_owner":"n1","lease_expires_at":%f}`, now-90),
+			"leader: none (lease owner n1, lease expired 1m"},
+		{"live", fmt.Sprintf(`{"nodes":[],"leader_node_id":"n1","lease_owner":"n1","lease_expires_at":%f}`, now+630),
+			"leader: n1 (lease owner n1, lease expires in 10m"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(tc.body))
+		}))
+		out, err := runMF(t, "nodes", "--api", srv.URL)
+		srv.Close()
+		if err != nil || !strings.Contains(out, tc.want) {
+			t.Errorf("mf nodes, %s: %v, printed\n%s\nwant a line starting %q", tc.name, err, out, tc.want)
 		}
 	}
 }

@@ -97,6 +97,16 @@ func benchCommand() *cli.Command {
 				Size:        c.Int("size"),
 				Timeout:     c.Duration("timeout"),
 			}
+			// runBench takes a zero for the default; given on the command
+			// line, it is refused rather than silently replaced.
+			for _, name := range []string{"connections", "lanes"} {
+				if c.IsSet(name) && c.Int(name) < 1 {
+					return fmt.Errorf("bench: --%s %d: want at least 1", name, c.Int(name))
+				}
+			}
+			if c.IsSet("timeout") && o.Timeout <= 0 {
+				return fmt.Errorf("bench: --timeout %s: want a positive duration", o.Timeout)
+			}
 			switch {
 			case c.IsSet("duration") && c.IsSet("count"):
 				return errors.New("bench: give --count or --duration, not both")

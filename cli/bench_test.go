@@ -428,6 +428,25 @@ func TestBenchFailsFastWhenTheTargetIsDown(t *testing.T) {
 	}
 }
 
+// --connections 0, --lanes 0 and --timeout 0 are refused, naming the flag:
+// runBench takes a zero for its default, and they were run with 1,
+// --connections and 30s.
+func TestBenchRefusesZeroForFlagsWithADefault(t *testing.T) {
+	// Not parallel: urfave/cli's apps share global flags (--help).
+	// Nothing listens there: a flag taken would end in a dial error, not
+	// in an error naming the flag.
+	target := enginetest.FreeAddr(t)
+	for _, tc := range []struct{ flag, value string }{
+		{"--connections", "0"}, {"--lanes", "0"}, {"--lanes", "-1"}, {"--timeout", "0s"},
+	} {
+		var out bytes.Buffer
+		err := App(&out, &out).Run([]string{"mf", "bench", "--target", target, "--count", "1", tc.flag, tc.value})
+		if err == nil || !strings.Contains(err.Error(), tc.flag+" "+tc.value) {
+			t.Errorf("mf bench %s %s: error %v; want one naming %s %s", tc.flag, tc.value, err, tc.flag, tc.value)
+		}
+	}
+}
+
 func TestBenchJSON(t *testing.T) {
 	// Not parallel: urfave/cli's apps share global flags (--help).
 	sink := startSink(t, 300)

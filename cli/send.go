@@ -33,6 +33,16 @@ func sendCommand() *cli.Command {
 			if c.NArg() == 0 {
 				return errors.New("send: name at least one file of HL7 messages")
 			}
+			// Refused rather than taken for 1 (or, for --timeout, every
+			// send failing at once): the operator asked for something else.
+			for _, name := range []string{"connections", "repeat"} {
+				if n := c.Int(name); n < 1 {
+					return fmt.Errorf("send: --%s %d: want at least 1", name, n)
+				}
+			}
+			if d := c.Duration("timeout"); d <= 0 {
+				return fmt.Errorf("send: --timeout %v: must be positive (how long to wait for each ACK)", d)
+			}
 			var msgs [][]byte
 			for _, f := range c.Args().Slice() {
 				b, err := os.ReadFile(f)
@@ -47,7 +57,7 @@ func sendCommand() *cli.Command {
 				}
 				msgs = append(msgs, split...)
 			}
-			conns := max(c.Int("connections"), 1)
+			conns := c.Int("connections")
 			sender, err := lanes.NewSender(withClientTLS(c, config.Outbound{
 				Name: "send", Type: config.OutboundMLLP, Address: c.String("to"), Connections: conns,
 				TimeoutSeconds: c.Duration("timeout").Seconds(), RetryBaseSeconds: 0.1, RetryMaxSeconds: 1,
@@ -64,7 +74,7 @@ func sendCommand() *cli.Command {
 // send sends every message repeat times over conns workers and prints each
 // outcome and a summary; it fails if any message was not accepted.
 func send(c *cli.Context, sender lanes.Sender, msgs [][]byte, conns, repeat int) error {
-	total := len(msgs) * max(repeat, 1)
+	total := len(msgs) * repeat
 	var next, accepted, failed atomic.Int64
 	var out sync.Mutex
 	start := time.Now()

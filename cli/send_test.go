@@ -24,3 +24,27 @@ func TestSendOfAFileWithoutMessagesFails(t *testing.T) {
 		t.Fatalf("mf send of a file without messages: error %v, printed %q; want one naming %s", err, out, empty)
 	}
 }
+
+// mf send refuses a --connections or --repeat below 1 and a --timeout that
+// is not positive, naming the flag: --connections 0 was taken for 1 and
+// --repeat 0 for 1, and --timeout 0 failed every send at once.
+func TestSendRefusesFlagsOutOfRange(t *testing.T) {
+	msg := filepath.Join(t.TempDir(), "adt.hl7")
+	if err := os.WriteFile(msg, []byte("MSH|^~\\&|A|B|C|D|20240101000000||ADT^A01|C1|P|2.5.1\rPID|1||P1\r"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing listens there: a flag taken would end in a send that fails
+	// within the 1s timeout, not in an error naming the flag.
+	to := enginetest.FreeAddr(t)
+	for _, tc := range []struct{ flag, value string }{
+		{"--connections", "0"}, {"--connections", "-2"},
+		{"--repeat", "0"}, {"--repeat", "-1"},
+		{"--timeout", "0s"}, {"--timeout", "-1s"},
+	} {
+		args := []string{"send", "--to", to, "--timeout", "1s", tc.flag, tc.value, msg}
+		out, err := runMF(t, args...)
+		if err == nil || !strings.Contains(err.Error(), tc.flag+" ") {
+			t.Errorf("mf send %s %s: error %v, printed %q; want an error naming %s", tc.flag, tc.value, err, out, tc.flag)
+		}
+	}
+}

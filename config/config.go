@@ -1,7 +1,9 @@
 // Package config is mf's TOML configuration file (DESIGN §10): its types,
 // their defaults and the rules checked at load. Loading is strict: an unknown
 // key is an error that names the key and the file, so that a misspelt
-// setting never silently falls back to a default.
+// setting never silently falls back to a default, and so is a key that only
+// another type reads (an outbound's, an inbound's, the store backend's), so
+// that one never silently has no effect.
 //
 // Flags and environment variables only choose the file and fill the few
 // fields they name (the store password); nothing else reads them.

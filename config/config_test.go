@@ -1,10 +1,12 @@
 package config_test
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/config"
 )
 
@@ -270,5 +272,80 @@ func TestAPasswordInTheStoreURLIsWarnedOf(t *testing.T) {
 	}
 	if w := c.Warnings(); len(w) != 0 {
 		t.Fatalf("a url without a password warns %q", w)
+	}
+}
+
+// The TLS files a config names are read, and each certificate loaded with
+// its key, when the config is checked: a file that is missing, or a
+// certificate that is not its key's, failed only at mf run (a listener or
+// the API not served, a destination's lanes not delivering), after mf check
+// had said ok. The error names the key and the path.
+func TestTLSFilesAreLoadedWhenChecked(t *testing.T) {
+	p := enginetest.NewPKI(t, t.TempDir())
+	other := enginetest.NewPKI(t, t.TempDir())
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	q := func(path string) string { return "\"" + path + "\"" }
+	api := func(cert, key string) string { return "[api]\ntls_cert = " + q(cert) + "\ntls_key = " + q(key) + "\n" }
+	inbound := func(cert, key, ca string) string {
+		return "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\ntls_cert = " + q(cert) + "\ntls_key = " + q(key) + "\nclient_ca = " + q(ca) + "\n"
+	}
+	mllp := func(ca, cert, key string) string {
+		return "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\ntls = true\ntls_ca = " + q(ca) + "\ntls_cert = " + q(cert) + "\ntls_key = " + q(key) + "\n"
+	}
+	https := func(ca, cert, key string) string {
+		return "[[outbound]]\nname = \"y\"\ntype = \"http\"\nurl = \"https://h/x\"\ntls_ca = " + q(ca) + "\ntls_cert = " + q(cert) + "\ntls_key = " + q(key) + "\n"
+	}
+	valid := api(p.ServerCert, p.ServerKey) + inbound(p.ServerCert, p.ServerKey, p.CAFile) + mllp(p.CAFile, p.ServerCert, p.ServerKey) + https(p.CAFile, p.ServerCert, p.ServerKey)
+	if _, err := config.Parse([]byte(minimal+valid), "site.toml"); err != nil {
+		t.Fatalf("TLS files that load: %v", err)
+	}
+	for _, tc := range []struct{ name, toml, want string }{
+		{"api cert missing", api(missing, p.ServerKey), "api.tls_cert: open " + missing},
+		{"api key missing", api(p.ServerCert, missing), "api.tls_key: open " + missing},
+		{"api cert not its key's", api(p.ServerCert, other.ServerKey), "api.tls_cert: " + p.ServerCert + " with tls_key " + other.ServerKey + ": not a PEM certificate and its private key: tls: private key does not match public key"},
+		{"inbound cert missing", inbound(missing, p.ServerKey, p.CAFile), "inbound[1].tls_cert: open " + missing},
+		{"inbound key not PEM", inbound(p.ServerCert, p.CAFile, p.CAFile), "inbound[1].tls_cert: " + p.ServerCert + " with tls_key " + p.CAFile},
+		{"inbound client_ca missing", inbound(p.ServerCert, p.ServerKey, missing), "inbound[1].client_ca: open " + missing},
+		{"inbound client_ca no certificate", inbound(p.ServerCert, p.ServerKey, p.ServerKey), "inbound[1].client_ca: " + p.ServerKey + " holds no PEM certificate"},
+		{"mllp tls_ca missing", mllp(missing, p.ServerCert, p.ServerKey), "outbound[1].tls_ca: open " + missing},
+		{"mllp key missing", mllp(p.CAFile, p.ServerCert, missing), "outbound[1].tls_key: open " + missing},
+		{"https cert not its key's", https(p.CAFile, p.ServerCert, other.ServerKey), "outbound[1].tls_cert: " + p.ServerCert + " with tls_key " + other.ServerKey},
+		{"https tls_ca no certificate", https(p.ServerKey, p.ServerCert, p.ServerKey), "outbound[1].tls_ca: " + p.ServerKey + " holds no PEM certificate"},
+	} {
+		_, err := config.Parse([]byte(minimal+tc.toml), "site.toml")
+		if err == nil || !strings.Contains(err.Error(), "site.toml: "+tc.want) {
+			t.Errorf("%s: error %v; want one containing %q", tc.name, err, "site.toml: "+tc.want)
+		}
+	}
+}
+
+// A key that only another type reads is refused, naming the key, the type
+// and the type that reads it: it has no effect, and the operator who wrote
+// it expects one. address on a file outbound, url with backend = "sqlite"
+// and the like were accepted and ignored.
+func TestAKeyOfAnotherTypeIsRefused(t *testing.T) {
+	const fileOut = "[[outbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"out\"\n"
+	const fileIn = "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"in\"\n"
+	for _, tc := range []struct{ name, toml, want string }{
+		{"address on a file outbound", fileOut + "address = \"lab:2576\"\n", `outbound[1].address: has no effect with type = "file" (only type = "mllp" reads it)`},
+		{"url on a file outbound", fileOut + "url = \"https://h/x\"\n", `outbound[1].url: has no effect with type = "file" (only type = "http" reads it)`},
+		{"tls on a file outbound", fileOut + "tls = false\n", `outbound[1].tls: has no effect with type = "file" (only type = "http" or "mllp" reads it)`},
+		{"directory on an mllp outbound", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\ndirectory = \"out\"\n", `outbound[1].directory: has no effect with type = "mllp" (only type = "file" reads it)`},
+		{"connections on an http outbound", "[[outbound]]\nname = \"x\"\ntype = \"http\"\nurl = \"https://h/x\"\nconnections = 4\n", `outbound[1].connections: has no effect with type = "http" (only type = "mllp" reads it)`},
+		{"listen on a file inbound", fileIn + "listen = \"127.0.0.1:1\"\n", `inbound[1].listen: has no effect with type = "file" (only type = "mllp" reads it)`},
+		{"max_connections on a file inbound", fileIn + "max_connections = 5\n", `inbound[1].max_connections: has no effect with type = "file"`},
+		{"settle_seconds on an mllp inbound", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\nsettle_seconds = 2\n", `inbound[1].settle_seconds: has no effect with type = "mllp" (only type = "file" reads it)`},
+		{"url with sqlite", "[store]\nurl = \"postgres://db/mf\"\n", `store.url: has no effect with backend = "sqlite" (only backend = "postgres" or "sqlserver" reads it)`},
+		{"path with postgres", "[store]\nbackend = \"postgres\"\nurl = \"postgres://db/mf\"\npath = \"mf.db\"\n", `store.path: has no effect with backend = "postgres" (only backend = "sqlite" reads it)`},
+	} {
+		_, err := config.Parse([]byte(minimal+tc.toml), "site.toml")
+		if err == nil || !strings.Contains(err.Error(), "site.toml: "+tc.want) {
+			t.Errorf("%s: error %v; want one containing %q", tc.name, err, "site.toml: "+tc.want)
+		}
+	}
+	// Keys every type reads stay accepted.
+	ok := minimal + fileIn + "max_message_bytes = 4096\n" + fileOut + "timeout_seconds = 5\nmax_attempts = 3\n"
+	if _, err := config.Parse([]byte(ok), "site.toml"); err != nil {
+		t.Fatalf("keys every type reads: %v", err)
 	}
 }

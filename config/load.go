@@ -2,13 +2,19 @@ package config
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"math"
 	"net"
 	"net/url"
 	"os"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -58,11 +64,72 @@ func Parse(b []byte, name string) (*Config, error) {
 	if err := toml.Unmarshal(b, &raw); err != nil {
 		return nil, decodeError(name, err)
 	}
-	c.applyDefaults(writtenKeys(raw))
-	if err := c.Validate(); err != nil {
+	written := writtenKeys(raw)
+	c.applyDefaults(written)
+	if err := errors.Join(c.keysOfOtherTypes(written), c.Validate()); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// The keys only some types read, by type: [store] by backend, an inbound
+// and an outbound by type. A key not listed is read by every type.
+var (
+	storeKeys = map[string][]string{
+		BackendSQLite:    {"path"},
+		BackendPostgres:  {"url"},
+		BackendSQLServer: {"url"},
+	}
+	inboundKeys = map[string][]string{
+		InboundMLLP: {"listen", "tls_cert", "tls_key", "client_ca", "allow_plaintext", "max_connections", "idle_timeout_seconds", "read_timeout_seconds"},
+		InboundFile: {"directory", "archive_directory", "poll_interval_seconds", "settle_seconds", "max_file_bytes"},
+	}
+	outboundKeys = map[string][]string{
+		OutboundMLLP: {"address", "tls", "tls_ca", "tls_cert", "tls_key", "server_name", "connections"},
+		OutboundFile: {"directory"},
+		OutboundHTTP: {"url", "tls", "tls_ca", "tls_cert", "tls_key", "server_name"},
+	}
+)
+
+// keysOfOtherTypes refuses a key the file writes that only other types read
+// (address on a file outbound, directory on an mllp one, url with backend =
+// "sqlite"): it has no effect, and the operator who wrote it expects one.
+// written holds the keys as writtenKeys names them.
+func (c *Config) keysOfOtherTypes(written map[string]bool) error {
+	var errs []error
+	check := func(table, typeKey, typ string, byType map[string][]string) {
+		own, known := byType[typ]
+		if !known {
+			return // Validate refuses the type itself
+		}
+		readBy := map[string][]string{}
+		var keys []string
+		for _, other := range slices.Sorted(maps.Keys(byType)) {
+			for _, k := range byType[other] {
+				if slices.Contains(own, k) {
+					continue
+				}
+				if readBy[k] == nil {
+					keys = append(keys, k)
+				}
+				readBy[k] = append(readBy[k], strconv.Quote(other))
+			}
+		}
+		for _, k := range keys {
+			if written[table+"."+k] {
+				errs = append(errs, fmt.Errorf("config: %s: %s.%s: has no effect with %s = %q (only %s = %s reads it): remove it, or set the %s it was meant for",
+					c.Path, table, k, typeKey, typ, typeKey, strings.Join(readBy[k], " or "), typeKey))
+			}
+		}
+	}
+	check("store", "backend", c.Store.Backend, storeKeys)
+	for i, in := range c.Inbound {
+		check(fmt.Sprintf("inbound[%d]", i), "type", in.Type, inboundKeys)
+	}
+	for i, o := range c.Outbound {
+		check(fmt.Sprintf("outbound[%d]", i), "type", o.Type, outboundKeys)
+	}
+	return errors.Join(errs...)
 }
 
 // decodeError names the file, the key and the line of a decode error.
@@ -257,6 +324,7 @@ func (c *Config) Validate() error {
 	if err := checkListen(a.Listen, a.TLSCert, a.TLSKey, a.AllowPlaintext); err != nil {
 		bad("api.listen", "%v", err)
 	}
+	checkKeyPair("api", a.TLSCert, a.TLSKey, bad)
 	// A token matches by its hash alone: two entries with one hash would
 	// give it two names and roles, the API taking the last.
 	tokenAt := map[string]int{}
@@ -294,6 +362,8 @@ func (c *Config) Validate() error {
 			if in.ClientCA != "" && in.TLSCert == "" {
 				bad(key+".client_ca", "mutual TLS needs tls_cert and tls_key too")
 			}
+			checkKeyPair(key, in.TLSCert, in.TLSKey, bad)
+			checkCAFile(key+".client_ca", in.ClientCA, bad)
 		case InboundFile:
 			if in.Directory == "" {
 				bad(key+".directory", "required for type = \"file\"")
@@ -353,6 +423,10 @@ func (c *Config) Validate() error {
 			checkHTTPOutbound(o, func(field, format string, args ...any) { bad(key+"."+field, format, args...) })
 		default:
 			bad(key+".type", "%q is not one of mllp, file, http", o.Type)
+		}
+		if o.Type == OutboundMLLP || o.Type == OutboundHTTP {
+			checkKeyPair(key, o.TLSCert, o.TLSKey, bad)
+			checkCAFile(key+".tls_ca", o.TLSCA, bad)
 		}
 		if o.MaxAttempts < 0 {
 			bad(key+".max_attempts", "must be 0 (never give up) or more, got %d", o.MaxAttempts)
@@ -422,6 +496,57 @@ func checkHTTPOutbound(o Outbound, bad func(field, format string, args ...any)) 
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		bad("tls_cert", "tls_cert and tls_key go together (the client certificate and its key)")
 	}
+}
+
+// checkKeyPair loads the certificate and key of the table at prefix (its
+// tls_cert and tls_key) as mf run does at start, so that mf check, and a
+// reload, refuse a file that is missing or unreadable, or a certificate
+// that is not the key's, naming the key and the path: accepted, they failed
+// only at start (a listener or the API not served, a destination's lanes
+// not delivering). Nothing is checked unless both are set; that rule is
+// checked apart.
+func checkKeyPair(prefix, cert, key string, bad func(key, format string, args ...any)) {
+	if cert == "" || key == "" {
+		return
+	}
+	certPEM, certErr := readTLSFile(cert)
+	if certErr != nil {
+		bad(prefix+".tls_cert", "%v", certErr)
+	}
+	keyPEM, keyErr := readTLSFile(key)
+	if keyErr != nil {
+		bad(prefix+".tls_key", "%v", keyErr)
+	}
+	if certErr != nil || keyErr != nil {
+		return
+	}
+	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		bad(prefix+".tls_cert", "%s with tls_key %s: not a PEM certificate and its private key: %v", cert, key, err)
+	}
+}
+
+// checkCAFile reads the PEM CA file at path, as mf run does at start.
+func checkCAFile(key, path string, bad func(key, format string, args ...any)) {
+	if path == "" {
+		return
+	}
+	b, err := readTLSFile(path)
+	if err != nil {
+		bad(key, "%v", err)
+		return
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(b) {
+		bad(key, "%s holds no PEM certificate", path)
+	}
+}
+
+// readTLSFile reads a TLS file; its error names the path (os's does).
+func readTLSFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("%w: the file must be readable by the user mf runs as, and mf check run as that user", err)
+	}
+	return b, err
 }
 
 // CleanURL is raw as an error or a log line may show it: scheme, host and
