@@ -552,6 +552,37 @@ func TestAHeldLaneStartsNoActorUntilAnOperatorActs(t *testing.T) {
 	})
 }
 
+// An operator's retry of a head held after max_attempts gives it
+// max_attempts more: a failure after the retry is retried, not held again
+// at once (the row's attempts, a total, were already at the limit).
+func TestAnOperatorsRetryGivesAHeldHeadAFreshSetOfAttempts(t *testing.T) {
+	requests := new(atomic.Int64)
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) <= 3 { // both attempts, and the first after the retry
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(dest.Close)
+	f := newLaneFixture(t, dest.URL, "max_attempts = 2\nretry_base_seconds = 0.1\nretry_max_seconds = 0.1", 1)
+	defer f.system.Root.Stop(f.manager)
+
+	waitUntil(t, "the head held after its 2 attempts", 20*time.Second, func() bool {
+		r := f.row(t, 0)
+		return r.Held && r.Attempts == 2
+	})
+	if err := f.store.QueueRelease(f.ctx, storage.QueueReleaseParams{ID: f.ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the retried head delivered or held again", 20*time.Second, func() bool {
+		r := f.row(t, 0)
+		return r.Status == storage.QueueDone || r.Held
+	})
+	if r := f.row(t, 0); r.Status != storage.QueueDone || r.Attempts != 4 {
+		t.Fatalf("after the operator's retry: status %s, held %v, attempts %d after %d sends; want done at attempt 4 (the retry gives 2 more)",
+			r.Status, r.Held, r.Attempts, requests.Load())
+	}
+}
+
 // A rescan parks a lane without an actor whose head is held (as after a
 // restart or a failover, when no lane actor remembers it): rows stored
 // behind it start no actor.
