@@ -50,6 +50,9 @@ type countingStore struct {
 	// doubtOnce makes the fixture's Trust answer false once: leadership in
 	// doubt at that moment.
 	doubtOnce atomic.Bool
+	// panicOnce makes the next QueueClaimNext panic, on the lane actor's
+	// goroutine, before it claims anything: a bug in a lane.
+	panicOnce atomic.Bool
 	// afterAdvance, when set, sees every QueueAdvance's outcome before the
 	// lane does.
 	afterAdvance func(storage.QueueAdvanced)
@@ -73,6 +76,9 @@ const noWork = -1
 
 func (c *countingStore) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
 	c.claims.Add(1)
+	if c.panicOnce.CompareAndSwap(true, false) {
+		panic("injected: a bug in a lane")
+	}
 	if gate := c.claimGate.Load(); gate != nil {
 		c.claimsHeld.Add(1)
 		select {
@@ -798,4 +804,38 @@ func TestAStaleDueDoesNotEndALanesBackoff(t *testing.T) {
 	if nothing := f.store.floorsOf(noWork); len(nothing) != 0 {
 		t.Fatalf("%d claims found nothing: the stale due was taken for the backoff's end", len(nothing))
 	}
+}
+
+// A lane actor that panics is stopped and the manager starts the lane
+// afresh: the lane's row is delivered, and once the lane runs dry its actor
+// is stopped as any other. (Restarted in place by protoactor's default
+// supervision, the new actor counted its Wakes from 0, so its idle never
+// matched the manager's count and it was never stopped; nor was a lane that
+// then held its head ever parked.)
+func TestALaneThatPanickedIsStartedAfreshAndStopsWhenDrained(t *testing.T) {
+	dest, requests := acceptingEverySend(t)
+	// only Ingested (and the manager's restart) starts the lane
+	f := newLaneFixture(t, dest.URL, "", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	f.store.panicOnce.Store(true)
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[0]}})
+
+	waitUntil(t, "the row delivered after the lane's panic", 20*time.Second, func() bool {
+		return requests.Load() == 1 && f.row(t, 0).Status == storage.QueueDone
+	})
+	if f.store.panicOnce.Load() {
+		t.Fatal("the injected panic never happened")
+	}
+	waitUntil(t, "the drained lane's actor stopped", 20*time.Second, func() bool {
+		_, running := f.inspect(t).wakes[fixtureLane]
+		return !running
+	})
+	// The lane works as any other afterwards.
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[1]}})
+	waitUntil(t, "the next row delivered and the lane's actor stopped", 20*time.Second, func() bool {
+		_, running := f.inspect(t).wakes[fixtureLane]
+		return requests.Load() == 2 && f.row(t, 1).Status == storage.QueueDone && !running
+	})
 }
