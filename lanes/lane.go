@@ -316,7 +316,10 @@ func (l *laneActor) step(ctx actor.Context) {
 	}
 	var de *DeliveryError
 	permanent := errors.As(sendErr, &de) && de.Permanent
-	exhausted := permanent || (l.dest.MaxAttempts > 0 && c.Row.Attempts >= int64(l.dest.MaxAttempts))
+	// Counted since an operator's last retry, which gives a fresh set:
+	// counted in all, a retried head was held again after one failure.
+	tries := c.AttemptsSinceRetry()
+	exhausted := permanent || (l.dest.MaxAttempts > 0 && tries >= int64(l.dest.MaxAttempts))
 	reason, detail := recorded(sendErr)
 	if !exhausted || l.dest.OnExhausted != config.ExhaustedDead {
 		// The head stays the lane's head (retried or held): the rows
@@ -329,7 +332,7 @@ func (l *laneActor) step(ctx actor.Context) {
 		}
 	}
 	if !exhausted {
-		delay := Backoff(c.Row.Attempts, l.dest.RetryBase(), l.dest.RetryMax())
+		delay := Backoff(tries, l.dest.RetryBase(), l.dest.RetryMax())
 		err = l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: claim, Delay: delay, Error: reason, Detail: detail})
 		observeDelivery(l.dest.Name, "retry", elapsed)
 		log.Warn().Err(forLog(sendErr, l.env.logPayloads())).Dur("retry_in", delay).Msg("delivery failed; the lane waits and retries this message (order is kept)")

@@ -50,6 +50,9 @@ type countingStore struct {
 	// doubtOnce makes the fixture's Trust answer false once: leadership in
 	// doubt at that moment.
 	doubtOnce atomic.Bool
+	// panicOnce makes the next QueueClaimNext panic, on the lane actor's
+	// goroutine, before it claims anything: a bug in a lane.
+	panicOnce atomic.Bool
 	// afterAdvance, when set, sees every QueueAdvance's outcome before the
 	// lane does.
 	afterAdvance func(storage.QueueAdvanced)
@@ -73,6 +76,9 @@ const noWork = -1
 
 func (c *countingStore) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
 	c.claims.Add(1)
+	if c.panicOnce.CompareAndSwap(true, false) {
+		panic("injected: a bug in a lane")
+	}
 	if gate := c.claimGate.Load(); gate != nil {
 		c.claimsHeld.Add(1)
 		select {
@@ -552,6 +558,37 @@ func TestAHeldLaneStartsNoActorUntilAnOperatorActs(t *testing.T) {
 	})
 }
 
+// An operator's retry of a head held after max_attempts gives it
+// max_attempts more: a failure after the retry is retried, not held again
+// at once (the row's attempts, a total, were already at the limit).
+func TestAnOperatorsRetryGivesAHeldHeadAFreshSetOfAttempts(t *testing.T) {
+	requests := new(atomic.Int64)
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) <= 3 { // both attempts, and the first after the retry
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(dest.Close)
+	f := newLaneFixture(t, dest.URL, "max_attempts = 2\nretry_base_seconds = 0.1\nretry_max_seconds = 0.1", 1)
+	defer f.system.Root.Stop(f.manager)
+
+	waitUntil(t, "the head held after its 2 attempts", 20*time.Second, func() bool {
+		r := f.row(t, 0)
+		return r.Held && r.Attempts == 2
+	})
+	if err := f.store.QueueRelease(f.ctx, storage.QueueReleaseParams{ID: f.ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the retried head delivered or held again", 20*time.Second, func() bool {
+		r := f.row(t, 0)
+		return r.Status == storage.QueueDone || r.Held
+	})
+	if r := f.row(t, 0); r.Status != storage.QueueDone || r.Attempts != 4 {
+		t.Fatalf("after the operator's retry: status %s, held %v, attempts %d after %d sends; want done at attempt 4 (the retry gives 2 more)",
+			r.Status, r.Held, r.Attempts, requests.Load())
+	}
+}
+
 // A rescan parks a lane without an actor whose head is held (as after a
 // restart or a failover, when no lane actor remembers it): rows stored
 // behind it start no actor.
@@ -767,4 +804,38 @@ func TestAStaleDueDoesNotEndALanesBackoff(t *testing.T) {
 	if nothing := f.store.floorsOf(noWork); len(nothing) != 0 {
 		t.Fatalf("%d claims found nothing: the stale due was taken for the backoff's end", len(nothing))
 	}
+}
+
+// A lane actor that panics is stopped and the manager starts the lane
+// afresh: the lane's row is delivered, and once the lane runs dry its actor
+// is stopped as any other. (Restarted in place by protoactor's default
+// supervision, the new actor counted its Wakes from 0, so its idle never
+// matched the manager's count and it was never stopped; nor was a lane that
+// then held its head ever parked.)
+func TestALaneThatPanickedIsStartedAfreshAndStopsWhenDrained(t *testing.T) {
+	dest, requests := acceptingEverySend(t)
+	// only Ingested (and the manager's restart) starts the lane
+	f := newLaneFixture(t, dest.URL, "", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	f.store.panicOnce.Store(true)
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[0]}})
+
+	waitUntil(t, "the row delivered after the lane's panic", 20*time.Second, func() bool {
+		return requests.Load() == 1 && f.row(t, 0).Status == storage.QueueDone
+	})
+	if f.store.panicOnce.Load() {
+		t.Fatal("the injected panic never happened")
+	}
+	waitUntil(t, "the drained lane's actor stopped", 20*time.Second, func() bool {
+		_, running := f.inspect(t).wakes[fixtureLane]
+		return !running
+	})
+	// The lane works as any other afterwards.
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[1]}})
+	waitUntil(t, "the next row delivered and the lane's actor stopped", 20*time.Second, func() bool {
+		_, running := f.inspect(t).wakes[fixtureLane]
+		return requests.Load() == 2 && f.row(t, 1).Status == storage.QueueDone && !running
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -151,6 +152,25 @@ type Manager struct {
 	// old, 0.1 ms and 2 pages from the floor (EXPLAIN ANALYZE), and more
 	// the longer vacuum waits.
 	floors floorMemory
+	// crashed maps the actor id of each lane actor that panicked, and that
+	// HandleFailure has stopped, to its lane, until its Terminated comes;
+	// restarts holds the timers that then start those lanes afresh
+	// (restartLane).
+	crashed  map[string]string
+	restarts map[string]scheduler.CancelFunc
+	stopping bool // no lane is started again once set
+}
+
+// restartPause is how long after a lane actor's panic its lane is started
+// again: a panic at every claim then costs a claim a second, not a loop.
+const restartPause = time.Second
+
+// restartLane starts a lane whose actor panicked afresh (Manager.HandleFailure).
+type restartLane struct{ lane string }
+
+// LogValue: a lane's name carries its key, often a patient id.
+func (r restartLane) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("destination", DestinationOf(r.lane)))
 }
 
 // parking is a parked lane's entry: the park's number (Manager.parks counts
@@ -250,6 +270,13 @@ func (m *Manager) Receive(ctx actor.Context) {
 				m.confirm = true
 			}
 		}
+	case *actor.Terminated:
+		m.terminated(ctx, msg.Who)
+	case restartLane:
+		delete(m.restarts, msg.lane)
+		if m.env.Ctx.Err() == nil {
+			m.wake(ctx, msg.lane, unknown, true)
+		}
 	case inspect:
 		v := view{wakes: map[string]int{}, pids: map[string]*actor.PID{}, parked: map[string]bool{}, rescans: m.rescans}
 		for lane := range m.parked {
@@ -262,6 +289,10 @@ func (m *Manager) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		if m.timer != nil {
 			m.timer()
+		}
+		m.stopping = true
+		for _, cancel := range m.restarts {
+			cancel()
 		}
 		m.scans.Wait()
 	case *actor.Stopped, *actor.Restarting:
@@ -280,6 +311,8 @@ func (m *Manager) start(ctx actor.Context) {
 	m.senders = map[string]Sender{}
 	m.lanes = map[string]*laneRef{}
 	m.parked = map[string]parking{}
+	m.crashed = map[string]string{}
+	m.restarts = map[string]scheduler.CancelFunc{}
 	for _, o := range m.env.Config.Outbound {
 		s, err := NewSender(o)
 		if err != nil {
@@ -335,6 +368,61 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64, claimable b
 	}
 	ref.wakes++
 	ctx.Send(ref.pid, Wake{})
+}
+
+// HandleFailure implements actor.SupervisorStrategy for the manager's
+// children, the lane actors: a lane actor that panicked is stopped, and its
+// lane is started afresh (terminated). protoactor's default strategy
+// restarted it in place: a new actor under the same PID, whose Wake count
+// started again from 0, so its idle never matched the manager's count
+// (laneRef.wakes) and it was never stopped, nor its lane parked once it
+// held its head. It runs on the manager's goroutine, as Receive does.
+func (m *Manager) HandleFailure(_ *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
+	lane, known := "", false
+	for name, ref := range m.lanes { // a panic is rare: no index by PID for it
+		if ref.pid.Equal(child) {
+			lane, known = name, true
+			break
+		}
+	}
+	// The reason's own text only for a runtime error, which carries no
+	// data of the message; anything else by its type.
+	why := fmt.Sprintf("%T", reason)
+	if err, ok := reason.(runtime.Error); ok {
+		why = err.Error()
+	}
+	if known {
+		m.crashed[child.Id] = lane
+	}
+	// The lane name carries the lane key (often a patient id): never log it.
+	m.env.Log.Error().Str("destination", DestinationOf(lane)).Str("panic", why).Dur("restart_in", restartPause).
+		Msg("a lane actor panicked (a bug: report it with this line); it is stopped and its lane started again; a message it had in hand is sent again once its row lease ends")
+	supervisor.StopChildren(child)
+}
+
+// terminated handles a child's end. A lane actor stopped after a panic
+// (HandleFailure) still has its lane's laneRef: it is dropped, and the lane
+// is started afresh after restartPause, from the store (floor 0: the
+// actor's own is lost with it). The Terminated of an actor the manager
+// stopped itself (idle) finds nothing to do.
+func (m *Manager) terminated(ctx actor.Context, who *actor.PID) {
+	lane, ok := m.crashed[who.Id]
+	if !ok {
+		return
+	}
+	delete(m.crashed, who.Id)
+	if ref, ok := m.lanes[lane]; !ok || !ref.pid.Equal(who) {
+		return // stopped by an idle before its panic; a Wake starts it again
+	}
+	delete(m.lanes, lane)
+	setActiveLanes(len(m.lanes))
+	if m.stopping || m.env.Ctx.Err() != nil {
+		return
+	}
+	if cancel, ok := m.restarts[lane]; ok {
+		cancel()
+	}
+	m.restarts[lane] = scheduler.NewTimerScheduler(ctx).SendOnce(restartPause, ctx.Self(), restartLane{lane: lane})
 }
 
 // inspect asks the manager for a view of its lanes (tests).

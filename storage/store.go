@@ -124,8 +124,10 @@ type Store interface {
 	// waits until an operator releases or skips it.
 	QueueHold(ctx context.Context, p QueueHoldParams) error
 	// QueueRelease is an operator's retry: a pending row (held, or backing
-	// off) is unheld and due now. It is not fenced: operators act through
-	// the API of any node. ErrNotPending if the row is in flight or finished.
+	// off) is unheld and due now, with a fresh set of attempts (its claims'
+	// AttemptsSinceRetry count from here; Attempts keeps its total). It is
+	// not fenced: operators act through the API of any node. ErrNotPending
+	// if the row is in flight or finished.
 	// It bumps the QueueVersionName version in the same transaction.
 	QueueRelease(ctx context.Context, p QueueReleaseParams) error
 	// QueueSkip is an operator's skip: a pending row is set aside as dead
@@ -507,6 +509,18 @@ type QueueClaim struct {
 	Payload []byte
 	// ControlID of the message, for logs (never log the payload).
 	ControlID string
+	// AttemptsAtRetry is Row.Attempts when an operator last retried the
+	// row (QueueRelease), 0 if never. Row.Attempts only grows (it tells a
+	// stale claim from this one, see Claim, and is the total the API
+	// shows); a destination's max_attempts counts AttemptsSinceRetry.
+	AttemptsAtRetry int64
+}
+
+// AttemptsSinceRetry is how many attempts c's row has had since an
+// operator last retried it, this one included (all of them if never): an
+// operator's retry gives the row a fresh set of max_attempts.
+func (c QueueClaim) AttemptsSinceRetry() int64 {
+	return c.Row.Attempts - c.AttemptsAtRetry
 }
 
 // Claim identifies the claim that c is, for the writes that finish it.

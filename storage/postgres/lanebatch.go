@@ -295,7 +295,7 @@ func scanRun(br pgx.BatchResults) ([]storage.QueueClaim, error) {
 	var run []storage.QueueClaim
 	for rows.Next() {
 		var c storage.QueueClaim
-		if err := rows.Scan(append(queueRowDest(&c.Row), &c.Payload, &c.ControlID)...); err != nil {
+		if err := rows.Scan(append(queueRowDest(&c.Row), &c.Payload, &c.ControlID, &c.AttemptsAtRetry)...); err != nil {
 			return nil, err
 		}
 		run = append(run, c)

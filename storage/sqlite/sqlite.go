@@ -953,7 +953,7 @@ func (s *Store) claimRun(ctx context.Context, tx *sql.Tx, lane string, from int6
 	var run []storage.QueueClaim
 	for rows.Next() {
 		var c storage.QueueClaim
-		if err := rows.Scan(append(queueRowDest(&c.Row), &c.Payload, &c.ControlID)...); err != nil {
+		if err := rows.Scan(append(queueRowDest(&c.Row), &c.Payload, &c.ControlID, &c.AttemptsAtRetry)...); err != nil {
 			return nil, err
 		}
 		if c.Payload == nil { // NOT NULL: an empty blob

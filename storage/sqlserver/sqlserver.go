@@ -749,7 +749,7 @@ func claimRun(ctx context.Context, tx *sql.Tx, lane string, from int64, owner st
 			x queueRowScan
 			c storage.QueueClaim
 		)
-		if err := rows.Scan(append(x.dest(), &c.Payload, &c.ControlID)...); err != nil {
+		if err := rows.Scan(append(x.dest(), &c.Payload, &c.ControlID, &c.AttemptsAtRetry)...); err != nil {
 			return nil, err
 		}
 		c.Row = x.row()

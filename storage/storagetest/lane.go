@@ -443,6 +443,54 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, ids[2]))
 }
 
+// An operator's retry (QueueRelease) gives the row a fresh set of attempts:
+// its claims count AttemptsSinceRetry from the retry, so a head held after
+// max_attempts and retried gets max_attempts more before it is held again.
+// Attempts itself keeps growing (a stale claim is told from a current one by
+// it, and the API shows the total), on every path that claims a row: the
+// lane claim, and an advance's head and run.
+func testReleaseFreshAttempts(t *testing.T, h *harness) {
+	ids := h.fill(zero, "lab", "P1", 2)
+	c := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
+	if c.Row.Attempts != 1 || c.AttemptsAtRetry != 0 || c.AttemptsSinceRetry() != 1 {
+		t.Fatalf("first claim: attempts %d, at retry %d; want 1, 0", c.Row.Attempts, c.AttemptsAtRetry)
+	}
+	if err := h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: zero, Claim: c.Claim(), Error: "refused"}); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	c = h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
+	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: c.Claim(), Error: "refused"}); err != nil {
+		t.Fatalf("hold: %v", err)
+	}
+	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	c = h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
+	if c.Row.Attempts != 3 || c.AttemptsAtRetry != 2 || c.AttemptsSinceRetry() != 1 {
+		t.Fatalf("claim after the operator's retry: attempts %d, at retry %d (%d since); want 3, 2 (1 since)",
+			c.Row.Attempts, c.AttemptsAtRetry, c.AttemptsSinceRetry())
+	}
+	if r := h.queueRow(ids[0]); r.Attempts != 3 {
+		t.Fatalf("row after the operator's retry: attempts %d, want the total, 3", r.Attempts)
+	}
+	// A give back takes the claim's attempt back, not the retry's.
+	if n, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: zero, Claims: []storage.Claim{c.Claim()}}); err != nil || n != 1 {
+		t.Fatalf("give back: %d, %v", n, err)
+	}
+	// A stale claim of the head, advanced: nothing completed, and the claim
+	// half takes the head and the row behind it, as a run.
+	a, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: c.Claim(), Lane: "lab/P1", Owner: solo, LeaseTTL: time.Minute, Ahead: 1})
+	if err != nil || a.Completed || a.Next == nil || a.Next.Row.ID != ids[0] {
+		t.Fatalf("advance with a stale claim of the head: %+v, %v; want row %d claimed again", a, err, ids[0])
+	}
+	if n := a.Next; n.Row.Attempts != 3 || n.AttemptsAtRetry != 2 || n.AttemptsSinceRetry() != 1 {
+		t.Fatalf("head claimed by an advance after the operator's retry: attempts %d, at retry %d; want 3, 2", n.Row.Attempts, n.AttemptsAtRetry)
+	}
+	if len(a.Ahead) != 1 || a.Ahead[0].Row.ID != ids[1] || a.Ahead[0].Row.Attempts != 1 || a.Ahead[0].AttemptsAtRetry != 0 {
+		t.Fatalf("run claimed behind the head: %+v; want row %d, attempts 1, at retry 0", a.Ahead, ids[1])
+	}
+}
+
 // The queue's version moves with exactly the changes no lane is told of: an
 // operator's retry or skip, and rows re-pended by the sweep or by promotion
 // recovery. A lane's own writes and the attempts that change nothing leave

@@ -50,6 +50,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Queue/RetryKeepsHeadAndHonoursDueTime", testRetry},
 		{"Queue/DeadMovesLaneOn", testDead},
 		{"Queue/HoldBlocksUntilReleaseOrSkip", testHoldReleaseSkip},
+		{"Queue/ReleaseGivesAFreshSetOfAttempts", testReleaseFreshAttempts},
 		{"Queue/VersionMovesWithWhatNoLaneIsToldOf", testQueueVersion},
 		{"Queue/ClaimChecks", testClaimChecks},
 		{"Queue/LanesAndStats", testLanesAndStats},

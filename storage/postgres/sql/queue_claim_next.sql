@@ -84,4 +84,4 @@ UPDATE mf_queue q
    AND m.id = q.message_id
 RETURNING q.id, q.message_id, q.destination, q.lane, q.status, q.attempts, q.next_attempt_at,
           q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at, q.held,
-          m.payload, m.control_id
+          m.payload, m.control_id, q.attempts_at_retry

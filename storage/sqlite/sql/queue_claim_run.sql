@@ -41,4 +41,5 @@ UPDATE mf_queue
 RETURNING id, message_id, destination, lane, status, attempts, next_attempt_at,
           lease_owner, lease_expires_at, last_error, created_at, updated_at, held,
           (SELECT m.payload FROM mf_messages m WHERE m.id = mf_queue.message_id),
-          (SELECT m.control_id FROM mf_messages m WHERE m.id = mf_queue.message_id)
+          (SELECT m.control_id FROM mf_messages m WHERE m.id = mf_queue.message_id),
+          attempts_at_retry

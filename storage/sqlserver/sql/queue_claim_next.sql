@@ -184,7 +184,7 @@ END;
 
 SELECT q.id, q.message_id, q.destination, q.lane, q.status, q.attempts, q.next_attempt_at,
        q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at, q.held,
-       m.payload, m.control_id
+       m.payload, m.control_id, q.attempts_at_retry
   FROM mf_queue AS q
   JOIN mf_messages AS m ON m.id = q.message_id
  WHERE q.id IN (SELECT id FROM @run)
