@@ -316,9 +316,9 @@ func (m *Manager) start(ctx actor.Context) {
 	for _, o := range m.env.Config.Outbound {
 		s, err := NewSender(o)
 		if err != nil {
-			// Config validation refuses everything NewSender does except a
-			// TLS file that cannot be read or parsed (tls_ca, tls_cert,
-			// tls_key); the lanes of o wait until it is fixed.
+			// Config validation refuses everything NewSender does, TLS
+			// files included, but a TLS file can change after it was
+			// checked; the lanes of o wait until it is fixed.
 			m.env.Log.Error().Err(err).Str("destination", o.Name).Msg("cannot set up the destination; its lanes will not deliver until the config is fixed and reloaded")
 			continue
 		}
