@@ -1,6 +1,7 @@
 package hl7
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -296,7 +297,7 @@ func escapeBlockChars(s string, sep Separators) string {
 // application "MF", version 2.5, an empty MSA-2 (there is no control ID to
 // echo), and an ERR with condition 100 (a usable MSH segment is missing)
 // carrying reason. NakUnparsableCondition chooses another condition, e.g.
-// ConditionOf(err).
+// ConditionOf(err); AckUnparsable answers a payload Parse refused.
 func NakUnparsable(reason string) []byte {
 	return NakUnparsableCondition(CondSegmentSequence, reason)
 }
@@ -305,6 +306,56 @@ func NakUnparsable(reason string) []byte {
 // the caller.
 func NakUnparsableCondition(cond Condition, reason string) []byte {
 	return buildAck(defaultHeader(), AR, cond, reason)
+}
+
+// AckUnparsable answers payload, input Parse refused, with code and the ERR
+// condition cond, as NakUnparsable does, but its MSA-2 echoes payload's
+// control ID when UnparsableControlID can read it: a sender that matches
+// each ACK to its message by MSA-2 then takes the answer as its message's,
+// instead of an answer to nothing.
+func AckUnparsable(payload []byte, code AckCode, cond Condition, reason string) []byte {
+	h := defaultHeader()
+	h.control = UnparsableControlID(payload)
+	return buildAck(h, code, cond, reason)
+}
+
+// maxControlID is MSH-10's length from v2.7 (20 before): a longer value is
+// not a control ID.
+const maxControlID = 199
+
+// UnparsableControlID returns MSH-10 of payload, a message whose encoding
+// characters (MSH-2) Parse refused, or "" when it cannot be read safely.
+//
+// Fields are counted by the field separator alone (MSH-1, the byte after
+// "MSH"), exactly as the sender counted them when it wrote its MSH-10; the
+// encoding characters only split a field further. So the value is the
+// sender's own as long as MSH-1 is a usable delimiter. It is given only
+// when it can go into an ACK with the default separators unchanged, so that
+// it compares equal to what the sender holds: printable ASCII, none of
+// |^~\&, at most 199 characters. Without a usable MSH-1 there are no
+// fields to count, and "" is returned.
+func UnparsableControlID(payload []byte) string {
+	msh := bytes.TrimLeft(payload, "\r\n") // Parse skips empty lines too
+	if i := bytes.IndexAny(msh, "\r\n"); i >= 0 {
+		msh = msh[:i]
+	}
+	if len(msh) < 4 || !bytes.HasPrefix(msh, []byte("MSH")) || delimiterProblem(msh[3]) != "" {
+		return ""
+	}
+	fields := bytes.SplitN(msh, msh[3:4], 11) // fields[n-1] is MSH-n
+	if len(fields) < 10 {
+		return ""
+	}
+	v := fields[9]
+	if len(v) == 0 || len(v) > maxControlID {
+		return ""
+	}
+	for _, c := range v {
+		if c < 0x20 || c > 0x7e || strings.IndexByte(DefaultSeparators.EncodingCharacters()+string(DefaultSeparators.Field), c) >= 0 {
+			return ""
+		}
+	}
+	return string(v)
 }
 
 // NewControlID returns a new message control ID: "MF" and 18 random

@@ -129,11 +129,25 @@ func TestAckTable(t *testing.T) {
 		}
 		stillWorks()
 	})
-	t.Run("bad separators: AR with the reason, stored rejected", func(t *testing.T) {
+	t.Run("bad separators: AR with the reason and the control ID, stored rejected", func(t *testing.T) {
 		ack := dial(t, addr).Send("MSH|^~|EPIC|HOSP|LAB|HOSP|20261121090000||ADT^A01|CTRL6|P|2.5.1\r")
 		if ack.Code != hl7.AR || !strings.Contains(strings.ToLower(ack.Text+ack.ErrorMessage), "separator") ||
 			ack.ErrorCode != "102" { // data type error: MSH-2 holds the wrong kind of data
 			t.Fatalf("got %+v", ack)
+		}
+		// MSH-1 is good, so MSH-10 is found by it alone: a sender that
+		// matches ACKs by MSA-2 gets its answer.
+		if ack.ControlID != "CTRL6" {
+			t.Fatalf("MSA-2 %q, want the message's MSH-10 CTRL6", ack.ControlID)
+		}
+		var stored bool
+		for _, d := range e.Messages(t) {
+			if bytes.Contains(d.Message.Payload, []byte("|CTRL6|")) {
+				stored = d.Message.Status == storage.MessageRejected && d.Message.ControlID == "CTRL6"
+			}
+		}
+		if !stored {
+			t.Fatal("the message with bad separators is not stored rejected with its control ID CTRL6")
 		}
 		stillWorks()
 	})
