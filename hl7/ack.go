@@ -221,7 +221,9 @@ var now = time.Now
 //	MSH  the same separators as m; MSH-3/4 and MSH-5/6 swapped from m's
 //	     (the ACK comes from m's receiver); MSH-7 now (see ackTime); MSH-9 ACK^<MSH-9.2>^ACK
 //	     (ACK^<trigger> before v2.3.1, plain ACK when m has no trigger);
-//	     MSH-10 a new control ID; MSH-11 and MSH-12 copied from m
+//	     MSH-10 a new control ID; MSH-11 and MSH-12 copied from m; MSH-18
+//	     (character set) copied from m when m has one: the copied MSH-3..6
+//	     are in m's character set, so the ACK is too, and says so
 //	MSA  MSA-1 code, MSA-2 m's MSH-10, MSA-3 the reason shortened to 80
 //	     characters (left empty from v2.7, which withdrew MSA-3)
 //	ERR  only when reason is not empty: see below
@@ -278,6 +280,7 @@ func AckCondition(m *Message, code AckCode, cond Condition, reason string) []byt
 		procID:   get(11),
 		version:  get(12),
 		versionN: m.Version(),
+		charset:  get(18),
 	}
 	return buildAck(h, code, cond, reason)
 }
@@ -374,6 +377,7 @@ type ackHeader struct {
 	control                            string // MSH-10 of the original: MSA-2
 	procID, version                    string // MSH-11, MSH-12
 	versionN                           string // MSH-12.1
+	charset                            string // MSH-18, every repetition
 }
 
 func defaultHeader() ackHeader {
@@ -397,6 +401,9 @@ func buildAck(h ackHeader, code AckCode, cond Condition, reason string) []byte {
 	for _, f := range []string{h.sendApp, h.sendFac, h.recvApp, h.recvFac,
 		ackTime(now(), sep), "", msgType, NewControlID(), h.procID, h.version} {
 		b.WriteString(fs + f)
+	}
+	if h.charset != "" {
+		b.WriteString(strings.Repeat(fs, 6) + h.charset) // MSH-13..17 empty
 	}
 	b.WriteByte('\r')
 

@@ -119,6 +119,42 @@ func TestAckFields(t *testing.T) {
 	}
 }
 
+// An ACK to a message that declares its character set (MSH-18) declares the
+// same: the MSH-3..6 it copies raw are encoded in it. Without MSH-18 the
+// reader of the ACK would take them for ASCII (HL7's default).
+func TestAckDeclaresTheMessagesCharacterSet(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, msg, charset, sendApp string }{
+		{"Latin-1", "MSH|^~\\&|Z\xfcRICH|B|C|D|20260101||ADT^A01|C1|P|2.5|||AL|NE||8859/1\rPID|1||P1\r", "8859/1", "Z\xfcRICH"},
+		{"UTF-8", "MSH|^~\\&|Z\xc3\xbcRICH|B|C|D|20260101||ADT^A01|C2|P|2.5.1||||||UNICODE UTF-8|EN\r", "UNICODE UTF-8", "Z\xc3\xbcRICH"},
+		{"code extensions", "MSH|^~\\&|A|B|C|D|20260101||ADT^A01|C3|P|2.5||||||ASCII~ISO IR87||ISO 2022-1994\r", "ASCII~ISO IR87", "A"},
+		{"none", "MSH|^~\\&|A|B|C|D|20260101||ADT^A01|C4|P|2.5|||AL|NE\r", "", "A"},
+	}
+	for _, c := range cases {
+		ack := Ack(mustParse(t, []byte(c.msg)), AA, "")
+		a := mustParse(t, ack)
+		if got, _ := a.field("MSH", 1, 18); string(got) != c.charset { // every repetition
+			t.Errorf("%s: ACK MSH-18 %q, want %q (%q)", c.name, got, c.charset, ack)
+		}
+		if got := a.Get(MustParsePath("MSH-5")); got != c.sendApp {
+			t.Errorf("%s: ACK MSH-5 %q, want %q", c.name, got, c.sendApp)
+		}
+		header, _, _ := strings.Cut(string(ack), "\r")
+		wantFields := 12
+		if c.charset != "" {
+			wantFields = 18
+		}
+		if n := strings.Count(header, "|") + 1; n != wantFields { // MSH-1 is the first |
+			t.Errorf("%s: ACK MSH %q has %d fields, want %d (nothing after MSH-18, MSH-13..17 empty)", c.name, header, n, wantFields)
+		}
+		for _, f := range []string{"MSH-13", "MSH-14", "MSH-15", "MSH-16", "MSH-17", "MSH-19", "MSH-20"} {
+			if v := a.Get(MustParsePath(f)); v != "" {
+				t.Errorf("%s: ACK %s %q, want empty", c.name, f, v)
+			}
+		}
+	}
+}
+
 func TestAckMessageTypeWithoutTrigger(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
