@@ -151,6 +151,18 @@ func TestAckTable(t *testing.T) {
 		}
 		stillWorks()
 	})
+	t.Run("a batch in one frame: AR 100 naming FHS, stored rejected, connection stays", func(t *testing.T) {
+		cl := dial(t, addr)
+		ack := cl.Send("FHS|^~\\&|EPIC\rBHS|^~\\&|EPIC\r" + adt("CTRLB", "PB") + "BTS|1\rFTS|1\r")
+		if ack.Code != hl7.AR || ack.ErrorCode != "100" || ack.ControlID != "" ||
+			ack.ErrorMessage != `hl7: first segment is not MSH: it starts with "FHS"` {
+			t.Fatalf("got %+v", ack)
+		}
+		if ack := cl.Send(adt("CTRLB2", "PB")); ack.Code != hl7.AA {
+			t.Fatalf("the same connection after a batch: %+v", ack)
+		}
+		stillWorks()
+	})
 	t.Run("garbage bytes outside a frame: AR, then closed", func(t *testing.T) {
 		cl := dial(t, addr)
 		ack, err := cl.Raw([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
@@ -213,8 +225,8 @@ func TestAckTable(t *testing.T) {
 		stillWorks()
 	})
 
-	// What was stored: every accepted message, the five rejects, nothing
-	// of the oversize frame or the failed commits.
+	// What was stored: every accepted message, the six rejects (the batch
+	// one of them), nothing of the oversize frame or the failed commits.
 	status := map[string]int{}
 	controls := map[string]int{}
 	for _, d := range e.Messages(t) {
@@ -224,8 +236,8 @@ func TestAckTable(t *testing.T) {
 			t.Errorf("rejected message stored without its reason or bytes: %+v", d.Message)
 		}
 	}
-	if status[storage.MessageRejected] != 5 || status[storage.MessageUnrouted] != 1 {
-		t.Fatalf("stored statuses %v; want 5 rejected, 1 unrouted", status)
+	if status[storage.MessageRejected] != 6 || status[storage.MessageUnrouted] != 1 {
+		t.Fatalf("stored statuses %v; want 6 rejected, 1 unrouted", status)
 	}
 	if controls["CTRL7"] != 0 || controls["CTRL8"] != 1 {
 		t.Fatalf("oversize stored %d times, the failed-then-resent message %d times; want 0 and 1", controls["CTRL7"], controls["CTRL8"])
