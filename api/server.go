@@ -111,7 +111,7 @@ func newServer(o Options, l limits) *Server {
 		}
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: l.readHeader, ReadTimeout: l.read, WriteTimeout: l.write,
+	s.http = &http.Server{Handler: jsonAnswers(mux), ReadHeaderTimeout: l.readHeader, ReadTimeout: l.read, WriteTimeout: l.write,
 		IdleTimeout: l.idle, MaxHeaderBytes: l.maxHeaderBytes}
 	registerMetrics(o.Config)
 	return s
@@ -149,6 +149,66 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Shutdown stops the server, letting requests in flight finish.
 func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+
+// jsonAnswers makes the answers the mux writes itself JSON like every
+// other: a redirect to the cleaned path (GET //health: 307 to /health, with
+// an HTML body or none), a bare 400 for the request target "*", a text 404
+// for a CONNECT. A monitoring client reads {"error": ...} from any answer
+// that is not 2xx; the redirect keeps its status and Location, so a client
+// that follows redirects works as before. What net/http refuses before any
+// handler runs (a malformed request line or Host, headers over
+// maxHeaderBytes, an HTTP version it does not speak) it writes itself, as
+// text: no handler can change that.
+func jsonAnswers(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(&jsonWriter{ResponseWriter: w, r: r}, r)
+	})
+}
+
+// jsonWriter replaces an answer of 300 or more that is not JSON by a JSON
+// error of the same status; JSON answers and 2xx pass as they are.
+type jsonWriter struct {
+	http.ResponseWriter
+	r       *http.Request
+	started bool // the status line is decided
+	dropped bool // the handler's own body is discarded
+}
+
+func (w *jsonWriter) WriteHeader(code int) {
+	if code < 200 { // informational: the final status is still to come
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	if w.started {
+		return
+	}
+	w.started = true
+	if code < 300 || strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.dropped = true
+	msg := strings.ToLower(http.StatusText(code)) + ": " + w.r.Method + " " + w.r.RequestURI
+	if loc := w.Header().Get("Location"); loc != "" && code < 400 {
+		msg = w.r.Method + " " + w.r.URL.EscapedPath() + ": the path is not in its clean form; ask " + loc + " (Location)"
+	}
+	w.Header().Del("Content-Length")
+	writeError(w.ResponseWriter, code, msg)
+}
+
+func (w *jsonWriter) Write(b []byte) (int, error) {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.dropped {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.NewResponseController reach the connection (the write
+// deadline of GET /messages/{id}).
+func (w *jsonWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // probeMethods are the methods allowedMethods tries on a path: every one a
 // route could be registered for.

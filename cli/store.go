@@ -32,7 +32,7 @@ func openStore(ctx context.Context, cfg *config.Config, engine bool, log zerolog
 		}
 		return postgres.Open(ctx, o)
 	case config.BackendSQLServer:
-		return sqlserver.Open(ctx, sqlserver.Options{URL: s.URL, Password: s.Password, PoolSize: s.PoolSize})
+		return sqlserver.Open(ctx, sqlserver.Options{URL: s.URL, Password: s.Password, PoolSize: s.PoolSize, Log: log})
 	}
 	return nil, fmt.Errorf("store.backend %q is not supported", s.Backend)
 }

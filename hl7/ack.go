@@ -1,6 +1,7 @@
 package hl7
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -220,7 +221,9 @@ var now = time.Now
 //	MSH  the same separators as m; MSH-3/4 and MSH-5/6 swapped from m's
 //	     (the ACK comes from m's receiver); MSH-7 now (see ackTime); MSH-9 ACK^<MSH-9.2>^ACK
 //	     (ACK^<trigger> before v2.3.1, plain ACK when m has no trigger);
-//	     MSH-10 a new control ID; MSH-11 and MSH-12 copied from m
+//	     MSH-10 a new control ID; MSH-11 and MSH-12 copied from m; MSH-18
+//	     (character set) copied from m when m has one: the copied MSH-3..6
+//	     are in m's character set, so the ACK is too, and says so
 //	MSA  MSA-1 code, MSA-2 m's MSH-10, MSA-3 the reason shortened to 80
 //	     characters (left empty from v2.7, which withdrew MSA-3)
 //	ERR  only when reason is not empty: see below
@@ -277,6 +280,7 @@ func AckCondition(m *Message, code AckCode, cond Condition, reason string) []byt
 		procID:   get(11),
 		version:  get(12),
 		versionN: m.Version(),
+		charset:  get(18),
 	}
 	return buildAck(h, code, cond, reason)
 }
@@ -296,7 +300,7 @@ func escapeBlockChars(s string, sep Separators) string {
 // application "MF", version 2.5, an empty MSA-2 (there is no control ID to
 // echo), and an ERR with condition 100 (a usable MSH segment is missing)
 // carrying reason. NakUnparsableCondition chooses another condition, e.g.
-// ConditionOf(err).
+// ConditionOf(err); AckUnparsable answers a payload Parse refused.
 func NakUnparsable(reason string) []byte {
 	return NakUnparsableCondition(CondSegmentSequence, reason)
 }
@@ -305,6 +309,56 @@ func NakUnparsable(reason string) []byte {
 // the caller.
 func NakUnparsableCondition(cond Condition, reason string) []byte {
 	return buildAck(defaultHeader(), AR, cond, reason)
+}
+
+// AckUnparsable answers payload, input Parse refused, with code and the ERR
+// condition cond, as NakUnparsable does, but its MSA-2 echoes payload's
+// control ID when UnparsableControlID can read it: a sender that matches
+// each ACK to its message by MSA-2 then takes the answer as its message's,
+// instead of an answer to nothing.
+func AckUnparsable(payload []byte, code AckCode, cond Condition, reason string) []byte {
+	h := defaultHeader()
+	h.control = UnparsableControlID(payload)
+	return buildAck(h, code, cond, reason)
+}
+
+// maxControlID is MSH-10's length from v2.7 (20 before): a longer value is
+// not a control ID.
+const maxControlID = 199
+
+// UnparsableControlID returns MSH-10 of payload, a message whose encoding
+// characters (MSH-2) Parse refused, or "" when it cannot be read safely.
+//
+// Fields are counted by the field separator alone (MSH-1, the byte after
+// "MSH"), exactly as the sender counted them when it wrote its MSH-10; the
+// encoding characters only split a field further. So the value is the
+// sender's own as long as MSH-1 is a usable delimiter. It is given only
+// when it can go into an ACK with the default separators unchanged, so that
+// it compares equal to what the sender holds: printable ASCII, none of
+// |^~\&, at most 199 characters. Without a usable MSH-1 there are no
+// fields to count, and "" is returned.
+func UnparsableControlID(payload []byte) string {
+	msh := bytes.TrimLeft(payload, "\r\n") // Parse skips empty lines too
+	if i := bytes.IndexAny(msh, "\r\n"); i >= 0 {
+		msh = msh[:i]
+	}
+	if len(msh) < 4 || !bytes.HasPrefix(msh, []byte("MSH")) || delimiterProblem(msh[3]) != "" {
+		return ""
+	}
+	fields := bytes.SplitN(msh, msh[3:4], 11) // fields[n-1] is MSH-n
+	if len(fields) < 10 {
+		return ""
+	}
+	v := fields[9]
+	if len(v) == 0 || len(v) > maxControlID {
+		return ""
+	}
+	for _, c := range v {
+		if c < 0x20 || c > 0x7e || strings.IndexByte(DefaultSeparators.EncodingCharacters()+string(DefaultSeparators.Field), c) >= 0 {
+			return ""
+		}
+	}
+	return string(v)
 }
 
 // NewControlID returns a new message control ID: "MF" and 18 random
@@ -323,6 +377,7 @@ type ackHeader struct {
 	control                            string // MSH-10 of the original: MSA-2
 	procID, version                    string // MSH-11, MSH-12
 	versionN                           string // MSH-12.1
+	charset                            string // MSH-18, every repetition
 }
 
 func defaultHeader() ackHeader {
@@ -346,6 +401,9 @@ func buildAck(h ackHeader, code AckCode, cond Condition, reason string) []byte {
 	for _, f := range []string{h.sendApp, h.sendFac, h.recvApp, h.recvFac,
 		ackTime(now(), sep), "", msgType, NewControlID(), h.procID, h.version} {
 		b.WriteString(fs + f)
+	}
+	if h.charset != "" {
+		b.WriteString(strings.Repeat(fs, 6) + h.charset) // MSH-13..17 empty
 	}
 	b.WriteByte('\r')
 

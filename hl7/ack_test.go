@@ -119,6 +119,42 @@ func TestAckFields(t *testing.T) {
 	}
 }
 
+// An ACK to a message that declares its character set (MSH-18) declares the
+// same: the MSH-3..6 it copies raw are encoded in it. Without MSH-18 the
+// reader of the ACK would take them for ASCII (HL7's default).
+func TestAckDeclaresTheMessagesCharacterSet(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, msg, charset, sendApp string }{
+		{"Latin-1", "MSH|^~\\&|Z\xfcRICH|B|C|D|20260101||ADT^A01|C1|P|2.5|||AL|NE||8859/1\rPID|1||P1\r", "8859/1", "Z\xfcRICH"},
+		{"UTF-8", "MSH|^~\\&|Z\xc3\xbcRICH|B|C|D|20260101||ADT^A01|C2|P|2.5.1||||||UNICODE UTF-8|EN\r", "UNICODE UTF-8", "Z\xc3\xbcRICH"},
+		{"code extensions", "MSH|^~\\&|A|B|C|D|20260101||ADT^A01|C3|P|2.5||||||ASCII~ISO IR87||ISO 2022-1994\r", "ASCII~ISO IR87", "A"},
+		{"none", "MSH|^~\\&|A|B|C|D|20260101||ADT^A01|C4|P|2.5|||AL|NE\r", "", "A"},
+	}
+	for _, c := range cases {
+		ack := Ack(mustParse(t, []byte(c.msg)), AA, "")
+		a := mustParse(t, ack)
+		if got, _ := a.field("MSH", 1, 18); string(got) != c.charset { // every repetition
+			t.Errorf("%s: ACK MSH-18 %q, want %q (%q)", c.name, got, c.charset, ack)
+		}
+		if got := a.Get(MustParsePath("MSH-5")); got != c.sendApp {
+			t.Errorf("%s: ACK MSH-5 %q, want %q", c.name, got, c.sendApp)
+		}
+		header, _, _ := strings.Cut(string(ack), "\r")
+		wantFields := 12
+		if c.charset != "" {
+			wantFields = 18
+		}
+		if n := strings.Count(header, "|") + 1; n != wantFields { // MSH-1 is the first |
+			t.Errorf("%s: ACK MSH %q has %d fields, want %d (nothing after MSH-18, MSH-13..17 empty)", c.name, header, n, wantFields)
+		}
+		for _, f := range []string{"MSH-13", "MSH-14", "MSH-15", "MSH-16", "MSH-17", "MSH-19", "MSH-20"} {
+			if v := a.Get(MustParsePath(f)); v != "" {
+				t.Errorf("%s: ACK %s %q, want empty", c.name, f, v)
+			}
+		}
+	}
+}
+
 func TestAckMessageTypeWithoutTrigger(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
@@ -228,6 +264,47 @@ func TestNakUnparsable(t *testing.T) {
 	// The reason quotes separator characters: they come back intact.
 	if a.ErrorMessage != perr.Error() {
 		t.Errorf("ERR-8 read back %q, want %q", a.ErrorMessage, perr.Error())
+	}
+}
+
+// A message Parse refuses for its encoding characters is answered with its
+// control ID when MSH-1 alone finds it and it reads the same under the
+// ACK's default separators; never with a guess.
+func TestAckUnparsableEchoesTheControlIDOnlyWhenSafe(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, payload, want string }{
+		{"MSH-2 too short", "MSH|^~|A|B|C|D|20260101||ADT^A01|CTRL6|P|2.5\r", "CTRL6"},
+		{"MSH-2 too long", "MSH|^~\\&#!|A|B|C|D|20260101||ADT^A01|C-7.x|P|2.5\rPID|1\r", "C-7.x"},
+		{"MSH-2 repeats a separator", "MSH|^^\\&|A|B|C|D|20260101||ADT|X 1|P|2.5", "X 1"},
+		{"another field separator", "\r\nMSH#^~|#A#B#C#D#20260101##ADT^A01#CTRL8#P#2.5\r", "CTRL8"},
+		{"MSH-10 the last field", "MSH|^~|A|B|C|D|20260101||ADT|CTRL9", "CTRL9"},
+		{"no MSH-10", "MSH|^~|A|B|C|D|20260101||ADT\rPID|1||CTRL|x|y|z|w|v|u|t\r", ""},
+		{"empty MSH-10", "MSH|^~|A|B|C|D|20260101||ADT||P|2.5", ""},
+		{"MSH-1 alphanumeric", "MSHX^~\\&XAXBXCXDX2026XXADTXCTRLXP", ""},
+		{"MSH-1 a space", "MSH ^~\\& A B C D 2026  ADT CTRL P", ""},
+		{"no MSH-1", "MSH", ""},
+		{"no MSH", "PID|^~|A|B|C|D|20260101||ADT|CTRL|P", ""},
+		{"MSH-10 holds a default delimiter", "MSH#^~|#A#B#C#D#20260101##ADT#CT|RL#P#2.5", ""},
+		{"MSH-10 holds a component separator", "MSH|^~|A|B|C|D|20260101||ADT|CT^RL|P|2.5", ""},
+		{"MSH-10 not ASCII", "MSH|^~|A|B|C|D|20260101||ADT|CTR\xc4|P|2.5", ""},
+		{"MSH-10 a block character", "MSH|^~|A|B|C|D|20260101||ADT|CT\x1cRL|P|2.5", ""},
+		{"MSH-10 too long", "MSH|^~|A|B|C|D|20260101||ADT|" + strings.Repeat("C", 200) + "|P|2.5", ""},
+		{"MSH-10 of 199 characters", "MSH|^~|A|B|C|D|20260101||ADT|" + strings.Repeat("C", 199) + "|P|2.5", strings.Repeat("C", 199)},
+	}
+	for _, c := range cases {
+		if _, err := Parse([]byte(c.payload)); err == nil {
+			t.Fatalf("%s: Parse accepted %q", c.name, c.payload)
+		}
+		if got := UnparsableControlID([]byte(c.payload)); got != c.want {
+			t.Errorf("%s: UnparsableControlID %q, want %q", c.name, got, c.want)
+		}
+		a, err := ParseAck(AckUnparsable([]byte(c.payload), AR, CondDataType, "bad separators"))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if a.Code != AR || a.ControlID != c.want || a.ErrorCode != "102" {
+			t.Errorf("%s: ACK read back %+v, want AR, MSA-2 %q, 102", c.name, a, c.want)
+		}
 	}
 }
 

@@ -129,11 +129,37 @@ func TestAckTable(t *testing.T) {
 		}
 		stillWorks()
 	})
-	t.Run("bad separators: AR with the reason, stored rejected", func(t *testing.T) {
+	t.Run("bad separators: AR with the reason and the control ID, stored rejected", func(t *testing.T) {
 		ack := dial(t, addr).Send("MSH|^~|EPIC|HOSP|LAB|HOSP|20261121090000||ADT^A01|CTRL6|P|2.5.1\r")
 		if ack.Code != hl7.AR || !strings.Contains(strings.ToLower(ack.Text+ack.ErrorMessage), "separator") ||
 			ack.ErrorCode != "102" { // data type error: MSH-2 holds the wrong kind of data
 			t.Fatalf("got %+v", ack)
+		}
+		// MSH-1 is good, so MSH-10 is found by it alone: a sender that
+		// matches ACKs by MSA-2 gets its answer.
+		if ack.ControlID != "CTRL6" {
+			t.Fatalf("MSA-2 %q, want the message's MSH-10 CTRL6", ack.ControlID)
+		}
+		var stored bool
+		for _, d := range e.Messages(t) {
+			if bytes.Contains(d.Message.Payload, []byte("|CTRL6|")) {
+				stored = d.Message.Status == storage.MessageRejected && d.Message.ControlID == "CTRL6"
+			}
+		}
+		if !stored {
+			t.Fatal("the message with bad separators is not stored rejected with its control ID CTRL6")
+		}
+		stillWorks()
+	})
+	t.Run("a batch in one frame: AR 100 naming FHS, stored rejected, connection stays", func(t *testing.T) {
+		cl := dial(t, addr)
+		ack := cl.Send("FHS|^~\\&|EPIC\rBHS|^~\\&|EPIC\r" + adt("CTRLB", "PB") + "BTS|1\rFTS|1\r")
+		if ack.Code != hl7.AR || ack.ErrorCode != "100" || ack.ControlID != "" ||
+			ack.ErrorMessage != `hl7: first segment is not MSH: it starts with "FHS"` {
+			t.Fatalf("got %+v", ack)
+		}
+		if ack := cl.Send(adt("CTRLB2", "PB")); ack.Code != hl7.AA {
+			t.Fatalf("the same connection after a batch: %+v", ack)
 		}
 		stillWorks()
 	})
@@ -199,8 +225,8 @@ func TestAckTable(t *testing.T) {
 		stillWorks()
 	})
 
-	// What was stored: every accepted message, the five rejects, nothing
-	// of the oversize frame or the failed commits.
+	// What was stored: every accepted message, the six rejects (the batch
+	// one of them), nothing of the oversize frame or the failed commits.
 	status := map[string]int{}
 	controls := map[string]int{}
 	for _, d := range e.Messages(t) {
@@ -210,8 +236,8 @@ func TestAckTable(t *testing.T) {
 			t.Errorf("rejected message stored without its reason or bytes: %+v", d.Message)
 		}
 	}
-	if status[storage.MessageRejected] != 5 || status[storage.MessageUnrouted] != 1 {
-		t.Fatalf("stored statuses %v; want 5 rejected, 1 unrouted", status)
+	if status[storage.MessageRejected] != 6 || status[storage.MessageUnrouted] != 1 {
+		t.Fatalf("stored statuses %v; want 6 rejected, 1 unrouted", status)
 	}
 	if controls["CTRL7"] != 0 || controls["CTRL8"] != 1 {
 		t.Fatalf("oversize stored %d times, the failed-then-resent message %d times; want 0 and 1", controls["CTRL7"], controls["CTRL8"])

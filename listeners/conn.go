@@ -124,21 +124,26 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 	msg, perr := hl7.Parse(payload)
 	if perr != nil {
 		countRejected(l.cfg.Name, reasonParse)
+		// With bad encoding characters the control ID may still be read
+		// (by MSH-1 alone): the answer echoes it, and the operator can
+		// find the message by it.
+		controlID := hl7.UnparsableControlID(payload)
 		// Kept as received, for the operator; the sender is told why.
-		res, ok := cn.store(storage.NewMessage{Inbound: l.cfg.Name, Payload: payload, Status: storage.MessageRejected, Error: perr.Error()})
+		res, ok := cn.store(storage.NewMessage{Inbound: l.cfg.Name, ControlID: controlID, Payload: payload,
+			Status: storage.MessageRejected, Error: perr.Error()})
 		if !ok {
 			return nil, false
 		}
 		if res.Err != nil {
 			// Nothing was kept: an AR would tell the sender to give up on
 			// bytes the engine does not have (DESIGN §6: store failed, AE).
-			l.env.logPayload(l.log.Warn().Str("reason", perr.Error()).AnErr("store_error", res.Err), payload).
+			l.env.logPayload(l.log.Warn().Str("reason", perr.Error()).Str("control_id", controlID).AnErr("store_error", res.Err), payload).
 				Msg("message is not HL7 v2 and could not be kept: answered AE, the sender will resend it")
-			return hl7.Ack(nil, hl7.AE, "message not stored, send it again: "+storeReason(res.Err)), true
+			return hl7.AckUnparsable(payload, hl7.AE, hl7.CondInternalError, "message not stored, send it again: "+storeReason(res.Err)), true
 		}
-		l.env.logPayload(l.log.Warn().Str("reason", perr.Error()), payload).Int64("message_id", res.MessageID).
+		l.env.logPayload(l.log.Warn().Str("reason", perr.Error()).Str("control_id", controlID), payload).Int64("message_id", res.MessageID).
 			Msg("message is not HL7 v2: answered AR")
-		return hl7.NakUnparsableCondition(hl7.ConditionOf(perr), perr.Error()), true
+		return hl7.AckUnparsable(payload, hl7.AR, hl7.ConditionOf(perr), perr.Error()), true
 	}
 
 	deliveries := l.env.Router.Route(l.cfg.Name, msg)

@@ -24,6 +24,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -726,4 +727,17 @@ type ConfigVersionBumpParams struct {
 // ConfigVersionReadParams are the arguments of Store.ConfigVersionRead.
 type ConfigVersionReadParams struct {
 	Name string
+}
+
+// LocalHost reports whether host, a database server's name or address in a
+// store url, is this machine (localhost or a loopback address): connections
+// to it never cross a network, so they need no encryption. Each dialect
+// warns at start when its url lets connections to any other host go
+// unencrypted.
+func LocalHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

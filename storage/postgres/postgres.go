@@ -10,7 +10,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
@@ -119,11 +118,7 @@ func plaintextRisk(cc *pgx.ConnConfig) (host, why string) {
 }
 
 func isLocalHost(host string) bool {
-	if strings.HasPrefix(host, "/") || strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return strings.HasPrefix(host, "/") || storage.LocalHost(host)
 }
 
 // Pool exposes the pool for the few PostgreSQL-only features (LISTEN).

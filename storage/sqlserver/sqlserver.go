@@ -39,6 +39,7 @@ import (
 
 	mssql "github.com/microsoft/go-mssqldb"
 	"github.com/microsoft/go-mssqldb/msdsn"
+	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/storage"
 )
@@ -90,6 +91,9 @@ type Options struct {
 	Password string
 	// PoolSize is the maximum number of open connections (default 5).
 	PoolSize int
+	// Log receives a warning when the URL lets connections to a server on
+	// another host go unencrypted.
+	Log zerolog.Logger
 }
 
 // Store is the SQL Server storage.Store.
@@ -105,6 +109,10 @@ func Open(_ context.Context, o Options) (*Store, error) {
 	cfg, err := connectorConfig(o)
 	if err != nil {
 		return nil, err
+	}
+	if host, why := plaintextRisk(cfg); why != "" {
+		o.Log.Warn().Str("host", host).Str("encrypt", why).
+			Msg("the store url lets connections to the database go unencrypted, and they carry every message (PHI): set encrypt=strict (or true) in [store] url")
 	}
 	// NewConnectorConfig builds the connector of the same driver that
 	// go-mssqldb registers as "sqlserver" (@name parameters, no "?"
@@ -1033,6 +1041,31 @@ func missingOr(ctx context.Context, tx *sql.Tx, id int64, otherwise error) error
 // connectorConfig parses the URL with the driver's own parser, so that its
 // TLS settings (encrypt, TrustServerCertificate, certificate, hostNameInCertificate)
 // mean exactly what go-mssqldb documents, then applies the password.
+// plaintextRisk returns a host of another machine that cfg may reach
+// without TLS, and why, or "" for none. go-mssqldb's default (encrypt
+// false, optional, no, 0) encrypts the login packet only, and the rest
+// unless the server forces encryption; disable encrypts nothing. The
+// failover partner, if any, is dialled with the same settings.
+func plaintextRisk(cfg msdsn.Config) (host, why string) {
+	switch cfg.Encryption {
+	case msdsn.EncryptionRequired, msdsn.EncryptionStrict:
+		return "", ""
+	case msdsn.EncryptionDisabled:
+		why = "disable"
+	default:
+		why = "false (the default): only the login is encrypted, unless the server forces encryption"
+	}
+	// go-mssqldb has already made ".", "(local)" and an empty server
+	// "localhost"; a failover partner is used as written (host\instance).
+	partner, _, _ := strings.Cut(cfg.FailOverPartner, `\`)
+	for _, h := range []string{cfg.Host, partner} {
+		if h != "" && !storage.LocalHost(h) {
+			return h, why
+		}
+	}
+	return "", ""
+}
+
 func connectorConfig(o Options) (msdsn.Config, error) {
 	cfg, err := msdsn.Parse(o.URL)
 	if err != nil {

@@ -1,10 +1,12 @@
 package sqlserver
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/microsoft/go-mssqldb/msdsn"
+	"github.com/rs/zerolog"
 )
 
 // The URL's transport security reaches the driver as written (no server is
@@ -56,5 +58,50 @@ func TestStoreURLTLSSettingsPassThrough(t *testing.T) {
 		t.Fatal("an unknown encrypt value was accepted")
 	} else if strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("the parse error carries the password: %v", err)
+	}
+}
+
+// A store url that lets connections to another host go unencrypted is
+// warned about at Open, which parses the url and does not connect: they
+// carry every message. go-mssqldb's default (encrypt=false) encrypts only
+// the login packet unless the server forces encryption.
+func TestAStoreURLThatMayGoUnencryptedIsWarnedAbout(t *testing.T) {
+	for _, c := range []struct {
+		url  string
+		warn bool
+	}{
+		{"sqlserver://mf:hunter2@db.internal:1433?database=mf", true},
+		{"sqlserver://mf@db.internal:1433?database=mf&encrypt=false", true},
+		{"sqlserver://mf@db.internal:1433?database=mf&encrypt=optional", true},
+		{"sqlserver://mf@db.internal:1433?database=mf&encrypt=no", true},
+		{"sqlserver://mf@db.internal:1433?database=mf&encrypt=disable", true},
+		{"sqlserver://mf@10.0.0.5/SQLEXPRESS?database=mf&encrypt=disable", true},
+		{"server=db.internal;user id=mf;password=hunter2;database=mf", true},
+		{"sqlserver://mf@127.0.0.1?database=mf&encrypt=disable&failoverpartner=db-b.internal", true},
+		{"sqlserver://mf@db.internal:1433?database=mf&encrypt=true", false},
+		{"sqlserver://mf@db.internal:1433?database=mf&encrypt=mandatory", false},
+		{"sqlserver://mf@db.internal:1433?database=mf&encrypt=strict", false},
+		{"sqlserver://mf@db.internal:1433?database=mf&encrypt=true&failoverpartner=db-b.internal", false},
+		{"server=db.internal;user id=mf;database=mf;encrypt=true", false},
+		{"sqlserver://mf@127.0.0.1:1433?database=mf&encrypt=disable", false},
+		{"sqlserver://mf@localhost?database=mf", false},
+		{"sqlserver://mf@LOCALHOST?database=mf", false},
+		{"sqlserver://mf@[::1]:1433?database=mf&encrypt=disable", false},
+		{`server=(local)\SQLEXPRESS;user id=mf;database=mf`, false},
+		{"server=.;user id=mf;database=mf;encrypt=disable", false},
+		{"sqlserver://mf@localhost?database=mf&failoverpartner=127.0.0.1", false},
+	} {
+		var logs strings.Builder
+		s, err := Open(context.Background(), Options{URL: c.url, PoolSize: 1, Log: zerolog.New(&logs)})
+		if err != nil {
+			t.Fatalf("%s: %v", c.url, err)
+		}
+		s.Close()
+		if warned := strings.Contains(logs.String(), "unencrypted"); warned != c.warn {
+			t.Errorf("%s: warned %v, want %v: %q", c.url, warned, c.warn, logs.String())
+		}
+		if strings.Contains(logs.String(), "hunter2") || strings.Contains(logs.String(), "mf@") {
+			t.Errorf("%s: the warning quotes the url: %q", c.url, logs.String())
+		}
 	}
 }
