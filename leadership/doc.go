@@ -46,6 +46,14 @@
 // whatever root is doing, and root starts no graph for a term that has
 // already ended.
 //
+// A panic in the elector makes root's supervisor restart it, and the new
+// elector starts as a follower knowing nothing of the term held. The failed
+// one, on its way out, ends that term as a fence would (reason "fenced":
+// trust closed, Ended closed, the loss sent to root) but does not resign:
+// root may still be stopping the graph, and the lease keeps any other node
+// out until it expires. The new elector finds its own live lease and, like
+// any follower, waits for it to expire.
+//
 // # The trust window, and why a fenced leader has stopped first
 //
 // The leader keeps a local window, on its monotonic clock:
