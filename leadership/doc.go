@@ -38,8 +38,9 @@
 //
 // A leader renews every heartbeat_seconds. Each change is sent to root as
 // Changed, in order: root runs promotion recovery and starts graph(T) on a
-// gain, and stops the graph, waiting for every listener to close its port,
-// on a loss. Root may be busy when a loss is sent (draining the graph for a
+// gain (none if the fence refused the recovery: the term is already lost,
+// and root tells the elector Fenced), and stops the graph, waiting for
+// every listener to close its port, on a loss. Root may be busy when a loss is sent (draining the graph for a
 // clean stop or a reload lasts up to the drain timeout, past TTL -
 // fence_timeout), so a gain also carries Changed.Ended, which the elector
 // closes the moment the term ends: it cancels graph(T)'s context at once,
