@@ -227,7 +227,9 @@ func (r *root) recover(f storage.Fence, log zerolog.Logger) bool {
 			}
 			return true
 		}
-		lanes.StoreError("queue_recover_foreign")
+		// Not the attempt's context, cancelled by now: only its deadline
+		// ends a recovery, and that is a store error.
+		lanes.StoreError(context.Background(), "queue_recover_foreign", err)
 		if errors.Is(err, storage.ErrFenced) {
 			log.Error().Err(err).Msg("promotion recovery was fenced: another node already holds a newer term; not starting the graph for this term")
 			return false

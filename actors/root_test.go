@@ -334,3 +334,34 @@ func TestAReloadSaysWhichChangesNeedARestart(t *testing.T) {
 		t.Fatalf("no WARN naming [store] and [api] (and only those) as needing a restart; logs:\n%s", h.logs.String())
 	}
 }
+
+// mf_store_errors_total counts a store call that failed, as a database in
+// trouble fails it, not one refused by the fence: that is a leadership
+// change (mf_leadership_changes_total), and counted as an error it raised
+// the alert on database errors at every failover.
+func TestAFencedIngestIsNotAStoreError(t *testing.T) {
+	h := start(t, nil)
+	h.tell(leadership.Changed{Leader: true, Fence: h.elect("n1"), Reason: "elected"})
+	enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(h.listen) })
+	ingestErrors := func() uint64 { return storeErrors("message_ingest") }
+
+	before := ingestErrors()
+	h.store.FailIngest.Store(true)
+	if ack := enginetest.Dial(t, h.listen).Send(enginetest.ADT("E1", "P1")); ack.Code != hl7.AE {
+		t.Fatalf("a failed ingest answered %s; want AE", ack.Code)
+	}
+	h.store.FailIngest.Store(false)
+	// The sender's AE is written after the count.
+	if n := ingestErrors() - before; n != 1 {
+		t.Fatalf(`a failed ingest rose mf_store_errors_total{op="message_ingest"} by %d; want 1`, n)
+	}
+
+	h.elect("n2")
+	before = ingestErrors()
+	if ack := enginetest.Dial(t, h.listen).Send(enginetest.ADT("F1", "P1")); ack.Code != hl7.AE {
+		t.Fatalf("a fenced ingest answered %s; want AE", ack.Code)
+	}
+	if n := ingestErrors() - before; n != 0 {
+		t.Fatalf(`a fenced ingest rose mf_store_errors_total{op="message_ingest"} by %d; want 0`, n)
+	}
+}
