@@ -352,12 +352,22 @@ func (p *panickyStore) LeaseAttemptRenew(ctx context.Context, r storage.LeaseAtt
 // follower, with none of its state: it must report the loss of the term it
 // held (and end it) on the way, or root kept its graph running, listener
 // open, and reported this node as leader while the new elector was a
-// follower.
+// follower. The new elector keeps the config version already reported:
+// starting from the one the node started with, it made root reload again.
 func TestAPanicInTheElectorEndsTheTermItHeld(t *testing.T) {
 	t.Parallel()
-	st := &panickyStore{Store: openStore(t, pgtest.NewSchema(t))}
+	url := pgtest.NewSchema(t)
+	admin := openStore(t, url)
+	st := &panickyStore{Store: openStore(t, url)}
 	a := startNode(t, "a", st)
 	gained := a.wantChanged(t, 5*time.Second, true, "elected")
+	v, err := admin.ConfigVersionBump(context.Background(), storage.ConfigVersionBumpParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := a.next(t, 2*time.Second); e != (leadership.ConfigChanged{Version: v}) {
+		t.Fatalf("reported %#v; want ConfigChanged{%d}", e, v)
+	}
 	st.panicRenew.Store(true)
 	lost := a.wantChanged(t, 5*time.Second, false, "fenced")
 	if lost.Fence != gained.Fence {
@@ -372,7 +382,8 @@ func TestAPanicInTheElectorEndsTheTermItHeld(t *testing.T) {
 		t.Fatal("the trust window is still open after the loss")
 	}
 	// The restarted elector is a follower: it is elected again once its own
-	// lease has expired, under the next term.
+	// lease has expired, under the next term. Its first attempt, long
+	// before, read the config version: a ConfigChanged would come first.
 	again := a.wantChanged(t, 5*time.Second, true, "elected")
 	if again.Fence.Term != gained.Fence.Term+1 {
 		t.Fatalf("re-elected with term %d, want %d", again.Fence.Term, gained.Fence.Term+1)
