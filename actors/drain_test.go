@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/actors"
@@ -227,5 +228,47 @@ func TestFenceDuringStopDrainAbandonsTheSendInHand(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the engine did not stop after the fence")
+	}
+}
+
+func storeErrors(op string) uint64 {
+	return metrics.GetOrCreateCounter(fmt.Sprintf(`mf_store_errors_total{op=%q}`, op)).Get()
+}
+
+// A demotion abandons the send in hand, and the lane's write of its outcome
+// then fails on the ended term's cancelled context. That is the demotion,
+// which mf_leadership_changes_total counts, not a failed store call: counted
+// in mf_store_errors_total, every failover raised the alert on database
+// errors. (Not parallel: the counter is the process's.)
+func TestADemotionIsNotAStoreError(t *testing.T) {
+	dest := startHangingDestination(t)
+	listen := enginetest.FreeAddr(t)
+	cfg := slowOutbound(t, "", listen, dest.URL)
+	e := startScripted(t, cfg, func(o *actors.Options) {
+		o.Reload = func() (*config.Config, error) { return cfg, nil }
+	})
+	e.tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Reason: "elected"})
+	enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(listen) })
+	if ack := enginetest.Dial(t, listen).Send(enginetest.ADT("M1", "P1")); ack.Code != hl7.AA {
+		t.Fatalf("ingest answered %s", ack.Code)
+	}
+	select {
+	case <-dest.inHand:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the message never reached the destination")
+	}
+	before := storeErrors("retry")
+	e.tell(leadership.Changed{Leader: false, Fence: storage.Fence{}, Reason: "renew-lost"})
+	// Root answers the reload after it has stopped the graph: the lane has
+	// written (or failed to write) the abandoned send's outcome by then.
+	e.tell(leadership.ConfigChanged{Version: 2})
+	select {
+	case <-e.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reload after the demotion was not confirmed")
+	}
+	enginetest.WaitFor(t, "the send in hand to be abandoned", 5*time.Second, dest.abandoned.Load)
+	if n := storeErrors("retry") - before; n != 0 {
+		t.Fatalf(`mf_store_errors_total{op="retry"} rose by %d on a demotion; want 0`, n)
 	}
 }

@@ -4,11 +4,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/hl7"
 	"github.com/messagefoundry/mf/leadership"
 	"github.com/messagefoundry/mf/storage"
@@ -53,5 +56,47 @@ func TestReElectionRecoversThisProcesssOwnStrandedDelivery(t *testing.T) {
 	case <-delivered:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the delivery this node had in hand when it lost its lease was not made again within 10 s of its re-election (its row lease is 60 s)")
+	}
+}
+
+// A gain whose promotion recovery the fence refused is a term already lost
+// to a newer one: its graph must not start at all. It used to start, open
+// its listener and take messages, until its first fenced write stopped it.
+func TestAFencedRecoveryStartsNoGraph(t *testing.T) {
+	var h *harness
+	h = start(t, func() (*config.Config, error) {
+		c, err := config.Parse([]byte(graphConfig(h.listen)), "test.toml")
+		if err == nil {
+			c.Outbound[0].Directory = filepath.Join(t.TempDir(), "out")
+		}
+		return c, err
+	})
+	// Term 1 of "n1" was never elected into this store: the fence refuses
+	// the recovery, as it would after another node's election.
+	h.tell(leadership.Changed{Leader: true, Fence: storage.Fence{Owner: "n1", Term: 1}, Reason: "elected"})
+	// Root answers the reload only once it has handled the gain, and a
+	// graph it started has logged its start by then (a reload, or a fence,
+	// stops it and waits for it first).
+	h.tell(leadership.ConfigChanged{Version: 2})
+	var got []any
+	for len(got) < 2 {
+		select {
+		case m := <-h.got:
+			got = append(got, m)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the leadership actor got %#v; want Fenced, then ConfigLoaded{2}", got)
+		}
+		if _, ok := got[len(got)-1].(leadership.ConfigLoaded); ok {
+			break
+		}
+	}
+	if strings.Contains(h.logs.String(), "graph started") {
+		t.Fatal("the graph of a term whose recovery was fenced started")
+	}
+	if len(got) != 2 || got[0] != (leadership.Fenced{}) {
+		t.Fatalf("the leadership actor got %#v; want Fenced, then ConfigLoaded{2}", got)
+	}
+	if h.eng.Status().Leader || open(h.listen) {
+		t.Fatalf("after a fenced recovery: status %+v, port open %v", h.eng.Status(), open(h.listen))
 	}
 }

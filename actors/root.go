@@ -197,7 +197,13 @@ func (r *root) changed(ctx actor.Context, c leadership.Changed) {
 		return
 	}
 	log.Info().Str("owner", c.Fence.Owner).Msg("leadership gained: recovering the previous leader's deliveries")
-	r.recover(c.Fence, log)
+	if !r.recover(c.Fence, log) {
+		// The term is lost already: its graph would open the listener and
+		// claim rows until its first fenced write. The elector, if it still
+		// thinks it leads, reports the loss.
+		ctx.Send(r.leadership, leadership.Fenced{})
+		return
+	}
 	r.startGraph(ctx, c.Fence, c.Ended)
 }
 
@@ -208,8 +214,9 @@ func (r *root) changed(ctx actor.Context, c leadership.Changed) {
 // it recovers): no owner is excluded (Owner ""), or a node elected again
 // after losing its lease would leave the deliveries it had in hand, and
 // their lanes, to wait lease_ttl_seconds. Should it fail, those rows still
-// come back when their leases expire (stranded-head reclaim, sweep).
-func (r *root) recover(f storage.Fence, log zerolog.Logger) {
+// come back when their leases expire (stranded-head reclaim, sweep). It
+// reports false only when the fence refused it: term f is over.
+func (r *root) recover(f storage.Fence, log zerolog.Logger) bool {
 	for attempt := 1; attempt <= 3; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		n, err := r.opts.Store.QueueRecoverForeign(ctx, storage.QueueRecoverForeignParams{Fence: f, Owner: ""})
@@ -218,17 +225,20 @@ func (r *root) recover(f storage.Fence, log zerolog.Logger) {
 			if n > 0 {
 				log.Warn().Int64("rows", n).Msg("re-pended deliveries the previous leader left in flight; they will be delivered again, each before anything newer of its lane")
 			}
-			return
+			return true
 		}
-		lanes.StoreError("queue_recover_foreign")
+		// Not the attempt's context, cancelled by now: only its deadline
+		// ends a recovery, and that is a store error.
+		lanes.StoreError(context.Background(), "queue_recover_foreign", err)
 		if errors.Is(err, storage.ErrFenced) {
-			log.Error().Err(err).Msg("promotion recovery was fenced: another node already holds a newer term")
-			return
+			log.Error().Err(err).Msg("promotion recovery was fenced: another node already holds a newer term; not starting the graph for this term")
+			return false
 		}
 		log.Error().Err(err).Int("attempt", attempt).Msg("promotion recovery failed")
 		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
 	}
 	log.Error().Msg("promotion recovery gave up; the previous leader's in-flight rows return when their leases expire")
+	return true
 }
 
 // startGraph starts graph(T) unless term T has already ended (ended is

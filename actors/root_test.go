@@ -192,6 +192,24 @@ to = ["slow"]
 	return cfg
 }
 
+// elect writes owner into the store's lease row, under the next term, as
+// the election of a cluster node would (the holder, if any, resigns first),
+// so that graph writes under the fence returned pass the store's check.
+func (h *harness) elect(owner string) storage.Fence {
+	h.t.Helper()
+	bg := context.Background()
+	if l, err := h.store.LeaseRead(bg); err == nil && l.Owner != "" {
+		if _, err := h.store.LeaseResign(bg, storage.LeaseResignParams{Owner: l.Owner, Term: l.Term}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	l, ok, err := h.store.LeaseAttemptElect(bg, storage.LeaseAttemptElectParams{Owner: owner, TTL: time.Hour})
+	if err != nil || !ok {
+		h.t.Fatalf("electing %s: elected %v, %v", owner, ok, err)
+	}
+	return storage.Fence{Owner: owner, Term: l.Term}
+}
+
 // tell makes the scripted leadership actor report m to root.
 func (h *harness) tell(m any) { h.lead.system.Root.Send(h.lead.pid, m) }
 
@@ -211,7 +229,10 @@ func TestGraphFollowsLeadership(t *testing.T) {
 		t.Fatal("the port is open before this node leads")
 	}
 	for term := int64(1); term <= 2; term++ {
-		f := storage.Fence{Owner: "n1", Term: term}
+		f := h.elect("n1")
+		if f.Term != term {
+			t.Fatalf("elected into term %d, want %d", f.Term, term)
+		}
 		h.tell(leadership.Changed{Leader: true, Fence: f, Reason: "elected"})
 		enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(h.listen) })
 		if s := h.eng.Status(); !s.Leader || s.Fence != f || !s.Clustered {
@@ -228,10 +249,11 @@ func TestGraphFollowsLeadership(t *testing.T) {
 // A fenced write stops the graph and tells the leadership actor.
 func TestFencedWriteStopsTheGraph(t *testing.T) {
 	h := start(t, nil)
-	// Term 1 of "n1" was never elected in this store: every graph write of
-	// that fence is refused by the store itself.
-	h.tell(leadership.Changed{Leader: true, Fence: storage.Fence{Owner: "n1", Term: 1}, Reason: "elected"})
+	h.tell(leadership.Changed{Leader: true, Fence: h.elect("n1"), Reason: "elected"})
 	enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(h.listen) })
+	// Another node is elected: every later graph write of n1's term is
+	// refused.
+	h.elect("n2")
 	ack := enginetest.Dial(t, h.listen).Send(enginetest.ADT("F1", "P1"))
 	if ack.Code != hl7.AE {
 		t.Fatalf("a fenced ingest answered %s; want AE", ack.Code)
@@ -310,5 +332,36 @@ func TestAReloadSaysWhichChangesNeedARestart(t *testing.T) {
 	}
 	if !strings.Contains(warn, "store") || !strings.Contains(warn, "api") || strings.Contains(warn, "cluster") {
 		t.Fatalf("no WARN naming [store] and [api] (and only those) as needing a restart; logs:\n%s", h.logs.String())
+	}
+}
+
+// mf_store_errors_total counts a store call that failed, as a database in
+// trouble fails it, not one refused by the fence: that is a leadership
+// change (mf_leadership_changes_total), and counted as an error it raised
+// the alert on database errors at every failover.
+func TestAFencedIngestIsNotAStoreError(t *testing.T) {
+	h := start(t, nil)
+	h.tell(leadership.Changed{Leader: true, Fence: h.elect("n1"), Reason: "elected"})
+	enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(h.listen) })
+	ingestErrors := func() uint64 { return storeErrors("message_ingest") }
+
+	before := ingestErrors()
+	h.store.FailIngest.Store(true)
+	if ack := enginetest.Dial(t, h.listen).Send(enginetest.ADT("E1", "P1")); ack.Code != hl7.AE {
+		t.Fatalf("a failed ingest answered %s; want AE", ack.Code)
+	}
+	h.store.FailIngest.Store(false)
+	// The sender's AE is written after the count.
+	if n := ingestErrors() - before; n != 1 {
+		t.Fatalf(`a failed ingest rose mf_store_errors_total{op="message_ingest"} by %d; want 1`, n)
+	}
+
+	h.elect("n2")
+	before = ingestErrors()
+	if ack := enginetest.Dial(t, h.listen).Send(enginetest.ADT("F1", "P1")); ack.Code != hl7.AE {
+		t.Fatalf("a fenced ingest answered %s; want AE", ack.Code)
+	}
+	if n := ingestErrors() - before; n != 0 {
+		t.Fatalf(`a fenced ingest rose mf_store_errors_total{op="message_ingest"} by %d; want 0`, n)
 	}
 }

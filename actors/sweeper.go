@@ -130,7 +130,7 @@ func (s *sweeper) failed(op string, err error) bool {
 	if err == nil {
 		return false
 	}
-	lanes.StoreError(op)
+	lanes.StoreError(s.spec.ctx, op, err)
 	if errors.Is(err, storage.ErrFenced) {
 		s.spec.onFenced(op, err)
 		return true

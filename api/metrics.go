@@ -83,7 +83,7 @@ var help = map[string]string{
 	"mf_lease_renew_duration_seconds": "Time of one leader lease renewal.",
 	"mf_leadership_changes_total":     "Leadership changes of this node by reason: elected, renew-lost, fenced, single-node.",
 	"mf_ingest_batch_size":            "Messages per ingest transaction (group commit).",
-	"mf_store_errors_total":           "Failed store calls by operation.",
+	"mf_store_errors_total":           "Failed store calls by operation (not those refused by the fence or cancelled by a leadership change or stop).",
 }
 
 // runtime holds the Go and process collectors. VictoriaMetrics has its own,
@@ -113,7 +113,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		lanes.StoreError("metrics_queue")
+		lanes.StoreError(r.Context(), "metrics_queue", err)
 		s.o.Log.Warn().Err(err).Msg("metrics: reading the queue failed; queue gauges keep their last values")
 	} else {
 		snapshot.Store(snap)

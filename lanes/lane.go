@@ -327,7 +327,7 @@ func (l *laneActor) step(ctx actor.Context) {
 		// is still recorded: they stay in flight behind it until their
 		// lease ends, and come back after it, in order.
 		if err := l.giveBackUnsent(nil); err != nil && l.env.Ctx.Err() == nil {
-			StoreError("give back")
+			StoreError(l.env.Ctx, "give back", err)
 			log.Warn().Err(err).Msg("could not give back the messages claimed behind a failed one; the lane tries again at its next step, and they are delivered after it")
 		}
 	}
@@ -495,7 +495,7 @@ func (l *laneActor) storeFailed(ctx actor.Context, op string, err error) {
 		l.unsent = append(l.unsent, a.Claim())
 	}
 	l.ahead = nil
-	StoreError(op)
+	StoreError(l.env.Ctx, op, err)
 	if errors.Is(err, storage.ErrFenced) || l.env.Ctx.Err() != nil {
 		l.looping = false
 		l.env.OnFenced(op, err)

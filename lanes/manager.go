@@ -485,7 +485,7 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 	}
 	if r.err != nil {
 		m.confirm = m.confirm || r.confirm
-		StoreError("queue_lanes")
+		StoreError(m.env.Ctx, "queue_lanes", r.err)
 		m.env.Log.Error().Err(r.err).Msg(fmt.Sprintf("listing lanes with work failed; retrying in %v (check the database)", RescanInterval))
 		return
 	}

@@ -1,6 +1,8 @@
 package lanes
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/storage"
 )
 
 // observeDelivery counts one delivery attempt's outcome and its duration.
@@ -18,8 +21,16 @@ func observeDelivery(dest, result string, took time.Duration) {
 	metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_delivery_duration_seconds{destination=%q}`, dest)).Update(took.Seconds())
 }
 
-// StoreError counts a failed store call by operation.
-func StoreError(op string) {
+// StoreError counts a store call by operation that failed with err under
+// ctx, unless the fence refused it or ctx was cancelled (the term ended, the
+// node or the request stops): those are the leadership changes and stops
+// that mf_leadership_changes_total tells, not a database in trouble, which
+// is what this counter, and an alert on it, are for. A call that ran out of
+// time (deadline) is counted.
+func StoreError(ctx context.Context, op string, err error) {
+	if errors.Is(err, storage.ErrFenced) || errors.Is(ctx.Err(), context.Canceled) {
+		return
+	}
 	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_store_errors_total{op=%q}`, op)).Inc()
 }
 

@@ -38,13 +38,22 @@
 //
 // A leader renews every heartbeat_seconds. Each change is sent to root as
 // Changed, in order: root runs promotion recovery and starts graph(T) on a
-// gain, and stops the graph, waiting for every listener to close its port,
-// on a loss. Root may be busy when a loss is sent (draining the graph for a
+// gain (none if the fence refused the recovery: the term is already lost,
+// and root tells the elector Fenced), and stops the graph, waiting for
+// every listener to close its port, on a loss. Root may be busy when a loss is sent (draining the graph for a
 // clean stop or a reload lasts up to the drain timeout, past TTL -
 // fence_timeout), so a gain also carries Changed.Ended, which the elector
 // closes the moment the term ends: it cancels graph(T)'s context at once,
 // whatever root is doing, and root starts no graph for a term that has
 // already ended.
+//
+// A panic in the elector makes root's supervisor restart it, and the new
+// elector starts as a follower knowing nothing of the term held. The failed
+// one, on its way out, ends that term as a fence would (reason "fenced":
+// trust closed, Ended closed, the loss sent to root) but does not resign:
+// root may still be stopping the graph, and the lease keeps any other node
+// out until it expires. The new elector finds its own live lease and, like
+// any follower, waits for it to expire.
 //
 // # The trust window, and why a fenced leader has stopped first
 //

@@ -65,7 +65,12 @@ type Elector struct {
 	gen          int           // the current tick; older ones are ignored
 	timer        scheduler.CancelFunc
 	stopWatch    context.CancelFunc
+	carry        *carried
 }
+
+// carried is what an elector hands over to the one that replaces it when it
+// is restarted after a panic.
+type carried struct{ configSeen, configLoaded int64 }
 
 // ElectorOptions configure NewElector.
 type ElectorOptions struct {
@@ -82,11 +87,14 @@ type ElectorOptions struct {
 
 // NewElector returns the props of a clustered node's leadership actor.
 func NewElector(o ElectorOptions) *actor.Props {
+	// A restarted elector takes the config versions over: starting again
+	// from o.ConfigVersion would reload a config already loaded.
+	carry := &carried{configSeen: o.ConfigVersion, configLoaded: o.ConfigVersion}
 	return actor.PropsFromProducer(func() actor.Actor {
 		host, _ := os.Hostname()
 		return &Elector{
 			store: o.Store, cfg: o.Cluster, nodeID: o.NodeID, host: host, pid: int64(os.Getpid()),
-			trust: o.Trust, configSeen: o.ConfigVersion, configLoaded: o.ConfigVersion,
+			trust: o.Trust, configSeen: carry.configSeen, configLoaded: carry.configLoaded, carry: carry,
 			log: o.Log.With().Str("component", "leadership").Logger(),
 		}
 	})
@@ -121,8 +129,29 @@ func (e *Elector) Receive(ctx actor.Context) {
 	case ConfigLoaded:
 		e.configLoaded = msg.Version
 		e.heartbeat() // report the version now, not a heartbeat later
+	case *actor.Restarting:
+		e.restarting(ctx)
 	case *actor.Stopping:
 		e.stop()
+	}
+}
+
+// restarting runs when a panic in Receive makes the supervisor replace this
+// elector with a new one, which starts as a follower knowing nothing of the
+// term held. The term ends here, as on a fence, so that root stops its graph
+// rather than lead on with nobody renewing. The lease is not resigned: the
+// graph may still be stopping, and the lease's expiry keeps any other node
+// out until then (doc.go).
+func (e *Elector) restarting(ctx actor.Context) {
+	if e.timer != nil {
+		e.timer()
+	}
+	if e.stopWatch != nil {
+		e.stopWatch()
+	}
+	e.carry.configSeen, e.carry.configLoaded = e.configSeen, e.configLoaded
+	if e.leader {
+		e.lose(ctx, "fenced", "the leadership actor panicked and restarts as a follower (a bug: report it with the protoactor \"Recovering\" line just before, which has its reason)")
 	}
 }
 

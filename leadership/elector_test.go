@@ -333,3 +333,59 @@ func TestALastingListenFailureIsLoggedWhenItStartsAndEnds(t *testing.T) {
 		t.Fatalf("the end of the failures does not say how many there were:\n%s", logs.String())
 	}
 }
+
+// panickyStore makes the next lease renewal panic, as a bug in the
+// elector's path would.
+type panickyStore struct {
+	storage.Store
+	panicRenew atomic.Bool
+}
+
+func (p *panickyStore) LeaseAttemptRenew(ctx context.Context, r storage.LeaseAttemptRenewParams) (storage.Lease, error) {
+	if p.panicRenew.CompareAndSwap(true, false) {
+		panic("injected: a bug in the renewal path")
+	}
+	return p.Store.LeaseAttemptRenew(ctx, r)
+}
+
+// A leader whose elector panics is restarted by its supervisor as a
+// follower, with none of its state: it must report the loss of the term it
+// held (and end it) on the way, or root kept its graph running, listener
+// open, and reported this node as leader while the new elector was a
+// follower. The new elector keeps the config version already reported:
+// starting from the one the node started with, it made root reload again.
+func TestAPanicInTheElectorEndsTheTermItHeld(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewSchema(t)
+	admin := openStore(t, url)
+	st := &panickyStore{Store: openStore(t, url)}
+	a := startNode(t, "a", st)
+	gained := a.wantChanged(t, 5*time.Second, true, "elected")
+	v, err := admin.ConfigVersionBump(context.Background(), storage.ConfigVersionBumpParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := a.next(t, 2*time.Second); e != (leadership.ConfigChanged{Version: v}) {
+		t.Fatalf("reported %#v; want ConfigChanged{%d}", e, v)
+	}
+	st.panicRenew.Store(true)
+	lost := a.wantChanged(t, 5*time.Second, false, "fenced")
+	if lost.Fence != gained.Fence {
+		t.Fatalf("lost fence %+v, want the term held %+v", lost.Fence, gained.Fence)
+	}
+	select {
+	case <-gained.Ended:
+	default:
+		t.Fatal("the term's Ended is still open after the loss")
+	}
+	if a.trust.Trusted() {
+		t.Fatal("the trust window is still open after the loss")
+	}
+	// The restarted elector is a follower: it is elected again once its own
+	// lease has expired, under the next term. Its first attempt, long
+	// before, read the config version: a ConfigChanged would come first.
+	again := a.wantChanged(t, 5*time.Second, true, "elected")
+	if again.Fence.Term != gained.Fence.Term+1 {
+		t.Fatalf("re-elected with term %d, want %d", again.Fence.Term, gained.Fence.Term+1)
+	}
+}

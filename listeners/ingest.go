@@ -242,7 +242,7 @@ func (in *Ingest) store(msgs []storage.NewMessage) ([]Result, lanes.Ingested, er
 	}
 	part(0, len(msgs))
 	if failed != nil {
-		lanes.StoreError("message_ingest")
+		lanes.StoreError(in.env.Ctx, "message_ingest", failed)
 		in.env.Log.Error().Err(failed).Int("messages", len(msgs)).
 			Msg("storing a batch of messages failed; each sender whose message was not stored gets AE and will resend")
 	}
