@@ -19,9 +19,14 @@ import (
 	"github.com/messagefoundry/mf/storage/postgres/pgtest"
 )
 
+// fast is the tests' cluster timing: short, so that the tests are, but with
+// 400 ms between a heartbeat and the fence. With 200 ms (0.1/0.3/0.6 s),
+// CI's full run on a slower 2-core machine, the race detector and other
+// packages' tests beside these, left renewals unscheduled for that long and
+// fenced leaders on a working database.
 var fast = config.Cluster{
-	Enabled: true, HeartbeatSeconds: 0.1, LeaderFenceTimeoutSeconds: 0.3, LeaderLeaseTTLSeconds: 0.6,
-	NodeTimeoutSeconds: 0.6, ReclaimIntervalSeconds: 1,
+	Enabled: true, HeartbeatSeconds: 0.2, LeaderFenceTimeoutSeconds: 0.6, LeaderLeaseTTLSeconds: 1.2,
+	NodeTimeoutSeconds: 1.2, ReclaimIntervalSeconds: 1,
 }
 
 // flakyStore makes lease renewals fail, as an unreachable database would.
@@ -168,11 +173,13 @@ func TestUnrenewableLeaderFencesItself(t *testing.T) {
 		t.Fatalf("lost term %d, want 1", lost.Fence.Term)
 	}
 	// The database comes back: the node, a follower now, is elected again
-	// once the lease has expired, under a new term.
+	// once the lease has expired, under a new term. Not always term 2: an
+	// election that committed after its attempt's deadline (a loaded
+	// database) is a term nobody acted in, and the next one follows it.
 	st.failRenew.Store(false)
 	again := a.wantChanged(t, 5*time.Second, true, "elected")
-	if again.Fence.Term != 2 {
-		t.Fatalf("re-elected with term %d, want 2", again.Fence.Term)
+	if again.Fence.Term <= lost.Fence.Term {
+		t.Fatalf("re-elected with term %d, want a term after %d", again.Fence.Term, lost.Fence.Term)
 	}
 }
 
@@ -258,8 +265,8 @@ func (s *slowStore) ConfigVersionRead(ctx context.Context, p storage.ConfigVersi
 // On a slow database a new leader still renews in time: its renewals are
 // timed from the start of the previous attempt, and the side calls give way
 // to them. (Timed from the end of the side calls, the first renewal here
-// would start 80 + 100 + 100 + 100 ms after the election began, past the
-// 300 ms trust window, and the leader would fence itself.)
+// would start 80 + 200 + 200 + 200 ms after the election began, past the
+// 600 ms trust window, and the leader would fence itself.)
 func TestSlowSideCallsDoNotDelayRenewals(t *testing.T) {
 	t.Parallel()
 	st := &slowStore{Store: openStore(t, pgtest.NewSchema(t)), elect: 80 * time.Millisecond, side: fast.Heartbeat()}
