@@ -53,7 +53,11 @@
 // trust closed, Ended closed, the loss sent to root) but does not resign:
 // root may still be stopping the graph, and the lease keeps any other node
 // out until it expires. The new elector finds its own live lease and, like
-// any follower, waits for it to expire.
+// any follower, waits for it to expire. After more than 10 panics in 10 s
+// the supervisor stops the elector instead: its Stopping then does the same
+// (ends the term, reports the loss, does not resign), and root, told by
+// actor.Terminated, stops the graph and the node, which can no longer take
+// part in elections; the lease expires as after a crash.
 //
 // # The trust window, and why a fenced leader has stopped first
 //
