@@ -113,8 +113,9 @@ func Start(o Options) (*Engine, error) {
 func (e *Engine) Status() Status { return *e.status.Load() }
 
 // Failed receives why the engine stopped working by itself: the leadership
-// actor was stopped by its supervisor after repeated panics. The graph has
-// stopped by then, and the lease is no longer renewed; the caller should Stop the engine and exit non-zero, so that its
+// actor or the graph was stopped by its supervisor after repeated panics.
+// The graph has stopped by then, and the lease is no longer held or
+// renewed; the caller should Stop the engine and exit non-zero, so that its
 // service manager starts the node afresh.
 func (e *Engine) Failed() <-chan error { return e.failed }
 
@@ -203,14 +204,16 @@ func (r *root) stopLeadership(ctx actor.Context) {
 // terminated learns that a child has stopped. The ends root asks for are
 // expected: a graph it stopped (it forgets it first), anything once it is
 // stopping. Any other end is the supervisor's, which stops a child that
-// panicked more than 10 times in 10 s. Without an elector the node cannot
-// do its work, so root stops it (Engine.Failed) rather than run on with
-// nobody renewing the lease, or as a follower that can never be elected.
+// panicked more than 10 times in 10 s. Without the graph, or without an elector, the node cannot do its
+// work, so root stops it (Engine.Failed) rather than run on as a leader
+// with no graph, or with nobody renewing the lease, or as a follower that
+// can never be elected.
 func (r *root) terminated(ctx actor.Context, who *actor.PID) {
 	if r.stopping {
 		return
 	}
-	if r.leadership != nil && who.Equal(r.leadership) {
+	switch {
+	case r.leadership != nil && who.Equal(r.leadership):
 		r.opts.Log.Error().Msg("the leadership actor panicked too often and was stopped (a bug: report it with the protoactor \"Recovering\" lines before): this node can no longer take part in elections; stopping it, so that its service manager starts it again")
 		r.leadership = nil
 		r.stopping = true
@@ -218,6 +221,16 @@ func (r *root) terminated(ctx actor.Context, who *actor.PID) {
 		// the lease expires, after the graph has stopped (leadership/doc.go).
 		r.stopGraph(ctx, false)
 		r.fail(errors.New("the leadership actor was stopped after repeated panics"))
+	case r.spec != nil && who.Equal(r.graph) && closed(r.spec.done):
+		// Not the end of a graph root stopped for a reload under the same
+		// term (the same name): that one's done is not the current spec's.
+		r.opts.Log.Error().Int64("term", r.spec.fence.Term).Msg("the graph panicked too often and was stopped (a bug: report it with the protoactor \"Recovering\" lines before): no listener or lane runs on this node any more; giving up the lease and stopping the node, so that a standby takes over and its service manager starts it again")
+		r.stopping = true
+		r.stopGraph(ctx, false)
+		// The graph and all its children have stopped (done is closed):
+		// resigning now is the clean stop's order, graph first.
+		r.stopLeadership(ctx)
+		r.fail(errors.New("the graph was stopped after repeated panics"))
 	}
 }
 
@@ -399,7 +412,9 @@ func (r *root) stopGraph(ctx actor.Context, drain bool) {
 	if !drain {
 		r.cancel()
 	}
-	ctx.Stop(r.graph)
+	if !closed(r.spec.done) { // one its supervisor stopped has gone already
+		ctx.Stop(r.graph)
+	}
 	select {
 	case <-r.spec.done:
 	case <-time.After(r.opts.DrainTimeout):
