@@ -29,6 +29,10 @@ type graphSpec struct {
 	done     chan struct{} // closed when the graph and all its children have stopped
 }
 
+// graphStarted, if set, runs at the end of every graph's Started: a test
+// panics there, as a bug in starting the graph would.
+var graphStarted func()
+
 // graph is the supervisor of everything that runs only on the leader. Its
 // children are restarted with exponential backoff when they crash; when the
 // graph stops, all of them stop first (listeners close their ports).
@@ -74,4 +78,7 @@ func (g *graph) spawn(ctx actor.Context) {
 	}
 	ctx.SpawnNamed(newSweeper(s, log), "sweeper")
 	log.Info().Int("inbounds", len(s.cfg.Inbound)).Int("outbounds", len(s.cfg.Outbound)).Msg("graph started: this node is processing messages")
+	if graphStarted != nil {
+		graphStarted()
+	}
 }

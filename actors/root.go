@@ -60,6 +60,7 @@ type Engine struct {
 	system *actor.ActorSystem
 	root   *actor.PID
 	status *atomic.Pointer[Status]
+	failed chan error
 }
 
 type shutdown struct{}
@@ -98,17 +99,25 @@ func Start(o Options) (*Engine, error) {
 	status := &atomic.Pointer[Status]{}
 	status.Store(&Status{NodeID: o.NodeID, Clustered: clustered, ConfigVersion: o.ConfigVersion})
 	system := actor.NewActorSystem(WithZerolog(o.Log))
-	r := &root{opts: o, router: router, status: status, started: o.Config}
+	failed := make(chan error, 1)
+	r := &root{opts: o, router: router, status: status, started: o.Config, failed: failed}
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return r }), "root")
 	if err != nil {
 		return nil, err
 	}
 	registerLeaderMetrics(status)
-	return &Engine{system: system, root: pid, status: status}, nil
+	return &Engine{system: system, root: pid, status: status, failed: failed}, nil
 }
 
 // Status returns this node's current role.
 func (e *Engine) Status() Status { return *e.status.Load() }
+
+// Failed receives why the engine stopped working by itself: the leadership
+// actor or the graph was stopped by its supervisor after repeated panics.
+// The graph has stopped by then, and the lease is no longer held or
+// renewed; the caller should Stop the engine and exit non-zero, so that its
+// service manager starts the node afresh.
+func (e *Engine) Failed() <-chan error { return e.failed }
 
 // Stop shuts the engine down cleanly: the graph stops (listeners close,
 // lanes finish the delivery in hand, up to the drain timeout), then the
@@ -144,6 +153,8 @@ type root struct {
 	spec       *graphSpec
 	cancel     context.CancelFunc
 	stopping   bool
+	// failed receives (once) why the engine stopped by itself: Engine.Failed.
+	failed chan error
 }
 
 // Receive implements actor.Actor.
@@ -167,17 +178,76 @@ func (r *root) Receive(ctx actor.Context) {
 		// The elector, if it still thinks it leads, reports the loss as
 		// Changed{Reason: "fenced"}, which is where it is counted: counting
 		// here too made one loss two.
-		ctx.Send(r.leadership, leadership.Fenced{})
+		r.tellLeadership(ctx, leadership.Fenced{})
+	case *actor.Terminated:
+		r.terminated(ctx, msg.Who)
 	case shutdown:
 		r.stopping = true
 		r.stopGraph(ctx, true)
-		if r.leadership != nil {
-			// Its Stopping resigns the lease and marks the node left.
-			if err := ctx.StopFuture(r.leadership).Wait(); err != nil {
-				r.opts.Log.Warn().Err(err).Msg("the leadership actor did not stop in time")
-			}
-		}
+		r.stopLeadership(ctx)
 		ctx.Respond(shutdownDone{})
+	}
+}
+
+// stopLeadership stops the leadership actor, if it still runs: its Stopping
+// resigns the lease and marks the node left.
+func (r *root) stopLeadership(ctx actor.Context) {
+	if r.leadership == nil {
+		return
+	}
+	if err := ctx.StopFuture(r.leadership).Wait(); err != nil {
+		r.opts.Log.Warn().Err(err).Msg("the leadership actor did not stop in time")
+	}
+	r.leadership = nil
+}
+
+// terminated learns that a child has stopped. The ends root asks for are
+// expected: a graph it stopped (it forgets it first), anything once it is
+// stopping. Any other end is the supervisor's, which stops a child that
+// panicked more than 10 times in 10 s. Without the graph, or without an elector, the node cannot do its
+// work, so root stops it (Engine.Failed) rather than run on as a leader
+// with no graph, or with nobody renewing the lease, or as a follower that
+// can never be elected.
+func (r *root) terminated(ctx actor.Context, who *actor.PID) {
+	if r.stopping {
+		return
+	}
+	switch {
+	case r.leadership != nil && who.Equal(r.leadership):
+		r.opts.Log.Error().Msg("the leadership actor panicked too often and was stopped (a bug: report it with the protoactor \"Recovering\" lines before): this node can no longer take part in elections; stopping it, so that its service manager starts it again")
+		r.leadership = nil
+		r.stopping = true
+		// The elector ended its term on the way out and did not resign:
+		// the lease expires, after the graph has stopped (leadership/doc.go).
+		r.stopGraph(ctx, false)
+		r.fail(errors.New("the leadership actor was stopped after repeated panics"))
+	case r.spec != nil && who.Equal(r.graph) && closed(r.spec.done):
+		// Not the end of a graph root stopped for a reload under the same
+		// term (the same name): that one's done is not the current spec's.
+		r.opts.Log.Error().Int64("term", r.spec.fence.Term).Msg("the graph panicked too often and was stopped (a bug: report it with the protoactor \"Recovering\" lines before): no listener or lane runs on this node any more; giving up the lease and stopping the node, so that a standby takes over and its service manager starts it again")
+		r.stopping = true
+		r.stopGraph(ctx, false)
+		// The graph and all its children have stopped (done is closed):
+		// resigning now is the clean stop's order, graph first.
+		r.stopLeadership(ctx)
+		r.fail(errors.New("the graph was stopped after repeated panics"))
+	}
+}
+
+// fail reports, once, that the engine stopped by itself.
+func (r *root) fail(err error) {
+	select {
+	case r.failed <- err:
+	default:
+	}
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -201,7 +271,7 @@ func (r *root) changed(ctx actor.Context, c leadership.Changed) {
 		// The term is lost already: its graph would open the listener and
 		// claim rows until its first fenced write. The elector, if it still
 		// thinks it leads, reports the loss.
-		ctx.Send(r.leadership, leadership.Fenced{})
+		r.tellLeadership(ctx, leadership.Fenced{})
 		return
 	}
 	r.startGraph(ctx, c.Fence, c.Ended)
@@ -320,7 +390,14 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	if changed := config.RestartOnly(r.started, cfg); len(changed) > 0 {
 		log.Warn().Strs("sections", changed).Msg("the reloaded file changes sections this node reads only at start; they are not in force: restart the node to apply them")
 	}
-	ctx.Send(r.leadership, leadership.ConfigLoaded{Version: version})
+	r.tellLeadership(ctx, leadership.ConfigLoaded{Version: version})
+}
+
+// tellLeadership sends m to the leadership actor, unless it has stopped.
+func (r *root) tellLeadership(ctx actor.Context, m any) {
+	if r.leadership != nil {
+		ctx.Send(r.leadership, m)
+	}
 }
 
 // stopGraph stops the graph and waits until it and all its children have
@@ -335,7 +412,9 @@ func (r *root) stopGraph(ctx actor.Context, drain bool) {
 	if !drain {
 		r.cancel()
 	}
-	ctx.Stop(r.graph)
+	if !closed(r.spec.done) { // one its supervisor stopped has gone already
+		ctx.Stop(r.graph)
+	}
 	select {
 	case <-r.spec.done:
 	case <-time.After(r.opts.DrainTimeout):

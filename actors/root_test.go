@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -363,5 +364,89 @@ func TestAFencedIngestIsNotAStoreError(t *testing.T) {
 	}
 	if n := ingestErrors() - before; n != 0 {
 		t.Fatalf(`a fenced ingest rose mf_store_errors_total{op="message_ingest"} by %d; want 0`, n)
+	}
+}
+
+// boom makes a panicky leadership actor panic.
+type boom struct{}
+
+// panicky is a leadership actor that reports this node elected (once, when
+// first started) and panics on every boom.
+type panicky struct {
+	started *atomic.Bool
+	hello   chan<- scriptedRef
+}
+
+func (p *panicky) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		if p.started.CompareAndSwap(false, true) {
+			p.hello <- scriptedRef{ctx.ActorSystem(), ctx.Self()}
+			ctx.Send(ctx.Parent(), leadership.Changed{Leader: true, Reason: "single-node"})
+		}
+	case boom:
+		panic("injected: a bug in the leadership actor")
+	}
+}
+
+// A leadership actor that panics more than 10 times in 10 s is stopped by
+// root's supervisor. Root learned nothing of it: the node went on with its
+// graph and no elector, reported as leader, or never led again. It now stops
+// the graph and the node (Engine.Failed), so that its service manager starts
+// it again.
+func TestALeadershipActorThatPanicsTooOftenStopsTheEngine(t *testing.T) {
+	listen := enginetest.FreeAddr(t)
+	cfg, err := config.Parse([]byte(graphConfig(listen)), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Outbound[0].Directory = filepath.Join(t.TempDir(), "out")
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	logs := &enginetest.LogBuffer{}
+	hello, started := make(chan scriptedRef, 1), &atomic.Bool{}
+	eng, err := actors.Start(actors.Options{
+		Config: cfg, Store: st, Log: zerolog.New(logs), NodeID: "n1",
+		Leadership: actor.PropsFromProducer(func() actor.Actor { return &panicky{started: started, hello: hello} }),
+		Trust:      leadership.AlwaysTrusted(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := eng.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	}()
+	lead := <-hello
+	enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(listen) })
+	// The 11th failure within 10 s stops it.
+	for range 11 {
+		lead.system.Root.Send(lead.pid, boom{})
+	}
+	select {
+	case err := <-eng.Failed():
+		if !strings.Contains(err.Error(), "leadership actor") {
+			t.Fatalf("the engine failed with %v; want an error naming the leadership actor", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the engine did not report that its leadership actor was stopped within 10s (status %+v)", eng.Status())
+	}
+	if s := eng.Status(); s.Leader {
+		t.Fatalf("status after the leadership actor was stopped: %+v; want not leader", s)
+	}
+	if open(listen) {
+		t.Fatal("the port is still open after the leadership actor was stopped")
 	}
 }

@@ -103,14 +103,24 @@ func runCommand() *cli.Command {
 				log.Warn().Str("config", cfg.Path).Msg(w)
 			}
 
-			<-ctx.Done()
+			var failed error
+			select {
+			case <-ctx.Done():
+			case failed = <-eng.Failed():
+			}
 			// Catch no more signals: a second SIGINT or SIGTERM then has
 			// Go's default effect and ends the process at once, for an
 			// operator who will not wait out the drain. Until stop(),
 			// NotifyContext swallowed it.
 			stop()
-			log.Info().Str("cause", context.Cause(ctx).Error()).Dur("drain_timeout", c.Duration("drain-timeout")).
-				Msg("stopping: closing listeners and finishing the deliveries in hand; a second SIGINT or SIGTERM stops at once")
+			if failed != nil {
+				// Root has stopped the graph and logged why at ERROR; the
+				// exit status tells the service manager to start mf again.
+				log.Error().Err(failed).Msg("stopping: the engine can no longer run; exiting non-zero so that the service manager restarts mf")
+			} else {
+				log.Info().Str("cause", context.Cause(ctx).Error()).Dur("drain_timeout", c.Duration("drain-timeout")).
+					Msg("stopping: closing listeners and finishing the deliveries in hand; a second SIGINT or SIGTERM stops at once")
+			}
 			sctx, cancel := context.WithTimeout(context.Background(), c.Duration("drain-timeout")+30*time.Second)
 			defer cancel()
 			if err := eng.Stop(sctx); err != nil {
@@ -118,6 +128,9 @@ func runCommand() *cli.Command {
 			}
 			if err := srv.Shutdown(sctx); err != nil {
 				log.Warn().Err(err).Msg("the API did not shut down cleanly")
+			}
+			if failed != nil {
+				return fmt.Errorf("engine: %w (a bug: see the ERROR lines logged before)", failed)
 			}
 			log.Info().Msg("mf stopped")
 			return nil

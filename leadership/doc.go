@@ -53,7 +53,14 @@
 // trust closed, Ended closed, the loss sent to root) but does not resign:
 // root may still be stopping the graph, and the lease keeps any other node
 // out until it expires. The new elector finds its own live lease and, like
-// any follower, waits for it to expire.
+// any follower, waits for it to expire. After more than 10 panics in 10 s
+// the supervisor stops the elector instead: its Stopping then does the same
+// (ends the term, reports the loss, does not resign), and root, told by
+// actor.Terminated, stops the graph and the node, which can no longer take
+// part in elections; the lease expires as after a crash. A graph stopped
+// that way is the end of the term's work: root stops the node, resigning
+// only once the graph and all its children have stopped, as a clean stop
+// does, so no other node starts while any of this node's graph acts.
 //
 // # The trust window, and why a fenced leader has stopped first
 //

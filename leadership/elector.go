@@ -66,6 +66,9 @@ type Elector struct {
 	timer        scheduler.CancelFunc
 	stopWatch    context.CancelFunc
 	carry        *carried
+	// failed is set when a message panicked: a Stopping that follows is
+	// the supervisor giving up on this elector, not root's clean stop.
+	failed bool
 }
 
 // carried is what an elector hands over to the one that replaces it when it
@@ -102,6 +105,12 @@ func NewElector(o ElectorOptions) *actor.Props {
 
 // Receive implements actor.Actor.
 func (e *Elector) Receive(ctx actor.Context) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.failed = true
+			panic(r) // the supervisor's, as before: restart, or stop after too many
+		}
+	}()
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		e.watchResignations(ctx)
@@ -132,6 +141,10 @@ func (e *Elector) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		e.restarting(ctx)
 	case *actor.Stopping:
+		if e.failed {
+			e.abandon(ctx)
+			return
+		}
 		e.stop()
 	}
 }
@@ -152,6 +165,23 @@ func (e *Elector) restarting(ctx actor.Context) {
 	e.carry.configSeen, e.carry.configLoaded = e.configSeen, e.configLoaded
 	if e.leader {
 		e.lose(ctx, "fenced", "the leadership actor panicked and restarts as a follower (a bug: report it with the protoactor \"Recovering\" line just before, which has its reason)")
+	}
+}
+
+// abandon runs when root's supervisor stops this elector after a panic
+// (more than 10 in 10 s): it ends the term held, as restarting does, and
+// does not resign, for the same reason: root learns of it only now
+// (actor.Terminated) and may still be stopping the graph. Root then stops
+// the engine: this node can take no part in elections any more.
+func (e *Elector) abandon(ctx actor.Context) {
+	if e.timer != nil {
+		e.timer()
+	}
+	if e.stopWatch != nil {
+		e.stopWatch()
+	}
+	if e.leader {
+		e.lose(ctx, "fenced", "the leadership actor panicked too often and was stopped (a bug: report it with the protoactor \"Recovering\" lines before, which have its reason)")
 	}
 }
 

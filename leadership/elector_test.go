@@ -346,6 +346,12 @@ func TestALastingListenFailureIsLoggedWhenItStartsAndEnds(t *testing.T) {
 type panickyStore struct {
 	storage.Store
 	panicRenew atomic.Bool
+	resigned   atomic.Bool
+}
+
+func (p *panickyStore) LeaseResign(ctx context.Context, r storage.LeaseResignParams) (bool, error) {
+	p.resigned.Store(true)
+	return p.Store.LeaseResign(ctx, r)
 }
 
 func (p *panickyStore) LeaseAttemptRenew(ctx context.Context, r storage.LeaseAttemptRenewParams) (storage.Lease, error) {
@@ -394,5 +400,45 @@ func TestAPanicInTheElectorEndsTheTermItHeld(t *testing.T) {
 	again := a.wantChanged(t, 5*time.Second, true, "elected")
 	if again.Fence.Term != gained.Fence.Term+1 {
 		t.Fatalf("re-elected with term %d, want %d", again.Fence.Term, gained.Fence.Term+1)
+	}
+}
+
+// startStrictNode starts an elector under a probe whose supervisor stops the elector at its first
+// panic, as root's does at the 11th within 10 s.
+func startStrictNode(t *testing.T, id string, st storage.Store) *node {
+	t.Helper()
+	n := &node{id: id, trust: leadership.NewTrust(), events: make(chan any, 64), system: actor.NewActorSystem()}
+	props := leadership.NewElector(leadership.ElectorOptions{
+		Store: st, Cluster: fast, NodeID: id, Trust: n.trust, Log: zerolog.New(zerolog.NewTestWriter(t)),
+	})
+	n.pid = n.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probe{props: props, events: n.events} },
+		actor.WithSupervisor(actor.NewOneForOneStrategy(0, time.Second, actor.DefaultDecider))))
+	t.Cleanup(n.stop)
+	return n
+}
+
+// An elector that leads when its supervisor stops it after a panic (root's
+// does after more than 10 in 10 s) ends its term and reports the loss, and
+// does not resign: its Stopping resigned as on a clean stop, which lets
+// another node be elected while root, which had not asked for the stop,
+// still ran the graph.
+func TestAnElectorStoppedAfterAPanicDoesNotResign(t *testing.T) {
+	t.Parallel()
+	st := &panickyStore{Store: openStore(t, pgtest.NewSchema(t))}
+	a := startStrictNode(t, "a", st)
+	gained := a.wantChanged(t, 5*time.Second, true, "elected")
+	st.panicRenew.Store(true)
+	lost := a.wantChanged(t, 5*time.Second, false, "fenced")
+	if lost.Fence != gained.Fence {
+		t.Fatalf("lost fence %+v, want the term held %+v", lost.Fence, gained.Fence)
+	}
+	select {
+	case <-gained.Ended:
+	default:
+		t.Fatal("the term's Ended is still open after the loss")
+	}
+	// Stopping has run by the time the loss it sends is read.
+	if st.resigned.Load() {
+		t.Fatal("the elector resigned the lease when its supervisor stopped it; want the lease left to expire")
 	}
 }
