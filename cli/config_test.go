@@ -2,13 +2,18 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/messagefoundry/mf/api"
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/storage/sqlite"
 )
 
 // runMF runs the mf command with args and returns what it printed and its
@@ -104,5 +109,23 @@ func TestRunRefusesADrainTimeoutThatIsNotPositive(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--drain-timeout") {
 			t.Errorf("mf run --drain-timeout %s: %v; want an error naming --drain-timeout", d, err)
 		}
+	}
+}
+
+// The store's pool_size reaches the SQLite store: it was not passed, and
+// every SQLite store had 5 connections whatever the file said.
+func TestTheSQLiteStoreHasTheConfiguredPool(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := config.Parse([]byte("[store]\npath = \""+filepath.Join(dir, "mf.db")+"\"\npool_size = 3\n"), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := openStore(context.Background(), cfg, false, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if n := st.(*sqlite.Store).DB().Stats().MaxOpenConnections; n != 3 {
+		t.Fatalf("the SQLite store has %d connections at most; want pool_size = 3", n)
 	}
 }

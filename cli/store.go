@@ -24,7 +24,7 @@ func openStore(ctx context.Context, cfg *config.Config, engine bool, log zerolog
 	s, cluster := cfg.Store, cfg.Cluster
 	switch s.Backend {
 	case config.BackendSQLite:
-		return sqlite.Open(ctx, sqlite.Options{Path: s.Path, Exclusive: engine, Log: log})
+		return sqlite.Open(ctx, sqlite.Options{Path: s.Path, PoolSize: s.PoolSize, Exclusive: engine, Log: log})
 	case config.BackendPostgres:
 		o := postgres.Options{URL: s.URL, Password: s.Password, PoolSize: int32(s.PoolSize), Log: log}
 		if cluster.Enabled {

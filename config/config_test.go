@@ -90,6 +90,7 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"node timeout", "[cluster]\nnode_timeout_seconds = 5\n", "cluster.node_timeout_seconds"},
 		{"node id too long", "[cluster]\nnode_id = \"" + strings.Repeat("n", 201) + "\"\n", "cluster.node_id"},
 		{"cluster on sqlite", "[cluster]\nenabled = true\n", "cluster.enabled"},
+		{"sqlite pool of one", "[store]\npool_size = 1\n", "store.pool_size: SQLite needs at least 2 connections, got 1"},
 		{"cluster pool", "[store]\nbackend = \"postgres\"\nurl = \"postgres://db/mf\"\npool_size = 1\n[cluster]\nenabled = true\n", "store.pool_size"},
 		{"server db without url", "[store]\nbackend = \"postgres\"\n", "store.url"},
 		{"unknown backend", "[store]\nbackend = \"mysql\"\n", "store.backend"},

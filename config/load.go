@@ -289,6 +289,11 @@ func (c *Config) Validate() error {
 	}
 	if s.PoolSize < 1 {
 		bad("store.pool_size", "must be at least 1, got %d", s.PoolSize)
+	} else if s.Backend == BackendSQLite && s.PoolSize < 2 {
+		// One connection deadlocks the SQLite store: a write transaction
+		// holds it while a read (a background checkpoint, a statement
+		// outside the transaction) waits for another.
+		bad("store.pool_size", "SQLite needs at least 2 connections, got %d", s.PoolSize)
 	}
 	if s.LeaseTTLSeconds <= 0 {
 		bad("store.lease_ttl_seconds", "must be positive, got %v", s.LeaseTTLSeconds)

@@ -291,6 +291,15 @@ func (l *laneActor) step(ctx actor.Context) {
 	cancel()
 	elapsed := time.Since(start)
 
+	if sendErr != nil && l.env.Ctx.Err() != nil {
+		// The term ended during the send (demotion or fence), which cancels
+		// it: abandoned, not a failure of the destination, so it is not
+		// counted in mf_deliveries_total (nor is its attempt recorded: every
+		// write of this term now fails). The row stays in flight, and the
+		// next leader delivers it again.
+		l.abandoned(log, sendErr)
+		return
+	}
 	if sendErr == nil {
 		observeDelivery(l.dest.Name, "delivered", elapsed)
 		l.advance(ctx, log, claim, elapsed)
@@ -503,6 +512,19 @@ func (l *laneActor) storeFailed(ctx actor.Context, op string, err error) {
 	}
 	l.log.Error().Err(err).Str("op", op).Msg("store call failed; the lane retries in 1s (check the database)")
 	l.wakeAfter(ctx, time.Second)
+}
+
+// abandoned ends the lane's loop on a send the end of the term cancelled:
+// the graph is being stopped. Rows claimed ahead stay in flight too.
+func (l *laneActor) abandoned(log zerolog.Logger, sendErr error) {
+	for _, a := range l.ahead {
+		l.unsent = append(l.unsent, a.Claim())
+	}
+	l.ahead = nil
+	l.looping = false
+	log.Info().Err(forLog(sendErr, l.env.logPayloads())).
+		Msg("send abandoned: this node stopped leading; the next leader sends the message again")
+	l.env.OnFenced("send", context.Cause(l.env.Ctx))
 }
 
 // Backoff is the delay before attempt n+1 after n failed attempts:

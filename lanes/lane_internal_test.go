@@ -3,6 +3,7 @@ package lanes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
@@ -838,4 +840,65 @@ func TestALaneThatPanickedIsStartedAfreshAndStopsWhenDrained(t *testing.T) {
 		_, running := f.inspect(t).wakes[fixtureLane]
 		return requests.Load() == 2 && f.row(t, 1).Status == storage.QueueDone && !running
 	})
+}
+
+// hangingSender holds every Send until its context ends, as a destination
+// that does not answer, and fails it then, as the senders do.
+type hangingSender struct{ inHand chan struct{} }
+
+func (h *hangingSender) Send(ctx context.Context, _ Outgoing) error {
+	h.inHand <- struct{}{}
+	<-ctx.Done()
+	return retryableError(ctx.Err(), "http emr: no answer")
+}
+
+func (*hangingSender) Close() error { return nil }
+
+// deliveries reads mf_deliveries_total of destination emr by result.
+func deliveries(result string) uint64 {
+	return metrics.GetOrCreateCounter(fmt.Sprintf(`mf_deliveries_total{destination="emr",result=%q}`, result)).Get()
+}
+
+// A send that the end of the term cancels (a demotion, a fence) is
+// abandoned, not failed by the destination: mf_deliveries_total counts
+// nothing for it. Counted as a retry, every failover during a send raised
+// the destination's failure rate. (Not parallel: the counter is the
+// process's.)
+func TestASendAbandonedByADemotionIsNotADeliveryFailure(t *testing.T) {
+	f := newLaneFixture(t, "http://127.0.0.1:1/unused", "", 1, hidden)
+	defer f.system.Root.Stop(f.manager)
+	term, endTerm := context.WithCancel(f.ctx)
+	defer endTerm()
+	ended := make(chan string, 1)
+	env := *f.env
+	env.Ctx = term
+	env.OnFenced = func(op string, _ error) { ended <- op }
+	sender := &hangingSender{inHand: make(chan struct{}, 1)}
+	ref := &laneRef{}
+	rec := &idleRecorder{idles: make(chan idle, 4), lane: actor.PropsFromProducer(func() actor.Actor {
+		return &laneActor{lane: fixtureLane, dest: env.Config.Outbound[0], sender: sender, env: &env, queued: &ref.queued, newest: &ref.newest, claimable: &ref.claimable}
+	})}
+	parent := f.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return rec }))
+	defer f.system.Root.Stop(parent)
+	select {
+	case <-sender.inHand:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the lane never sent its row")
+	}
+	results := []string{"delivered", "retry", "dead", "blocked"}
+	before := make([]uint64, len(results))
+	for i, r := range results {
+		before[i] = deliveries(r)
+	}
+	endTerm()
+	select {
+	case <-ended: // the lane is done with the send by then
+	case <-time.After(20 * time.Second):
+		t.Fatal("the lane never reported the term's end")
+	}
+	for i, r := range results {
+		if n := deliveries(r) - before[i]; n != 0 {
+			t.Errorf(`mf_deliveries_total{result=%q} rose by %d on a send the demotion abandoned; want 0`, r, n)
+		}
+	}
 }

@@ -1,7 +1,9 @@
 package listeners
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -241,7 +243,14 @@ func (in *Ingest) store(msgs []storage.NewMessage) ([]Result, lanes.Ingested, er
 		}
 	}
 	part(0, len(msgs))
-	if failed != nil {
+	switch {
+	case failed == nil:
+	case errors.Is(failed, storage.ErrFenced), errors.Is(failed, ErrShuttingDown):
+		// The normal end of a term, not a database in trouble.
+		in.env.Log.Warn().Err(failed).Int("messages", len(msgs)).
+			Msg("a batch of messages was not stored: this node stopped leading (or is stopping); each MLLP sender whose message was not stored gets AE " +
+				"(\"this node is no longer the primary\") and sends it again, to the next leader; an inbound file stays and is read again")
+	default:
 		lanes.StoreError(in.env.Ctx, "message_ingest", failed)
 		in.env.Log.Error().Err(failed).Int("messages", len(msgs)).
 			Msg("storing a batch of messages failed; each sender whose message was not stored gets AE and will resend")
@@ -277,6 +286,12 @@ func (in *Ingest) ingest(msgs []storage.NewMessage) ([]storage.IngestedMessage, 
 	start := time.Now()
 	res, err := in.env.Store.MessageIngest(in.env.Ctx, storage.MessageIngestParams{Fence: in.env.Fence, Messages: msgs})
 	observeBatch(len(msgs))
+	if err != nil && !errors.Is(err, storage.ErrFenced) && !errors.Is(err, storage.ErrRefused) && errors.Is(in.env.Ctx.Err(), context.Canceled) {
+		// Cut off by the end of the term (or a stop that did not drain in
+		// time), whatever the driver calls it: the senders hear that this
+		// node no longer leads, not that the store is unavailable.
+		err = fmt.Errorf("%w (%w)", ErrShuttingDown, err)
+	}
 	if err == nil {
 		in.env.Log.Debug().Int("messages", len(msgs)).Time("call_started", start).Msg("messages stored")
 	}

@@ -3,6 +3,7 @@ package listeners
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -193,5 +194,45 @@ func TestARefusedMessageWhoseBytesCannotBeKeptIsAnsweredAE(t *testing.T) {
 	results, _, err := in.store([]storage.NewMessage{laneMsg("M0", "lab/P1")})
 	if !errors.Is(err, storage.ErrFenced) || !errors.Is(results[0].Err, storage.ErrFenced) || errors.Is(results[0].Err, storage.ErrRefused) {
 		t.Fatalf("store: %v, result %+v; want ErrFenced for both", err, results[0])
+	}
+}
+
+// A batch that the fence refused, or that the end of the term cut off, is
+// the normal end of a term: logged at WARN, saying so and what the senders
+// get (AE, "no longer the primary", which the end of the term now says too,
+// not "the message store is unavailable"), not at ERROR as a store failure
+// an operator must act on. A real store failure stays ERROR.
+func TestABatchCutOffByTheEndOfTheTermIsNoError(t *testing.T) {
+	ended, end := context.WithCancel(context.Background())
+	end()
+	for _, c := range []struct {
+		name                 string
+		ctx                  context.Context
+		fail                 error
+		level, says, answers string
+	}{
+		{"fenced", context.Background(), storage.ErrFenced, "warn", "this node stopped leading", "this node is no longer the primary"},
+		{"cancelled", ended, nil, "warn", "this node stopped leading", "this node is no longer the primary"},
+		{"failed", context.Background(), errors.New("connection reset"), "error", "storing a batch of messages failed", "the message store is unavailable"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := &scriptedStore{Store: openSQLite(t), fail: map[int]error{1: c.fail}}
+			var logs bytes.Buffer
+			in := &Ingest{env: &Env{Ctx: c.ctx, Store: st, Log: zerolog.New(&logs)}}
+			results, _, err := in.store([]storage.NewMessage{laneMsg("M0", "lab/P1")})
+			if err == nil || results[0].Err == nil {
+				t.Fatalf("store: %v, result %+v; want the batch failed", err, results[0])
+			}
+			if got := storeReason(results[0].Err); got != c.answers {
+				t.Errorf("the sender's AE says %q; want %q", got, c.answers)
+			}
+			var line struct{ Level, Message string }
+			if err := json.Unmarshal(logs.Bytes(), &line); err != nil {
+				t.Fatalf("log %q: %v; want one line", logs.String(), err)
+			}
+			if line.Level != c.level || !strings.Contains(line.Message, c.says) {
+				t.Fatalf("logged at %s: %q; want %s, saying %q", line.Level, line.Message, c.level, c.says)
+			}
+		})
 	}
 }

@@ -64,6 +64,8 @@ type Options struct {
 	Path string
 	// PoolSize is the maximum number of open connections (default 5). Reads
 	// run in parallel on them; writes take turns on SQLite's single writer.
+	// One deadlocks: a write holds it while a read waits for another (config
+	// refuses pool_size below 2).
 	PoolSize int
 	// BusyTimeout is how long a write waits for another handle or process
 	// to release the write lock before failing with SQLITE_BUSY (default
