@@ -218,7 +218,14 @@ func (f *FilePoller) ingestFile(name string) bool {
 		return false
 	}
 	for start := 0; start < len(msgs); start += MaxBatch {
-		if err := f.store(msgs[start:min(start+MaxBatch, len(msgs))]); err != nil {
+		err := f.store(msgs[start:min(start+MaxBatch, len(msgs))])
+		if errors.Is(err, storage.ErrFenced) || errors.Is(err, ErrShuttingDown) {
+			// The normal end of a term, not a store to mend.
+			f.log.Warn().Err(err).Str("file", name).
+				Msg("an inbound file was not stored: this node stopped leading (or is stopping); the file stays, and the next primary reads it")
+			return false
+		}
+		if err != nil {
 			f.troubled("storing "+name).Err(err).Str("file", name).
 				Msg("storing the messages of an inbound file failed; the file stays and is read again")
 			return false

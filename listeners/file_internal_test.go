@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +26,13 @@ import (
 // inbound, and afterRead (if not nil) is the poller's hook. It returns the
 // inbound directory.
 func startPoller(t *testing.T, st storage.Store, extra string, afterRead func(path string)) string {
+	t.Helper()
+	return startPollerLogging(t, st, extra, afterRead, zerolog.Nop())
+}
+
+// startPollerLogging is startPoller with the poller and its ingest actor
+// logging to log.
+func startPollerLogging(t *testing.T, st storage.Store, extra string, afterRead func(path string), log zerolog.Logger) string {
 	t.Helper()
 	dir := t.TempDir()
 	cfg, err := config.Parse([]byte(`
@@ -53,7 +61,7 @@ lane_key = "PID-3.1"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sys := actor.NewActorSystem()
-	env := &Env{Ctx: ctx, Store: st, Log: zerolog.Nop(), Router: router, System: sys,
+	env := &Env{Ctx: ctx, Store: st, Log: log, Router: router, System: sys,
 		Lanes: sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))}
 	env.Ingest = sys.Root.Spawn(NewIngest(env))
 	in := cfg.Inbound[0]
@@ -184,6 +192,36 @@ func TestAFileIsStoredInOrderWhenATransactionFails(t *testing.T) {
 	}
 }
 
+// A file whose store the fence refused, or the end of the term cut off, is
+// the normal end of a term, as for an MLLP batch: logged at WARN, saying the
+// file stays for the next primary, not at ERROR as a store an operator must
+// mend. Before, it was "storing the messages of an inbound file failed" at
+// ERROR on every demotion that caught a file.
+func TestAFileCutOffByTheEndOfTheTermIsNoError(t *testing.T) {
+	for name, failure := range map[string]error{
+		"fenced":    storage.ErrFenced,
+		"cancelled": fmt.Errorf("%w (%w)", ErrShuttingDown, context.Canceled),
+	} {
+		t.Run(name, func(t *testing.T) {
+			var logs syncBuffer
+			st := &scriptedStore{Store: openSQLite(t), fail: map[int]error{1: failure}}
+			in := startPollerLogging(t, st, "settle_seconds = 0", nil, zerolog.New(&logs))
+			drop(t, in, "lab.hl7", adt("M1", "P1"))
+			waitFor(t, "lab.hl7 archived", 10*time.Second, func() bool { return isArchived(in, "lab.hl7") })
+			out := logs.String()
+			if strings.Contains(out, `"level":"error"`) {
+				t.Fatalf("a file cut off by the end of the term was logged at ERROR:\n%s", out)
+			}
+			if !strings.Contains(out, "the file stays, and the next primary reads it") {
+				t.Fatalf("no WARN says the file stays for the next primary:\n%s", out)
+			}
+			if got := stored(t, st); got != "M1/0" {
+				t.Fatalf("stored %s; want M1/0, once, when the file is read again", got)
+			}
+		})
+	}
+}
+
 // A transaction ends only between groups: a group that does not fit in what
 // is left of one goes whole into the next, and one larger than MaxBatch
 // goes whole, alone. Single messages (MLLP) still fill a transaction.
@@ -248,4 +286,22 @@ func TestAFailureThatLastsIsLoggedOnceAMinute(t *testing.T) {
 	if n := strings.Count(logs.String(), "trouble has cleared"); n != 1 {
 		t.Fatalf("the directory listed again: the end of the failure logged %d times, want once:\n%s", n, logs.String())
 	}
+}
+
+// syncBuffer is a log sink the actors write to while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
