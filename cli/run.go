@@ -70,6 +70,7 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return fmt.Errorf("store: %w", err)
 			}
+			warnAutovacuum(ctx, st, log)
 
 			nodeID := cfg.Cluster.NodeID
 			if nodeID == "" {

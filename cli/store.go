@@ -74,6 +74,30 @@ func migrateCommand() *cli.Command {
 	}
 }
 
+// warnAutovacuum warns when PostgreSQL will not vacuum mf's tables by
+// itself: every delivery leaves dead row versions in mf_queue, and without
+// vacuum the table and its indexes only grow, so claims and the purge slow
+// down week by week, with nothing failing to say why.
+func warnAutovacuum(ctx context.Context, st storage.Store, log zerolog.Logger) {
+	pg, ok := st.(*postgres.Store)
+	if !ok {
+		return // SQLite reuses freed pages; SQL Server cleans up ghost records itself
+	}
+	a, err := pg.Autovacuum(ctx)
+	if err != nil {
+		log.Warn().Err(err).Msg("could not tell whether PostgreSQL vacuums mf's tables by itself; running on")
+		return
+	}
+	if !a.Server {
+		log.Warn().Msg("PostgreSQL's autovacuum is off on this server (autovacuum or track_counts = off): the dead row versions every delivery leaves in mf_queue are never removed, " +
+			"so the table grows and claims slow down; turn autovacuum on, or VACUUM (ANALYZE) mf_queue and mf_messages on a schedule")
+	}
+	if len(a.Disabled) > 0 {
+		log.Warn().Strs("tables", a.Disabled).Msg("autovacuum is turned off for these tables (autovacuum_enabled = off): their dead row versions are never removed, " +
+			"so they grow and claims slow down; ALTER TABLE ... RESET (autovacuum_enabled), or VACUUM (ANALYZE) them on a schedule")
+	}
+}
+
 // withStore opens cfg's store for a one-off command and runs fn on it.
 func withStore(c *cli.Context, cfg *config.Config, fn func(storage.Store) error) error {
 	log, err := logger(c)

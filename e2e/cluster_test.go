@@ -12,6 +12,7 @@ import (
 
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/postgres"
 )
 
 // With two and with three nodes, at every sample over 30 s exactly one node
@@ -422,4 +423,24 @@ func TestClusterEndpointsShapes(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("the survivor never became the reported leader")
+}
+
+// A node warns at start when PostgreSQL will not vacuum mf's queue: every
+// delivery leaves dead row versions in mf_queue, and with nothing removing
+// them the table grows and claims slow down with no error to say why.
+func TestANodeWarnsWhenPostgreSQLWillNotVacuumTheQueue(t *testing.T) {
+	c := newCluster(t, fast)
+	if _, err := c.admin.(*postgres.Store).Pool().Exec(context.Background(), "ALTER TABLE mf_queue SET (autovacuum_enabled = off)"); err != nil {
+		t.Fatal(err)
+	}
+	e := c.addNode(c.url)
+	waitFor(t, "a warning that names mf_queue", 30*time.Second, func() bool {
+		e.checkAlive()
+		for _, l := range strings.Split(e.logs.String(), "\n") {
+			if strings.Contains(l, `"level":"warn"`) && strings.Contains(l, `"tables":["mf_queue"]`) && strings.Contains(l, "autovacuum") {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -764,3 +764,26 @@ func wrap(op string, err error) error {
 	}
 	return fmt.Errorf("postgres: %s: %w", op, err)
 }
+
+// Autovacuum says whether PostgreSQL removes the dead row versions of mf's
+// tables by itself.
+type Autovacuum struct {
+	// Server is false when the server's autovacuum (or track_counts, which
+	// it needs) is off.
+	Server bool
+	// Disabled lists mf's tables that turned autovacuum off for themselves
+	// (autovacuum_enabled = off).
+	Disabled []string
+}
+
+// Autovacuum reads whether PostgreSQL vacuums mf_queue and mf_messages by
+// itself. Each delivery updates its queue row twice and the purge deletes,
+// so without vacuum the table and its indexes only grow and every claim
+// walks further; mf run warns about it at start.
+func (s *Store) Autovacuum(ctx context.Context) (Autovacuum, error) {
+	var a Autovacuum
+	if err := s.pool.QueryRow(ctx, queries.Get("autovacuum_state")).Scan(&a.Server, &a.Disabled); err != nil {
+		return a, fmt.Errorf("postgres: read the autovacuum settings: %w", err)
+	}
+	return a, nil
+}

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -82,5 +83,60 @@ func TestResignationNotifiesWatchers(t *testing.T) {
 	case <-notified:
 		t.Fatal("notified twice: the other schema's resignation leaked in")
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// Autovacuum reports the server's setting as the server has it, and a table
+// of this schema that turned autovacuum off for itself, whatever boolean
+// spelling it was set with; another schema's table is not this store's.
+func TestAutovacuumSaysWhatPostgreSQLVacuums(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open := opener(t)
+	st := open().(*postgres.Store)
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := opener(t)().(*postgres.Store)
+	if err := other.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var server bool
+	if err := st.Pool().QueryRow(ctx, "SELECT current_setting('autovacuum')::bool AND current_setting('track_counts')::bool").Scan(&server); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Autovacuum(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Server != server || len(got.Disabled) != 0 {
+		t.Fatalf("a new schema: %+v; want Server %v and no table with autovacuum off", got, server)
+	}
+	for _, sql := range []string{
+		"ALTER TABLE mf_queue SET (autovacuum_enabled = 0)",
+		"ALTER TABLE mf_messages SET (autovacuum_enabled = off, fillfactor = 90)",
+	} {
+		if _, err := st.Pool().Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := other.Pool().Exec(ctx, "ALTER TABLE mf_queue SET (autovacuum_enabled = true)"); err != nil {
+		t.Fatal(err)
+	}
+	got, err = st.Autovacuum(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got.Disabled) != "[mf_messages mf_queue]" {
+		t.Fatalf("tables with autovacuum off: %v; want [mf_messages mf_queue]", got.Disabled)
+	}
+	if _, err := st.Pool().Exec(ctx, "ALTER TABLE mf_messages SET (autovacuum_enabled = yes)"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = other.Autovacuum(ctx); err != nil || len(got.Disabled) != 0 {
+		t.Fatalf("the other schema: %+v, %v; want no table with autovacuum off", got, err)
+	}
+	if got, err = st.Autovacuum(ctx); err != nil || fmt.Sprint(got.Disabled) != "[mf_queue]" {
+		t.Fatalf("after mf_messages turned it on again: %+v, %v; want [mf_queue]", got, err)
 	}
 }
