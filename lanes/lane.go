@@ -82,6 +82,14 @@ type laneActor struct {
 	// head is the lane's next row, claimed by the write that recorded the
 	// previous delivery (QueueAdvance) and sent at the next step.
 	head *storage.QueueClaim
+	// inHand is the row of the step under way, from its claim until the
+	// step returns. A step ends with it recorded or given back; only a
+	// panic leaves it set, and the stop that follows (Manager.HandleFailure)
+	// gives it back, so that the lane's fresh actor sends it again at once
+	// rather than once its lease ends (a minute, with the whole lane
+	// waiting). Sent already or not, it is the lane's oldest unfinished
+	// row: sent again, it is a duplicate of the row in flight, in order.
+	inHand *storage.QueueClaim
 	// ahead are the rows claimed right behind head, in id order, none sent
 	// yet: up to the store's ClaimAhead, one claim statement for a run of
 	// rows instead of one per row. Each row is still recorded done before
@@ -164,29 +172,32 @@ func (l *laneActor) Receive(ctx actor.Context) {
 }
 
 // giveBack gives back the rows claimed and not sent (the head and the rows
-// ahead) when the lane stops (a clean shutdown: the graph's context is
-// still live), so that the next leader need not wait for their lease. On a
-// demotion the context is gone and the call fails at once; promotion
-// recovery re-pends the rows instead.
+// ahead), and after a panic the row in hand, when the lane stops (a clean
+// shutdown: the graph's context is still live), so that the next leader, or
+// the lane's next actor, need not wait for their lease. On a demotion the
+// context is gone and the call fails at once; promotion recovery re-pends
+// the rows instead.
 func (l *laneActor) giveBack() {
-	c := l.head
-	l.head = nil
-	if err := l.giveBackUnsent(c); err != nil && l.env.Ctx.Err() == nil {
+	held, head := l.inHand, l.head
+	l.inHand, l.head = nil, nil
+	if err := l.giveBackUnsent(held, head); err != nil && l.env.Ctx.Err() == nil {
 		l.log.Warn().Err(err).Msg("could not give back messages claimed and not sent on stopping; they are delivered again once their lease expires")
 	}
 }
 
-// giveBackUnsent gives back the rows claimed ahead, and also c unless it is
-// nil: rows claimed and never sent, pending again as if never claimed
+// giveBackUnsent gives back the rows claimed ahead, and before them each
+// of cs that is not nil: rows claimed and never sent, pending again as if never claimed
 // (their attempt taken back, so that they do not use up attempts they never
 // made), with those a failed call left (unsent). It returns the store's
 // error. On a failure they stay in flight under this node's lease and are
 // kept in unsent, to be given back at the lane's next step; meanwhile its
 // claims, which start at the head, wait for them, and order holds.
-func (l *laneActor) giveBackUnsent(c *storage.QueueClaim) error {
-	claims := make([]storage.Claim, 0, 1+len(l.ahead)+len(l.unsent))
-	if c != nil {
-		claims = append(claims, c.Claim())
+func (l *laneActor) giveBackUnsent(cs ...*storage.QueueClaim) error {
+	claims := make([]storage.Claim, 0, len(cs)+len(l.ahead)+len(l.unsent))
+	for _, c := range cs {
+		if c != nil {
+			claims = append(claims, c.Claim())
+		}
 	}
 	for _, a := range l.ahead {
 		claims = append(claims, a.Claim())
@@ -265,6 +276,14 @@ func (l *laneActor) step(ctx actor.Context) {
 		}
 		c = &claimed
 	}
+	l.inHand = c
+	l.deliver(ctx, c)
+	l.inHand = nil // not deferred: after a panic, the stop gives it back
+}
+
+// deliver sends the lane's row c and records the outcome: delivered (with
+// the next row claimed), retried later, held or set aside.
+func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 	l.floor = c.Row.ID
 	l.held = false
 

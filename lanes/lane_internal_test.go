@@ -55,6 +55,9 @@ type countingStore struct {
 	// panicOnce makes the next QueueClaimNext panic, on the lane actor's
 	// goroutine, before it claims anything: a bug in a lane.
 	panicOnce atomic.Bool
+	// panicCompleteOnce makes the next QueueComplete panic before it writes
+	// anything: a bug in a lane after its send, with the row in hand.
+	panicCompleteOnce atomic.Bool
 	// afterAdvance, when set, sees every QueueAdvance's outcome before the
 	// lane does.
 	afterAdvance func(storage.QueueAdvanced)
@@ -133,6 +136,9 @@ func (c *countingStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, 
 
 func (c *countingStore) QueueComplete(ctx context.Context, p storage.QueueCompleteParams) error {
 	c.completes.Add(1)
+	if c.panicCompleteOnce.CompareAndSwap(true, false) {
+		panic("injected: a bug in a lane, after its send")
+	}
 	err := c.Store.QueueComplete(ctx, p)
 	if err == nil && c.failCompleteOnce.CompareAndSwap(true, false) {
 		return errors.New("connection reset by peer (injected, after the commit)")
@@ -840,6 +846,29 @@ func TestALaneThatPanickedIsStartedAfreshAndStopsWhenDrained(t *testing.T) {
 		_, running := f.inspect(t).wakes[fixtureLane]
 		return requests.Load() == 2 && f.row(t, 1).Status == storage.QueueDone && !running
 	})
+}
+
+// A lane actor that panics with a row in hand (here after its send, before
+// the delivery is recorded) gives the row back as it stops: the lane's fresh
+// actor sends it again a restart pause later, not once the row's lease (a
+// minute) has run out, with every row of the lane waiting behind it.
+func TestALaneThatPanickedWithARowInHandGivesItBack(t *testing.T) {
+	dest, requests := acceptingEverySend(t)
+	f := newLaneFixture(t, dest.URL, "", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	f.store.panicCompleteOnce.Store(true)
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[0]}})
+
+	waitUntil(t, "the row sent again and recorded after the lane's panic", 20*time.Second, func() bool {
+		return requests.Load() == 2 && f.row(t, 0).Status == storage.QueueDone
+	})
+	if f.store.panicCompleteOnce.Load() {
+		t.Fatal("the injected panic never happened")
+	}
+	if n := f.store.givenBack.Load(); n != 1 {
+		t.Fatalf("%d rows given back, want the one in hand", n)
+	}
 }
 
 // hangingSender holds every Send until its context ends, as a destination

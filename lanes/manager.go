@@ -396,7 +396,7 @@ func (m *Manager) HandleFailure(_ *actor.ActorSystem, supervisor actor.Superviso
 	}
 	// The lane name carries the lane key (often a patient id): never log it.
 	m.env.Log.Error().Str("destination", DestinationOf(lane)).Str("panic", why).Dur("restart_in", restartPause).
-		Msg("a lane actor panicked (a bug: report it with this line); it is stopped and its lane started again; a message it had in hand is sent again once its row lease ends")
+		Msg("a lane actor panicked (a bug: report it with this line); it is stopped, gives back the message it had in hand, and its lane is started again")
 	supervisor.StopChildren(child)
 }
 
