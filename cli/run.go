@@ -55,10 +55,23 @@ func runCommand() *cli.Command {
 				return err
 			}
 			defer st.Close()
-			mctx, cancel := context.WithTimeout(ctx, migrateTimeout)
-			err = st.Migrate(mctx)
-			timedOut := errors.Is(mctx.Err(), context.DeadlineExceeded)
-			cancel()
+			// The database may not answer yet (a site coming back from a
+			// power cut, the database slower to boot than the nodes): wait
+			// for it here rather than exit, which leaves the node to a
+			// service manager whose restarts run out first (systemd's, 5
+			// in 10 s).
+			timedOut := false
+			err = reachStore(ctx, log, "migrate", func(ctx context.Context) error {
+				mctx, cancel := context.WithTimeout(ctx, migrateTimeout)
+				defer cancel()
+				err := st.Migrate(mctx)
+				timedOut = errors.Is(mctx.Err(), context.DeadlineExceeded)
+				return err
+			})
+			if ctx.Err() != nil {
+				log.Info().Str("cause", context.Cause(ctx).Error()).Msg("mf stopped before its database answered")
+				return nil
+			}
 			if err != nil && timedOut {
 				migrate := "mf migrate --config " + cfg.Path
 				if cfg.Path == config.DefaultName {
@@ -80,6 +93,10 @@ func runCommand() *cli.Command {
 			opts := actors.Options{Config: cfg, Store: st, Log: log, NodeID: nodeID, DrainTimeout: c.Duration("drain-timeout")}
 			if cfg.Cluster.Enabled {
 				if err := clustered(ctx, &opts, log); err != nil {
+					if ctx.Err() != nil {
+						log.Info().Str("cause", context.Cause(ctx).Error()).Msg("mf stopped before its database answered")
+						return nil
+					}
 					return err
 				}
 			}
@@ -147,9 +164,14 @@ func clustered(ctx context.Context, opts *actors.Options, log zerolog.Logger) er
 	if !opts.Store.Clusterable() {
 		return fmt.Errorf("config: %s: cluster.enabled = true needs a server database; %s is single-node", cfg.Path, opts.Store.Dialect())
 	}
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	version, err := opts.Store.ConfigVersionRead(rctx, storage.ConfigVersionReadParams{})
-	cancel()
+	var version int64
+	err := reachStore(ctx, log, "read the shared config version", func(ctx context.Context) error {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		var err error
+		version, err = opts.Store.ConfigVersionRead(rctx, storage.ConfigVersionReadParams{})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("store: read the shared config version: %w", err)
 	}

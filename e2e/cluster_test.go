@@ -444,3 +444,57 @@ func TestANodeWarnsWhenPostgreSQLWillNotVacuumTheQueue(t *testing.T) {
 		return false
 	})
 }
+
+// A node whose database cannot be reached when it starts (the whole site
+// coming back from a power cut, the database slower to boot than the
+// nodes) waits for it, saying so, and becomes primary once it answers.
+// Exiting instead left the node to its service manager, whose restarts
+// (systemd's, 5 in 10 s) run out long before a database has booted.
+func TestANodeWaitsForItsDatabaseAtStart(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, fast)
+	px := enginetest.StartProxy(t, enginetest.HostOf(t, c.url))
+	px.Cut()
+	e := c.addNode(px.Via(t, c.url))
+	waitFor(t, "a warning that the database cannot be reached", 30*time.Second, func() bool {
+		e.checkAlive()
+		return hasWarning(e, "cannot reach the database")
+	})
+	px.Restore(t)
+	if p := c.waitForPrimary(-1); p != 0 {
+		t.Fatalf("node-%d is primary; want node-0 (the only node)", p)
+	}
+	if !c.acks(0) {
+		t.Fatal("the node does not acknowledge once its database answers")
+	}
+	if !strings.Contains(e.logs.String(), "reached the database") {
+		t.Fatalf("no line says the database was reached in the end:\n%s", e.logs.String())
+	}
+}
+
+// A node still waiting for its database stops at once on SIGTERM, exit 0:
+// it holds nothing yet.
+func TestANodeWaitingForItsDatabaseStopsCleanly(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, fast)
+	px := enginetest.StartProxy(t, enginetest.HostOf(t, c.url))
+	px.Cut()
+	e := c.addNode(px.Via(t, c.url))
+	waitFor(t, "a warning that the database cannot be reached", 30*time.Second, func() bool {
+		e.checkAlive()
+		return hasWarning(e, "cannot reach the database")
+	})
+	if code := e.stop(); code != 0 {
+		t.Fatalf("exit code %d on SIGTERM while waiting for the database; want 0:\n%s", code, e.logs.String())
+	}
+}
+
+// hasWarning reports whether e has logged a WARN line containing text.
+func hasWarning(e *engine, text string) bool {
+	for _, l := range strings.Split(e.logs.String(), "\n") {
+		if strings.Contains(l, `"level":"warn"`) && strings.Contains(l, text) {
+			return true
+		}
+	}
+	return false
+}

@@ -3,6 +3,8 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"net"
+	neturl "net/url"
 	"testing"
 	"time"
 
@@ -138,5 +140,46 @@ func TestAutovacuumSaysWhatPostgreSQLVacuums(t *testing.T) {
 	}
 	if got, err = st.Autovacuum(ctx); err != nil || fmt.Sprint(got.Disabled) != "[mf_queue]" {
 		t.Fatalf("after mf_messages turned it on again: %+v, %v; want [mf_queue]", got, err)
+	}
+}
+
+// What pgx answers is told apart as storage.Unreachable expects: a server
+// not listening is the way to it (mf run waits), a database that does not
+// exist or a user refused is a setting (mf run exits).
+func TestUnreachableOnPgxErrors(t *testing.T) {
+	url := pgtest.NewSchema(t) // also fails in CI, or skips, when PostgreSQL is away
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close() // nothing listens there now: connection refused
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(f func(u *neturl.URL)) string { c := *u; f(&c); return c.String() }
+	for _, c := range []struct {
+		name, url string
+		want      bool
+	}{
+		{"nothing listening", with(func(u *neturl.URL) { u.Host = closed }), true},
+		{"a database that does not exist", with(func(u *neturl.URL) { u.Path = "/mf_no_such_database" }), false},
+		{"a user that does not exist", with(func(u *neturl.URL) { u.User = neturl.User("mf_no_such_user") }), false},
+	} {
+		s, err := postgres.Open(ctx, postgres.Options{URL: c.url, PoolSize: 1})
+		if err != nil {
+			t.Fatalf("%s: open: %v", c.name, err)
+		}
+		err = s.Migrate(ctx)
+		s.Close()
+		if err == nil {
+			t.Fatalf("%s: migrate succeeded", c.name)
+		}
+		if got := storage.Unreachable(err); got != c.want {
+			t.Errorf("%s: Unreachable(%v) = %v, want %v", c.name, err, got, c.want)
+		}
 	}
 }

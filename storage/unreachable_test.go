@@ -1,0 +1,58 @@
+package storage_test
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+
+	"github.com/messagefoundry/mf/storage"
+)
+
+// sqlState is an error with a SQLSTATE, as pgconn.PgError is.
+type sqlState string
+
+func (s sqlState) Error() string    { return "server error " + string(s) }
+func (s sqlState) SQLState() string { return string(s) }
+
+// sqlNumber is an error with a SQL Server error number, as mssql.Error is.
+type sqlNumber int32
+
+func (n sqlNumber) Error() string         { return fmt.Sprintf("mssql: error %d", int32(n)) }
+func (n sqlNumber) SQLErrorNumber() int32 { return int32(n) }
+
+// What mf run waits out at start (the way to the database) and what it
+// exits on (this node's own settings, which waiting does not mend).
+func TestUnreachableTellsTheWayFromTheSettings(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("failed to connect to `user=mf`: %w", err) }
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection refused", wrap(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), true},
+		{"reset as the session started", wrap(&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}), true},
+		{"closed as the session started", wrap(io.ErrUnexpectedEOF), true},
+		{"a name server not answering", wrap(&net.DNSError{Name: "db", IsTemporary: true}), true},
+		{"starting up (57P03)", wrap(sqlState("57P03")), true},
+		{"too many connections (53300)", wrap(sqlState("53300")), true},
+		{"connection failure (08006)", wrap(sqlState("08006")), true},
+		{"SQL Server in script upgrade mode (18401)", wrap(sqlNumber(18401)), true},
+		{"Azure SQL database not available (40613)", wrap(sqlNumber(40613)), true},
+
+		{"a name that does not exist", wrap(&net.DNSError{Name: "db.example", IsNotFound: true}), false},
+		{"a TLS handshake refused", wrap(&net.OpError{Op: "remote error", Err: tls.AlertError(40)}), false},
+		{"a wrong password (28P01)", wrap(sqlState("28P01")), false},
+		{"a database that does not exist (3D000)", wrap(sqlState("3D000")), false},
+		{"SQL Server login failed (18456)", wrap(sqlNumber(18456)), false},
+		{"anything else", errors.New("postgres: parse store url: bad"), false},
+		{"nil", nil, false},
+	} {
+		if got := storage.Unreachable(c.err); got != c.want {
+			t.Errorf("%s: Unreachable = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
