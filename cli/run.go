@@ -68,9 +68,8 @@ func runCommand() *cli.Command {
 				timedOut = errors.Is(mctx.Err(), context.DeadlineExceeded)
 				return err
 			})
-			if ctx.Err() != nil {
-				log.Info().Str("cause", context.Cause(ctx).Error()).Msg("mf stopped before its database answered")
-				return nil
+			if err != nil && ctx.Err() != nil {
+				return stoppedWhileWaiting(ctx, log)
 			}
 			if err != nil && timedOut {
 				migrate := "mf migrate --config " + cfg.Path
@@ -94,8 +93,7 @@ func runCommand() *cli.Command {
 			if cfg.Cluster.Enabled {
 				if err := clustered(ctx, &opts, log); err != nil {
 					if ctx.Err() != nil {
-						log.Info().Str("cause", context.Cause(ctx).Error()).Msg("mf stopped before its database answered")
-						return nil
+						return stoppedWhileWaiting(ctx, log)
 					}
 					return err
 				}
@@ -154,6 +152,13 @@ func runCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// stoppedWhileWaiting ends mf run stopped by SIGINT or SIGTERM before its
+// database answered: a clean stop (exit 0), since the node holds nothing yet.
+func stoppedWhileWaiting(ctx context.Context, log zerolog.Logger) error {
+	log.Info().Str("cause", context.Cause(ctx).Error()).Msg("mf stopped before its database answered")
+	return nil
 }
 
 // clustered sets a node up for active-passive: the lease loop as its
