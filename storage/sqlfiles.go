@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -91,6 +92,37 @@ func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 		}
 	}
 	return out, nil
+}
+
+// ErrSchemaNewer is the error of a Migrate that finds a migration applied
+// to the database that this build does not have: a newer mf migrated it.
+var ErrSchemaNewer = errors.New("the database's schema is newer than this mf")
+
+// CheckApplied returns ErrSchemaNewer, naming the versions, if applied (the
+// versions the database has recorded) holds one that known (this build's
+// migrations) does not. An older mf on a newer schema would write with
+// statements written for the old one (a rolled-back upgrade, or a node
+// left on the old version in a rolling one): a column it does not fill, a
+// status it does not know. Refusing at start is the safe side.
+func CheckApplied(known []Migration, applied map[int]bool) error {
+	have := make(map[int]bool, len(known))
+	newest := 0
+	for _, m := range known {
+		have[m.Version] = true
+		newest = max(newest, m.Version)
+	}
+	var unknown []int
+	for v := range applied {
+		if !have[v] {
+			unknown = append(unknown, v)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Ints(unknown)
+	return fmt.Errorf("%w: it has migration %v applied, which this mf (migrations 1 to %d) does not have; a newer mf migrated it: run that version of mf, or a later one, on every node",
+		ErrSchemaNewer, unknown, newest)
 }
 
 // Seconds converts a duration to the fractional seconds the SQL files take.

@@ -192,6 +192,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		for _, v := range applied {
 			done[int(v)] = true
 		}
+		if err := storage.CheckApplied(migrations, done); err != nil {
+			return err
+		}
 		for _, m := range migrations {
 			if done[m.Version] {
 				continue

@@ -511,6 +511,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("read applied migrations: %w", err)
 		}
+		if err := storage.CheckApplied(migrations, done); err != nil {
+			return err
+		}
 		for _, m := range migrations {
 			if done[m.Version] {
 				continue

@@ -177,6 +177,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := storage.CheckApplied(migrations, done); err != nil {
+			return err
+		}
 		for _, m := range migrations {
 			if done[m.Version] {
 				continue

@@ -2,6 +2,7 @@ package storagetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -40,6 +41,31 @@ func testMigrateConcurrent(t *testing.T, h *harness) {
 	l, err := h.s.LeaseRead(h.ctx)
 	if err != nil || l.Owner != "" || l.Term != 0 {
 		t.Fatalf("fresh lease: %+v, %v; want never elected", l, err)
+	}
+}
+
+// migrationRecorder is what a dialect's tests add to its store
+// (export_test.go): a migration recorded as applied, as a newer mf's would be.
+type migrationRecorder interface {
+	RecordMigration(ctx context.Context, version int, name string) error
+}
+
+// A database a newer mf has migrated is refused, and left as it is: an
+// older mf would write to it with statements written for its own schema.
+func testMigrateRefusesNewer(t *testing.T, h *harness) {
+	r, ok := h.s.(migrationRecorder)
+	if !ok {
+		t.Fatalf("%T has no RecordMigration: add it to the dialect's export_test.go", h.s)
+	}
+	if err := r.RecordMigration(h.ctx, 9999, "9999_from_a_newer_mf"); err != nil {
+		t.Fatal(err)
+	}
+	err := h.open().Migrate(h.ctx)
+	if !errors.Is(err, storage.ErrSchemaNewer) || !strings.Contains(err.Error(), "[9999]") {
+		t.Fatalf("migrate of a newer schema: %v; want ErrSchemaNewer naming migration 9999", err)
+	}
+	if err := h.s.Ping(h.ctx); err != nil {
+		t.Fatalf("ping after the refused migrate: %v", err)
 	}
 }
 

@@ -31,6 +31,7 @@ func Run(t *testing.T, newDB Opener) {
 		fn   func(t *testing.T, h *harness)
 	}{
 		{"Migrate/ConcurrentAndIdempotent", testMigrateConcurrent},
+		{"Migrate/RefusesANewerSchema", testMigrateRefusesNewer},
 		{"Lane/ClaimsInIDOrder", testLaneFIFO},
 		{"Lane/OtherLanesInterleave", testLanesInterleave},
 		{"Lane/KeysDifferingInTrailingSpacesAreTwoLanes", testTrailingSpaceLanes},
