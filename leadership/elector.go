@@ -69,6 +69,11 @@ type Elector struct {
 	// failed is set when a message panicked: a Stopping that follows is
 	// the supervisor giving up on this elector, not root's clean stop.
 	failed bool
+	// electing, beating and reading count the failures of the calls a
+	// standby makes every heartbeat (election, membership, config
+	// version): while the database is away they fail every time, and a
+	// line each was three lines a heartbeat, for hours.
+	electing, beating, reading outage
 }
 
 // carried is what an elector hands over to the one that replaces it when it
@@ -237,9 +242,13 @@ func (e *Elector) elect(ctx actor.Context) time.Duration {
 	l, elected, err := e.store.LeaseAttemptElect(cctx, storage.LeaseAttemptElectParams{Owner: e.nodeID, TTL: e.cfg.LeaderLeaseTTL()})
 	cancel()
 	if err != nil {
-		e.log.Warn().Err(err).Msg("election attempt failed; retrying at the next heartbeat (check the database)")
+		if e.electing.failed(time.Now()) {
+			e.log.Warn().Err(err).Int("failures", e.electing.n).
+				Msg("election attempt failed; retrying every heartbeat, logged once a minute while it lasts (check the database)")
+		}
 		return e.cfg.Heartbeat()
 	}
+	e.worksAgain(&e.electing, "election")
 	if !elected {
 		if wait := l.Remaining() + expiryMargin; wait < e.cfg.Heartbeat() {
 			return wait
@@ -328,7 +337,20 @@ func (e *Elector) heartbeat() {
 		NodeID: e.nodeID, Host: e.host, PID: e.pid, IsLeader: e.leader, ConfigVersion: e.configLoaded,
 	})
 	if err != nil {
-		e.log.Warn().Err(err).Msg("membership heartbeat failed (check the database)")
+		if e.beating.failed(time.Now()) {
+			e.log.Warn().Err(err).Int("failures", e.beating.n).
+				Msg("membership heartbeat failed; retrying every heartbeat, logged once a minute while it lasts (check the database)")
+		}
+		return
+	}
+	e.worksAgain(&e.beating, "membership heartbeat")
+}
+
+// worksAgain ends o's outage, if there was one, with a line that says how
+// many times call failed.
+func (e *Elector) worksAgain(o *outage, call string) {
+	if n := o.over(); n > 0 {
+		e.log.Info().Str("call", call).Int("failures", n).Msg("the database works again for this call")
 	}
 }
 
@@ -339,10 +361,15 @@ func (e *Elector) watchConfig(ctx actor.Context) {
 	cctx, cancel := e.callContext()
 	v, err := e.store.ConfigVersionRead(cctx, storage.ConfigVersionReadParams{})
 	cancel()
-	switch {
-	case err != nil:
-		e.log.Warn().Err(err).Msg("reading the shared config version failed")
-	case v != e.configSeen:
+	if err != nil {
+		if e.reading.failed(time.Now()) {
+			e.log.Warn().Err(err).Int("failures", e.reading.n).
+				Msg("reading the shared config version failed; retrying every heartbeat, logged once a minute while it lasts (check the database)")
+		}
+		return
+	}
+	e.worksAgain(&e.reading, "shared config version")
+	if v != e.configSeen {
 		e.configSeen = v
 		ctx.Send(ctx.Parent(), ConfigChanged{Version: v})
 	}

@@ -442,3 +442,62 @@ func TestAnElectorStoppedAfterAPanicDoesNotResign(t *testing.T) {
 		t.Fatal("the elector resigned the lease when its supervisor stopped it; want the lease left to expire")
 	}
 }
+
+// awayStore fails the calls a follower makes every heartbeat (election,
+// membership, config version) while away is set, as a database away would,
+// and counts the election attempts.
+type awayStore struct {
+	storage.Store
+	away    atomic.Bool
+	elects  atomic.Int64
+	refusal error
+}
+
+func (a *awayStore) LeaseAttemptElect(ctx context.Context, p storage.LeaseAttemptElectParams) (storage.Lease, bool, error) {
+	a.elects.Add(1)
+	if a.away.Load() {
+		return storage.Lease{}, false, a.refusal
+	}
+	return a.Store.LeaseAttemptElect(ctx, p)
+}
+
+func (a *awayStore) NodeHeartbeat(ctx context.Context, p storage.NodeHeartbeatParams) error {
+	if a.away.Load() {
+		return a.refusal
+	}
+	return a.Store.NodeHeartbeat(ctx, p)
+}
+
+func (a *awayStore) ConfigVersionRead(ctx context.Context, p storage.ConfigVersionReadParams) (int64, error) {
+	if a.away.Load() {
+		return 0, a.refusal
+	}
+	return a.Store.ConfigVersionRead(ctx, p)
+}
+
+// While the database is away a standby (or a fenced primary) fails three
+// calls every heartbeat; each failure was a WARN line, three a heartbeat,
+// 1,080 an hour per node at the default 10 s and ten times that at 1 s.
+// Each call's failure is logged when it starts, once a minute while it
+// lasts, and when it ends, with the number of failures.
+func TestADatabaseAwayIsLoggedWhenItStartsAndEnds(t *testing.T) {
+	t.Parallel()
+	logs := &enginetest.LogBuffer{}
+	st := &awayStore{Store: openStore(t, pgtest.NewSchema(t)), refusal: errors.New("injected: connection refused")}
+	st.away.Store(true)
+	a := startLoggingNode(t, "a", st, zerolog.New(logs))
+	enginetest.WaitFor(t, "ten failed election attempts", 20*time.Second, func() bool { return st.elects.Load() >= 10 })
+	st.away.Store(false)
+	a.wantChanged(t, 5*time.Second, true, "elected") // no call fails from here on
+	for _, what := range []string{"election attempt failed", "membership heartbeat failed", "reading the shared config version failed"} {
+		if n := strings.Count(logs.String(), what); n != 1 {
+			t.Errorf("%q logged %d times over 10 heartbeats or more, want once", what, n)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("the log:\n%s", logs.String())
+	}
+	enginetest.WaitFor(t, "the end of each call's failures logged", 5*time.Second, func() bool {
+		return strings.Count(logs.String(), "works again") == 3
+	})
+}
