@@ -113,10 +113,11 @@ func Start(o Options) (*Engine, error) {
 func (e *Engine) Status() Status { return *e.status.Load() }
 
 // Failed receives why the engine stopped working by itself: the leadership
-// actor or the graph was stopped by its supervisor after repeated panics.
-// The graph has stopped by then, and the lease is no longer held or
-// renewed; the caller should Stop the engine and exit non-zero, so that its
-// service manager starts the node afresh.
+// actor or the graph was stopped by its supervisor after repeated panics,
+// or a single node was fenced out of its database by a cluster elected
+// into it. The graph has stopped by then, and the lease is no longer held
+// or renewed; the caller should Stop the engine and exit non-zero, so that
+// its service manager starts the node afresh (or, fenced, shows it failed).
 func (e *Engine) Failed() <-chan error { return e.failed }
 
 // Stop shuts the engine down cleanly: the graph stops (listeners close,
@@ -220,7 +221,7 @@ func (r *root) terminated(ctx actor.Context, who *actor.PID) {
 		// The elector ended its term on the way out and did not resign:
 		// the lease expires, after the graph has stopped (leadership/doc.go).
 		r.stopGraph(ctx, false)
-		r.fail(errors.New("the leadership actor was stopped after repeated panics"))
+		r.fail(errors.New("the leadership actor was stopped after repeated panics (a bug: see the ERROR lines logged before)"))
 	case r.spec != nil && who.Equal(r.graph) && closed(r.spec.done):
 		// Not the end of a graph root stopped for a reload under the same
 		// term (the same name): that one's done is not the current spec's.
@@ -230,7 +231,7 @@ func (r *root) terminated(ctx actor.Context, who *actor.PID) {
 		// The graph and all its children have stopped (done is closed):
 		// resigning now is the clean stop's order, graph first.
 		r.stopLeadership(ctx)
-		r.fail(errors.New("the graph was stopped after repeated panics"))
+		r.fail(errors.New("the graph was stopped after repeated panics (a bug: see the ERROR lines logged before)"))
 	}
 }
 
@@ -257,6 +258,16 @@ func (r *root) changed(ctx actor.Context, c leadership.Changed) {
 	if !c.Leader {
 		log.Info().Msg("leadership lost: stopping the graph")
 		r.stopGraph(ctx, false)
+		if !r.status.Load().Clustered && !r.stopping {
+			// A single node leads with the fence of term 0, which matches
+			// only a lease no cluster node was ever elected into: once
+			// fenced it never leads again. Running on would be a process
+			// that looks alive and does nothing.
+			log.Error().Msg("a cluster node has been elected into this node's database, and this node is not clustered (cluster.enabled = false): it may never write there again; stopping. Give it a database of its own, or set [cluster] enabled = true on it as on the cluster's nodes")
+			r.stopping = true
+			r.stopLeadership(ctx)
+			r.fail(errors.New("fenced out of a database a cluster uses (cluster.enabled = false)"))
+		}
 		return
 	}
 	if r.spec != nil && r.spec.fence == c.Fence {

@@ -131,8 +131,8 @@ func runCommand() *cli.Command {
 			stop()
 			if failed != nil {
 				// Root has stopped the graph and logged why at ERROR; the
-				// exit status tells the service manager to start mf again.
-				log.Error().Err(failed).Msg("stopping: the engine can no longer run; exiting non-zero so that the service manager restarts mf")
+				// exit status tells the service manager that mf failed.
+				log.Error().Err(failed).Msg("stopping: the engine can no longer run (the ERROR line before says why); exiting non-zero")
 			} else {
 				log.Info().Str("cause", context.Cause(ctx).Error()).Dur("drain_timeout", c.Duration("drain-timeout")).
 					Msg("stopping: closing listeners and finishing the deliveries in hand; a second SIGINT or SIGTERM stops at once")
@@ -146,7 +146,7 @@ func runCommand() *cli.Command {
 				log.Warn().Err(err).Msg("the API did not shut down cleanly")
 			}
 			if failed != nil {
-				return fmt.Errorf("engine: %w (a bug: see the ERROR lines logged before)", failed)
+				return fmt.Errorf("engine: %w", failed)
 			}
 			log.Info().Msg("mf stopped")
 			return nil

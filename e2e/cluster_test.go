@@ -498,3 +498,32 @@ func hasWarning(e *engine, text string) bool {
 	}
 	return false
 }
+
+// A node that is not clustered, on a database a cluster node has been
+// elected into, can never write to it (the fence of term 0 matches only a
+// lease never taken). It exits 1 and says why and what to do; it ran on
+// with no graph and no listener, a process that looked alive and did
+// nothing, after one ERROR line about "another node".
+func TestASingleNodeOnAClustersDatabaseExitsAndSaysWhy(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, fast)
+	if _, elected, err := c.admin.LeaseAttemptElect(context.Background(), storage.LeaseAttemptElectParams{Owner: "node-a", TTL: time.Second}); err != nil || !elected {
+		t.Fatalf("elect node-a: %v, %v", elected, err)
+	}
+	cfg := strings.Replace(singleNode(c.dest.addr(), ""), `backend = "sqlite"
+path = "mf.db"`, `backend = "postgres"
+url = "`+c.url+`"`, 1)
+	e := newEngine(t, cfg)
+	e.launch()
+	select {
+	case <-e.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("a single node fenced out of a cluster's database still runs after 30 s:\n%s", e.logs.String())
+	}
+	if code := e.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("exit code %d, want 1:\n%s", code, e.logs.String())
+	}
+	if !strings.Contains(e.logs.String(), "cluster.enabled = false") {
+		t.Fatalf("no line names cluster.enabled:\n%s", e.logs.String())
+	}
+}
