@@ -4,33 +4,15 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/messagefoundry/mf/actors/enginetest/logbuf"
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/storage/sqlite"
 )
-
-// syncBuffer is a log sink the actors write to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A graph that panics more than 10 times in 10 s is stopped by root's
 // supervisor. Root learned nothing of it: the node reported itself leader
@@ -51,7 +33,7 @@ func TestAGraphThatPanicsTooOftenStopsTheEngine(t *testing.T) {
 	if err := st.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	eng, err := Start(Options{Config: cfg, Store: st, Log: zerolog.New(logs), NodeID: "n1"})
 	if err != nil {
 		t.Fatal(err)

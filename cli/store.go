@@ -114,12 +114,8 @@ func withStore(c *cli.Context, cfg *config.Config, fn func(storage.Store) error)
 }
 
 // storeRetryPause is how long mf run waits before it tries its database
-// again while it cannot reach it at start; storeWaitReport is how often it
-// logs that it still waits.
-const (
-	storeRetryPause = time.Second
-	storeWaitReport = time.Minute
-)
+// again while it cannot reach it at start.
+const storeRetryPause = time.Second
 
 // reachStore runs fn, one of the first calls mf run makes to its database
 // (what names it), again every storeRetryPause for as long as it fails
@@ -129,21 +125,18 @@ const (
 // ended. A node waiting here holds nothing: no lease, no port, no row.
 func reachStore(ctx context.Context, log zerolog.Logger, what string, fn func(context.Context) error) error {
 	began := time.Now()
-	var failed int
-	var reported time.Time
+	var waiting storage.Outage
 	for {
 		err := fn(ctx)
 		if err == nil || !storage.Unreachable(err) || ctx.Err() != nil {
-			if err == nil && failed > 0 {
-				log.Info().Str("step", what).Int("failed_attempts", failed).Dur("waited", time.Since(began).Round(time.Millisecond)).
+			if n := waiting.Over(); err == nil && n > 0 {
+				log.Info().Str("step", what).Int("failures", n).Dur("waited", time.Since(began).Round(time.Millisecond)).
 					Msg("reached the database; starting")
 			}
 			return err
 		}
-		failed++
-		if failed == 1 || time.Since(reported) >= storeWaitReport {
-			reported = time.Now()
-			log.Warn().Err(err).Str("step", what).Int("failed_attempts", failed).Dur("waited", time.Since(began).Round(time.Millisecond)).
+		if report, n := waiting.Failed(time.Now()); report {
+			log.Warn().Err(err).Str("step", what).Int("failures", n).Dur("waited", time.Since(began).Round(time.Millisecond)).
 				Dur("retry_every", storeRetryPause).
 				Msg("cannot reach the database at start; this node retries until it answers and takes no part until then: check the database, the network to it and [store] url")
 		}

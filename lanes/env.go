@@ -27,6 +27,11 @@ type Env struct {
 	// OnFenced is called when a write fails with storage.ErrFenced: the node
 	// has lost leadership and the graph must stop.
 	OnFenced func(op string, err error)
+
+	// storeFailures follows the lanes' failed store calls, so that a
+	// database away is logged when it starts, once a minute while it lasts
+	// and when it ends, not once a second by every lane.
+	storeFailures storage.Outage
 }
 
 // logPayloads reports config log_payloads: whether log lines may carry a

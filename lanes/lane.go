@@ -268,12 +268,14 @@ func (l *laneActor) step(ctx actor.Context) {
 		})
 		switch {
 		case errors.Is(err, storage.ErrNoWork):
+			l.storeWorked()
 			l.drained(ctx, false)
 			return
 		case err != nil:
 			l.storeFailed(ctx, "claim", err)
 			return
 		}
+		l.storeWorked()
 		c = &claimed
 	}
 	l.inHand = c
@@ -436,6 +438,7 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 		l.storeFailed(ctx, "advance", err)
 		return
 	}
+	l.storeWorked()
 	l.ahead, l.aheadUntil = a.Ahead, called.Add(window)
 	if a.Completed {
 		log.Debug().Dur("took", took).Time("call_started", called).Msg("delivered")
@@ -498,6 +501,7 @@ const claimLostMsg = "row lease expired before the delivery was recorded; the me
 func (l *laneActor) finished(ctx actor.Context, log zerolog.Logger, op string, err error) bool {
 	switch {
 	case err == nil:
+		l.storeWorked()
 	case errors.Is(err, storage.ErrClaimLost):
 		// The lease ran out and the row was reclaimed: it will be delivered
 		// again (at least once). Nothing to undo here.
@@ -529,8 +533,19 @@ func (l *laneActor) storeFailed(ctx actor.Context, op string, err error) {
 		l.env.OnFenced(op, err)
 		return
 	}
-	l.log.Error().Err(err).Str("op", op).Msg("store call failed; the lane retries in 1s (check the database)")
+	if log, n := l.env.storeFailures.Failed(time.Now()); log {
+		l.log.Error().Err(err).Str("op", op).Int("failures", n).
+			Msg("store call failed; the lane retries in 1s, as does every lane whose call fails (the failures of all lanes are logged once a minute while they last; check the database)")
+	}
 	l.wakeAfter(ctx, time.Second)
+}
+
+// storeWorked ends the lanes' store failures, if any were counted, with a
+// line that says how many there were.
+func (l *laneActor) storeWorked() {
+	if n := l.env.storeFailures.Over(); n > 0 {
+		l.log.Info().Int("failures", n).Msg("the lanes' store calls work again")
+	}
 }
 
 // abandoned ends the lane's loop on a send the end of the term cancelled:

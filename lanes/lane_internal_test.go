@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
+	"github.com/messagefoundry/mf/actors/enginetest/logbuf"
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/storage"
 	"github.com/messagefoundry/mf/storage/sqlite"
@@ -55,6 +57,9 @@ type countingStore struct {
 	// panicOnce makes the next QueueClaimNext panic, on the lane actor's
 	// goroutine, before it claims anything: a bug in a lane.
 	panicOnce atomic.Bool
+	// refuseClaims makes every QueueClaimNext fail, as a database away
+	// would, while it is set.
+	refuseClaims atomic.Bool
 	// panicCompleteOnce makes the next QueueComplete panic before it writes
 	// anything: a bug in a lane after its send, with the row in hand.
 	panicCompleteOnce atomic.Bool
@@ -83,6 +88,9 @@ func (c *countingStore) QueueClaimNext(ctx context.Context, p storage.QueueClaim
 	c.claims.Add(1)
 	if c.panicOnce.CompareAndSwap(true, false) {
 		panic("injected: a bug in a lane")
+	}
+	if c.refuseClaims.Load() {
+		return storage.QueueClaim{}, errors.New("injected: connection refused")
 	}
 	if gate := c.claimGate.Load(); gate != nil {
 		c.claimsHeld.Add(1)
@@ -180,6 +188,8 @@ type laneFixture struct {
 	system  *actor.ActorSystem
 	manager *actor.PID
 	ids     []int64
+	// logs holds what the lanes and the manager log, at info and up.
+	logs *logbuf.Buffer
 }
 
 // fixtureLane is the lane every fixture row is in.
@@ -221,13 +231,13 @@ to = ["emr"]
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f := &laneFixture{ctx: ctx, store: &countingStore{Store: st}, system: actor.NewActorSystem()}
+	f := &laneFixture{ctx: ctx, store: &countingStore{Store: st}, system: actor.NewActorSystem(), logs: &logbuf.Buffer{}}
 	f.ingest(t, rows)
 	for _, set := range setup {
 		set(f.store)
 	}
 	f.env = &Env{Ctx: ctx, Store: f.store, Owner: "test#1", Trust: func() bool { return !f.store.doubtOnce.Swap(false) }, Config: cfg,
-		Log: zerolog.Nop(), OnFenced: func(string, error) { t.Error("fenced") }}
+		Log: zerolog.New(f.logs).Level(zerolog.InfoLevel), OnFenced: func(string, error) { t.Error("fenced") }}
 	f.manager = f.system.Root.Spawn(NewManager(f.env)) // its first rescan wakes the lane
 	return f
 }
@@ -871,6 +881,31 @@ func TestALaneThatPanickedWithARowInHandGivesItBack(t *testing.T) {
 	}
 }
 
+// While the database is away every lane's store call fails and is tried
+// again each second; each failure was an ERROR line, one a second per lane
+// (a thousand lanes: a thousand lines a second). The lanes' failures are
+// logged when they start, once a minute while they last, and when a call
+// works again, with how many there were.
+func TestALanesStoreFailuresAreLoggedWhenTheyStartAndEnd(t *testing.T) {
+	dest, requests := acceptingEverySend(t)
+	f := newLaneFixture(t, dest.URL, "", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	f.store.refuseClaims.Store(true)
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[0]}})
+	waitUntil(t, "three failed claims", 20*time.Second, func() bool { return f.store.claims.Load() >= 3 })
+	f.store.refuseClaims.Store(false)
+	waitUntil(t, "the row delivered once the database is back", 20*time.Second, func() bool {
+		return requests.Load() == 1 && f.row(t, 0).Status == storage.QueueDone
+	})
+	if n := strings.Count(f.logs.String(), "store call failed"); n != 1 {
+		t.Fatalf("%d failed claims a second apart logged %d times, want once:\n%s", f.store.claims.Load()-1, n, f.logs.String())
+	}
+	if !strings.Contains(f.logs.String(), "the lanes' store calls work again") {
+		t.Fatalf("no line says the store calls work again:\n%s", f.logs.String())
+	}
+}
+
 // hangingSender holds every Send until its context ends, as a destination
 // that does not answer, and fails it then, as the senders do.
 type hangingSender struct{ inHand chan struct{} }
@@ -899,9 +934,8 @@ func TestASendAbandonedByADemotionIsNotADeliveryFailure(t *testing.T) {
 	term, endTerm := context.WithCancel(f.ctx)
 	defer endTerm()
 	ended := make(chan string, 1)
-	env := *f.env
-	env.Ctx = term
-	env.OnFenced = func(op string, _ error) { ended <- op }
+	env := Env{Ctx: term, Store: f.env.Store, Fence: f.env.Fence, Owner: f.env.Owner, Trust: f.env.Trust, Config: f.env.Config,
+		Log: f.env.Log, OnFenced: func(op string, _ error) { ended <- op }}
 	sender := &hangingSender{inHand: make(chan struct{}, 1)}
 	ref := &laneRef{}
 	rec := &idleRecorder{idles: make(chan idle, 4), lane: actor.PropsFromProducer(func() actor.Actor {

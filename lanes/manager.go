@@ -159,6 +159,9 @@ type Manager struct {
 	crashed  map[string]string
 	restarts map[string]scheduler.CancelFunc
 	stopping bool // no lane is started again once set
+	// listing counts the rescans that failed in a row, so that a database
+	// away is logged when it starts, once a minute and when it ends.
+	listing storage.Outage
 }
 
 // restartPause is how long after a lane actor's panic its lane is started
@@ -486,8 +489,14 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 	if r.err != nil {
 		m.confirm = m.confirm || r.confirm
 		StoreError(m.env.Ctx, "queue_lanes", r.err)
-		m.env.Log.Error().Err(r.err).Msg(fmt.Sprintf("listing lanes with work failed; retrying in %v (check the database)", RescanInterval))
+		if log, n := m.listing.Failed(time.Now()); log {
+			m.env.Log.Error().Err(r.err).Int("failures", n).
+				Msg(fmt.Sprintf("listing lanes with work failed; retrying every %v, logged once a minute while it lasts (check the database)", RescanInterval))
+		}
 		return
+	}
+	if n := m.listing.Over(); n > 0 {
+		m.env.Log.Info().Int("failures", n).Msg("listing lanes with work works again")
 	}
 	if !r.looked {
 		return

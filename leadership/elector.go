@@ -73,7 +73,7 @@ type Elector struct {
 	// standby makes every heartbeat (election, membership, config
 	// version): while the database is away they fail every time, and a
 	// line each was three lines a heartbeat, for hours.
-	electing, beating, reading outage
+	electing, beating, reading storage.Outage
 }
 
 // carried is what an elector hands over to the one that replaces it when it
@@ -242,8 +242,8 @@ func (e *Elector) elect(ctx actor.Context) time.Duration {
 	l, elected, err := e.store.LeaseAttemptElect(cctx, storage.LeaseAttemptElectParams{Owner: e.nodeID, TTL: e.cfg.LeaderLeaseTTL()})
 	cancel()
 	if err != nil {
-		if e.electing.failed(time.Now()) {
-			e.log.Warn().Err(err).Int("failures", e.electing.n).
+		if log, n := e.electing.Failed(time.Now()); log {
+			e.log.Warn().Err(err).Int("failures", n).
 				Msg("election attempt failed; retrying every heartbeat, logged once a minute while it lasts (check the database)")
 		}
 		return e.cfg.Heartbeat()
@@ -337,8 +337,8 @@ func (e *Elector) heartbeat() {
 		NodeID: e.nodeID, Host: e.host, PID: e.pid, IsLeader: e.leader, ConfigVersion: e.configLoaded,
 	})
 	if err != nil {
-		if e.beating.failed(time.Now()) {
-			e.log.Warn().Err(err).Int("failures", e.beating.n).
+		if log, n := e.beating.Failed(time.Now()); log {
+			e.log.Warn().Err(err).Int("failures", n).
 				Msg("membership heartbeat failed; retrying every heartbeat, logged once a minute while it lasts (check the database)")
 		}
 		return
@@ -348,8 +348,8 @@ func (e *Elector) heartbeat() {
 
 // worksAgain ends o's outage, if there was one, with a line that says how
 // many times call failed.
-func (e *Elector) worksAgain(o *outage, call string) {
-	if n := o.over(); n > 0 {
+func (e *Elector) worksAgain(o *storage.Outage, call string) {
+	if n := o.Over(); n > 0 {
 		e.log.Info().Str("call", call).Int("failures", n).Msg("the database works again for this call")
 	}
 }
@@ -362,8 +362,8 @@ func (e *Elector) watchConfig(ctx actor.Context) {
 	v, err := e.store.ConfigVersionRead(cctx, storage.ConfigVersionReadParams{})
 	cancel()
 	if err != nil {
-		if e.reading.failed(time.Now()) {
-			e.log.Warn().Err(err).Int("failures", e.reading.n).
+		if log, n := e.reading.Failed(time.Now()); log {
+			e.log.Warn().Err(err).Int("failures", n).
 				Msg("reading the shared config version failed; retrying every heartbeat, logged once a minute while it lasts (check the database)")
 		}
 		return
@@ -396,48 +396,20 @@ func (e *Elector) watchResignations(ctx actor.Context) {
 	// The watcher reconnects every second while the database is away: a
 	// line per attempt would be 3,600 an hour. Both callbacks run on the
 	// watcher's goroutine, which alone touches failing.
-	var failing outage
+	var failing storage.Outage
 	go w.WatchResignations(wctx,
 		func() {
-			if n := failing.over(); n > 0 {
+			if n := failing.Over(); n > 0 {
 				e.log.Info().Int("failures", n).Msg("listening for lease resignations again")
 			}
 			system.Root.Send(self, resigned{})
 		},
 		func(err error) {
-			if failing.failed(time.Now()) {
-				e.log.Warn().Err(err).Int("failures", failing.n).
+			if log, n := failing.Failed(time.Now()); log {
+				e.log.Warn().Err(err).Int("failures", n).
 					Msg("listening for lease resignations failed; reconnecting every second, logged once a minute while it lasts (followers still poll every heartbeat)")
 			}
 		})
-}
-
-// outageRepeat is how often a failure that lasts is logged again.
-const outageRepeat = time.Minute
-
-// outage counts the failures of something retried until it works, so that
-// it is logged when it starts, once an outageRepeat while it lasts, and
-// when it ends, not at every attempt.
-type outage struct {
-	n      int       // failures since the last success
-	logged time.Time // when the failure was last logged
-}
-
-// failed records a failure and reports whether to log it.
-func (o *outage) failed(now time.Time) bool {
-	o.n++
-	if o.n > 1 && now.Sub(o.logged) < outageRepeat {
-		return false
-	}
-	o.logged = now
-	return true
-}
-
-// over records a success and returns how many failures it ends.
-func (o *outage) over() int {
-	n := o.n
-	*o = outage{}
-	return n
 }
 
 // stop is the clean stop: give the lease up now (so a standby takes over

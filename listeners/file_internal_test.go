@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
+	"github.com/messagefoundry/mf/actors/enginetest/logbuf"
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/lanes"
 	"github.com/messagefoundry/mf/storage"
@@ -203,7 +203,7 @@ func TestAFileCutOffByTheEndOfTheTermIsNoError(t *testing.T) {
 		"cancelled": fmt.Errorf("%w (%w)", ErrShuttingDown, context.Canceled),
 	} {
 		t.Run(name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs logbuf.Buffer
 			st := &scriptedStore{Store: openSQLite(t), fail: map[int]error{1: failure}}
 			in := startPollerLogging(t, st, "settle_seconds = 0", nil, zerolog.New(&logs))
 			drop(t, in, "lab.hl7", adt("M1", "P1"))
@@ -286,22 +286,4 @@ func TestAFailureThatLastsIsLoggedOnceAMinute(t *testing.T) {
 	if n := strings.Count(logs.String(), "trouble has cleared"); n != 1 {
 		t.Fatalf("the directory listed again: the end of the failure logged %d times, want once:\n%s", n, logs.String())
 	}
-}
-
-// syncBuffer is a log sink the actors write to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

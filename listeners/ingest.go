@@ -88,6 +88,11 @@ type Ingest struct {
 	pending  []queued
 	inflight bool
 	commits  sync.WaitGroup
+	// storing counts the batches that failed in a row (one at a time, so
+	// one goroutine touches it at a time), so that a database away is
+	// logged when it starts, once a minute and when it ends, not at every
+	// batch of every sender's resend.
+	storing storage.Outage
 }
 
 // queued is a Submit waiting for a transaction.
@@ -245,6 +250,9 @@ func (in *Ingest) store(msgs []storage.NewMessage) ([]Result, lanes.Ingested, er
 	part(0, len(msgs))
 	switch {
 	case failed == nil:
+		if n := in.storing.Over(); n > 0 {
+			in.env.Log.Info().Int("failures", n).Msg("storing messages works again")
+		}
 	case errors.Is(failed, storage.ErrFenced), errors.Is(failed, ErrShuttingDown):
 		// The normal end of a term, not a database in trouble.
 		in.env.Log.Warn().Err(failed).Int("messages", len(msgs)).
@@ -252,8 +260,10 @@ func (in *Ingest) store(msgs []storage.NewMessage) ([]Result, lanes.Ingested, er
 				"(\"this node is no longer the primary\") and sends it again, to the next leader; an inbound file stays and is read again")
 	default:
 		lanes.StoreError(in.env.Ctx, "message_ingest", failed)
-		in.env.Log.Error().Err(failed).Int("messages", len(msgs)).
-			Msg("storing a batch of messages failed; each sender whose message was not stored gets AE and will resend")
+		if log, n := in.storing.Failed(time.Now()); log {
+			in.env.Log.Error().Err(failed).Int("messages", len(msgs)).Int("failures", n).
+				Msg("storing a batch of messages failed; each sender whose message was not stored gets AE and will resend (logged once a minute while it lasts)")
+		}
 	}
 	return results, touched, failed
 }

@@ -4,7 +4,6 @@
 package enginetest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/actors"
+	"github.com/messagefoundry/mf/actors/enginetest/logbuf"
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/storage"
 	"github.com/messagefoundry/mf/storage/sqlite"
@@ -37,24 +36,7 @@ type Engine struct {
 }
 
 // LogBuffer collects log lines safely across goroutines.
-type LogBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-// Write implements io.Writer.
-func (l *LogBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// String returns everything logged so far.
-func (l *LogBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type LogBuffer = logbuf.Buffer
 
 // FreeAddr returns a loopback address nobody listens on right now.
 func FreeAddr(t testing.TB) string {
