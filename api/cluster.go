@@ -93,12 +93,14 @@ func (s *Server) clusterNodes(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	list, err := s.o.Store.NodeList(r.Context())
+	ctx, cancel := s.readCtx(r)
+	defer cancel()
+	list, err := s.o.Store.NodeList(ctx)
 	if err != nil {
 		s.storeFailed(w, "node list", err)
 		return
 	}
-	lease, err := s.o.Store.LeaseRead(r.Context())
+	lease, err := s.o.Store.LeaseRead(ctx)
 	if err != nil {
 		s.storeFailed(w, "lease read", err)
 		return

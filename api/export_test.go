@@ -11,5 +11,7 @@ func NewWithLimitsDividedBy(o Options, div time.Duration) *Server {
 	l.read /= div
 	l.write /= div
 	l.idle /= div
+	l.storeRead /= div
+	l.storeWrite /= div
 	return newServer(o, l)
 }

@@ -100,7 +100,11 @@ var runtime = func() *prometheus.Registry {
 // runtime and process metrics.
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	snap := &queueSnapshot{depth: map[string]float64{}}
-	stats, err := s.o.Store.QueueStats(r.Context())
+	// Bounded, so that a scrape while the database does not answer still
+	// gets every other series in time.
+	ctx, cancel := s.readCtx(r)
+	defer cancel()
+	stats, err := s.o.Store.QueueStats(ctx)
 	if err == nil {
 		for _, st := range stats {
 			if st.Status == "pending" || st.Status == "inflight" {
@@ -113,7 +117,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		lanes.StoreError(r.Context(), "metrics_queue", err)
+		lanes.StoreError(ctx, "metrics_queue", err)
 		s.o.Log.Warn().Err(err).Msg("metrics: reading the queue failed; queue gauges keep their last values")
 	} else {
 		snapshot.Store(snap)

@@ -69,6 +69,18 @@ type limits struct {
 	// maxHeaderBytes bounds the headers (net/http's default is 1 MiB; a
 	// bearer token and a few headers need a few hundred bytes).
 	maxHeaderBytes int
+	// storeRead bounds the store calls of a request that reads (cluster
+	// nodes, lanes, metrics, a message). A database that takes the
+	// connection and never answers (a host that drops packets, a pool
+	// whose connections are all stuck) otherwise holds the request until
+	// the client gives up: a monitoring check gets a timeout where it
+	// should get a 503 saying why, and a scrape loses mf_is_leader and
+	// mf_store_errors_total, the series that tell the outage. Below
+	// Prometheus's default scrape timeout (10 s).
+	storeRead time.Duration
+	// storeWrite bounds an operator's write (retry, skip, reload): longer,
+	// since SQLite lets a write wait its busy timeout (10 s) for the lock.
+	storeWrite time.Duration
 }
 
 var defaultLimits = limits{
@@ -77,6 +89,8 @@ var defaultLimits = limits{
 	write:          60 * time.Second,
 	idle:           2 * time.Minute,
 	maxHeaderBytes: 64 << 10,
+	storeRead:      5 * time.Second,
+	storeWrite:     15 * time.Second,
 }
 
 // minClientRate is the slowest reading, in bytes per second, a large answer
@@ -243,7 +257,34 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 // name hosts); the log has it.
 func (s *Server) storeFailed(w http.ResponseWriter, op string, err error) {
 	s.o.Log.Error().Err(err).Str("op", op).Msg("API: store call failed")
+	if errors.Is(err, context.DeadlineExceeded) {
+		writeError(w, http.StatusServiceUnavailable, "the store did not answer in time ("+op+")")
+		return
+	}
 	writeError(w, http.StatusServiceUnavailable, "the store is unavailable ("+op+")")
+}
+
+// storeWriteFailed is storeFailed for a write, whose outcome a deadline
+// leaves unknown: the database may have committed it before the call gave
+// up.
+func (s *Server) storeWriteFailed(w http.ResponseWriter, op string, err error) {
+	if !errors.Is(err, context.DeadlineExceeded) {
+		s.storeFailed(w, op, err)
+		return
+	}
+	s.o.Log.Error().Err(err).Str("op", op).Msg("API: store call failed")
+	writeError(w, http.StatusServiceUnavailable, "the store did not answer in time ("+op+"); it may still have been applied")
+}
+
+// readCtx is the context of a request's store reads: the request's, ended
+// after limits.storeRead.
+func (s *Server) readCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), s.limits.storeRead)
+}
+
+// writeCtx is readCtx for an operator's write (limits.storeWrite).
+func (s *Server) writeCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), s.limits.storeWrite)
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
@@ -289,7 +330,9 @@ type Lane struct {
 }
 
 func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
-	ls, err := s.o.Store.QueueLanes(r.Context())
+	ctx, cancel := s.readCtx(r)
+	defer cancel()
+	ls, err := s.o.Store.QueueLanes(ctx)
 	if err != nil {
 		s.storeFailed(w, "queue lanes", err)
 		return
@@ -300,7 +343,7 @@ func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
 	for _, l := range ls {
 		name := l.Lane
 		if !phi && len(name) > len(l.Destination)+1 {
-			if name, err = s.laneHash.hash(r.Context(), l.Destination, name); err != nil {
+			if name, err = s.laneHash.hash(ctx, l.Destination, name); err != nil {
 				s.storeFailed(w, "lane hash key", err)
 				return
 			}
@@ -354,7 +397,9 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	d, err := s.o.Store.MessageRead(r.Context(), id)
+	ctx, cancel := s.readCtx(r)
+	defer cancel()
+	d, err := s.o.Store.MessageRead(ctx, id)
 	if errors.Is(err, storage.ErrNotFound) {
 		writeError(w, http.StatusNotFound, "no message "+strconv.FormatInt(id, 10))
 		return
@@ -385,26 +430,28 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) queueRetry(w http.ResponseWriter, r *http.Request) {
-	s.queueAction(w, r, "retry", func(id int64) error {
-		return s.o.Store.QueueRelease(r.Context(), storage.QueueReleaseParams{ID: id})
+	s.queueAction(w, r, "retry", func(ctx context.Context, id int64) error {
+		return s.o.Store.QueueRelease(ctx, storage.QueueReleaseParams{ID: id})
 	})
 }
 
 func (s *Server) queueSkip(w http.ResponseWriter, r *http.Request) {
 	who := principalOf(r)
-	s.queueAction(w, r, "skip", func(id int64) error {
-		return s.o.Store.QueueSkip(r.Context(), storage.QueueSkipParams{ID: id, Reason: "skipped by operator " + who.name})
+	s.queueAction(w, r, "skip", func(ctx context.Context, id int64) error {
+		return s.o.Store.QueueSkip(ctx, storage.QueueSkipParams{ID: id, Reason: "skipped by operator " + who.name})
 	})
 }
 
 // queueAction runs an operator action on a queue row: 404 if there is no
 // such row, 409 if it is in flight or finished.
-func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action string, do func(int64) error) {
+func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action string, do func(context.Context, int64) error) {
 	id, ok := pathID(w, r)
 	if !ok {
 		return
 	}
-	err := do(id)
+	ctx, cancel := s.writeCtx(r)
+	defer cancel()
+	err := do(ctx, id)
 	switch {
 	case err == nil:
 		who := principalOf(r)
@@ -415,7 +462,7 @@ func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action stri
 	case errors.Is(err, storage.ErrNotPending):
 		writeError(w, http.StatusConflict, "queue row "+strconv.FormatInt(id, 10)+" is in flight or finished: only a pending row can be retried or skipped")
 	default:
-		s.storeFailed(w, "queue "+action, err)
+		s.storeWriteFailed(w, "queue "+action, err)
 	}
 }
 
@@ -429,9 +476,11 @@ func (s *Server) configReload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, ErrSingleNodeReload.Error())
 		return
 	}
-	v, err := s.o.Store.ConfigVersionBump(r.Context(), storage.ConfigVersionBumpParams{})
+	ctx, cancel := s.writeCtx(r)
+	defer cancel()
+	v, err := s.o.Store.ConfigVersionBump(ctx, storage.ConfigVersionBumpParams{})
 	if err != nil {
-		s.storeFailed(w, "config version bump", err)
+		s.storeWriteFailed(w, "config version bump", err)
 		return
 	}
 	s.o.Log.Info().Int64("config_version", v).Msg("config reload requested through the API")
