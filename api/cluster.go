@@ -33,7 +33,9 @@ type ClusterNodes struct {
 	LeaseExpiresAt *float64 `json:"lease_expires_at"`
 }
 
-// NodeEntry is one node of ClusterNodes. Times are epoch seconds.
+// NodeEntry is one node of ClusterNodes. Times are epoch seconds. IsLeader
+// is true for the node LeaderNodeID names and no other (reference 000: the
+// array never shows two leaders, never a dead one).
 type NodeEntry struct {
 	NodeID    string   `json:"node_id"`
 	Host      string   `json:"host"`
@@ -105,11 +107,14 @@ func (s *Server) clusterNodes(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, "lease read", err)
 		return
 	}
-	out := ClusterNodes{Nodes: []NodeEntry{}, LeaderNodeID: strPtr(leadership.LeaderOf(list, s.o.Config.Cluster.NodeTimeout()))}
+	leader := leadership.LeaderOf(list, s.o.Config.Cluster.NodeTimeout())
+	out := ClusterNodes{Nodes: []NodeEntry{}, LeaderNodeID: strPtr(leader)}
 	for _, n := range list.Nodes {
+		// The derived leader, not the row's flag: a crashed leader's row
+		// keeps its flag for good, and during a failover two rows carry it.
 		out.Nodes = append(out.Nodes, NodeEntry{
 			NodeID: n.NodeID, Host: n.Host, PID: n.PID, Status: n.Status,
-			StartedAt: epoch(n.StartedAt), LastSeen: epoch(n.LastSeen), IsLeader: n.IsLeader,
+			StartedAt: epoch(n.StartedAt), LastSeen: epoch(n.LastSeen), IsLeader: leader != "" && n.NodeID == leader,
 		})
 	}
 	if lease.Term > 0 { // never elected: no owner, no expiry

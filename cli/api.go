@@ -152,7 +152,7 @@ func nodesCommand() *cli.Command {
 				return now.Sub(time.UnixMicro(int64(*t*1e6))).Round(100*time.Millisecond).String() + " ago"
 			}
 			tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tHOST\tPID\tSTATUS\tLEADER FLAG\tLAST SEEN\tSTARTED")
+			fmt.Fprintln(tw, "NODE\tHOST\tPID\tSTATUS\tLEADER\tLAST SEEN\tSTARTED")
 			for _, e := range n.Nodes {
 				flag := ""
 				if e.IsLeader {

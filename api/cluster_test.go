@@ -1,0 +1,72 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/actors"
+	"github.com/messagefoundry/mf/api"
+	"github.com/messagefoundry/mf/storage"
+)
+
+// membershipStore answers NodeList and LeaseRead with fixed rows.
+type membershipStore struct {
+	storage.Store
+	list  storage.NodeList
+	lease storage.Lease
+}
+
+func (s membershipStore) NodeList(context.Context) (storage.NodeList, error) { return s.list, nil }
+func (s membershipStore) LeaseRead(context.Context) (storage.Lease, error)   { return s.lease, nil }
+
+// After a kill -9 of the primary its row keeps the leader flag for good (no
+// clean stop cleared it), and the new primary's row carries the flag too.
+// /cluster/nodes names the live leader in leader_node_id and in the array
+// alike: one entry is_leader, the live one (reference 000: "the array never
+// shows two leaders and never names a dead node"). Before, the array showed
+// the row's raw flag: two leaders, one of them dead, from the first
+// failover on.
+func TestClusterNodesArrayShowsOnlyTheLiveLeader(t *testing.T) {
+	v := start(t, fileOutbound)
+	now := time.Now()
+	st := membershipStore{Store: v.e.Store,
+		list: storage.NodeList{DBNow: now, Nodes: []storage.Node{
+			{NodeID: "node-a", Host: "a", PID: 1, Status: storage.NodeActive, StartedAt: now.Add(-time.Hour), LastSeen: now.Add(-10 * time.Minute), IsLeader: true},
+			{NodeID: "node-b", Host: "b", PID: 2, Status: storage.NodeActive, StartedAt: now.Add(-time.Hour), LastSeen: now.Add(-time.Second), IsLeader: true},
+			{NodeID: "node-c", Host: "c", PID: 3, Status: storage.NodeActive, StartedAt: now.Add(-time.Hour), LastSeen: now.Add(-time.Second)},
+		}},
+		lease: storage.Lease{Owner: "node-b", Term: 2, ExpiresAt: now.Add(30 * time.Second), DBNow: now},
+	}
+	clustered := func() actors.Status { s := v.e.Status(); s.Clustered = true; return s }
+	srv := httptest.NewServer(api.New(api.Options{Config: v.e.Config, Store: st, Status: clustered, Log: zerolog.Nop()}).Handler())
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest("GET", srv.URL+"/cluster/nodes", nil)
+	req.Header.Set("Authorization", "Bearer "+tokens["viewer"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got api.ClusterNodes
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /cluster/nodes: %d %v", resp.StatusCode, err)
+	}
+	if got.LeaderNodeID == nil || *got.LeaderNodeID != "node-b" {
+		t.Fatalf("leader_node_id %v, want node-b", got.LeaderNodeID)
+	}
+	var leaders []string
+	for _, n := range got.Nodes {
+		if n.IsLeader {
+			leaders = append(leaders, n.NodeID)
+		}
+	}
+	if len(leaders) != 1 || leaders[0] != "node-b" {
+		t.Fatalf("entries with is_leader: %v; want only node-b (node-a crashed 10 minutes ago with its flag set)", leaders)
+	}
+}
