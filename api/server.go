@@ -8,6 +8,7 @@ package api
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -368,15 +370,21 @@ func lastError(r storage.QueueRow, phi bool) string {
 
 // Message is GET /messages/{id}.
 type Message struct {
-	ID          int64      `json:"id"`
-	Inbound     string     `json:"inbound"`
-	ReceivedAt  *float64   `json:"received_at"`
-	ControlID   string     `json:"control_id"`
-	MessageType string     `json:"message_type"`
-	Status      string     `json:"status"`
-	Error       string     `json:"error"`
-	Payload     string     `json:"payload"`
-	Queue       []QueueRow `json:"queue"`
+	ID          int64    `json:"id"`
+	Inbound     string   `json:"inbound"`
+	ReceivedAt  *float64 `json:"received_at"`
+	ControlID   string   `json:"control_id"`
+	MessageType string   `json:"message_type"`
+	Status      string   `json:"status"`
+	Error       string   `json:"error"`
+	Payload     string   `json:"payload"`
+	// PayloadBase64 is the payload's bytes in base64 when they are not
+	// UTF-8 (HL7 v2 is often Latin-1, MSH-18 8859/1): a JSON string holds
+	// only UTF-8, so Payload then has U+FFFD for each byte that is not, and
+	// only this field has the message as received. null when Payload is
+	// exact.
+	PayloadBase64 *string    `json:"payload_base64"`
+	Queue         []QueueRow `json:"queue"`
 }
 
 // QueueRow is one delivery of a Message.
@@ -411,6 +419,10 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request) {
 	m := d.Message
 	out := Message{ID: m.ID, Inbound: m.Inbound, ReceivedAt: epoch(m.ReceivedAt), ControlID: m.ControlID,
 		MessageType: m.MessageType, Status: m.Status, Error: m.Error, Payload: string(m.Payload), Queue: []QueueRow{}}
+	if !utf8.Valid(m.Payload) {
+		b64 := base64.StdEncoding.EncodeToString(m.Payload)
+		out.PayloadBase64 = &b64
+	}
 	for _, q := range d.Queue {
 		out.Queue = append(out.Queue, QueueRow{ID: q.ID, Destination: q.Destination, Lane: q.Lane, Status: q.Status,
 			Held: q.Held, Attempts: q.Attempts, NextAttemptAt: epoch(q.NextAttemptAt), LastError: lastError(q, true), UpdatedAt: epoch(q.UpdatedAt)})
