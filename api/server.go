@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"log"
 	"net"
 	"net/http"
 	"strconv"
@@ -128,9 +129,26 @@ func newServer(o Options, l limits) *Server {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	s.http = &http.Server{Handler: jsonAnswers(mux), ReadHeaderTimeout: l.readHeader, ReadTimeout: l.read, WriteTimeout: l.write,
-		IdleTimeout: l.idle, MaxHeaderBytes: l.maxHeaderBytes}
+		IdleTimeout: l.idle, MaxHeaderBytes: l.maxHeaderBytes, ErrorLog: log.New(serverLog{o.Log}, "", 0)}
 	registerMetrics(o.Config)
 	return s
+}
+
+// serverLog turns what net/http reports itself (a failed TLS handshake, an
+// accept error, a handler's panic) into lines of the node's log: by default
+// it writes plain text on stderr, in the middle of the JSON log.
+type serverLog struct{ log zerolog.Logger }
+
+func (l serverLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	level := zerolog.WarnLevel
+	// A connection closed before its handshake: a load balancer's
+	// TCP-connect check, every few seconds.
+	if strings.HasPrefix(msg, "http: TLS handshake error") && strings.HasSuffix(msg, ": EOF") {
+		level = zerolog.DebugLevel
+	}
+	l.log.WithLevel(level).Str("component", "api").Msg(msg)
+	return len(p), nil
 }
 
 // Handler exposes the routes (for tests).
