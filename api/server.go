@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -520,7 +521,8 @@ func (s *Server) configReload(w http.ResponseWriter, r *http.Request) {
 func pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		writeError(w, http.StatusBadRequest, "the id must be a positive integer")
+		// Past int64 is a positive integer too: say the bound.
+		writeError(w, http.StatusBadRequest, "the id must be a positive integer, at most "+strconv.FormatInt(math.MaxInt64, 10))
 		return 0, false
 	}
 	return id, true
