@@ -95,7 +95,7 @@ func (s *Server) clusterNodes(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	ctx, cancel := s.readCtx(r)
+	ctx, cancel := storeCtx(r, s.limits.storeRead)
 	defer cancel()
 	list, err := s.o.Store.NodeList(ctx)
 	if err != nil {

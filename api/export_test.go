@@ -12,6 +12,7 @@ func NewWithLimitsDividedBy(o Options, div time.Duration) *Server {
 	l.write /= div
 	l.idle /= div
 	l.storeRead /= div
+	l.storeScan /= div
 	l.storeWrite /= div
 	return newServer(o, l)
 }

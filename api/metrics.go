@@ -102,7 +102,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	snap := &queueSnapshot{depth: map[string]float64{}}
 	// Bounded, so that a scrape while the database does not answer still
 	// gets every other series in time.
-	ctx, cancel := s.readCtx(r)
+	ctx, cancel := storeCtx(r, s.limits.storeRead)
 	defer cancel()
 	stats, err := s.o.Store.QueueStats(ctx)
 	if err == nil {

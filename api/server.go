@@ -73,8 +73,8 @@ type limits struct {
 	// maxHeaderBytes bounds the headers (net/http's default is 1 MiB; a
 	// bearer token and a few headers need a few hundred bytes).
 	maxHeaderBytes int
-	// storeRead bounds the store calls of a request that reads (cluster
-	// nodes, lanes, metrics, a message). A database that takes the
+	// storeRead bounds the store calls of a request that reads little
+	// (cluster nodes, metrics, a message). A database that takes the
 	// connection and never answers (a host that drops packets, a pool
 	// whose connections are all stuck) otherwise holds the request until
 	// the client gives up: a monitoring check gets a timeout where it
@@ -82,6 +82,10 @@ type limits struct {
 	// mf_store_errors_total, the series that tell the outage. Below
 	// Prometheus's default scrape timeout (10 s).
 	storeRead time.Duration
+	// storeScan bounds GET /lanes, which reads every unfinished row: a
+	// backlog of a million rows in 100,000 lanes takes PostgreSQL 2 s, so
+	// it gets more, and still answers within the write timeout.
+	storeScan time.Duration
 	// storeWrite bounds an operator's write (retry, skip, reload): longer,
 	// since SQLite lets a write wait its busy timeout (10 s) for the lock.
 	storeWrite time.Duration
@@ -94,6 +98,7 @@ var defaultLimits = limits{
 	idle:           2 * time.Minute,
 	maxHeaderBytes: 64 << 10,
 	storeRead:      5 * time.Second,
+	storeScan:      30 * time.Second,
 	storeWrite:     15 * time.Second,
 }
 
@@ -297,15 +302,10 @@ func (s *Server) storeWriteFailed(w http.ResponseWriter, op string, err error) {
 	writeError(w, http.StatusServiceUnavailable, "the store did not answer in time ("+op+"); it may still have been applied")
 }
 
-// readCtx is the context of a request's store reads: the request's, ended
-// after limits.storeRead.
-func (s *Server) readCtx(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.Context(), s.limits.storeRead)
-}
-
-// writeCtx is readCtx for an operator's write (limits.storeWrite).
-func (s *Server) writeCtx(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.Context(), s.limits.storeWrite)
+// storeCtx is the context of a request's store calls: the request's, ended
+// after limit (one of limits.store*).
+func storeCtx(r *http.Request, limit time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), limit)
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
@@ -351,7 +351,7 @@ type Lane struct {
 }
 
 func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := s.readCtx(r)
+	ctx, cancel := storeCtx(r, s.limits.storeScan)
 	defer cancel()
 	ls, err := s.o.Store.QueueLanes(ctx)
 	if err != nil {
@@ -424,7 +424,7 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := s.readCtx(r)
+	ctx, cancel := storeCtx(r, s.limits.storeRead)
 	defer cancel()
 	d, err := s.o.Store.MessageRead(ctx, id)
 	if errors.Is(err, storage.ErrNotFound) {
@@ -480,7 +480,7 @@ func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action stri
 	if !ok {
 		return
 	}
-	ctx, cancel := s.writeCtx(r)
+	ctx, cancel := storeCtx(r, s.limits.storeWrite)
 	defer cancel()
 	err := do(ctx, id)
 	switch {
@@ -507,7 +507,7 @@ func (s *Server) configReload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, ErrSingleNodeReload.Error())
 		return
 	}
-	ctx, cancel := s.writeCtx(r)
+	ctx, cancel := storeCtx(r, s.limits.storeWrite)
 	defer cancel()
 	v, err := s.o.Store.ConfigVersionBump(ctx, storage.ConfigVersionBumpParams{})
 	if err != nil {
