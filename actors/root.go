@@ -442,12 +442,12 @@ func (r *root) stopGraph(ctx actor.Context, drain bool) {
 // shows them before any change.
 func RegisterMetrics() {
 	for _, reason := range []string{"single-node", "elected", "renew-lost", "fenced"} {
-		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_leadership_changes_total{reason=%q}`, reason))
+		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_leadership_changes_total{reason=%s}`, lanes.Label(reason)))
 	}
 }
 
 func countChange(reason string) {
-	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_leadership_changes_total{reason=%q}`, reason)).Inc()
+	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_leadership_changes_total{reason=%s}`, lanes.Label(reason))).Inc()
 }
 
 // leaderStatus is the status the process-wide leader gauges read.

@@ -62,7 +62,7 @@ func registerMetrics(cfg *config.Config) {
 // with queue rows (one a config reload added, or one a reload removed that
 // still has a backlog) gets its own at the first scrape that finds them.
 func queueDepthGauge(dest string) {
-	metrics.GetOrCreateGauge(fmt.Sprintf(`mf_queue_depth{destination=%q}`, dest), func() float64 {
+	metrics.GetOrCreateGauge(fmt.Sprintf(`mf_queue_depth{destination=%s}`, lanes.Label(dest)), func() float64 {
 		return currentSnapshot().depth[dest]
 	})
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strconv"
@@ -11,8 +12,10 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/api"
 )
 
 // The shapes of reference 000, field for field (names, JSON types, nulls).
@@ -113,5 +116,67 @@ func TestQueueDepthOfADestinationAddedLater(t *testing.T) {
 	}
 	if got := metricValue(t, v, `mf_queue_depth{destination="emr"}`); got != "0" {
 		t.Errorf("mf_queue_depth of the configured destination = %s, want 0", got)
+	}
+}
+
+// An inbound's or an outbound's name is the operator's, and a TOML string
+// may hold a tab, a no-break space, a quote or a backslash. Written into a
+// label with Go's %q they became \t and \u00a0, escapes no Prometheus parser
+// accepts: one such name failed every scrape. Each name must come back
+// exactly as configured.
+func TestMetricLabelsCarryAnyName(t *testing.T) {
+	inbound, outbound := "adt\tin \u00a0\"east\"", `emr\west`
+	listen := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, tokenConfig()+`
+[[inbound]]
+name = "adt\tin \u00a0\"east\""
+type = "mllp"
+listen = "`+listen+`"
+
+[[outbound]]
+name = "emr\\west"
+type = "file"
+directory = "{{dir}}/out"
+
+[[route]]
+from = "adt\tin \u00a0\"east\""
+to = ["emr\\west"]
+lane_key = "PID-3.1"
+`)
+	if e.Config.Inbound[0].Name != inbound || e.Config.Outbound[0].Name != outbound {
+		t.Fatalf("the config's names are %q and %q", e.Config.Inbound[0].Name, e.Config.Outbound[0].Name)
+	}
+	srv := httptest.NewServer(api.New(api.Options{Config: e.Config, Store: e.Store, Status: e.Status, Log: zerolog.New(zerolog.NewTestWriter(t))}).Handler())
+	t.Cleanup(srv.Close)
+	v := &env{e: e, srv: srv, listen: listen}
+	enginetest.Dial(t, listen).Send(enginetest.ADT("M1", "P1"))
+	code, body := v.call(t, "GET", "/metrics", "viewer")
+	if code != http.StatusOK {
+		t.Fatalf("metrics %d", code)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("the scrape does not parse: %v", err)
+	}
+	has := func(family, label, value string) bool {
+		for _, m := range families[family].GetMetric() {
+			for _, l := range m.Label {
+				if l.GetName() == label && l.GetValue() == value {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, c := range []struct{ family, label, value string }{
+		{"mf_messages_received_total", "inbound", inbound},
+		{"mf_ack_duration_seconds", "inbound", inbound},
+		{"mf_deliveries_total", "destination", outbound},
+		{"mf_queue_depth", "destination", outbound},
+	} {
+		if !has(c.family, c.label, c.value) {
+			t.Errorf("no %s with %s=%q", c.family, c.label, c.value)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -13,12 +14,21 @@ import (
 	"github.com/messagefoundry/mf/storage"
 )
 
+// Label quotes s as a Prometheus label value: a backslash, a double quote
+// and a line feed escaped, every other character as it is. Names are the
+// operator's; Go's %q wrote a tab or a no-break space as \t or \u00a0,
+// escapes the Prometheus text format does not have, and one such name
+// failed every scrape.
+func Label(s string) string { return `"` + labelEscaper.Replace(s) + `"` }
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
 // observeDelivery counts one delivery attempt's outcome and its duration.
 // Labels are the destination (bounded by the config) and the result, never a
 // lane key or anything of the message.
 func observeDelivery(dest, result string, took time.Duration) {
-	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_deliveries_total{destination=%q,result=%q}`, dest, result)).Inc()
-	metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_delivery_duration_seconds{destination=%q}`, dest)).Update(took.Seconds())
+	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_deliveries_total{destination=%s,result=%s}`, Label(dest), Label(result))).Inc()
+	metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_delivery_duration_seconds{destination=%s}`, Label(dest))).Update(took.Seconds())
 }
 
 // StoreError counts a store call by operation that failed with err under
@@ -31,7 +41,7 @@ func StoreError(ctx context.Context, op string, err error) {
 	if errors.Is(err, storage.ErrFenced) || errors.Is(ctx.Err(), context.Canceled) {
 		return
 	}
-	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_store_errors_total{op=%q}`, op)).Inc()
+	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_store_errors_total{op=%s}`, Label(op))).Inc()
 }
 
 // activeLanes is the number of lane actors the manager has running.
@@ -47,9 +57,9 @@ var deliveryResults = []string{"delivered", "retry", "dead", "blocked"}
 func RegisterMetrics(outbounds []config.Outbound) {
 	for _, o := range outbounds {
 		for _, r := range deliveryResults {
-			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_deliveries_total{destination=%q,result=%q}`, o.Name, r))
+			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_deliveries_total{destination=%s,result=%s}`, Label(o.Name), Label(r)))
 		}
-		metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_delivery_duration_seconds{destination=%q}`, o.Name))
+		metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_delivery_duration_seconds{destination=%s}`, Label(o.Name)))
 	}
 	metrics.GetOrCreateCounter(`mf_store_errors_total{op="message_ingest"}`)
 	metrics.GetOrCreateGauge("mf_lanes_active", func() float64 { return float64(activeLanes.Load()) })

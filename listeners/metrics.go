@@ -7,6 +7,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/lanes"
 )
 
 var ingestBatchSize = metrics.NewPrometheusHistogramExt("mf_ingest_batch_size",
@@ -15,7 +16,7 @@ var ingestBatchSize = metrics.NewPrometheusHistogramExt("mf_ingest_batch_size",
 func observeBatch(n int) { ingestBatchSize.Update(float64(n)) }
 
 func countReceived(inbound string) {
-	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_received_total{inbound=%q}`, inbound)).Inc()
+	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_received_total{inbound=%s}`, lanes.Label(inbound))).Inc()
 }
 
 // Rejection reasons, a closed set (metric label values).
@@ -28,28 +29,28 @@ const (
 )
 
 func countRejected(inbound, reason string) {
-	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_rejected_total{inbound=%q,reason=%q}`, inbound, reason)).Inc()
+	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_rejected_total{inbound=%s,reason=%s}`, lanes.Label(inbound), lanes.Label(reason))).Inc()
 }
 
 func observeAck(inbound string, since time.Time) {
-	metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_ack_duration_seconds{inbound=%q}`, inbound)).UpdateDuration(since)
+	metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_ack_duration_seconds{inbound=%s}`, lanes.Label(inbound))).UpdateDuration(since)
 }
 
 func countRefusedConn(inbound string) {
-	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_connections_refused_total{inbound=%q}`, inbound)).Inc()
+	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_connections_refused_total{inbound=%s}`, lanes.Label(inbound))).Inc()
 }
 
 // RegisterMetrics creates the inbound series at zero, so that a scrape shows
 // them before any traffic.
 func RegisterMetrics(inbounds []config.Inbound) {
 	for _, in := range inbounds {
-		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_received_total{inbound=%q}`, in.Name))
+		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_received_total{inbound=%s}`, lanes.Label(in.Name)))
 		for _, reason := range []string{reasonParse, reasonOversize, reasonNotFramed, reasonStore, reasonRefused} {
-			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_rejected_total{inbound=%q,reason=%q}`, in.Name, reason))
+			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_rejected_total{inbound=%s,reason=%s}`, lanes.Label(in.Name), lanes.Label(reason)))
 		}
-		metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_ack_duration_seconds{inbound=%q}`, in.Name))
+		metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_ack_duration_seconds{inbound=%s}`, lanes.Label(in.Name)))
 		if in.Type == config.InboundMLLP { // only a listener has connections to refuse
-			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_connections_refused_total{inbound=%q}`, in.Name))
+			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_connections_refused_total{inbound=%s}`, lanes.Label(in.Name)))
 		}
 	}
 }
