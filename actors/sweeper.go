@@ -111,6 +111,7 @@ func (s *sweeper) purge(ctx actor.Context) {
 	}
 	s.purged.QueueRows += r.QueueRows
 	s.purged.Messages += r.Messages
+	s.purged.Nodes += r.Nodes
 	if r.QueueRows < int64(purgeLimit) && r.Messages < int64(purgeLimit) {
 		s.purgeDone()
 		return
@@ -122,7 +123,8 @@ func (s *sweeper) purge(ctx actor.Context) {
 func (s *sweeper) purgeDone() {
 	s.round = nil
 	if s.purged != (storage.PurgeResult{}) {
-		s.log.Info().Int64("queue_rows", s.purged.QueueRows).Int64("messages", s.purged.Messages).Msg("purged finished rows past retention")
+		s.log.Info().Int64("queue_rows", s.purged.QueueRows).Int64("messages", s.purged.Messages).Int64("nodes", s.purged.Nodes).
+			Msg("purged finished rows, and nodes not seen, past retention")
 	}
 }
 

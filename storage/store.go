@@ -91,8 +91,9 @@ type Store interface {
 	MessageRead(ctx context.Context, id int64) (MessageDetail, error)
 	// MessagePurge deletes finished queue rows ('done' or 'dead') last
 	// updated before db_now - p.OlderThan, then messages older than the
-	// cut-off that have no queue rows left. Rows that are pending or in
-	// flight are never touched.
+	// cut-off that have no queue rows left, and the rows of nodes not seen
+	// since the cut-off (a live node's heartbeat writes its row again).
+	// Rows that are pending or in flight are never touched.
 	MessagePurge(ctx context.Context, p MessagePurgeParams) (PurgeResult, error)
 
 	// QueueClaimNext claims the head of one lane, or returns ErrNoWork. See
@@ -479,6 +480,10 @@ type MessagePurgeParams struct {
 type PurgeResult struct {
 	QueueRows int64
 	Messages  int64
+	// Nodes counts the mf_nodes rows deleted: nodes not seen since the
+	// cut-off (stopped or crashed; every restart with an automatic node id
+	// leaves one).
+	Nodes int64
 }
 
 // QueueClaimNextParams are the arguments of Store.QueueClaimNext.

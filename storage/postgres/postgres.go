@@ -495,6 +495,11 @@ func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) 
 			return err
 		}
 		res.Messages = tag.RowsAffected()
+		tag, err = tx.Exec(ctx, queries.Get("node_purge"), storage.Seconds(p.OlderThan))
+		if err != nil {
+			return err
+		}
+		res.Nodes = tag.RowsAffected()
 		return nil
 	})
 	return res, wrap("message purge", err)

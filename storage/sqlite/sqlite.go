@@ -855,7 +855,14 @@ func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) 
 		if err != nil {
 			return fmt.Errorf("purge messages: %w", err)
 		}
-		res.Messages, err = r.RowsAffected()
+		if res.Messages, err = r.RowsAffected(); err != nil {
+			return err
+		}
+		r, err = tx.ExecContext(ctx, queries.Get("node_purge"), millis(p.OlderThan))
+		if err != nil {
+			return fmt.Errorf("purge nodes: %w", err)
+		}
+		res.Nodes, err = r.RowsAffected()
 		return err
 	})
 	if err != nil {

@@ -666,6 +666,9 @@ func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) 
 		if err := tx.QueryRowContext(ctx, queries.Get("message_purge_messages"), args...).Scan(&res.Messages); err != nil {
 			return fmt.Errorf("purge messages: %w", err)
 		}
+		if err := tx.QueryRowContext(ctx, queries.Get("node_purge"), span("older", p.OlderThan)...).Scan(&res.Nodes); err != nil {
+			return fmt.Errorf("purge nodes: %w", err)
+		}
 		return nil
 	})
 	if err != nil {

@@ -454,6 +454,48 @@ func testIngestStorable(t *testing.T, h *harness) {
 
 // Purge deletes only finished rows older than the cut-off, then the messages
 // left without queue rows; the sweep re-pends only expired leases.
+// The purge deletes the rows of nodes not seen since the cut-off (every
+// restart with an automatic node id leaves one, and mf_nodes grew for good)
+// and keeps the others; a purged node's next heartbeat writes its row again.
+func testPurgeNodes(t *testing.T, h *harness) {
+	beat := func(id string) {
+		t.Helper()
+		if err := h.s.NodeHeartbeat(h.ctx, storage.NodeHeartbeatParams{NodeID: id, Host: "h", PID: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func() []string {
+		t.Helper()
+		l, err := h.s.NodeList(h.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, n := range l.Nodes {
+			out = append(out, n.NodeID)
+		}
+		return out
+	}
+	beat("gone")
+	if err := h.s.NodeLeave(h.ctx, storage.NodeLeaveParams{NodeID: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	beat("crashed")
+	h.waitDBClockPast(h.dbNow().Add(1200 * time.Millisecond))
+	beat("live")
+	res, err := h.s.MessagePurge(h.ctx, storage.MessagePurgeParams{Fence: zero, OlderThan: time.Second})
+	if err != nil {
+		t.Fatalf("purge: %v", err)
+	}
+	if got := ids(); res.Nodes != 2 || !reflect.DeepEqual(got, []string{"live"}) {
+		t.Fatalf("purge deleted %d nodes, left %v; want 2 deleted (gone, crashed), [live] left", res.Nodes, got)
+	}
+	beat("crashed") // it comes back
+	if got := ids(); !reflect.DeepEqual(got, []string{"crashed", "live"}) {
+		t.Fatalf("after a purged node's heartbeat: %v, want [crashed live]", got)
+	}
+}
+
 func testPurge(t *testing.T, h *harness) {
 	oldDone := h.fill(zero, "lab", "1", 1)[0]
 	oldDead := h.fill(zero, "lab", "2", 1)[0]

@@ -56,6 +56,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Queue/ClaimChecks", testClaimChecks},
 		{"Queue/LanesAndStats", testLanesAndStats},
 		{"Purge/OnlyFinishedOlderThanCutoff", testPurge},
+		{"Purge/NodesNotSeenSinceTheCutoff", testPurgeNodes},
 		{"Sweep/OnlyExpiredLeases", testReclaimExpired},
 		{"Nodes/HeartbeatLeaveList", testNodes},
 		{"Config/VersionBumpAndRead", testConfigVersion},
