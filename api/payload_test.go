@@ -56,3 +56,22 @@ func TestMessagePayloadThatIsNotUTF8(t *testing.T) {
 		t.Fatalf("a UTF-8 message: payload %q, payload_base64 %#v (present %v); want the payload exact and payload_base64 null", m["payload"], v, present)
 	}
 }
+
+// An answer may carry PHI (a message, a lane's key, an error a destination
+// quoted): no cache on the way, nor the operator's browser, may keep it.
+func TestAnswersAreNotCached(t *testing.T) {
+	v := start(t, fileOutbound)
+	id := v.ingest(t, 1)[0]
+	for _, path := range []string{fmt.Sprintf("/messages/%d", id), "/lanes", "/cluster/status", "/no/such/path"} {
+		req, _ := http.NewRequest("GET", v.srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+tokens["operator"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("GET %s (%d): Cache-Control %q, want no-store", path, resp.StatusCode, got)
+		}
+	}
+}

@@ -201,6 +201,9 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ct
 // text: no handler can change that.
 func jsonAnswers(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// An answer may carry PHI (a message, a lane key, a destination's
+		// words): no proxy or browser cache may keep it.
+		w.Header().Set("Cache-Control", "no-store")
 		h.ServeHTTP(&jsonWriter{ResponseWriter: w, r: r}, r)
 	})
 }
