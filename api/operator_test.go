@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +170,40 @@ tls_key = "`+p.ServerKey+`"
 	resp.Body.Close()
 	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + "/health"); err == nil && resp.StatusCode == http.StatusOK {
 		t.Fatal("plain HTTP got 200 from a TLS API")
+	}
+}
+
+// A key pair that cannot be loaded when the API starts (the files changed
+// since the config was checked) fails the start, with the port not bound.
+// It was loaded in the serving goroutine: "API listening" was logged, and
+// the port accepted connections that nobody ever answered.
+func TestAPIWhoseKeyPairCannotBeLoadedDoesNotStart(t *testing.T) {
+	dir := t.TempDir()
+	p := enginetest.NewPKI(t, dir)
+	addr := enginetest.FreeAddr(t)
+	cfg, err := config.Parse([]byte(`
+[api]
+listen = "`+addr+`"
+tls_cert = "`+p.ServerCert+`"
+tls_key = "`+p.ServerKey+`"
+`), "tls.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p.ServerKey, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := api.New(api.Options{Config: cfg, Log: zerolog.Nop()})
+	err = s.Start()
+	if err == nil {
+		t.Cleanup(func() { s.Shutdown(context.Background()) })
+		t.Fatal("the API started with a key it cannot load")
+	}
+	if !strings.Contains(err.Error(), "tls_key") {
+		t.Fatalf("the error does not name tls_key: %v", err)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Fatal("the port is bound")
 	}
 }

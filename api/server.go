@@ -8,9 +8,11 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log"
 	"math"
 	"net"
@@ -163,16 +165,26 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 // Start binds [api] listen, with TLS when configured, and serves in the
 // background.
 func (s *Server) Start() error {
-	ln, err := net.Listen("tcp", s.o.Config.API.Listen)
+	a := s.o.Config.API
+	if a.TLSCert != "" {
+		// Loaded before the port is bound: loaded by ServeTLS, in the
+		// serving goroutine, a pair that failed left the port bound and
+		// accepting connections that nobody answered.
+		cert, err := tls.LoadX509KeyPair(a.TLSCert, a.TLSKey)
+		if err != nil {
+			return fmt.Errorf("load [api] tls_cert and tls_key: %w", err)
+		}
+		s.http.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+	}
+	ln, err := net.Listen("tcp", a.Listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("listen on %s (config [api] listen): %w", a.Listen, err)
 	}
 	s.ln = ln
-	a := s.o.Config.API
 	go func() {
 		var err error
 		if a.TLSCert != "" {
-			err = s.http.ServeTLS(ln, a.TLSCert, a.TLSKey)
+			err = s.http.ServeTLS(ln, "", "") // the pair is in TLSConfig
 		} else {
 			err = s.http.Serve(ln)
 		}

@@ -108,7 +108,7 @@ func runCommand() *cli.Command {
 				sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
 				_ = eng.Stop(sctx)
-				return fmt.Errorf("api: listen on %s (config [api] listen): %w", cfg.API.Listen, err)
+				return fmt.Errorf("api: %w", err)
 			}
 			ev := log.Info().Str("config", cfg.Path).Str("store", cfg.Store.Backend).Str("version", Version).Bool("clustered", cfg.Cluster.Enabled)
 			if cfg.Store.Backend == config.BackendSQLite {
