@@ -186,9 +186,9 @@ func (l *laneActor) giveBack() {
 }
 
 // giveBackUnsent gives back the rows claimed ahead, and before them each
-// of cs that is not nil: rows claimed and never sent, pending again as if never claimed
-// (their attempt taken back, so that they do not use up attempts they never
-// made), with those a failed call left (unsent). It returns the store's
+// of cs that is not nil: rows claimed and never sent, pending again as if
+// never claimed (their attempt taken back, so that they do not use up
+// attempts they never made), with those a failed call left (unsent). It returns the store's
 // error. On a failure they stay in flight under this node's lease and are
 // kept in unsent, to be given back at the lane's next step; meanwhile its
 // claims, which start at the head, wait for them, and order holds.
