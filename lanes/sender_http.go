@@ -31,7 +31,7 @@ const (
 )
 
 // httpSender POSTs each message to a URL (DESIGN §7): a 2xx answer is a
-// delivery; 408, 429, 5xx and transport errors are retried; any other
+// delivery; 408, 425, 429, 5xx and transport errors are retried; any other
 // answer (other 4xx, and 3xx: redirects are not followed, since a POST
 // must not silently turn into a GET) is permanent.
 type httpSender struct {
@@ -126,10 +126,22 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 	// The status code only: the reason phrase is the destination's own text
 	// ("422 Unknown patient …"), its detail, kept out of logs (forLog).
 	return &DeliveryError{
-		Permanent: !(code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500),
+		Permanent: !httpRetryable(code),
 		Reason:    fmt.Sprintf("http %s: %s answered %d to queue id %d (control id %q)", s.name, s.shownURL, code, m.QueueID, m.ControlID),
 		Detail:    strings.TrimSpace(strings.TrimPrefix(resp.Status, strconv.Itoa(code))),
 	}
+}
+
+// httpRetryable reports whether an answer that is not 2xx may pass: the
+// server timed out (408), refused to risk a replay for now (425, Too Early:
+// RFC 8470 invites the client to send again), is overloaded (429) or failed
+// (5xx). Any other answer is about the request itself.
+func httpRetryable(code int) bool {
+	switch code {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+		return true
+	}
+	return code >= 500
 }
 
 // headerSafe replaces what an HTTP header value cannot carry (control

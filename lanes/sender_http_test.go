@@ -82,7 +82,7 @@ func TestHTTPSenderStatusCodes(t *testing.T) {
 		ok, perm bool
 	}{
 		{200, true, false}, {201, true, false}, {204, true, false},
-		{408, false, false}, {429, false, false}, {500, false, false}, {502, false, false}, {503, false, false}, {504, false, false},
+		{408, false, false}, {425, false, false}, {429, false, false}, {500, false, false}, {502, false, false}, {503, false, false}, {504, false, false},
 		{400, false, true}, {401, false, true}, {403, false, true}, {404, false, true}, {413, false, true}, {422, false, true},
 		{301, false, true}, {302, false, true}, {307, false, true}, {308, false, true},
 	} {
