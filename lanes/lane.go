@@ -363,6 +363,11 @@ func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 	}
 	if !exhausted {
 		delay := Backoff(tries, l.dest.RetryBase(), l.dest.RetryMax())
+		if de != nil && de.RetryAfter > delay {
+			// The destination said when it can take the message again;
+			// sooner is only refused again.
+			delay = max(delay, min(de.RetryAfter, l.dest.RetryMax()))
+		}
 		err = l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: claim, Delay: delay, Error: reason, Detail: detail})
 		observeDelivery(l.dest.Name, "retry", elapsed)
 		log.Warn().Err(forLog(sendErr, l.env.logPayloads())).Dur("retry_in", delay).Msg("delivery failed; the lane waits and retries this message (order is kept)")

@@ -965,3 +965,29 @@ func TestASendAbandonedByADemotionIsNotADeliveryFailure(t *testing.T) {
 		}
 	}
 }
+
+// A destination that answers 503 or 429 with Retry-After has said when it
+// can take the message again: the lane waits that long (up to
+// retry_max_seconds), not its own first backoff, which sent the message
+// back within the second, again and again, and with max_attempts used the
+// attempts up while the destination had asked to be left alone.
+func TestALaneWaitsAsLongAsTheDestinationsRetryAfter(t *testing.T) {
+	requests := new(atomic.Int64)
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Retry-After", "120")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer dest.Close()
+	f := newLaneFixture(t, dest.URL, "retry_base_seconds = 0.05\nretry_max_seconds = 300", 1)
+	defer f.system.Root.Stop(f.manager)
+
+	waitUntil(t, "the refused send's retry recorded", 20*time.Second, func() bool {
+		r := f.row(t, 0)
+		return r.Status == storage.QueuePending && r.Attempts == 1 && r.LastError != ""
+	})
+	r := f.row(t, 0)
+	if wait := r.NextAttemptAt.Sub(r.UpdatedAt); wait < 100*time.Second {
+		t.Fatalf("the retry is due %v after the refusal (%d requests); want the destination's Retry-After, 120s", wait, requests.Load())
+	}
+}

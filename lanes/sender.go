@@ -50,6 +50,10 @@ type DeliveryError struct {
 	// message). It may echo the message's fields, so it goes into the queue
 	// row (read under MESSAGE_READ) but into logs only with log_payloads.
 	Detail string
+	// RetryAfter is how long the destination asked to be left alone (HTTP
+	// Retry-After), zero if it did not say: a retry waits at least this
+	// long, up to retry_max_seconds.
+	RetryAfter time.Duration
 }
 
 // Error is the full reason, with the destination's detail (a queue row

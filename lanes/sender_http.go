@@ -125,11 +125,34 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 	}
 	// The status code only: the reason phrase is the destination's own text
 	// ("422 Unknown patient …"), its detail, kept out of logs (forLog).
-	return &DeliveryError{
+	de := &DeliveryError{
 		Permanent: !httpRetryable(code),
 		Reason:    fmt.Sprintf("http %s: %s answered %d to queue id %d (control id %q)", s.name, s.shownURL, code, m.QueueID, m.ControlID),
 		Detail:    strings.TrimSpace(strings.TrimPrefix(resp.Status, strconv.Itoa(code))),
 	}
+	if !de.Permanent {
+		de.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		if de.RetryAfter > 0 {
+			de.Reason += fmt.Sprintf(", asking for a retry in %s", de.RetryAfter)
+		}
+	}
+	return de
+}
+
+// retryAfter reads a Retry-After header (RFC 9110 §10.2.3): seconds, or an
+// HTTP date, as the wait from now. Absent, unreadable or past: zero.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now).Round(time.Second)
+	}
+	return 0
 }
 
 // httpRetryable reports whether an answer that is not 2xx may pass: the

@@ -322,3 +322,45 @@ func TestHTTPSenderFailuresShowTheURLWithoutCredentials(t *testing.T) {
 		})
 	}
 }
+
+func TestHTTPSenderRetryAfter(t *testing.T) {
+	t.Parallel()
+	var header atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", header.Load().(string))
+		code := http.StatusServiceUnavailable
+		if r.URL.Path == "/400" {
+			code = http.StatusBadRequest
+		}
+		w.WriteHeader(code)
+	}))
+	defer srv.Close()
+	s := newTestHTTPSender(t, httpOutbound(srv.URL))
+	header.Store("120")
+	de := wantDeliveryError(t, s.Send(t.Context(), testMessage("MSG1")), false, "answered 503 to queue id 42 (control id \"MSG1\"), asking for a retry in 2m0s")
+	if de.RetryAfter != 2*time.Minute {
+		t.Errorf("RetryAfter = %v, want 2m", de.RetryAfter)
+	}
+	header.Store("soon")
+	if de := wantDeliveryError(t, s.Send(t.Context(), testMessage("MSG1")), false, "answered 503"); de.RetryAfter != 0 {
+		t.Errorf("RetryAfter = %v for an unreadable header, want 0", de.RetryAfter)
+	}
+	header.Store("60")
+	if de := wantDeliveryError(t, newTestHTTPSender(t, httpOutbound(srv.URL+"/400")).Send(t.Context(), testMessage("MSG1")), true, "answered 400"); de.RetryAfter != 0 {
+		t.Errorf("RetryAfter = %v on a rejection, want 0", de.RetryAfter)
+	}
+
+	now := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"":                              0,
+		" 7 ":                           7 * time.Second,
+		"-5":                            0,
+		"1.5":                           0,
+		"Thu, 26 Nov 2026 03:01:30 GMT": 90 * time.Second,
+		"Thu, 26 Nov 2026 02:59:00 GMT": 0, // past
+	} {
+		if got := retryAfter(v, now); got != want {
+			t.Errorf("retryAfter(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
