@@ -204,12 +204,18 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 		reply, err := c.exchange(ctx, frame)
 		if err != nil {
 			c.close()
+			unended := c.fr.AwaitingCR() // the reader has stopped: safe to ask
 			c = nil
 			if errors.Is(err, errIdleConnDead) && !fresh {
 				continue // nothing was written: send on a new connection
 			}
 			if s.ctx.Err() != nil {
 				return retryableError(errSenderClosed, "mllp %s: queue id %d (control id %q) interrupted", s.name, m.QueueID, want)
+			}
+			if ctx.Err() != nil && unended {
+				// The receiver answered, but broke the framing: waiting
+				// longer cannot help, and each retry is a duplicate.
+				return retryableError(err, "mllp %s: the ACK for control id %q (queue id %d) did not end: its end block (0x1C) was not followed by CR (0x0D); connection closed, and the message will be sent again (the receiver must end each frame with 0x1C 0x0D)", s.name, want, m.QueueID)
 			}
 			if ctx.Err() != nil {
 				return retryableError(err, "mllp %s: no ACK for control id %q (queue id %d) in time; connection closed", s.name, want, m.QueueID)
@@ -309,9 +315,10 @@ func (s *mllpSender) Close() error {
 // mllpConn is one connection to the receiver and its reader goroutine.
 type mllpConn struct {
 	nc      net.Conn
-	replies chan mllpReply // the reader's frames and its final error
-	closing chan struct{}  // closed by close: the reader stops
-	done    chan struct{}  // closed when the reader has stopped
+	fr      *hl7.FrameReader // the reader's own until done is closed
+	replies chan mllpReply   // the reader's frames and its final error
+	closing chan struct{}    // closed by close: the reader stops
+	done    chan struct{}    // closed when the reader has stopped
 	once    sync.Once
 }
 
@@ -321,7 +328,7 @@ type mllpReply struct {
 }
 
 func newMLLPConn(nc net.Conn) *mllpConn {
-	c := &mllpConn{nc: nc, replies: make(chan mllpReply, 1), closing: make(chan struct{}), done: make(chan struct{})}
+	c := &mllpConn{nc: nc, fr: hl7.NewFrameReader(nc, mllpMaxAckBytes), replies: make(chan mllpReply, 1), closing: make(chan struct{}), done: make(chan struct{})}
 	go c.read()
 	return c
 }
@@ -329,9 +336,8 @@ func newMLLPConn(nc net.Conn) *mllpConn {
 // read hands each frame read to the Send in progress, until an error.
 func (c *mllpConn) read() {
 	defer close(c.done)
-	fr := hl7.NewFrameReader(c.nc, mllpMaxAckBytes)
 	for {
-		p, err := fr.ReadFrame()
+		p, err := c.fr.ReadFrame()
 		select {
 		case c.replies <- mllpReply{p, err}:
 		case <-c.closing:

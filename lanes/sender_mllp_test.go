@@ -86,6 +86,7 @@ type answer struct {
 	raw       string      // reply with this frame payload instead of an ACK
 	drop      bool        // close the connection without answering
 	stall     bool        // never answer (but keep reading)
+	noCR      bool        // end the ACK's frame with 0x1C alone, no CR
 	delay     time.Duration
 }
 
@@ -205,6 +206,10 @@ func (r *mllpReceiver) serve(c net.Conn) {
 			ack := hl7.Ack(m, code, a.reason)
 			if a.controlID != nil {
 				ack = []byte(strings.Replace(string(ack), "|"+m.ControlID()+"\r", "|"+*a.controlID+"\r", 1))
+			}
+			if a.noCR {
+				_, _ = c.Write(append(append([]byte{hl7.StartBlock}, ack...), hl7.EndBlock))
+				continue
 			}
 			_ = hl7.WriteFrame(c, ack)
 		}
@@ -459,6 +464,21 @@ func TestMLLPSenderStalledReceiverHitsDeadline(t *testing.T) {
 			t.Errorf("Send took %v, want about timeout_seconds", took)
 		}
 	})
+}
+
+// A receiver that ends its ACK with 0x1C and no CR has answered, but the
+// frame never ends: the send times out, and the message is sent again, and
+// again. The error must say so, not that the receiver was slow (a longer
+// timeout_seconds, which that suggests, cannot help).
+func TestMLLPSenderAckWithoutCRSaysSo(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t, nil, func(*hl7.Message) answer { return answer{noCR: true} })
+	o := mllpOutbound(r.addr)
+	o.TimeoutSeconds = 0.3
+	s := newTestMLLPSender(t, o)
+	err := s.Send(context.Background(), testMessage("MSG1"))
+	wantDeliveryError(t, err, false, `the ACK for control id "MSG1" (queue id 42) did not end: its end block (0x1C) was not followed by CR (0x0D)`)
+	waitFor(t, "the connection to close", func() bool { _, open, _ := r.stats(); return open == 0 })
 }
 
 func TestMLLPSenderWaitsForAFreeConnection(t *testing.T) {
