@@ -59,6 +59,10 @@ func newHTTPSender(o config.Outbound) (*httpSender, error) {
 	// No proxy from the environment: mf reads its settings from the config
 	// file only, and PHI goes where the file says.
 	tr.Proxy = nil
+	// One host, sent to by all the destination's lanes at once: keep their
+	// connections for the next messages (net/http keeps 2 a host, and
+	// opened, with https handshook, a connection per message beyond them).
+	tr.MaxIdleConnsPerHost = tr.MaxIdleConns
 	if o.TLS || o.TLSCA != "" || o.TLSCert != "" || o.TLSKey != "" || o.ServerName != "" {
 		if u.Scheme != "https" {
 			return nil, errors.New("tls_ca, tls_cert, tls_key and server_name need an https:// url (refusing to send in plaintext)")

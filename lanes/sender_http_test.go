@@ -364,3 +364,55 @@ func TestHTTPSenderRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// The lanes of one destination (a lane_key splits it) send at the same
+// time: the connections they open are kept for the next messages, not
+// closed after each but two (net/http's default idle connections per host),
+// which opened a connection, and with https a TLS handshake, per message.
+func TestHTTPSenderKeepsTheConnectionsOfConcurrentLanes(t *testing.T) {
+	t.Parallel()
+	const lanes, rounds = 8, 4
+	var (
+		conns   atomic.Int32
+		mu      sync.Mutex
+		arrived int
+		all     = make(chan struct{})
+	)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Each request waits for the round's others: they are in flight at
+		// once, each on its own connection.
+		mu.Lock()
+		arrived++
+		if arrived%lanes == 0 {
+			close(all)
+		}
+		round := all
+		mu.Unlock()
+		<-round
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	s := newTestHTTPSender(t, httpOutbound(srv.URL))
+	for range rounds {
+		var wg sync.WaitGroup
+		for i := range lanes {
+			wg.Go(func() {
+				if err := s.Send(t.Context(), testMessage(fmt.Sprint("C", i))); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		mu.Lock()
+		all = make(chan struct{})
+		mu.Unlock()
+	}
+	if n := conns.Load(); n != lanes {
+		t.Errorf("%d connections for %d rounds of %d concurrent POSTs, want %d (each kept for the next round)", n, rounds, lanes, lanes)
+	}
+}
