@@ -246,12 +246,6 @@ func (s *mllpSender) judge(reply []byte, want string, queueID int64) *judgement 
 	if err != nil {
 		return &judgement{retryableError(err, "mllp %s: unreadable reply to control id %q (queue id %d); connection closed", s.name, want, queueID), true}
 	}
-	if ack.ControlID != want {
-		// The ACK's MSA-2 is the receiver's text: detail, kept out of logs.
-		de := retryableError(nil, "mllp %s: ACK for another control id while waiting for %q (queue id %d): connection out of step, closed", s.name, want, queueID)
-		de.Detail = fmt.Sprintf("the ACK's control id: %q", truncate(ack.ControlID, mllpReasonMax))
-		return &judgement{de, true}
-	}
 	detail := ack.ErrorMessage
 	if detail == "" {
 		detail = ack.Text
@@ -260,6 +254,22 @@ func (s *mllpSender) judge(reply []byte, want string, queueID int64) *judgement 
 		detail = strings.TrimSpace("error " + ack.ErrorCode + " " + detail)
 	}
 	detail = truncate(detail, mllpReasonMax)
+	if ack.ControlID == "" && ack.Code.Outcome() == hl7.Reject {
+		// A receiver that could not read the message (too large, not
+		// framed as it expects) cannot echo its control ID. It answered
+		// what was just written on a connection that carries one message
+		// at a time: this message's rejection, which sending it again
+		// only repeats. Its state after such a message is unknown.
+		de := permanentError(nil, "mllp %s: receiver rejected control id %q (queue id %d) with %s, without naming its control id (MSA-2 empty): it could not read the message; connection closed", s.name, want, queueID, ack.Code)
+		de.Detail = detail
+		return &judgement{de, true}
+	}
+	if ack.ControlID != want {
+		// The ACK's MSA-2 is the receiver's text: detail, kept out of logs.
+		de := retryableError(nil, "mllp %s: ACK for another control id while waiting for %q (queue id %d): connection out of step, closed", s.name, want, queueID)
+		de.Detail = fmt.Sprintf("the ACK's control id: %q", truncate(ack.ControlID, mllpReasonMax))
+		return &judgement{de, true}
+	}
 	var de *DeliveryError
 	switch ack.Code.Outcome() {
 	case hl7.Accept:

@@ -364,6 +364,31 @@ func TestMLLPSenderControlIDMismatchClosesConnection(t *testing.T) {
 	}
 }
 
+// A receiver that cannot read a message's control ID rejects it with an
+// empty MSA-2: mf's own listener answers so a message above its
+// max_message_bytes. That is this message's rejection (the connection
+// carries one message at a time, and nothing came before it was written),
+// not an ACK out of step: it was retried forever, the same message sent
+// again and refused again, never held for an operator. An acceptance with
+// an empty MSA-2 still counts for nothing.
+func TestMLLPSenderRejectionWithoutControlIDIsPermanent(t *testing.T) {
+	t.Parallel()
+	nak := string(hl7.NakUnparsableCondition(hl7.CondSegmentSequence, "message larger than 100 bytes"))
+	blank := ""
+	r := startReceiver(t, nil, func(m *hl7.Message) answer {
+		if m.ControlID() == "BIG" {
+			return answer{raw: nak}
+		}
+		return answer{controlID: &blank}
+	})
+	s := newTestMLLPSender(t, mllpOutbound(r.addr))
+	err := s.Send(t.Context(), testMessage("BIG"))
+	wantDeliveryError(t, err, true, `mllp lab: receiver rejected control id "BIG" (queue id 42) with AR, without naming its control id (MSA-2 empty): it could not read the message; connection closed`)
+	waitFor(t, "the connection to close", func() bool { _, open, _ := r.stats(); return open == 0 })
+	err = s.Send(t.Context(), testMessage("MSG1"))
+	wantDeliveryError(t, err, false, `ACK for another control id while waiting for "MSG1"`)
+}
+
 func TestMLLPSenderUnreadableReply(t *testing.T) {
 	t.Parallel()
 	for name, raw := range map[string]string{
