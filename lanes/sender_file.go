@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"sync"
 
 	"github.com/messagefoundry/mf/config"
 )
@@ -25,10 +27,16 @@ const (
 // rewrites the same file instead of adding a duplicate. A file appears
 // whole or not at all: the message is written to a hidden temporary file in
 // the same directory, synced, renamed into place, and the directory synced,
-// so that neither a reader nor a crash ever sees half a message.
+// so that neither a reader nor a crash ever sees half a message. A crash
+// before the rename leaves the hidden temporary file: the first Send
+// removes such leftovers (the messages they hold are delivered again).
 type fileSender struct {
 	name, dir string
+	swept     sync.Once
 }
+
+// fileSenderTemp matches the names of the file sender's temporary files.
+var fileSenderTemp = regexp.MustCompile(`^\.[0-9]{20}\.hl7\.[0-9]+\.tmp$`)
 
 func newFileSender(o config.Outbound) (*fileSender, error) {
 	if o.Directory == "" {
@@ -46,6 +54,9 @@ func (s *fileSender) Send(ctx context.Context, m Outgoing) error {
 	if err := ctx.Err(); err != nil {
 		return retryableError(err, "file %s: queue id %d not written", s.name, m.QueueID)
 	}
+	// Before any write of this sender, so that no temporary file of its
+	// own is taken for a leftover.
+	s.swept.Do(s.sweep)
 	final := filepath.Join(s.dir, fileSenderName(m.QueueID))
 	if err := s.write(final, m.Payload); err != nil {
 		return retryableError(err, "file %s: writing queue id %d (control id %q) to %s failed", s.name, m.QueueID, m.ControlID, final)
@@ -83,6 +94,23 @@ func (s *fileSender) write(final string, payload []byte) (err error) {
 		return err
 	}
 	return syncDir(s.dir)
+}
+
+// sweep removes the temporary files an earlier process left in the
+// directory when it stopped between writing one and renaming it: each holds
+// some or all of a message (PHI), which no retention would ever remove.
+// Best effort: a directory not there yet holds none, and a failure here
+// must not hold up deliveries.
+func (s *fileSender) sweep() {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() && fileSenderTemp.MatchString(e.Name()) {
+			_ = os.Remove(filepath.Join(s.dir, e.Name()))
+		}
+	}
 }
 
 // syncDir makes a rename in dir durable. Windows cannot sync a directory

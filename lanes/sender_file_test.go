@@ -129,3 +129,39 @@ func TestFileSenderFailuresAreRetryable(t *testing.T) {
 		t.Error("a cancelled Send wrote the file")
 	}
 }
+
+// A crash between writing a message's temporary file and renaming it leaves
+// the temporary file: half a message, or all of it, hidden in the
+// destination's directory, where no retention ever removes it (PHI). The
+// sender removes such leftovers once it starts writing again; the message
+// itself is delivered again whole (at least once).
+func TestFileSenderRemovesTemporaryFilesACrashLeftBehind(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	leftover := filepath.Join(dir, ".00000000000000000042.hl7.1234567.tmp")
+	if err := os.WriteFile(leftover, []byte("MSH|^~\\&|MF|HOSP|LAB|LABFAC|20240115083015||ADT^A01|MSG1|P|2.5.1\rPID|1||123456^^^HOSP^MR||DOE"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	theirs := filepath.Join(dir, ".pickup.lock") // not the sender's: kept
+	if err := os.WriteFile(theirs, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	s := newTestFileSender(t, dir)
+	m := testMessage("MSG7")
+	m.QueueID = 7
+	if err := s.Send(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(listDir(t, dir)), "[.pickup.lock 00000000000000000007.hl7]"; got != want {
+		t.Errorf("directory holds %s, want %s (the crashed write's temporary file removed)", got, want)
+	}
+	// The names it removes are those its writes make.
+	tmp, err := os.CreateTemp(dir, "."+fileSenderName(42)+".*.tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp.Close()
+	if name := filepath.Base(tmp.Name()); !fileSenderTemp.MatchString(name) {
+		t.Errorf("fileSenderTemp does not match %q, a temporary file of the sender", name)
+	}
+}
