@@ -209,6 +209,17 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 			if errors.Is(err, errIdleConnDead) && !fresh {
 				continue // nothing was written: send on a new connection
 			}
+			var early *earlyReply
+			if errors.As(err, &early) {
+				// Not all of the message was written, so an acceptance
+				// counts for nothing, nor does a reply out of step; a
+				// refusal, or an error for this control ID, is the
+				// receiver's word on it.
+				if j := s.judge(early.payload, want, m.QueueID); j != nil && (j.Permanent || !j.closeConn) {
+					j.Err = early.writeErr
+					return j.DeliveryError
+				}
+			}
 			if s.ctx.Err() != nil {
 				return retryableError(errSenderClosed, "mllp %s: queue id %d (control id %q) interrupted", s.name, m.QueueID, want)
 			}
@@ -380,7 +391,21 @@ func (c *mllpConn) exchange(ctx context.Context, frame []byte) ([]byte, error) {
 	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetWriteDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if _, err := c.nc.Write(frame); err != nil {
-		return nil, fmt.Errorf("writing the message: %w", err)
+		werr := fmt.Errorf("writing the message: %w", err)
+		// A receiver may answer before it has read the whole message (a
+		// refusal of one too large for it) and close: its answer came
+		// before the reset, and says more than the broken write. The
+		// connection is broken: the reader's next hand-over is prompt.
+		if ctx.Err() == nil {
+			select {
+			case r := <-c.replies:
+				if r.err == nil {
+					return nil, &earlyReply{payload: r.payload, writeErr: werr}
+				}
+			case <-ctx.Done():
+			}
+		}
+		return nil, werr
 	}
 	select {
 	case r := <-c.replies:
@@ -392,6 +417,16 @@ func (c *mllpConn) exchange(ctx context.Context, frame []byte) ([]byte, error) {
 		return nil, fmt.Errorf("waiting for the ACK: %w", context.Cause(ctx))
 	}
 }
+
+// earlyReply is exchange's error when the write failed after the receiver
+// had answered: the answer may say why.
+type earlyReply struct {
+	payload  []byte
+	writeErr error
+}
+
+func (e *earlyReply) Error() string { return e.writeErr.Error() }
+func (e *earlyReply) Unwrap() error { return e.writeErr }
 
 // close closes the connection and waits for its reader to stop.
 func (c *mllpConn) close() {

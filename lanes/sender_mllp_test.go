@@ -389,6 +389,40 @@ func TestMLLPSenderRejectionWithoutControlIDIsPermanent(t *testing.T) {
 	wantDeliveryError(t, err, false, `ACK for another control id while waiting for "MSG1"`)
 }
 
+// A receiver that refuses a message too large for it may answer as soon as
+// it has read its limit, and close without reading the rest: the write then
+// fails (broken pipe, reset), but the receiver's answer came before, and it
+// says what became of the message. Taken for a broken connection, the
+// message was sent again and again, the operator told only of a broken
+// pipe.
+func TestMLLPSenderTakesTheAnswerThatCameBeforeTheWriteFailed(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close() // with the rest unread: a reset
+				if _, err := hl7.NewFrameReader(c, 1000).ReadFrame(); err != nil {
+					_ = hl7.WriteFrame(c, hl7.NakUnparsableCondition(hl7.ConditionOf(err), "message larger than 1000 bytes"))
+				}
+			}()
+		}
+	}()
+	s := newTestMLLPSender(t, mllpOutbound(ln.Addr().String()))
+	m := testMessage("BIG")
+	m.Payload = append(m.Payload, "OBX|1|ED|PDF||"+strings.Repeat("A", 32<<20)+"\r"...)
+	err = s.Send(t.Context(), m)
+	wantDeliveryError(t, err, true, `mllp lab: receiver rejected control id "BIG" (queue id 42) with AR`)
+}
+
 func TestMLLPSenderUnreadableReply(t *testing.T) {
 	t.Parallel()
 	for name, raw := range map[string]string{
