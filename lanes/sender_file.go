@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/messagefoundry/mf/config"
 )
@@ -32,7 +33,11 @@ const (
 // removes such leftovers (the messages they hold are delivered again).
 type fileSender struct {
 	name, dir string
+	timeout   time.Duration
 	swept     sync.Once
+	// syncFile is (*os.File).Sync; a test makes it hang as a dead file
+	// server does.
+	syncFile func(*os.File) error
 }
 
 // fileSenderTemp matches the names of the file sender's temporary files.
@@ -42,7 +47,7 @@ func newFileSender(o config.Outbound) (*fileSender, error) {
 	if o.Directory == "" {
 		return nil, errors.New("directory: required for type = \"file\"")
 	}
-	return &fileSender{name: o.Name, dir: o.Directory}, nil
+	return &fileSender{name: o.Name, dir: o.Directory, timeout: sendTimeout(o), syncFile: (*os.File).Sync}, nil
 }
 
 // fileSenderName is the name the file sender gives the message of queue row id.
@@ -50,21 +55,44 @@ func fileSenderName(queueID int64) string { return fmt.Sprintf("%020d.hl7", queu
 
 // Send implements Sender. Every failure is retryable (a full disk, a missing
 // permission, an unmounted share may all be fixed).
+//
+// A file system can hang (a dead NFS server on a hard mount) and a system
+// call cannot be interrupted: the write runs on its own goroutine, and Send
+// gives up when ctx ends, as the Sender contract says. The abandoned write
+// then removes its temporary file instead of renaming it into place, so a
+// send reported failed leaves no file.
 func (s *fileSender) Send(ctx context.Context, m Outgoing) error {
 	if err := ctx.Err(); err != nil {
 		return retryableError(err, "file %s: queue id %d not written", s.name, m.QueueID)
 	}
-	// Before any write of this sender, so that no temporary file of its
-	// own is taken for a leftover.
-	s.swept.Do(s.sweep)
+	ctx, cancel := withSendDeadline(ctx, s.timeout)
+	defer cancel()
 	final := filepath.Join(s.dir, fileSenderName(m.QueueID))
-	if err := s.write(final, m.Payload); err != nil {
+	done := make(chan error, 1)
+	go func() {
+		// Before any write of this sender, so that no temporary file of
+		// its own is taken for a leftover.
+		s.swept.Do(s.sweep)
+		done <- s.write(ctx, final, m.Payload)
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		select {
+		case err = <-done: // finished as time ran out
+		default:
+			return retryableError(context.Cause(ctx), "file %s: writing queue id %d (control id %q) to %s did not finish in time (is the file system hung?); given up, to be written again", s.name, m.QueueID, m.ControlID, final)
+		}
+	}
+	if err != nil {
 		return retryableError(err, "file %s: writing queue id %d (control id %q) to %s failed", s.name, m.QueueID, m.ControlID, final)
 	}
 	return nil
 }
 
-func (s *fileSender) write(final string, payload []byte) (err error) {
+// write puts payload in place as final, unless ctx ends before the rename.
+func (s *fileSender) write(ctx context.Context, final string, payload []byte) (err error) {
 	if err := os.MkdirAll(s.dir, fileSenderDirMode); err != nil {
 		return err
 	}
@@ -84,11 +112,14 @@ func (s *fileSender) write(final string, payload []byte) (err error) {
 	if _, err = tmp.Write(payload); err != nil {
 		return err
 	}
-	if err = tmp.Sync(); err != nil {
+	if err = s.syncFile(tmp); err != nil {
 		return err
 	}
 	if err = tmp.Close(); err != nil {
 		return err
+	}
+	if err = ctx.Err(); err != nil {
+		return err // Send has given up: the message must not appear now
 	}
 	if err = os.Rename(tmp.Name(), final); err != nil {
 		return err

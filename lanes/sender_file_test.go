@@ -2,12 +2,14 @@ package lanes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/messagefoundry/mf/config"
 )
@@ -164,4 +166,39 @@ func TestFileSenderRemovesTemporaryFilesACrashLeftBehind(t *testing.T) {
 	if name := filepath.Base(tmp.Name()); !fileSenderTemp.MatchString(name) {
 		t.Errorf("fileSenderTemp does not match %q, a temporary file of the sender", name)
 	}
+}
+
+// A file system that stops answering (a dead NFS server on a hard mount)
+// hangs the write: the send must still end within its time, as the Sender
+// contract says, retryably, and the message must not turn up later under
+// its name once the lane has been told it failed. A send that ignored its
+// deadline held its lane, silently, past the row's lease.
+func TestFileSenderGivesUpOnAHungFileSystemInTime(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newTestFileSender(t, dir).(*fileSender)
+	hung, release := make(chan struct{}), make(chan struct{})
+	s.syncFile = func(f *os.File) error {
+		close(hung)
+		<-release
+		return f.Sync()
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	result := make(chan error, 1)
+	go func() { result <- s.Send(ctx, testMessage("MSG1")) }()
+	<-hung
+	var err error
+	select {
+	case err = <-result:
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatalf("Send still running 10s after its 200ms deadline, with the file system hung; released, it returned %v", <-result)
+	}
+	wantDeliveryError(t, err, false, `file drop: writing queue id 42 (control id "MSG1") to `)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v does not wrap context.DeadlineExceeded", err)
+	}
+	close(release) // the file system comes back: the abandoned write ends
+	waitFor(t, "the abandoned write to clean up", func() bool { return len(listDir(t, dir)) == 0 })
 }
