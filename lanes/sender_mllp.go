@@ -265,7 +265,7 @@ func (s *mllpSender) judge(reply []byte, want string, queueID int64) *judgement 
 		detail = strings.TrimSpace("error " + ack.ErrorCode + " " + detail)
 	}
 	detail = truncate(detail, mllpReasonMax)
-	if ack.ControlID == "" && ack.Code.Outcome() == hl7.Reject {
+	if ack.ControlID == "" && want != "" && ack.Code.Outcome() == hl7.Reject {
 		// A receiver that could not read the message (too large, not
 		// framed as it expects) cannot echo its control ID. It answered
 		// what was just written on a connection that carries one message

@@ -376,8 +376,11 @@ func TestMLLPSenderRejectionWithoutControlIDIsPermanent(t *testing.T) {
 	nak := string(hl7.NakUnparsableCondition(hl7.CondSegmentSequence, "message larger than 100 bytes"))
 	blank := ""
 	r := startReceiver(t, nil, func(m *hl7.Message) answer {
-		if m.ControlID() == "BIG" {
+		switch m.ControlID() {
+		case "BIG":
 			return answer{raw: nak}
+		case "":
+			return answer{code: hl7.AR, reason: "no control id"}
 		}
 		return answer{controlID: &blank}
 	})
@@ -387,6 +390,18 @@ func TestMLLPSenderRejectionWithoutControlIDIsPermanent(t *testing.T) {
 	waitFor(t, "the connection to close", func() bool { _, open, _ := r.stats(); return open == 0 })
 	err = s.Send(t.Context(), testMessage("MSG1"))
 	wantDeliveryError(t, err, false, `ACK for another control id while waiting for "MSG1"`)
+
+	// A message without a control ID is answered with an empty MSA-2: an
+	// ordinary rejection, on a connection that stays.
+	accepted, _, _ := r.stats()
+	err = s.Send(t.Context(), testMessage(""))
+	wantDeliveryError(t, err, true, `mllp lab: receiver rejected control id "" (queue id 42) with AR: error 207 no control id`)
+	if err := s.Send(t.Context(), testMessage("")); !IsPermanent(err) {
+		t.Fatalf("again: %v", err)
+	}
+	if now, _, _ := r.stats(); now != accepted+1 {
+		t.Errorf("%d connections for two rejections, want 1", now-accepted)
+	}
 }
 
 // A receiver that refuses a message too large for it may answer as soon as
