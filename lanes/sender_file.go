@@ -60,7 +60,8 @@ func fileSenderName(queueID int64) string { return fmt.Sprintf("%020d.hl7", queu
 // call cannot be interrupted: the write runs on its own goroutine, and Send
 // gives up when ctx ends, as the Sender contract says. The abandoned write
 // then removes its temporary file instead of renaming it into place, so a
-// send reported failed leaves no file.
+// send reported failed does not put its file in place long after (only one
+// renaming as the time ran out can).
 func (s *fileSender) Send(ctx context.Context, m Outgoing) error {
 	if err := ctx.Err(); err != nil {
 		return retryableError(err, "file %s: queue id %d not written", s.name, m.QueueID)
