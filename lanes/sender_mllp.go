@@ -275,7 +275,7 @@ func (s *mllpSender) judge(reply []byte, want string, queueID int64) *judgement 
 		de.Detail = detail
 		return &judgement{de, true}
 	}
-	if ack.ControlID != want {
+	if !acknowledges(ack.ControlID, want) {
 		// The ACK's MSA-2 is the receiver's text: detail, kept out of logs.
 		de := retryableError(nil, "mllp %s: ACK for another control id while waiting for %q (queue id %d): connection out of step, closed", s.name, want, queueID)
 		de.Detail = fmt.Sprintf("the ACK's control id: %q", truncate(ack.ControlID, mllpReasonMax))
@@ -292,6 +292,20 @@ func (s *mllpSender) judge(reply []byte, want string, queueID int64) *judgement 
 	}
 	de.Detail = detail
 	return &judgement{de, false}
+}
+
+// controlIDWidth is the length HL7 v2.3 to v2.5 give MSH-10 and MSA-2.
+const controlIDWidth = 20
+
+// acknowledges reports whether an ACK's MSA-2, got, names the message whose
+// control id is want: the same text, or, for a control id longer than
+// controlIDWidth, its first controlIDWidth characters, which is how a
+// receiver of those versions may echo it. Taken for another message's ACK,
+// such a message was sent again forever. A connection carries one message
+// at a time, and one closed on a timeout is not used again, so the prefix
+// cannot be an older message's.
+func acknowledges(got, want string) bool {
+	return got == want || (len(want) > controlIDWidth && len(got) == controlIDWidth && strings.HasPrefix(want, got))
 }
 
 // connect dials the receiver, unless a recent dial failed and the backoff

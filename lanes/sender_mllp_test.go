@@ -1119,3 +1119,37 @@ func TestMLLPJudgeQuotesAShortenedReason(t *testing.T) {
 		t.Errorf("AA judged %v", j)
 	}
 }
+
+// HL7 v2.3 to v2.5 give MSH-10 and MSA-2 20 characters, and a receiver of
+// those versions may echo a longer control id cut to its first 20. Taken
+// for an ACK of another message, every such message was sent again
+// forever. A 20-character MSA-2 that begins the control id sent is its
+// ACK; one that differs within its 20 characters, or is shorter, is not.
+func TestMLLPSenderTakesAControlIDCutTo20Characters(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t, nil, func(m *hl7.Message) answer {
+		id := m.ControlID()
+		switch {
+		case strings.HasPrefix(id, "OTHER"):
+			other := "X" + id[1:20]
+			return answer{controlID: &other}
+		case strings.HasPrefix(id, "SHORT"):
+			short := id[:19]
+			return answer{controlID: &short}
+		case len(id) > 20:
+			cut := id[:20]
+			return answer{controlID: &cut}
+		}
+		return answer{}
+	})
+	s := newTestMLLPSender(t, mllpOutbound(r.addr))
+	long := "20261126040000123456-7f3a" // 25 characters, as a timestamp and a suffix
+	if err := s.Send(t.Context(), testMessage(long)); err != nil {
+		t.Fatalf("a 25-character control id acknowledged with its first 20: %v", err)
+	}
+	for _, id := range []string{"OTHER6040000123456-7f3a", "SHORT6040000123456-7f3a"} {
+		if err := s.Send(t.Context(), testMessage(id)); err == nil {
+			t.Fatalf("%s: an ACK whose MSA-2 is not the id's first 20 characters counted as its ACK", id)
+		}
+	}
+}
