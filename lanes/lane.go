@@ -328,20 +328,27 @@ func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 	}
 
 	if errors.Is(sendErr, errNotWritten) {
-		// Nothing was written (no free connection in time): no attempt at
+		// Nothing was written (no free connection in time, or the
+		// receiver unreachable and its next dial not due): no attempt at
 		// the destination. The row goes back as never claimed, its attempt
 		// taken back, so that lanes waiting for a destination's shared
 		// connections neither use up max_attempts (and set messages aside
 		// unsent) nor back off longer and longer; the lane tries again
-		// after the destination's base delay.
+		// after the destination's base delay, or when the sender says its
+		// next dial is due.
 		if err := l.giveBackUnsent(c); err != nil {
 			l.storeFailed(ctx, "give back", err)
 			return
 		}
+		wait := l.dest.RetryBase()
+		var de *DeliveryError
+		if errors.As(sendErr, &de) {
+			wait = max(wait, de.RetryAfter)
+		}
 		observeDelivery(l.dest.Name, "retry", elapsed)
-		log.Warn().Err(forLog(sendErr, l.env.logPayloads())).Dur("retry_in", l.dest.RetryBase()).
-			Msg("the message was not sent (no free connection to the destination in time) and stays the lane's head; if this repeats, raise the destination's connections or timeout_seconds")
-		l.wakeAfter(ctx, l.dest.RetryBase())
+		log.Warn().Err(forLog(sendErr, l.env.logPayloads())).Dur("retry_in", wait).
+			Msg("the message was not sent (nothing was written: no free connection to the destination in time, or the destination unreachable) and stays the lane's head; if no free connection is the cause and it repeats, raise the destination's connections or timeout_seconds")
+		l.wakeAfter(ctx, wait)
 		return
 	}
 	var de *DeliveryError

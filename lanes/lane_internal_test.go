@@ -791,6 +791,61 @@ func TestASendThatWroteNothingUsesUpNoAttempt(t *testing.T) {
 	}
 }
 
+// notDueYet fails its first Send as the MLLP sender does while its dial
+// backs off (nothing written, the next dial due in a while), and delivers
+// after that, recording when each Send came.
+type notDueYet struct {
+	mu    sync.Mutex
+	sends []time.Time
+}
+
+func (n *notDueYet) Send(context.Context, Outgoing) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.sends = append(n.sends, time.Now())
+	if len(n.sends) == 1 {
+		de := retryableError(errNotWritten, "mllp emr: unreachable; next dial allowed in 1.5s; not sent")
+		de.RetryAfter = 1500 * time.Millisecond
+		return de
+	}
+	return nil
+}
+
+func (*notDueYet) Close() error { return nil }
+
+func (n *notDueYet) times() []time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]time.Time(nil), n.sends...)
+}
+
+// A send that wrote nothing because the destination's next dial is not due
+// yet is tried again when it is, not after retry_base_seconds: the lanes of
+// an unreachable receiver polled it (a claim and a give back each) every
+// base delay for as long as the dial backed off.
+func TestASendThatWroteNothingWaitsForTheNextDial(t *testing.T) {
+	f := newLaneFixture(t, "http://127.0.0.1:1/unused", "retry_base_seconds = 0.05", 1, hidden)
+	defer f.system.Root.Stop(f.manager)
+	sender := &notDueYet{}
+	ref := &laneRef{}
+	rec := &idleRecorder{idles: make(chan idle, 4), lane: actor.PropsFromProducer(func() actor.Actor {
+		return &laneActor{lane: fixtureLane, dest: f.env.Config.Outbound[0], sender: sender, env: f.env, queued: &ref.queued, newest: &ref.newest, claimable: &ref.claimable}
+	})}
+	parent := f.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return rec }))
+	defer f.system.Root.Stop(parent)
+	waitUntil(t, "the row delivered", 20*time.Second, func() bool { return f.row(t, 0).Status == storage.QueueDone })
+	sends := sender.times()
+	if len(sends) != 2 {
+		t.Fatalf("%d sends, want 2", len(sends))
+	}
+	if gap := sends[1].Sub(sends[0]); gap < 1400*time.Millisecond {
+		t.Fatalf("tried again %v after a send whose next dial was due in 1.5s; want no sooner", gap)
+	}
+	if r := f.row(t, 0); r.Attempts != 1 {
+		t.Fatalf("%d attempts recorded, want 1 (the send that wrote nothing is none)", r.Attempts)
+	}
+}
+
 // A timer's due that was already in the lane's mailbox when its timer was
 // cancelled (time.AfterFunc had fired; Stop cannot take the message back)
 // is stale: it must not stand for the timer that replaced it. Here a lane

@@ -30,11 +30,12 @@ var (
 	// errIdleConnDead: a pooled connection was found closed (or sending
 	// unsolicited data) before anything was written on it.
 	errIdleConnDead = errors.New("idle connection closed by the receiver")
-	// errNotWritten fails a Send that gave up before writing the message,
-	// because too little of its time was left to hear the ACK (see
-	// mllpSender): the receiver has not seen it, so retrying it is no
+	// errNotWritten fails a Send that gave up before writing the message:
+	// too little of its time was left to hear the ACK (see mllpSender), or
+	// the receiver is unreachable and its next dial not due yet. The
+	// receiver has not seen it, so it is no attempt, and retrying it is no
 	// duplicate.
-	errNotWritten = errors.New("not written: too little time left for the ACK")
+	errNotWritten = errors.New("not written")
 )
 
 // mllpSender delivers to an MLLP receiver over a pool of persistent
@@ -313,8 +314,14 @@ func acknowledges(got, want string) bool {
 // allowed.
 func (s *mllpSender) connect(ctx context.Context) (net.Conn, *DeliveryError) {
 	if next, last, ok := s.backoff.allow(); !ok {
-		return nil, retryableError(last, "mllp %s: %s unreachable; next dial allowed at %s (in %s)",
+		// Another lane's dial failed just now: this send dials nothing and
+		// writes nothing, so it is no attempt (counted, the lanes of an
+		// unreachable receiver used up max_attempts on dials never made),
+		// and the lane waits for the next dial rather than poll.
+		de := retryableError(fmt.Errorf("%w: %w", errNotWritten, last), "mllp %s: %s unreachable; next dial allowed at %s (in %s); not sent",
 			s.name, s.addr, next.Format("15:04:05.000"), time.Until(next).Round(time.Millisecond))
+		de.RetryAfter = time.Until(next)
+		return nil, de
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, retryableError(context.Cause(ctx), "mllp %s: no time left to dial %s", s.name, s.addr)

@@ -1153,3 +1153,32 @@ func TestMLLPSenderTakesAControlIDCutTo20Characters(t *testing.T) {
 		}
 	}
 }
+
+// While a destination's dial backs off after a failed dial, the sends of
+// its other lanes dial nothing and write nothing: no attempt at the
+// destination. They were failures like any other, and with max_attempts
+// the lanes of an unreachable receiver set their messages aside after a
+// fraction of the dials the setting stands for. They are errNotWritten,
+// and say when the next dial is due (RetryAfter), so that the lane waits
+// for it rather than polling.
+func TestMLLPSenderWaitingOutTheDialBackoffWritesNothing(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // refused from now on
+	o := mllpOutbound(addr)
+	o.RetryBaseSeconds, o.RetryMaxSeconds = 30, 60 // a backoff that outlasts the test
+	s := newTestMLLPSender(t, o)
+	err = s.Send(t.Context(), testMessage("MSG1"))
+	if err == nil || errors.Is(err, errNotWritten) {
+		t.Fatalf("the send that dialled and failed: %v; want a failed attempt", err)
+	}
+	err = s.Send(t.Context(), testMessage("MSG2"))
+	var de *DeliveryError
+	if !errors.As(err, &de) || !errors.Is(err, errNotWritten) || de.RetryAfter <= 0 || de.RetryAfter > 60*time.Second {
+		t.Fatalf("a send while the dial backs off: %v (RetryAfter %v); want errNotWritten, due when the next dial is", err, de.RetryAfter)
+	}
+}
