@@ -41,7 +41,7 @@ type env struct {
 func start(t *testing.T, outbound string) *env {
 	t.Helper()
 	listen := enginetest.FreeAddr(t)
-	e := enginetest.Start(t, tokenConfig()+`
+	return startWith(t, listen, `
 [[inbound]]
 name = "adt_in"
 type = "mllp"
@@ -52,6 +52,13 @@ from = "adt_in"
 to = ["emr"]
 lane_key = "PID-3.1"
 `)
+}
+
+// startWith starts an engine on cfg (with the test tokens), whose inbound
+// listens on listen, and serves its API.
+func startWith(t *testing.T, listen, cfg string) *env {
+	t.Helper()
+	e := enginetest.Start(t, tokenConfig()+cfg)
 	s := api.New(api.Options{Config: e.Config, Store: e.Store, Status: e.Status, Log: zerolog.New(zerolog.NewTestWriter(t))})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)

@@ -143,11 +143,11 @@ func TestReadyFollowsTheStore(t *testing.T) {
 	enginetest.WaitFor(t, "ready again", 10*time.Second, func() bool { c, _ := ready(); return c == http.StatusOK })
 }
 
-// With tls_cert and tls_key the API serves HTTPS only.
-func TestAPIOverTLS(t *testing.T) {
-	dir := t.TempDir()
-	p := enginetest.NewPKI(t, dir)
-	addr := enginetest.FreeAddr(t)
+// tlsAPIConfig is a config whose API listens on addr with a server
+// certificate of a fresh test PKI, which it returns too.
+func tlsAPIConfig(t *testing.T, addr string) (*config.Config, *enginetest.PKI) {
+	t.Helper()
+	p := enginetest.NewPKI(t, t.TempDir())
 	cfg, err := config.Parse([]byte(`
 [api]
 listen = "`+addr+`"
@@ -157,6 +157,13 @@ tls_key = "`+p.ServerKey+`"
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg, p
+}
+
+// With tls_cert and tls_key the API serves HTTPS only.
+func TestAPIOverTLS(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	cfg, p := tlsAPIConfig(t, addr)
 	s := api.New(api.Options{Config: cfg, Log: zerolog.Nop()})
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
@@ -178,23 +185,13 @@ tls_key = "`+p.ServerKey+`"
 // It was loaded in the serving goroutine: "API listening" was logged, and
 // the port accepted connections that nobody ever answered.
 func TestAPIWhoseKeyPairCannotBeLoadedDoesNotStart(t *testing.T) {
-	dir := t.TempDir()
-	p := enginetest.NewPKI(t, dir)
 	addr := enginetest.FreeAddr(t)
-	cfg, err := config.Parse([]byte(`
-[api]
-listen = "`+addr+`"
-tls_cert = "`+p.ServerCert+`"
-tls_key = "`+p.ServerKey+`"
-`), "tls.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, p := tlsAPIConfig(t, addr)
 	if err := os.WriteFile(p.ServerKey, []byte("not a key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s := api.New(api.Options{Config: cfg, Log: zerolog.Nop()})
-	err = s.Start()
+	err := s.Start()
 	if err == nil {
 		t.Cleanup(func() { s.Shutdown(context.Background()) })
 		t.Fatal("the API started with a key it cannot load")

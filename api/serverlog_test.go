@@ -12,7 +12,6 @@ import (
 
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/api"
-	"github.com/messagefoundry/mf/config"
 )
 
 // What Go's HTTP server reports itself (a failed TLS handshake here: a
@@ -21,17 +20,7 @@ import (
 // the standard library's logger: a plain-text line on stderr in the middle
 // of the JSON log, which a log pipeline parsing JSON drops or chokes on.
 func TestHTTPServerErrorsAreLoggedAsJSON(t *testing.T) {
-	dir := t.TempDir()
-	p := enginetest.NewPKI(t, dir)
-	cfg, err := config.Parse([]byte(`
-[api]
-listen = "127.0.0.1:0"
-tls_cert = "`+p.ServerCert+`"
-tls_key = "`+p.ServerKey+`"
-`), "tls.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, _ := tlsAPIConfig(t, "127.0.0.1:0")
 	var logs enginetest.LogBuffer
 	s := api.New(api.Options{Config: cfg, Log: zerolog.New(&logs)})
 	if err := s.Start(); err != nil {

@@ -3,19 +3,17 @@ package api_test
 import (
 	"bytes"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/actors/enginetest"
-	"github.com/messagefoundry/mf/api"
 )
 
 // The shapes of reference 000, field for field (names, JSON types, nulls).
@@ -51,11 +49,10 @@ func TestSingleNodeClusterEndpoints(t *testing.T) {
 	}
 }
 
-// Every name of DESIGN §9 is in a scrape that a Prometheus text parser
-// accepts; with promtool on the PATH (CI installs it), so does promtool.
-func TestMetricsParseAndCarryEveryName(t *testing.T) {
-	v := start(t, fileOutbound)
-	enginetest.Dial(t, v.listen).Send(enginetest.ADT("M1", "P1"))
+// scrape gets /metrics as a viewer and parses it as Prometheus's own
+// parser does; it returns the families and the text.
+func (v *env) scrape(t *testing.T) (map[string]*dto.MetricFamily, []byte) {
+	t.Helper()
 	code, body := v.call(t, "GET", "/metrics", "viewer")
 	if code != http.StatusOK {
 		t.Fatalf("metrics %d", code)
@@ -65,6 +62,15 @@ func TestMetricsParseAndCarryEveryName(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the scrape does not parse: %v", err)
 	}
+	return families, body
+}
+
+// Every name of DESIGN §9 is in a scrape that a Prometheus text parser
+// accepts; with promtool on the PATH (CI installs it), so does promtool.
+func TestMetricsParseAndCarryEveryName(t *testing.T) {
+	v := start(t, fileOutbound)
+	enginetest.Dial(t, v.listen).Send(enginetest.ADT("M1", "P1"))
+	families, body := v.scrape(t)
 	for _, name := range []string{
 		"mf_messages_received_total", "mf_messages_rejected_total", "mf_ack_duration_seconds", "mf_deliveries_total",
 		"mf_delivery_duration_seconds", "mf_queue_depth", "mf_lanes_blocked", "mf_is_leader", "mf_leader_term",
@@ -127,7 +133,7 @@ func TestQueueDepthOfADestinationAddedLater(t *testing.T) {
 func TestMetricLabelsCarryAnyName(t *testing.T) {
 	inbound, outbound := "adt\tin \u00a0\"east\"", `emr\west`
 	listen := enginetest.FreeAddr(t)
-	e := enginetest.Start(t, tokenConfig()+`
+	v := startWith(t, listen, `
 [[inbound]]
 name = "adt\tin \u00a0\"east\""
 type = "mllp"
@@ -143,22 +149,11 @@ from = "adt\tin \u00a0\"east\""
 to = ["emr\\west"]
 lane_key = "PID-3.1"
 `)
-	if e.Config.Inbound[0].Name != inbound || e.Config.Outbound[0].Name != outbound {
-		t.Fatalf("the config's names are %q and %q", e.Config.Inbound[0].Name, e.Config.Outbound[0].Name)
+	if c := v.e.Config; c.Inbound[0].Name != inbound || c.Outbound[0].Name != outbound {
+		t.Fatalf("the config's names are %q and %q", c.Inbound[0].Name, c.Outbound[0].Name)
 	}
-	srv := httptest.NewServer(api.New(api.Options{Config: e.Config, Store: e.Store, Status: e.Status, Log: zerolog.New(zerolog.NewTestWriter(t))}).Handler())
-	t.Cleanup(srv.Close)
-	v := &env{e: e, srv: srv, listen: listen}
 	enginetest.Dial(t, listen).Send(enginetest.ADT("M1", "P1"))
-	code, body := v.call(t, "GET", "/metrics", "viewer")
-	if code != http.StatusOK {
-		t.Fatalf("metrics %d", code)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("the scrape does not parse: %v", err)
-	}
+	families, _ := v.scrape(t)
 	has := func(family, label, value string) bool {
 		for _, m := range families[family].GetMetric() {
 			for _, l := range m.Label {

@@ -452,14 +452,7 @@ func TestANodeWarnsWhenPostgreSQLWillNotVacuumTheQueue(t *testing.T) {
 // (systemd's, 5 in 10 s) run out long before a database has booted.
 func TestANodeWaitsForItsDatabaseAtStart(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, fast)
-	px := enginetest.StartProxy(t, enginetest.HostOf(t, c.url))
-	px.Cut()
-	e := c.addNode(px.Via(t, c.url))
-	waitFor(t, "a warning that the database cannot be reached", 30*time.Second, func() bool {
-		e.checkAlive()
-		return hasWarning(e, "cannot reach the database")
-	})
+	c, px, e := nodeWaitingForItsDatabase(t)
 	px.Restore(t)
 	if p := c.waitForPrimary(-1); p != 0 {
 		t.Fatalf("node-%d is primary; want node-0 (the only node)", p)
@@ -476,6 +469,16 @@ func TestANodeWaitsForItsDatabaseAtStart(t *testing.T) {
 // it holds nothing yet.
 func TestANodeWaitingForItsDatabaseStopsCleanly(t *testing.T) {
 	t.Parallel()
+	_, _, e := nodeWaitingForItsDatabase(t)
+	if code := e.stop(); code != 0 {
+		t.Fatalf("exit code %d on SIGTERM while waiting for the database; want 0:\n%s", code, e.logs.String())
+	}
+}
+
+// nodeWaitingForItsDatabase starts a cluster's node whose way to the
+// database is cut, and waits until it says that it waits for it.
+func nodeWaitingForItsDatabase(t *testing.T) (*cluster, *enginetest.Proxy, *engine) {
+	t.Helper()
 	c := newCluster(t, fast)
 	px := enginetest.StartProxy(t, enginetest.HostOf(t, c.url))
 	px.Cut()
@@ -484,9 +487,7 @@ func TestANodeWaitingForItsDatabaseStopsCleanly(t *testing.T) {
 		e.checkAlive()
 		return hasWarning(e, "cannot reach the database")
 	})
-	if code := e.stop(); code != 0 {
-		t.Fatalf("exit code %d on SIGTERM while waiting for the database; want 0:\n%s", code, e.logs.String())
-	}
+	return c, px, e
 }
 
 // hasWarning reports whether e has logged a WARN line containing text.

@@ -327,6 +327,8 @@ func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 		return
 	}
 
+	var de *DeliveryError
+	errors.As(sendErr, &de) // nil for an error that is no DeliveryError
 	if errors.Is(sendErr, errNotWritten) {
 		// Nothing was written (no free connection in time, or the
 		// receiver unreachable and its next dial not due): no attempt at
@@ -341,8 +343,7 @@ func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 			return
 		}
 		wait := l.dest.RetryBase()
-		var de *DeliveryError
-		if errors.As(sendErr, &de) {
+		if de != nil {
 			wait = max(wait, de.RetryAfter)
 		}
 		observeDelivery(l.dest.Name, "retry", elapsed)
@@ -351,8 +352,7 @@ func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 		l.wakeAfter(ctx, wait)
 		return
 	}
-	var de *DeliveryError
-	permanent := errors.As(sendErr, &de) && de.Permanent
+	permanent := de != nil && de.Permanent
 	// Counted since an operator's last retry, which gives a fresh set:
 	// counted in all, a retried head was held again after one failure.
 	tries := c.AttemptsSinceRetry()

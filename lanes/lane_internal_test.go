@@ -681,6 +681,24 @@ type idleRecorder struct {
 	lane  *actor.Props
 	pid   *actor.PID
 	idles chan idle
+	// ref is the lane's flags, as the manager would hold them, and parent
+	// the recorder's own PID (runLane).
+	ref    *laneRef
+	parent *actor.PID
+}
+
+// runLane runs a lane actor of the fixture's lane on env, dest and sender,
+// outside any manager, under an idleRecorder, which it returns; the lane
+// stops at the test's cleanup.
+func (f *laneFixture) runLane(t *testing.T, env *Env, dest config.Outbound, sender Sender) *idleRecorder {
+	t.Helper()
+	ref := &laneRef{}
+	rec := &idleRecorder{idles: make(chan idle, 4), ref: ref, lane: actor.PropsFromProducer(func() actor.Actor {
+		return &laneActor{lane: fixtureLane, dest: dest, sender: sender, env: env, queued: &ref.queued, newest: &ref.newest, claimable: &ref.claimable}
+	})}
+	rec.parent = f.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return rec }))
+	t.Cleanup(func() { f.system.Root.Stop(rec.parent) })
+	return rec
 }
 
 func (r *idleRecorder) Receive(ctx actor.Context) {
@@ -712,12 +730,7 @@ func TestALaneThatHeldItsHeadSaysSoUntilItHasARowAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sender.Close()
-	ref := &laneRef{}
-	rec := &idleRecorder{idles: make(chan idle, 4), lane: actor.PropsFromProducer(func() actor.Actor {
-		return &laneActor{lane: fixtureLane, dest: o, sender: sender, env: f.env, queued: &ref.queued, newest: &ref.newest, claimable: &ref.claimable}
-	})}
-	parent := f.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return rec }))
-	defer f.system.Root.Stop(parent)
+	rec := f.runLane(t, f.env, o, sender)
 	next := func(what string) idle {
 		t.Helper()
 		select {
@@ -732,8 +745,8 @@ func TestALaneThatHeldItsHeadSaysSoUntilItHasARowAgain(t *testing.T) {
 	if i := next("its first step"); !i.held || i.wakes != 0 {
 		t.Fatalf("after holding its head: %+v; want held, with no Wake taken", i)
 	}
-	ref.queued.Store(true)
-	f.system.Root.Send(parent, Wake{})
+	rec.ref.queued.Store(true)
+	f.system.Root.Send(rec.parent, Wake{})
 	if i := next("a Wake that came after its first step"); !i.held || i.wakes != 1 {
 		t.Fatalf("after a claim behind its held head: %+v; want still held, with the Wake taken", i)
 	}
@@ -741,9 +754,9 @@ func TestALaneThatHeldItsHeadSaysSoUntilItHasARowAgain(t *testing.T) {
 	if err := f.store.QueueRelease(f.ctx, storage.QueueReleaseParams{ID: f.ids[0]}); err != nil {
 		t.Fatal(err)
 	}
-	ref.queued.Store(true)
-	ref.claimable.Store(true) // as from the rescan that found the head claimable again
-	f.system.Root.Send(parent, Wake{})
+	rec.ref.queued.Store(true)
+	rec.ref.claimable.Store(true) // as from the rescan that found the head claimable again
+	f.system.Root.Send(rec.parent, Wake{})
 	if i := next("the operator's retry"); i.held {
 		t.Fatalf("after delivering the released head: %+v; want no longer held", i)
 	}
@@ -776,12 +789,7 @@ func TestASendThatWroteNothingUsesUpNoAttempt(t *testing.T) {
 	f := newLaneFixture(t, "http://127.0.0.1:1/unused", "max_attempts = 2\non_exhausted = \"dead\"\nretry_base_seconds = 0.05", 1, hidden)
 	defer f.system.Root.Stop(f.manager)
 	sender := &unwrittenTwice{}
-	ref := &laneRef{}
-	rec := &idleRecorder{idles: make(chan idle, 4), lane: actor.PropsFromProducer(func() actor.Actor {
-		return &laneActor{lane: fixtureLane, dest: f.env.Config.Outbound[0], sender: sender, env: f.env, queued: &ref.queued, newest: &ref.newest, claimable: &ref.claimable}
-	})}
-	parent := f.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return rec }))
-	defer f.system.Root.Stop(parent)
+	f.runLane(t, f.env, f.env.Config.Outbound[0], sender)
 	waitUntil(t, "the row finished", 20*time.Second, func() bool {
 		st := f.row(t, 0).Status
 		return st == storage.QueueDone || st == storage.QueueDead
@@ -827,12 +835,7 @@ func TestASendThatWroteNothingWaitsForTheNextDial(t *testing.T) {
 	f := newLaneFixture(t, "http://127.0.0.1:1/unused", "retry_base_seconds = 0.05", 1, hidden)
 	defer f.system.Root.Stop(f.manager)
 	sender := &notDueYet{}
-	ref := &laneRef{}
-	rec := &idleRecorder{idles: make(chan idle, 4), lane: actor.PropsFromProducer(func() actor.Actor {
-		return &laneActor{lane: fixtureLane, dest: f.env.Config.Outbound[0], sender: sender, env: f.env, queued: &ref.queued, newest: &ref.newest, claimable: &ref.claimable}
-	})}
-	parent := f.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return rec }))
-	defer f.system.Root.Stop(parent)
+	f.runLane(t, f.env, f.env.Config.Outbound[0], sender)
 	waitUntil(t, "the row delivered", 20*time.Second, func() bool { return f.row(t, 0).Status == storage.QueueDone })
 	sends := sender.times()
 	if len(sends) != 2 {
@@ -992,12 +995,7 @@ func TestASendAbandonedByADemotionIsNotADeliveryFailure(t *testing.T) {
 	env := Env{Ctx: term, Store: f.env.Store, Fence: f.env.Fence, Owner: f.env.Owner, Trust: f.env.Trust, Config: f.env.Config,
 		Log: f.env.Log, OnFenced: func(op string, _ error) { ended <- op }}
 	sender := &hangingSender{inHand: make(chan struct{}, 1)}
-	ref := &laneRef{}
-	rec := &idleRecorder{idles: make(chan idle, 4), lane: actor.PropsFromProducer(func() actor.Actor {
-		return &laneActor{lane: fixtureLane, dest: env.Config.Outbound[0], sender: sender, env: &env, queued: &ref.queued, newest: &ref.newest, claimable: &ref.claimable}
-	})}
-	parent := f.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return rec }))
-	defer f.system.Root.Stop(parent)
+	f.runLane(t, &env, env.Config.Outbound[0], sender)
 	select {
 	case <-sender.inHand:
 	case <-time.After(20 * time.Second):

@@ -106,19 +106,26 @@ func TestHTTPSenderStatusCodes(t *testing.T) {
 	}
 }
 
-func TestHTTPSenderReusesConnections(t *testing.T) {
-	t.Parallel()
-	var conns atomic.Int32
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// A large answer, partly read by nobody: the sender drains it.
-		fmt.Fprint(w, strings.Repeat("x", 32<<10))
-	}))
+// startCountingConnections starts srv and returns the count of the
+// connections it accepts.
+func startCountingConnections(srv *httptest.Server) *atomic.Int32 {
+	conns := new(atomic.Int32)
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			conns.Add(1)
 		}
 	}
 	srv.Start()
+	return conns
+}
+
+func TestHTTPSenderReusesConnections(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A large answer, partly read by nobody: the sender drains it.
+		fmt.Fprint(w, strings.Repeat("x", 32<<10))
+	}))
+	conns := startCountingConnections(srv)
 	defer srv.Close()
 	s := newTestHTTPSender(t, httpOutbound(srv.URL))
 	for range 10 {
@@ -373,7 +380,6 @@ func TestHTTPSenderKeepsTheConnectionsOfConcurrentLanes(t *testing.T) {
 	t.Parallel()
 	const lanes, rounds = 8, 4
 	var (
-		conns   atomic.Int32
 		mu      sync.Mutex
 		arrived int
 		all     = make(chan struct{})
@@ -390,12 +396,7 @@ func TestHTTPSenderKeepsTheConnectionsOfConcurrentLanes(t *testing.T) {
 		mu.Unlock()
 		<-round
 	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.Start()
+	conns := startCountingConnections(srv)
 	defer srv.Close()
 	s := newTestHTTPSender(t, httpOutbound(srv.URL))
 	for range rounds {

@@ -242,10 +242,7 @@ func (e *Elector) elect(ctx actor.Context) time.Duration {
 	l, elected, err := e.store.LeaseAttemptElect(cctx, storage.LeaseAttemptElectParams{Owner: e.nodeID, TTL: e.cfg.LeaderLeaseTTL()})
 	cancel()
 	if err != nil {
-		if log, n := e.electing.Failed(time.Now()); log {
-			e.log.Warn().Err(err).Int("failures", n).
-				Msg("election attempt failed; retrying every heartbeat, logged once a minute while it lasts (check the database)")
-		}
+		e.callFailed(&e.electing, "election attempt", err)
 		return e.cfg.Heartbeat()
 	}
 	e.worksAgain(&e.electing, "election")
@@ -337,13 +334,19 @@ func (e *Elector) heartbeat() {
 		NodeID: e.nodeID, Host: e.host, PID: e.pid, IsLeader: e.leader, ConfigVersion: e.configLoaded,
 	})
 	if err != nil {
-		if log, n := e.beating.Failed(time.Now()); log {
-			e.log.Warn().Err(err).Int("failures", n).
-				Msg("membership heartbeat failed; retrying every heartbeat, logged once a minute while it lasts (check the database)")
-		}
+		e.callFailed(&e.beating, "membership heartbeat", err)
 		return
 	}
 	e.worksAgain(&e.beating, "membership heartbeat")
+}
+
+// callFailed counts a failure of call, one of the calls a node makes every
+// heartbeat, in o, and logs it when o says so.
+func (e *Elector) callFailed(o *storage.Outage, call string, err error) {
+	if log, n := o.Failed(time.Now()); log {
+		e.log.Warn().Err(err).Int("failures", n).
+			Msg(call + " failed; retrying every heartbeat, logged once a minute while it lasts (check the database)")
+	}
 }
 
 // worksAgain ends o's outage, if there was one, with a line that says how
@@ -362,10 +365,7 @@ func (e *Elector) watchConfig(ctx actor.Context) {
 	v, err := e.store.ConfigVersionRead(cctx, storage.ConfigVersionReadParams{})
 	cancel()
 	if err != nil {
-		if log, n := e.reading.Failed(time.Now()); log {
-			e.log.Warn().Err(err).Int("failures", n).
-				Msg("reading the shared config version failed; retrying every heartbeat, logged once a minute while it lasts (check the database)")
-		}
+		e.callFailed(&e.reading, "reading the shared config version", err)
 		return
 	}
 	e.worksAgain(&e.reading, "shared config version")
