@@ -199,6 +199,11 @@ type Outbound struct {
 	Connections int `toml:"connections"`
 	// Directory is the file destination's directory.
 	Directory string `toml:"directory"`
+	// CreateDirectory lets a file destination create its directory when it
+	// is not there at its first write (default true). False for a directory
+	// on a share: a share not mounted then fails the send instead of the
+	// directory being made, and written to, on the local disk.
+	CreateDirectory bool `toml:"create_directory"`
 	// URL is the HTTP destination's URL (POST).
 	URL string `toml:"url"`
 	// MaxAttempts is how many deliveries a row gets before on_exhausted

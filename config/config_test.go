@@ -55,6 +55,24 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// A file destination creates its directory unless told not to (a share's
+// directory, which must not be made on the local disk).
+func TestFileOutboundCreatesItsDirectoryUnlessToldNot(t *testing.T) {
+	const file = "\n[[outbound]]\nname = \"drop\"\ntype = \"file\"\ndirectory = \"out\"\n"
+	for _, tc := range []struct {
+		toml string
+		want bool
+	}{{"", true}, {"create_directory = true\n", true}, {"create_directory = false\n", false}} {
+		c, err := config.Parse([]byte(minimal+file+tc.toml), "mf.toml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Outbound[1].CreateDirectory; got != tc.want {
+			t.Errorf("%q: create_directory %v, want %v", tc.toml, got, tc.want)
+		}
+	}
+}
+
 func TestBuiltInDefaultIsValid(t *testing.T) {
 	c, err := config.Default()
 	if err != nil {
@@ -332,6 +350,7 @@ func TestAKeyOfAnotherTypeIsRefused(t *testing.T) {
 		{"url on a file outbound", fileOut + "url = \"https://h/x\"\n", `outbound[1].url: has no effect with type = "file" (only type = "http" reads it)`},
 		{"tls on a file outbound", fileOut + "tls = false\n", `outbound[1].tls: has no effect with type = "file" (only type = "http" or "mllp" reads it)`},
 		{"directory on an mllp outbound", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\ndirectory = \"out\"\n", `outbound[1].directory: has no effect with type = "mllp" (only type = "file" reads it)`},
+		{"create_directory on an mllp outbound", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\ncreate_directory = false\n", `outbound[1].create_directory: has no effect with type = "mllp" (only type = "file" reads it)`},
 		{"connections on an http outbound", "[[outbound]]\nname = \"x\"\ntype = \"http\"\nurl = \"https://h/x\"\nconnections = 4\n", `outbound[1].connections: has no effect with type = "http" (only type = "mllp" reads it)`},
 		{"listen on a file inbound", fileIn + "listen = \"127.0.0.1:1\"\n", `inbound[1].listen: has no effect with type = "file" (only type = "mllp" reads it)`},
 		{"max_connections on a file inbound", fileIn + "max_connections = 5\n", `inbound[1].max_connections: has no effect with type = "file"`},

@@ -86,7 +86,7 @@ var (
 	}
 	outboundKeys = map[string][]string{
 		OutboundMLLP: {"address", "tls", "tls_ca", "tls_cert", "tls_key", "server_name", "connections"},
-		OutboundFile: {"directory"},
+		OutboundFile: {"directory", "create_directory"},
 		OutboundHTTP: {"url", "tls", "tls_ca", "tls_cert", "tls_key", "server_name"},
 	}
 )
@@ -202,6 +202,7 @@ func (c *Config) applyDefaults(written map[string]bool) {
 		def(&o.OnExhausted, ExhaustedBlock)
 		defUnwritten(written, key+"timeout_seconds", &o.TimeoutSeconds, 30)
 		defUnwritten(written, key+"connections", &o.Connections, 1)
+		defUnwritten(written, key+"create_directory", &o.CreateDirectory, true)
 	}
 }
 

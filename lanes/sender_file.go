@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -31,10 +32,21 @@ const (
 // so that neither a reader nor a crash ever sees half a message. A crash
 // before the rename leaves the hidden temporary file: the first Send
 // removes such leftovers (the messages they hold are delivered again).
+//
+// A message written where its reader does not look counts as delivered and
+// reaches nobody, so the sender is careful with its directory, which is
+// often a share: it creates the directory only when create_directory allows
+// and it has not written to it yet, and once it has, it writes only to that
+// same directory (os.SameFile). A share unmounted under it leaves either
+// nothing at the path or the mount point's own local directory, and both
+// fail the send, retryably, until the share is back.
 type fileSender struct {
 	name, dir string
+	create    bool
 	timeout   time.Duration
 	swept     sync.Once
+	mu        sync.Mutex
+	home      os.FileInfo // the directory first written to; nil before
 	// syncFile is (*os.File).Sync; a test makes it hang as a dead file
 	// server does.
 	syncFile func(*os.File) error
@@ -47,7 +59,7 @@ func newFileSender(o config.Outbound) (*fileSender, error) {
 	if o.Directory == "" {
 		return nil, errors.New("directory: required for type = \"file\"")
 	}
-	return &fileSender{name: o.Name, dir: o.Directory, timeout: sendTimeout(o), syncFile: (*os.File).Sync}, nil
+	return &fileSender{name: o.Name, dir: o.Directory, create: o.CreateDirectory, timeout: sendTimeout(o), syncFile: (*os.File).Sync}, nil
 }
 
 // fileSenderName is the name the file sender gives the message of queue row id.
@@ -94,7 +106,8 @@ func (s *fileSender) Send(ctx context.Context, m Outgoing) error {
 
 // write puts payload in place as final, unless ctx ends before the rename.
 func (s *fileSender) write(ctx context.Context, final string, payload []byte) (err error) {
-	if err := os.MkdirAll(s.dir, fileSenderDirMode); err != nil {
+	dir, err := s.directory()
+	if err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(s.dir, "."+filepath.Base(final)+".*.tmp")
@@ -125,7 +138,44 @@ func (s *fileSender) write(ctx context.Context, final string, payload []byte) (e
 	if err = os.Rename(tmp.Name(), final); err != nil {
 		return err
 	}
-	return syncDir(s.dir)
+	if err = syncDir(s.dir); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.home == nil {
+		s.home = dir
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// directory returns the directory to write to, after checking that it is
+// the one written to before, if any, and creating it if it may.
+func (s *fileSender) directory() (os.FileInfo, error) {
+	s.mu.Lock()
+	home := s.home
+	s.mu.Unlock()
+	fi, err := os.Stat(s.dir)
+	switch {
+	case home != nil && errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("directory %s is gone (is its share unmounted? was it removed?): a directory already written to is not made again, so put it back, or restart mf run to make it afresh", s.dir)
+	case home != nil && err == nil && !os.SameFile(home, fi):
+		return nil, fmt.Errorf("directory %s is not the directory this destination wrote to before (is its share unmounted, so that the mount point shows? was it replaced?): mount the share again, or restart mf run to write to the new directory", s.dir)
+	case errors.Is(err, fs.ErrNotExist) && !s.create:
+		return nil, fmt.Errorf("directory %s does not exist and create_directory = false (is its share mounted?)", s.dir)
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(s.dir, fileSenderDirMode); err != nil {
+			return nil, err
+		}
+		fi, err = os.Stat(s.dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", s.dir)
+	}
+	return fi, nil
 }
 
 // sweep removes the temporary files an earlier process left in the

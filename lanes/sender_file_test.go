@@ -14,9 +14,16 @@ import (
 	"github.com/messagefoundry/mf/config"
 )
 
+// newTestFileSender returns a file sender on dir with the defaults a config
+// file gets (create_directory = true).
 func newTestFileSender(t *testing.T, dir string) Sender {
 	t.Helper()
-	s, err := NewSender(config.Outbound{Name: "drop", Type: config.OutboundFile, Directory: dir})
+	return newTestFileSenderOf(t, config.Outbound{Name: "drop", Type: config.OutboundFile, Directory: dir, CreateDirectory: true})
+}
+
+func newTestFileSenderOf(t *testing.T, o config.Outbound) Sender {
+	t.Helper()
+	s, err := NewSender(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,4 +208,79 @@ func TestFileSenderGivesUpOnAHungFileSystemInTime(t *testing.T) {
 	}
 	close(release) // the file system comes back: the abandoned write ends
 	waitFor(t, "the abandoned write to clean up", func() bool { return len(listDir(t, dir)) == 0 })
+}
+
+// A share's directory that is not there (the share not mounted) must not be
+// created on the local disk with create_directory = false: the messages
+// written there would reach nobody, each counted as delivered.
+func TestFileSenderToldNotToCreateItsDirectoryDoesNot(t *testing.T) {
+	t.Parallel()
+	mountPoint := t.TempDir() // the share, not mounted: an empty local directory
+	dir := filepath.Join(mountPoint, "lab")
+	s := newTestFileSenderOf(t, config.Outbound{Name: "drop", Type: config.OutboundFile, Directory: dir})
+	err := s.Send(t.Context(), testMessage("MSG1"))
+	wantDeliveryError(t, err, false, "does not exist and create_directory = false")
+	if names := listDir(t, mountPoint); len(names) != 0 {
+		t.Errorf("the mount point holds %v: the directory was created on the local disk", names)
+	}
+	if err := os.Mkdir(dir, 0o750); err != nil { // the share is mounted
+		t.Fatal(err)
+	}
+	if err := s.Send(t.Context(), testMessage("MSG1")); err != nil {
+		t.Fatalf("send once the directory is there: %v", err)
+	}
+}
+
+// Once a file destination has written to its directory, a directory that is
+// gone or another one in its place (a share unmounted under a running
+// engine: the mount point's own local directory shows through) fails the
+// send, retryably, whatever create_directory says: writing there, or making
+// the directory again, would count messages delivered that reach nobody.
+func TestFileSenderWritesOnlyToTheDirectoryItWroteToBefore(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		unmount func(t *testing.T, dir string)
+		says    string
+	}{
+		{"gone", func(t *testing.T, dir string) {
+			if err := os.Rename(dir, dir+".away"); err != nil {
+				t.Fatal(err)
+			}
+		}, "is gone"},
+		{"another in its place", func(t *testing.T, dir string) {
+			if err := os.Rename(dir, dir+".away"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(dir, 0o750); err != nil {
+				t.Fatal(err)
+			}
+		}, "is not the directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "lab")
+			s := newTestFileSender(t, dir)
+			if err := s.Send(t.Context(), testMessage("MSG1")); err != nil {
+				t.Fatal(err)
+			}
+			tc.unmount(t, dir)
+			m := testMessage("MSG2")
+			m.QueueID = 43
+			err := s.Send(t.Context(), m)
+			wantDeliveryError(t, err, false, tc.says)
+			if _, statErr := os.Stat(filepath.Join(dir, fileSenderName(43))); statErr == nil {
+				t.Errorf("queue id 43 was written to %s, which is not the directory written to before", dir)
+			}
+			if err := os.RemoveAll(dir); err != nil { // the share comes back
+				t.Fatal(err)
+			}
+			if err := os.Rename(dir+".away", dir); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Send(t.Context(), m); err != nil {
+				t.Fatalf("send once the directory is back: %v", err)
+			}
+		})
+	}
 }
