@@ -18,6 +18,7 @@ import (
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/api"
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/storage"
 	"github.com/messagefoundry/mf/storage/postgres"
 	"github.com/messagefoundry/mf/storage/postgres/pgtest"
 )
@@ -202,5 +203,61 @@ func TestAPIWhoseKeyPairCannotBeLoadedDoesNotStart(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()
 		t.Fatal("the port is bound")
+	}
+}
+
+// reclaimedStore answers every retry and skip as a store does when the row
+// was in flight as the action's update looked and was re-pended (its lease
+// reclaimed) before the action read its status.
+type reclaimedStore struct{ storage.Store }
+
+func (reclaimedStore) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) error {
+	return storage.NotPending{ID: p.ID, Status: storage.QueuePending}
+}
+
+func (reclaimedStore) QueueSkip(ctx context.Context, p storage.QueueSkipParams) error {
+	return storage.NotPending{ID: p.ID, Status: storage.QueuePending}
+}
+
+// A retry or skip of a row that is not pending is still a 409 {"error"},
+// and the error says what the row is: in flight (being delivered, so wait),
+// or finished, done or dead (nothing left to retry). Before, each said "in
+// flight or finished", and the operator could not tell which.
+func TestRetryOrSkipOfARowNotPendingSaysWhatItIs(t *testing.T) {
+	v := start(t, fileOutbound)
+	rows := v.ingest(t, 2) // a lane whose destination is unknown: only this test claims it
+	ctx := context.Background()
+	c, err := v.e.Store.QueueClaimNext(ctx, storage.QueueClaimNextParams{Lane: "nowhere/P9", Owner: "operator-test", LeaseTTL: time.Hour})
+	if err != nil || c.Row.ID != rows[0] {
+		t.Fatalf("claim of row %d: %+v, %v", rows[0], c.Row, err)
+	}
+	refused := func(via *env, action string, id int64, want string) {
+		t.Helper()
+		code, body := via.call(t, "POST", fmt.Sprintf("/queue/%d/%s", id, action), "operator")
+		var e struct{ Error string }
+		if code != http.StatusConflict || json.Unmarshal(body, &e) != nil || e.Error != want {
+			t.Errorf("%s of row %d: %d %s; want 409 {\"error\": %q}", action, id, code, body, want)
+		}
+	}
+	const only = ": only a pending row can be retried or skipped"
+	for _, action := range []string{"retry", "skip"} {
+		refused(v, action, rows[0], fmt.Sprintf("queue row %d is in flight (being delivered)", rows[0])+only)
+	}
+	if err := v.e.Store.QueueComplete(ctx, storage.QueueCompleteParams{Claim: c.Claim()}); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := v.call(t, "POST", fmt.Sprintf("/queue/%d/skip", rows[1]), "operator"); code != http.StatusOK {
+		t.Fatalf("skip of pending row %d: %d %s", rows[1], code, body)
+	}
+	for _, action := range []string{"retry", "skip"} {
+		refused(v, action, rows[0], fmt.Sprintf("queue row %d is done (finished)", rows[0])+only)
+		refused(v, action, rows[1], fmt.Sprintf("queue row %d is dead (finished)", rows[1])+only)
+	}
+
+	s := api.New(api.Options{Config: v.e.Config, Store: reclaimedStore{v.e.Store}, Status: v.e.Status, Log: zerolog.New(zerolog.NewTestWriter(t))})
+	reclaimed := &env{e: v.e, srv: httptest.NewServer(s.Handler())}
+	t.Cleanup(reclaimed.srv.Close)
+	for _, action := range []string{"retry", "skip"} {
+		refused(reclaimed, action, 12, "queue row 12 was in flight and is pending again now: try again")
 	}
 }

@@ -489,7 +489,7 @@ func (s *Server) queueSkip(w http.ResponseWriter, r *http.Request) {
 }
 
 // queueAction runs an operator action on a queue row: 404 if there is no
-// such row, 409 if it is in flight or finished.
+// such row, 409 if it is in flight or finished (notPending says which).
 func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action string, do func(context.Context, int64) error) {
 	id, ok := pathID(w, r)
 	if !ok {
@@ -506,9 +506,30 @@ func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action stri
 	case errors.Is(err, storage.ErrNotFound):
 		writeError(w, http.StatusNotFound, "no queue row "+strconv.FormatInt(id, 10))
 	case errors.Is(err, storage.ErrNotPending):
-		writeError(w, http.StatusConflict, "queue row "+strconv.FormatInt(id, 10)+" is in flight or finished: only a pending row can be retried or skipped")
+		var np storage.NotPending
+		errors.As(err, &np) // a bare ErrNotPending leaves the status unknown
+		writeError(w, http.StatusConflict, notPending(id, np.Status))
 	default:
 		s.storeWriteFailed(w, "queue "+action, err)
+	}
+}
+
+// notPending is the error of the 409 to a retry or skip of queue row id,
+// whose status the store found was status (storage.NotPending): whether it
+// is being delivered (wait, and look again) or finished (nothing to retry),
+// or, if a delivery ended between the action and its look, pending again.
+func notPending(id int64, status string) string {
+	row := "queue row " + strconv.FormatInt(id, 10)
+	const only = ": only a pending row can be retried or skipped"
+	switch status {
+	case storage.QueueInflight:
+		return row + " is in flight (being delivered)" + only
+	case storage.QueueDone, storage.QueueDead:
+		return row + " is " + status + " (finished)" + only
+	case storage.QueuePending:
+		return row + " was in flight and is pending again now: try again"
+	default:
+		return row + " is in flight or finished" + only
 	}
 }
 

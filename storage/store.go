@@ -128,13 +128,13 @@ type Store interface {
 	// QueueRelease is an operator's retry: a pending row (held, or backing
 	// off) is unheld and due now, with a fresh set of attempts (its claims'
 	// AttemptsSinceRetry count from here; Attempts keeps its total). It is
-	// not fenced: operators act through the API of any node. ErrNotPending
-	// if the row is in flight or finished.
-	// It bumps the QueueVersionName version in the same transaction.
+	// not fenced: operators act through the API of any node. A NotPending
+	// (ErrNotPending), with the row's status, if it is in flight or
+	// finished. It bumps the QueueVersionName version in the same transaction.
 	QueueRelease(ctx context.Context, p QueueReleaseParams) error
 	// QueueSkip is an operator's skip: a pending row is set aside as dead
-	// with p.Reason, and its lane moves on. Not fenced, like QueueRelease;
-	// it bumps the QueueVersionName version in the same transaction.
+	// with p.Reason, and its lane moves on. Not fenced, and refused with a
+	// NotPending, like QueueRelease; it bumps the QueueVersionName version in the same transaction.
 	QueueSkip(ctx context.Context, p QueueSkipParams) error
 	// QueueExtendLease pushes a claimed row's lease to db_now + p.TTL.
 	QueueExtendLease(ctx context.Context, p QueueExtendLeaseParams) error
@@ -198,7 +198,8 @@ var (
 	// head is in flight under a live lease, or its head is not yet due.
 	ErrNoWork = errors.New("storage: no claimable row in lane")
 	// ErrNotPending means an operator action addressed a queue row that is
-	// in flight or finished, not pending.
+	// in flight or finished, not pending. The dialects return it as a
+	// NotPending, which says which.
 	ErrNotPending = errors.New("storage: queue row is not pending (it is in flight or finished)")
 	// ErrClaimLost means the queue row is no longer in flight under the
 	// caller's claim (its lease expired and it was reclaimed, or it was
@@ -211,6 +212,26 @@ var (
 	// message refused, instead of failing every sender in the batch.
 	ErrRefused = errors.New("storage: the database refused a value of the write")
 )
+
+// NotPending is the ErrNotPending of an operator action (QueueRelease,
+// QueueSkip) that matched nothing: the row's status as the action found it
+// right after, so that the operator is told whether it is being delivered
+// or finished. errors.Is(err, ErrNotPending) holds for it.
+type NotPending struct {
+	ID int64
+	// Status is QueueInflight, QueueDone or QueueDead; QueuePending only
+	// if the row was in flight and was re-pended (its lease reclaimed, a
+	// lane's retry or hold) between the action's update and its look, when
+	// the action may just be made again. A finished row stays finished.
+	Status string
+}
+
+func (e NotPending) Error() string {
+	return fmt.Sprintf("storage: queue row %d is not pending: its status is %q", e.ID, e.Status)
+}
+
+// Is makes a NotPending match ErrNotPending.
+func (e NotPending) Is(target error) bool { return target == ErrNotPending }
 
 // Refused returns ErrRefused with what the database said, in its own terms
 // (an error code, a constraint's name): never the driver's message, which

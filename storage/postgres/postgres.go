@@ -616,7 +616,7 @@ func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ..
 			_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
 			return err
 		}
-		return missingOr(ctx, tx, id, storage.ErrNotPending)
+		return notPending(ctx, tx, id)
 	})
 	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrNotPending) {
 		return err
@@ -624,21 +624,40 @@ func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ..
 	return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
 }
 
+// queryRower is a pool or a transaction.
+type queryRower interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}
+
 // missingOr says why an update of queue row id matched nothing: the row does
 // not exist (ErrNotFound), or it is not in the state the update needs
 // (otherwise).
-func missingOr(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, id int64, otherwise error) error {
-	var one int
-	err := q.QueryRow(ctx, queries.Get("queue_exists"), id).Scan(&one)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return storage.ErrNotFound
-	case err != nil:
+func missingOr(ctx context.Context, q queryRower, id int64, otherwise error) error {
+	if _, err := queueStatus(ctx, q, id); err != nil {
 		return err
 	}
 	return otherwise
+}
+
+// notPending says why an operator action on queue row id matched nothing:
+// the row does not exist (ErrNotFound), or it is not pending
+// (storage.NotPending, with the status it has).
+func notPending(ctx context.Context, q queryRower, id int64) error {
+	status, err := queueStatus(ctx, q, id)
+	if err != nil {
+		return err
+	}
+	return storage.NotPending{ID: id, Status: status}
+}
+
+// queueStatus returns the status of queue row id, or ErrNotFound.
+func queueStatus(ctx context.Context, q queryRower, id int64) (string, error) {
+	var status string
+	err := q.QueryRow(ctx, queries.Get("queue_status"), id).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", storage.ErrNotFound
+	}
+	return status, err
 }
 
 // QueueExtendLease implements storage.Store.

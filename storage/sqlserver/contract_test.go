@@ -40,6 +40,8 @@ var fakeResults = map[string][][]driver.Value{
 	"queue_retry":            {{int64(0)}},
 	"queue_dead":             {{int64(0)}},
 	"queue_extend_lease":     {{int64(0)}},
+	"queue_release":          {{int64(0)}},
+	"queue_skip":             {{int64(0)}},
 	"message_read":           {{int64(1), "in", time.Unix(0, 0), "ctl", "ADT^A01", []byte("MSH|"), storage.MessageRouted, ""}},
 }
 

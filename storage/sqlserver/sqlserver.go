@@ -843,7 +843,7 @@ func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ..
 			_, err := bumpVersion(ctx, tx, storage.QueueVersionName)
 			return err
 		}
-		return missingOr(ctx, tx, id, storage.ErrNotPending)
+		return notPending(ctx, tx, id)
 	})
 	return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
 }
@@ -1033,15 +1033,31 @@ func wrap(op string, err error) error {
 // not exist (ErrNotFound), or it is not in the state the update needs
 // (otherwise).
 func missingOr(ctx context.Context, tx *sql.Tx, id int64, otherwise error) error {
-	var one int
-	err := tx.QueryRowContext(ctx, queries.Get("queue_exists"), sql.Named("id", id)).Scan(&one)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return storage.ErrNotFound
-	case err != nil:
+	if _, err := queueStatus(ctx, tx, id); err != nil {
 		return err
 	}
 	return otherwise
+}
+
+// notPending says why an operator action on queue row id matched nothing:
+// the row does not exist (ErrNotFound), or it is not pending
+// (storage.NotPending, with the status it has).
+func notPending(ctx context.Context, tx *sql.Tx, id int64) error {
+	status, err := queueStatus(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	return storage.NotPending{ID: id, Status: status}
+}
+
+// queueStatus returns the status of queue row id, or ErrNotFound.
+func queueStatus(ctx context.Context, tx *sql.Tx, id int64) (string, error) {
+	var status string
+	err := tx.QueryRowContext(ctx, queries.Get("queue_status"), sql.Named("id", id)).Scan(&status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", storage.ErrNotFound
+	}
+	return status, err
 }
 
 // connectorConfig parses the URL with the driver's own parser, so that its

@@ -407,12 +407,9 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 	if c.Row.Attempts != 2 {
 		t.Fatalf("released head attempt %d, want 2", c.Row.Attempts)
 	}
-	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); !errors.Is(err, storage.ErrNotPending) {
-		t.Fatalf("release of a row in flight: want ErrNotPending, got %v", err)
-	}
-	if err := h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0]}); !errors.Is(err, storage.ErrNotPending) {
-		t.Fatalf("skip of a row in flight: want ErrNotPending, got %v", err)
-	}
+	// Refused, saying why: the row is in flight.
+	h.mustNotBePending("release of a row in flight", h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}), ids[0], storage.QueueInflight)
+	h.mustNotBePending("skip of a row in flight", h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0]}), ids[0], storage.QueueInflight)
 
 	// Held again, then skipped: the lane moves on to the next row.
 	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: c.Claim(), Error: "AR again", Detail: "unknown patient"}); err != nil {
@@ -425,9 +422,10 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 		t.Fatalf("after skip: %+v", r)
 	}
 	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, ids[1]))
-	if err := h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0]}); !errors.Is(err, storage.ErrNotPending) {
-		t.Fatalf("skip of a dead row: want ErrNotPending, got %v", err)
-	}
+	// Refused, saying why: the row is finished, dead or done.
+	h.mustNotBePending("skip of a dead row", h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0]}), ids[0], storage.QueueDead)
+	h.mustNotBePending("release of a dead row", h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}), ids[0], storage.QueueDead)
+	h.mustNotBePending("release of a done row", h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[1]}), ids[1], storage.QueueDone)
 	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: 1 << 40}); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("release of a missing row: want ErrNotFound, got %v", err)
 	}

@@ -185,6 +185,16 @@ func (h *harness) mustNoWork(f storage.Fence, lane string) {
 	}
 }
 
+// mustNotBePending fails the test unless err is an operator action's
+// refusal of row id as not pending, saying its status is status.
+func (h *harness) mustNotBePending(what string, err error, id int64, status string) {
+	h.t.Helper()
+	var np storage.NotPending
+	if !errors.Is(err, storage.ErrNotPending) || !errors.As(err, &np) || np != (storage.NotPending{ID: id, Status: status}) {
+		h.t.Fatalf("%s: %v; want a storage.NotPending of row %d with status %q", what, err, id, status)
+	}
+}
+
 func (h *harness) complete(f storage.Fence, c storage.QueueClaim) {
 	h.t.Helper()
 	err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: f, Claim: c.Claim()})
