@@ -155,6 +155,52 @@ func TestValidationNamesTheKey(t *testing.T) {
 	}
 }
 
+// The timing invariant, heartbeat < fence timeout < lease TTL, holds on the
+// durations the node runs with, not only on the numbers in the file: a
+// number no time.Duration can hold (inf, or more than about 292 years) came
+// out negative (the lease TTL of leader_lease_ttl_seconds = inf was
+// -2562047h: every election found the lease expired, and a standby took it
+// from a leader still inside its trust window), and one under a nanosecond
+// came out 0. The same goes for the other [cluster] and [store] times: a
+// retention_days of 999999 ("keep for ever") was a negative retention, and
+// the leader's purge deleted every finished row and every node's row.
+func TestTheTimingInvariantIsEnforcedAtLoad(t *testing.T) {
+	invariant := "cluster: need 0 < heartbeat_seconds"
+	cases := []struct {
+		name, toml, want string
+	}{
+		{"heartbeat equal to the fence timeout", "[cluster]\nheartbeat_seconds = 20\n", invariant},
+		{"fence timeout equal to the lease ttl", "[cluster]\nleader_fence_timeout_seconds = 30\n", invariant},
+		{"fence timeout above the lease ttl", "[cluster]\nleader_fence_timeout_seconds = 40\n", invariant},
+		{"lease ttl below the heartbeat", "[cluster]\nleader_lease_ttl_seconds = 5\n", invariant},
+		{"endless lease ttl", "[cluster]\nleader_lease_ttl_seconds = inf\n", "cluster.leader_lease_ttl_seconds"},
+		{"lease ttl beyond a duration", "[cluster]\nleader_lease_ttl_seconds = 1e12\n", "cluster.leader_lease_ttl_seconds"},
+		{"timings under a nanosecond", "[cluster]\nheartbeat_seconds = 1e-12\nleader_fence_timeout_seconds = 2e-12\nleader_lease_ttl_seconds = 3e-12\n", invariant},
+		{"endless node timeout", "[cluster]\nnode_timeout_seconds = inf\n", "cluster.node_timeout_seconds"},
+		{"endless reclaim interval", "[cluster]\nreclaim_interval_seconds = inf\n", "cluster.reclaim_interval_seconds"},
+		{"reclaim interval under a nanosecond", "[cluster]\nreclaim_interval_seconds = 1e-12\n", "cluster.reclaim_interval_seconds"},
+		{"endless row lease", "[store]\nlease_ttl_seconds = inf\n", "store.lease_ttl_seconds"},
+		{"retention beyond a duration", "[store]\nretention_days = 999999\n", "store.retention_days"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Parse([]byte(minimal+tc.toml), "site.toml")
+			if err == nil {
+				t.Fatalf("accepted: heartbeat %v, fence timeout %v, lease ttl %v, node timeout %v, reclaim %v, row lease %v, retention %v",
+					c.Cluster.Heartbeat(), c.Cluster.LeaderFenceTimeout(), c.Cluster.LeaderLeaseTTL(), c.Cluster.NodeTimeout(),
+					c.Cluster.ReclaimInterval(), c.Store.LeaseTTL(), c.Store.Retention())
+			}
+			if !strings.Contains(err.Error(), "site.toml") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not name site.toml and %s", err, tc.want)
+			}
+		})
+	}
+	// The largest values a duration holds are still taken.
+	if _, err := config.Parse([]byte(minimal+"[store]\nretention_days = 36500\nlease_ttl_seconds = 86400\n[cluster]\nleader_lease_ttl_seconds = 3600\nnode_timeout_seconds = 3600\n"), "site.toml"); err != nil {
+		t.Fatalf("a century of retention and an hour's lease refused: %v", err)
+	}
+}
+
 // An outbound URL may carry credentials (user:password@, ?api_key=); a
 // config error, printed and logged, shows the URL without them.
 func TestURLErrorsShowNoCredentials(t *testing.T) {
