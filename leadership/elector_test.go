@@ -73,9 +73,15 @@ func startNode(t *testing.T, id string, st storage.Store) *node {
 
 func startLoggingNode(t *testing.T, id string, st storage.Store, log zerolog.Logger) *node {
 	t.Helper()
+	return startTimedNode(t, id, st, fast, log)
+}
+
+// startTimedNode starts an elector with the cluster timing cl.
+func startTimedNode(t *testing.T, id string, st storage.Store, cl config.Cluster, log zerolog.Logger) *node {
+	t.Helper()
 	n := &node{id: id, trust: leadership.NewTrust(), events: make(chan any, 64), system: actor.NewActorSystem()}
 	props := leadership.NewElector(leadership.ElectorOptions{
-		Store: st, Cluster: fast, NodeID: id, Trust: n.trust, Log: log,
+		Store: st, Cluster: cl, NodeID: id, Trust: n.trust, Log: log,
 	})
 	n.pid = n.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probe{props: props, events: n.events} }))
 	t.Cleanup(n.stop)
@@ -148,6 +154,37 @@ func TestOneLeaderAndCleanHandOver(t *testing.T) {
 	t.Logf("hand-over after a clean stop: %v (heartbeat %v)", time.Since(start).Round(time.Millisecond), fast.Heartbeat())
 	if second.Fence.Term != first.Fence.Term+1 {
 		t.Fatalf("terms %d then %d", first.Fence.Term, second.Fence.Term)
+	}
+}
+
+// A leader that crashed resigns nothing and sends no NOTIFY: its lease just
+// runs out. A follower that finds it live learns how long it has left and
+// tries again just after it expires, when that comes before its next
+// heartbeat: the crashed leader is replaced about one TTL after its last
+// renewal, not a TTL plus up to a heartbeat of polling (DESIGN §5).
+func TestAFollowerElectsWhenTheLeaseExpiresNotAtItsNextHeartbeat(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewSchema(t)
+	admin := openStore(t, url)
+	crashed, ok, err := admin.LeaseAttemptElect(context.Background(), storage.LeaseAttemptElectParams{Owner: "crashed", TTL: 800 * time.Millisecond})
+	if err != nil || !ok {
+		t.Fatalf("elect the crashed leader: %v, %v", ok, err)
+	}
+	slow := config.Cluster{Enabled: true, HeartbeatSeconds: 4, LeaderFenceTimeoutSeconds: 6, LeaderLeaseTTLSeconds: 8,
+		NodeTimeoutSeconds: 8, ReclaimIntervalSeconds: 1}
+	b := startTimedNode(t, "b", openStore(t, url), slow, zerolog.New(zerolog.NewTestWriter(t)))
+	c := b.wantChanged(t, 2*slow.Heartbeat(), true, "elected")
+	l, err := admin.LeaseRead(context.Background())
+	if err != nil || l.Owner != "b" || l.Term != c.Fence.Term {
+		t.Fatalf("lease %+v (%v); want b's term %d", l, err, c.Fence.Term)
+	}
+	late := l.AcquiredAt.Sub(crashed.ExpiresAt)
+	t.Logf("elected %v after the crashed leader's lease expired (heartbeat %v)", late.Round(time.Millisecond), slow.Heartbeat())
+	if late < 0 {
+		t.Fatalf("elected %v before the crashed leader's lease expired", -late)
+	}
+	if late > slow.Heartbeat()/4 {
+		t.Fatalf("elected %v after the crashed leader's lease expired; want just after it (the follower waited for its heartbeat, %v)", late, slow.Heartbeat())
 	}
 }
 
