@@ -188,6 +188,48 @@ func TestAFollowerElectsWhenTheLeaseExpiresNotAtItsNextHeartbeat(t *testing.T) {
 	}
 }
 
+// A node with a pinned node_id that crashed (kill -9, its row left active)
+// and started again reports the start of the process now running in
+// mf_nodes.started_at (/cluster/nodes), not the first start of that id.
+func TestARestartedNodeReportsItsNewStart(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewSchema(t)
+	admin := openStore(t, url)
+	bg := context.Background()
+	// The crashed run's last heartbeat.
+	if err := admin.NodeHeartbeat(bg, storage.NodeHeartbeatParams{NodeID: "a", Host: "h", PID: 1, IsLeader: true}); err != nil {
+		t.Fatal(err)
+	}
+	row := func() storage.Node {
+		t.Helper()
+		l, err := admin.NodeList(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range l.Nodes {
+			if n.NodeID == "a" {
+				return n
+			}
+		}
+		t.Fatalf("no row for a: %+v", l)
+		return storage.Node{}
+	}
+	crashed := row()
+	enginetest.WaitFor(t, "the database clock to pass the crashed run's start", 5*time.Second, func() bool {
+		l, err := admin.NodeList(bg)
+		return err == nil && l.DBNow.After(crashed.LastSeen)
+	})
+	startNode(t, "a", openStore(t, url))
+	var now storage.Node
+	enginetest.WaitFor(t, "the restarted node's heartbeat", 5*time.Second, func() bool {
+		now = row()
+		return now.LastSeen.After(crashed.LastSeen)
+	})
+	if !now.StartedAt.After(crashed.LastSeen) {
+		t.Fatalf("started_at %v after the restart: the crashed run's start (last seen %v)", now.StartedAt, crashed.LastSeen)
+	}
+}
+
 // A leader that cannot renew fences itself within the fence timeout: it
 // reports the loss, and its trust window is closed by then.
 func TestUnrenewableLeaderFencesItself(t *testing.T) {

@@ -617,6 +617,16 @@ func testNodes(t *testing.T, h *harness) {
 		t.Fatalf("second beat: %+v after %+v", a2, a)
 	}
 
+	// A new process under the same id whose predecessor crashed (its row
+	// still active): its first beat starts the row again.
+	h.waitDBClockPast(a2.LastSeen)
+	if err := h.s.NodeHeartbeat(h.ctx, storage.NodeHeartbeatParams{NodeID: "a", Host: "host-a", PID: 43, ConfigVersion: 4, Started: true}); err != nil {
+		t.Fatalf("first beat of a restarted a: %v", err)
+	}
+	if a3 := list()["a"]; a3.Status != storage.NodeActive || !a3.StartedAt.After(a2.LastSeen) || a3.PID != 43 {
+		t.Fatalf("a restarted after a crash: %+v, want started after %v", a3, a2.LastSeen)
+	}
+
 	beat("b", true, 4) // a leader that stops cleanly clears its flag
 	if err := h.s.NodeLeave(h.ctx, storage.NodeLeaveParams{NodeID: "b"}); err != nil {
 		t.Fatalf("leave: %v", err)
