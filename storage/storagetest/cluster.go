@@ -216,6 +216,10 @@ func testFencedOperations(t *testing.T, h *harness) {
 			_, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: f, Claim: held.Claim(), Lane: "lab/A", Owner: ownerOf(f), LeaseTTL: time.Minute})
 			return err
 		},
+		"give back": func(f storage.Fence) error {
+			_, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: f, Claims: []storage.Claim{held.Claim()}})
+			return err
+		},
 		"retry": func(f storage.Fence) error {
 			return h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: f, Claim: held.Claim(), Delay: time.Second, Error: "x"})
 		},
