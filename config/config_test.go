@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -345,6 +346,41 @@ func TestAPasswordInTheStoreURLIsWarnedOf(t *testing.T) {
 // certificate that is not its key's, failed only at mf run (a listener or
 // the API not served, a destination's lanes not delivering), after mf check
 // had said ok. The error names the key and the path.
+// Transport security fails closed (reference 001): the API and an MLLP
+// listener without TLS may bind loopback only, unless allow_plaintext says
+// otherwise; every other address, every interface included, is refused, and
+// with TLS any address is taken.
+func TestOnlyLoopbackListensWithoutTLS(t *testing.T) {
+	p := enginetest.NewPKI(t, t.TempDir())
+	listeners := map[string]func(addr, more string) string{
+		"api.listen": func(addr, more string) string { return fmt.Sprintf("[api]\nlisten = %q\n%s", addr, more) },
+		"inbound[1].listen": func(addr, more string) string {
+			return fmt.Sprintf("[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = %q\n%s", addr, more)
+		},
+	}
+	loopback := []string{"127.0.0.1:2575", "127.8.9.10:2575", "[::1]:2575", "localhost:2575", "[::ffff:127.0.0.1]:2575"}
+	network := []string{"0.0.0.0:2575", ":2575", "[::]:2575", "10.0.0.5:2575", "mf.internal:2575", "[fe80::1%eth0]:2575", "[::ffff:10.0.0.5]:2575"}
+	tls := fmt.Sprintf("tls_cert = %q\ntls_key = %q\n", p.ServerCert, p.ServerKey)
+	for key, listener := range listeners {
+		for _, addr := range loopback {
+			if _, err := config.Parse([]byte(minimal+listener(addr, "")), "site.toml"); err != nil {
+				t.Errorf("%s = %q without TLS: %v; want it taken (loopback)", key, addr, err)
+			}
+		}
+		for _, addr := range network {
+			_, err := config.Parse([]byte(minimal+listener(addr, "")), "site.toml")
+			if err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "allow_plaintext") {
+				t.Errorf("%s = %q without TLS: %v; want a refusal naming %s and allow_plaintext", key, addr, err, key)
+			}
+			for _, more := range []string{"allow_plaintext = true\n", tls} {
+				if _, err := config.Parse([]byte(minimal+listener(addr, more)), "site.toml"); err != nil {
+					t.Errorf("%s = %q with %q: %v; want it taken", key, addr, more, err)
+				}
+			}
+		}
+	}
+}
+
 func TestTLSFilesAreLoadedWhenChecked(t *testing.T) {
 	p := enginetest.NewPKI(t, t.TempDir())
 	other := enginetest.NewPKI(t, t.TempDir())
