@@ -451,3 +451,32 @@ func TestAKeyOfAnotherTypeIsRefused(t *testing.T) {
 		t.Fatalf("keys every type reads: %v", err)
 	}
 }
+
+// A reload runs on the reloaded file's sections but [store], [cluster] and
+// [api], which stay as the node started; the outbounds of the file are
+// checked again against the row lease in force.
+func TestAReloadIsCheckedAgainstTheSectionsInForce(t *testing.T) {
+	started, err := config.Parse([]byte("[store]\nlease_ttl_seconds = 60\n[cluster]\nreclaim_interval_seconds = 30\n"+minimal), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	longer := "[store]\nlease_ttl_seconds = 120\n[cluster]\nreclaim_interval_seconds = 5\n" + minimal
+	reloaded, err := config.Parse([]byte(longer), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.InForce(started, reloaded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store != started.Store || c.Cluster != started.Cluster || c.Outbound[0].Name != "lab" {
+		t.Fatalf("in force: store %+v, cluster %+v; want the started ones", c.Store, c.Cluster)
+	}
+	slow, err := config.Parse([]byte(longer+"[[outbound]]\nname = \"slow\"\ntype = \"file\"\ndirectory = \"x\"\ntimeout_seconds = 90\n"), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.InForce(started, slow); err == nil || !strings.Contains(err.Error(), "outbound[1].timeout_seconds") || !strings.Contains(err.Error(), "started with") {
+		t.Fatalf("a reloaded outbound timeout of 90 s under the started row lease of 60 s: %v; want it refused, saying why", err)
+	}
+}

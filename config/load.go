@@ -207,6 +207,20 @@ func (c *Config) applyDefaults(written map[string]bool) {
 	}
 }
 
+// InForce is the config a node runs after a reload of reloaded: its
+// sections, but for those a reload does not apply (RestartOnly's), which
+// stay as the node started with them. The whole is validated again, since
+// the reloaded file's other sections were checked against its own (an
+// outbound's timeout_seconds against its store.lease_ttl_seconds).
+func InForce(started, reloaded *Config) (*Config, error) {
+	c := *reloaded
+	c.Store, c.Cluster, c.API = started.Store, started.Cluster, started.API
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%w (with the [store], [cluster] and [api] sections this node started with, which a reload does not change)", err)
+	}
+	return &c, nil
+}
+
 // RestartOnly names the sections that differ between the config a node
 // started with and a reloaded one, among those a reload does not apply:
 // the store and the cluster's settings are the node's connection and
