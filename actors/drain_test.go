@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,17 +42,18 @@ func (u *unrenewable) LeaseAttemptRenew(ctx context.Context, p storage.LeaseAtte
 }
 
 // hangingDestination is an HTTP peer that holds every request until the
-// sender gives up on it (or the test ends), and says when it has one in
-// hand and when that one was abandoned.
+// sender gives up on it (or the test releases it, or ends), and says when it
+// has one in hand and when that one was abandoned.
 type hangingDestination struct {
 	*httptest.Server
 	inHand    chan struct{}
 	abandoned atomic.Bool
+	release   chan struct{}
+	released  sync.Once
 }
 
 func startHangingDestination(t *testing.T) *hangingDestination {
-	d := &hangingDestination{inHand: make(chan struct{}, 16)}
-	release := make(chan struct{})
+	d := &hangingDestination{inHand: make(chan struct{}, 16), release: make(chan struct{})}
 	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Read to the end: only then does the server watch the connection
 		// and cancel r.Context() when the sender hangs up.
@@ -60,15 +62,18 @@ func startHangingDestination(t *testing.T) *hangingDestination {
 		select {
 		case <-r.Context().Done():
 			d.abandoned.Store(true)
-		case <-release:
+		case <-d.release:
 		}
 	}))
 	t.Cleanup(func() {
-		close(release)
+		d.Release()
 		d.Close()
 	})
 	return d
 }
+
+// Release answers every request held, and every later one at once: 200.
+func (d *hangingDestination) Release() { d.released.Do(func() { close(d.release) }) }
 
 // clusterNode is one clustered engine on PostgreSQL with the real elector,
 // at timings short enough for a test (fence 0.3 s, lease 0.6 s), whose
@@ -228,6 +233,65 @@ func TestFenceDuringStopDrainAbandonsTheSendInHand(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the engine did not stop after the fence")
+	}
+}
+
+// A clean stop (SIGTERM) of a primary with a delivery in hand drains in the
+// order of reference 002: it stops taking work (the listener closes), lets
+// the delivery finish while it still holds, and renews, the lease, so that
+// no standby can be elected and send that message or the ones behind it;
+// only then does it resign the lease and leave a tombstone.
+func TestACleanStopHoldsTheLeaseUntilTheDeliveryInHandIsDone(t *testing.T) {
+	t.Parallel()
+	n := startClusterNode(t)
+	n.sendInHand(t)
+	bg := context.Background()
+	before, err := n.admin.LeaseRead(bg)
+	if err != nil || before.Owner != "n1" {
+		t.Fatalf("lease before the stop: %+v, %v", before, err)
+	}
+	n.stopped.Store(true)
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(bg, 2*time.Minute)
+		defer cancel()
+		stopped <- n.eng.Stop(ctx)
+	}()
+	enginetest.WaitFor(t, "the listener to close (the drain under way)", 10*time.Second, func() bool { return !open(n.listen) })
+	// Renewed until a lease TTL (0.6 s) past the expiry it had when the
+	// stop began: held, and kept alive, while the delivery is in hand.
+	enginetest.WaitFor(t, "the lease to be renewed during the drain", 5*time.Second, func() bool {
+		l, err := n.admin.LeaseRead(bg)
+		if err != nil || l.Owner != "n1" || l.Term != before.Term || l.Remaining() <= 0 {
+			t.Fatalf("lease during the drain: %+v, %v; want n1's term %d, live", l, err, before.Term)
+		}
+		return l.ExpiresAt.After(before.ExpiresAt.Add(600 * time.Millisecond))
+	})
+	if n.dest.abandoned.Load() {
+		t.Fatal("the drain abandoned the delivery in hand")
+	}
+	n.dest.Release()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the engine did not stop once the delivery in hand was done")
+	}
+	if n.dest.abandoned.Load() {
+		t.Fatal("the delivery in hand was abandoned")
+	}
+	if lanes, err := n.admin.QueueLanes(bg); err != nil || len(lanes) != 0 {
+		t.Fatalf("lanes with work after the drain: %+v, %v; want the delivery recorded done", lanes, err)
+	}
+	l, err := n.admin.LeaseRead(bg)
+	if err != nil || l.Owner != "n1" || l.Remaining() > 0 {
+		t.Fatalf("lease after the stop: %+v, %v; want n1's resigned", l, err)
+	}
+	nodes, err := n.admin.NodeList(bg)
+	if err != nil || len(nodes.Nodes) != 1 || nodes.Nodes[0].Status != storage.NodeLeft || nodes.Nodes[0].IsLeader {
+		t.Fatalf("nodes after the stop: %+v, %v; want n1 left", nodes, err)
 	}
 }
 

@@ -382,6 +382,14 @@ func (r *root) reload(ctx actor.Context, version int64) {
 		return
 	}
 	cfg, err := r.opts.Reload()
+	var restart []string
+	if err == nil {
+		// The graph runs on the reloaded file's sections but [store],
+		// [cluster] and [api]: the lanes' row lease, the sweep and the
+		// purge as the node started, like its store, elector and API.
+		restart = config.RestartOnly(r.started, cfg)
+		cfg, err = config.InForce(r.started, cfg)
+	}
 	var router *lanes.Router
 	if err == nil {
 		router, err = lanes.NewRouter(cfg)
@@ -398,8 +406,8 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	}
 	r.setStatus(func(s *Status) { s.ConfigVersion = version })
 	log.Info().Msg("config reloaded")
-	if changed := config.RestartOnly(r.started, cfg); len(changed) > 0 {
-		log.Warn().Strs("sections", changed).Msg("the reloaded file changes sections this node reads only at start; they are not in force: restart the node to apply them")
+	if len(restart) > 0 {
+		log.Warn().Strs("sections", restart).Msg("the reloaded file changes sections this node reads only at start; they are not in force: restart the node to apply them")
 	}
 	r.tellLeadership(ctx, leadership.ConfigLoaded{Version: version})
 }

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -155,6 +156,52 @@ func TestValidationNamesTheKey(t *testing.T) {
 	}
 }
 
+// The timing invariant, heartbeat < fence timeout < lease TTL, holds on the
+// durations the node runs with, not only on the numbers in the file: a
+// number no time.Duration can hold (inf, or more than about 292 years) came
+// out negative (the lease TTL of leader_lease_ttl_seconds = inf was
+// -2562047h: every election found the lease expired, and a standby took it
+// from a leader still inside its trust window), and one under a nanosecond
+// came out 0. The same goes for the other [cluster] and [store] times: a
+// retention_days of 999999 ("keep for ever") was a negative retention, and
+// the leader's purge deleted every finished row and every node's row.
+func TestTheTimingInvariantIsEnforcedAtLoad(t *testing.T) {
+	invariant := "cluster: need 0 < heartbeat_seconds"
+	cases := []struct {
+		name, toml, want string
+	}{
+		{"heartbeat equal to the fence timeout", "[cluster]\nheartbeat_seconds = 20\n", invariant},
+		{"fence timeout equal to the lease ttl", "[cluster]\nleader_fence_timeout_seconds = 30\n", invariant},
+		{"fence timeout above the lease ttl", "[cluster]\nleader_fence_timeout_seconds = 40\n", invariant},
+		{"lease ttl below the heartbeat", "[cluster]\nleader_lease_ttl_seconds = 5\n", invariant},
+		{"endless lease ttl", "[cluster]\nleader_lease_ttl_seconds = inf\n", "cluster.leader_lease_ttl_seconds"},
+		{"lease ttl beyond a duration", "[cluster]\nleader_lease_ttl_seconds = 1e12\n", "cluster.leader_lease_ttl_seconds"},
+		{"timings under a nanosecond", "[cluster]\nheartbeat_seconds = 1e-12\nleader_fence_timeout_seconds = 2e-12\nleader_lease_ttl_seconds = 3e-12\n", invariant},
+		{"endless node timeout", "[cluster]\nnode_timeout_seconds = inf\n", "cluster.node_timeout_seconds"},
+		{"endless reclaim interval", "[cluster]\nreclaim_interval_seconds = inf\n", "cluster.reclaim_interval_seconds"},
+		{"reclaim interval under a nanosecond", "[cluster]\nreclaim_interval_seconds = 1e-12\n", "cluster.reclaim_interval_seconds"},
+		{"endless row lease", "[store]\nlease_ttl_seconds = inf\n", "store.lease_ttl_seconds"},
+		{"retention beyond a duration", "[store]\nretention_days = 999999\n", "store.retention_days"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Parse([]byte(minimal+tc.toml), "site.toml")
+			if err == nil {
+				t.Fatalf("accepted: heartbeat %v, fence timeout %v, lease ttl %v, node timeout %v, reclaim %v, row lease %v, retention %v",
+					c.Cluster.Heartbeat(), c.Cluster.LeaderFenceTimeout(), c.Cluster.LeaderLeaseTTL(), c.Cluster.NodeTimeout(),
+					c.Cluster.ReclaimInterval(), c.Store.LeaseTTL(), c.Store.Retention())
+			}
+			if !strings.Contains(err.Error(), "site.toml") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not name site.toml and %s", err, tc.want)
+			}
+		})
+	}
+	// The largest values a duration holds are still taken.
+	if _, err := config.Parse([]byte(minimal+"[store]\nretention_days = 36500\nlease_ttl_seconds = 86400\n[cluster]\nleader_lease_ttl_seconds = 3600\nnode_timeout_seconds = 3600\n"), "site.toml"); err != nil {
+		t.Fatalf("a century of retention and an hour's lease refused: %v", err)
+	}
+}
+
 // An outbound URL may carry credentials (user:password@, ?api_key=); a
 // config error, printed and logged, shows the URL without them.
 func TestURLErrorsShowNoCredentials(t *testing.T) {
@@ -299,6 +346,41 @@ func TestAPasswordInTheStoreURLIsWarnedOf(t *testing.T) {
 // certificate that is not its key's, failed only at mf run (a listener or
 // the API not served, a destination's lanes not delivering), after mf check
 // had said ok. The error names the key and the path.
+// Transport security fails closed (reference 001): the API and an MLLP
+// listener without TLS may bind loopback only, unless allow_plaintext says
+// otherwise; every other address, every interface included, is refused, and
+// with TLS any address is taken.
+func TestOnlyLoopbackListensWithoutTLS(t *testing.T) {
+	p := enginetest.NewPKI(t, t.TempDir())
+	listeners := map[string]func(addr, more string) string{
+		"api.listen": func(addr, more string) string { return fmt.Sprintf("[api]\nlisten = %q\n%s", addr, more) },
+		"inbound[1].listen": func(addr, more string) string {
+			return fmt.Sprintf("[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = %q\n%s", addr, more)
+		},
+	}
+	loopback := []string{"127.0.0.1:2575", "127.8.9.10:2575", "[::1]:2575", "localhost:2575", "[::ffff:127.0.0.1]:2575"}
+	network := []string{"0.0.0.0:2575", ":2575", "[::]:2575", "10.0.0.5:2575", "mf.internal:2575", "[fe80::1%eth0]:2575", "[::ffff:10.0.0.5]:2575"}
+	tls := fmt.Sprintf("tls_cert = %q\ntls_key = %q\n", p.ServerCert, p.ServerKey)
+	for key, listener := range listeners {
+		for _, addr := range loopback {
+			if _, err := config.Parse([]byte(minimal+listener(addr, "")), "site.toml"); err != nil {
+				t.Errorf("%s = %q without TLS: %v; want it taken (loopback)", key, addr, err)
+			}
+		}
+		for _, addr := range network {
+			_, err := config.Parse([]byte(minimal+listener(addr, "")), "site.toml")
+			if err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "allow_plaintext") {
+				t.Errorf("%s = %q without TLS: %v; want a refusal naming %s and allow_plaintext", key, addr, err, key)
+			}
+			for _, more := range []string{"allow_plaintext = true\n", tls} {
+				if _, err := config.Parse([]byte(minimal+listener(addr, more)), "site.toml"); err != nil {
+					t.Errorf("%s = %q with %q: %v; want it taken", key, addr, more, err)
+				}
+			}
+		}
+	}
+}
+
 func TestTLSFilesAreLoadedWhenChecked(t *testing.T) {
 	p := enginetest.NewPKI(t, t.TempDir())
 	other := enginetest.NewPKI(t, t.TempDir())
@@ -367,5 +449,34 @@ func TestAKeyOfAnotherTypeIsRefused(t *testing.T) {
 	ok := minimal + fileIn + "max_message_bytes = 4096\n" + fileOut + "timeout_seconds = 5\nmax_attempts = 3\n"
 	if _, err := config.Parse([]byte(ok), "site.toml"); err != nil {
 		t.Fatalf("keys every type reads: %v", err)
+	}
+}
+
+// A reload runs on the reloaded file's sections but [store], [cluster] and
+// [api], which stay as the node started; the outbounds of the file are
+// checked again against the row lease in force.
+func TestAReloadIsCheckedAgainstTheSectionsInForce(t *testing.T) {
+	started, err := config.Parse([]byte("[store]\nlease_ttl_seconds = 60\n[cluster]\nreclaim_interval_seconds = 30\n"+minimal), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	longer := "[store]\nlease_ttl_seconds = 120\n[cluster]\nreclaim_interval_seconds = 5\n" + minimal
+	reloaded, err := config.Parse([]byte(longer), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.InForce(started, reloaded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store != started.Store || c.Cluster != started.Cluster || c.Outbound[0].Name != "lab" {
+		t.Fatalf("in force: store %+v, cluster %+v; want the started ones", c.Store, c.Cluster)
+	}
+	slow, err := config.Parse([]byte(longer+"[[outbound]]\nname = \"slow\"\ntype = \"file\"\ndirectory = \"x\"\ntimeout_seconds = 90\n"), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.InForce(started, slow); err == nil || !strings.Contains(err.Error(), "outbound[1].timeout_seconds") || !strings.Contains(err.Error(), "started with") {
+		t.Fatalf("a reloaded outbound timeout of 90 s under the started row lease of 60 s: %v; want it refused, saying why", err)
 	}
 }

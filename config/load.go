@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -206,6 +207,20 @@ func (c *Config) applyDefaults(written map[string]bool) {
 	}
 }
 
+// InForce is the config a node runs after a reload of reloaded: its
+// sections, but for those a reload does not apply (RestartOnly's), which
+// stay as the node started with them. The whole is validated again, since
+// the reloaded file's other sections were checked against its own (an
+// outbound's timeout_seconds against its store.lease_ttl_seconds).
+func InForce(started, reloaded *Config) (*Config, error) {
+	c := *reloaded
+	c.Store, c.Cluster, c.API = started.Store, started.Cluster, started.API
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%w (with the [store], [cluster] and [api] sections this node started with, which a reload does not change)", err)
+	}
+	return &c, nil
+}
+
 // RestartOnly names the sections that differ between the config a node
 // started with and a reloaded one, among those a reload does not apply:
 // the store and the cluster's settings are the node's connection and
@@ -296,10 +311,23 @@ func (c *Config) Validate() error {
 		// outside the transaction) waits for another.
 		bad("store.pool_size", "SQLite needs at least 2 connections, got %d", s.PoolSize)
 	}
-	if s.LeaseTTLSeconds <= 0 {
+	// A time the engine counts as a time.Duration must fit one: inf, or
+	// more than about 292 years, came out negative (a leader lease that had
+	// always expired, a retention that purged every finished row at once).
+	tooLong := func(key string, v, unitSeconds float64, unit string) bool {
+		if v*unitSeconds*float64(time.Second) < float64(math.MaxInt64) {
+			return false
+		}
+		bad(key, "must be a number up to %d %s (the longest time the engine can count), got %v",
+			int64(float64(math.MaxInt64)/float64(time.Second)/unitSeconds), unit, v)
+		return true
+	}
+	// Checked as the durations the engine runs with: a positive number
+	// under a nanosecond is 0.
+	if !tooLong("store.lease_ttl_seconds", s.LeaseTTLSeconds, 1, "seconds") && s.LeaseTTL() <= 0 {
 		bad("store.lease_ttl_seconds", "must be positive, got %v", s.LeaseTTLSeconds)
 	}
-	if s.RetentionDays <= 0 {
+	if !tooLong("store.retention_days", s.RetentionDays, 86400, "days") && s.Retention() <= 0 {
 		bad("store.retention_days", "must be positive, got %v", s.RetentionDays)
 	}
 
@@ -312,14 +340,19 @@ func (c *Config) Validate() error {
 			bad("store.pool_size", "a cluster needs at least 2 connections, got %d", s.PoolSize)
 		}
 	}
-	if !(cl.HeartbeatSeconds > 0 && cl.HeartbeatSeconds < cl.LeaderFenceTimeoutSeconds && cl.LeaderFenceTimeoutSeconds < cl.LeaderLeaseTTLSeconds) {
+	// The timing invariant holds on the durations the elector runs with
+	// (leadership/doc.go), not only on the numbers written.
+	timings := !tooLong("cluster.heartbeat_seconds", cl.HeartbeatSeconds, 1, "seconds")
+	timings = !tooLong("cluster.leader_fence_timeout_seconds", cl.LeaderFenceTimeoutSeconds, 1, "seconds") && timings
+	timings = !tooLong("cluster.leader_lease_ttl_seconds", cl.LeaderLeaseTTLSeconds, 1, "seconds") && timings
+	if timings && !(cl.Heartbeat() > 0 && cl.Heartbeat() < cl.LeaderFenceTimeout() && cl.LeaderFenceTimeout() < cl.LeaderLeaseTTL()) {
 		bad("cluster", "need 0 < heartbeat_seconds (%v) < leader_fence_timeout_seconds (%v) < leader_lease_ttl_seconds (%v)",
 			cl.HeartbeatSeconds, cl.LeaderFenceTimeoutSeconds, cl.LeaderLeaseTTLSeconds)
 	}
-	if cl.NodeTimeoutSeconds <= cl.HeartbeatSeconds {
+	if !tooLong("cluster.node_timeout_seconds", cl.NodeTimeoutSeconds, 1, "seconds") && cl.NodeTimeout() <= cl.Heartbeat() {
 		bad("cluster.node_timeout_seconds", "must be greater than heartbeat_seconds (%v), got %v", cl.HeartbeatSeconds, cl.NodeTimeoutSeconds)
 	}
-	if cl.ReclaimIntervalSeconds <= 0 {
+	if !tooLong("cluster.reclaim_interval_seconds", cl.ReclaimIntervalSeconds, 1, "seconds") && cl.ReclaimInterval() <= 0 {
 		bad("cluster.reclaim_interval_seconds", "must be positive, got %v", cl.ReclaimIntervalSeconds)
 	}
 	if len(cl.NodeID) > MaxNodeIDBytes {

@@ -348,6 +348,13 @@ func TestClusterEndpointsShapes(t *testing.T) {
 		if st["role"] != role || st["clustered"] != true || st["is_leader"] != (role == "primary") || st["node_id"] != fmt.Sprintf("node-%d", i) {
 			t.Fatalf("node-%d /cluster/status: %s; want role %s", i, body, role)
 		}
+		// The API VIP's checks pass on every node, standby too (reference
+		// 000): only the MLLP port is the primary's alone.
+		for _, path := range []string{"/health", "/ready"} {
+			if code, body, err := c.nodes[i].get(path); err != nil || code != 200 {
+				t.Fatalf("node-%d (%s) %s: %d %s %v; want 200", i, role, path, code, body, err)
+			}
+		}
 	}
 	nodes := func(from int, leaderType string) (map[string]any, []map[string]any) {
 		t.Helper()

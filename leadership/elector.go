@@ -62,6 +62,7 @@ type Elector struct {
 	nextAttempt  time.Time     // when the next election or renewal attempt is due
 	configSeen   int64         // the last shared config version seen
 	configLoaded int64         // the version this node runs (reported in mf_nodes)
+	beaten       bool          // a heartbeat of this process has been recorded
 	gen          int           // the current tick; older ones are ignored
 	timer        scheduler.CancelFunc
 	stopWatch    context.CancelFunc
@@ -78,7 +79,10 @@ type Elector struct {
 
 // carried is what an elector hands over to the one that replaces it when it
 // is restarted after a panic.
-type carried struct{ configSeen, configLoaded int64 }
+type carried struct {
+	configSeen, configLoaded int64
+	beaten                   bool
+}
 
 // ElectorOptions configure NewElector.
 type ElectorOptions struct {
@@ -102,7 +106,7 @@ func NewElector(o ElectorOptions) *actor.Props {
 		host, _ := os.Hostname()
 		return &Elector{
 			store: o.Store, cfg: o.Cluster, nodeID: o.NodeID, host: host, pid: int64(os.Getpid()),
-			trust: o.Trust, configSeen: carry.configSeen, configLoaded: carry.configLoaded, carry: carry,
+			trust: o.Trust, configSeen: carry.configSeen, configLoaded: carry.configLoaded, beaten: carry.beaten, carry: carry,
 			log: o.Log.With().Str("component", "leadership").Logger(),
 		}
 	})
@@ -167,7 +171,7 @@ func (e *Elector) restarting(ctx actor.Context) {
 	if e.stopWatch != nil {
 		e.stopWatch()
 	}
-	e.carry.configSeen, e.carry.configLoaded = e.configSeen, e.configLoaded
+	e.carry.configSeen, e.carry.configLoaded, e.carry.beaten = e.configSeen, e.configLoaded, e.beaten
 	if e.leader {
 		e.lose(ctx, "fenced", "the leadership actor panicked and restarts as a follower (a bug: report it with the protoactor \"Recovering\" line just before, which has its reason)")
 	}
@@ -326,17 +330,19 @@ func (e *Elector) endTerm() {
 }
 
 // heartbeat records this node in mf_nodes. Best effort: membership is for
-// operators; it never decides who leads.
+// operators; it never decides who leads. The first beat of the process sets
+// the row's started_at, whatever a crashed run of the same node id left.
 func (e *Elector) heartbeat() {
 	cctx, cancel := e.callContext()
 	defer cancel()
 	err := e.store.NodeHeartbeat(cctx, storage.NodeHeartbeatParams{
-		NodeID: e.nodeID, Host: e.host, PID: e.pid, IsLeader: e.leader, ConfigVersion: e.configLoaded,
+		NodeID: e.nodeID, Host: e.host, PID: e.pid, IsLeader: e.leader, ConfigVersion: e.configLoaded, Started: !e.beaten,
 	})
 	if err != nil {
 		e.callFailed(&e.beating, "membership heartbeat", err)
 		return
 	}
+	e.beaten = true
 	e.worksAgain(&e.beating, "membership heartbeat")
 }
 

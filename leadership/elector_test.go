@@ -73,9 +73,15 @@ func startNode(t *testing.T, id string, st storage.Store) *node {
 
 func startLoggingNode(t *testing.T, id string, st storage.Store, log zerolog.Logger) *node {
 	t.Helper()
+	return startTimedNode(t, id, st, fast, log)
+}
+
+// startTimedNode starts an elector with the cluster timing cl.
+func startTimedNode(t *testing.T, id string, st storage.Store, cl config.Cluster, log zerolog.Logger) *node {
+	t.Helper()
 	n := &node{id: id, trust: leadership.NewTrust(), events: make(chan any, 64), system: actor.NewActorSystem()}
 	props := leadership.NewElector(leadership.ElectorOptions{
-		Store: st, Cluster: fast, NodeID: id, Trust: n.trust, Log: log,
+		Store: st, Cluster: cl, NodeID: id, Trust: n.trust, Log: log,
 	})
 	n.pid = n.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probe{props: props, events: n.events} }))
 	t.Cleanup(n.stop)
@@ -148,6 +154,79 @@ func TestOneLeaderAndCleanHandOver(t *testing.T) {
 	t.Logf("hand-over after a clean stop: %v (heartbeat %v)", time.Since(start).Round(time.Millisecond), fast.Heartbeat())
 	if second.Fence.Term != first.Fence.Term+1 {
 		t.Fatalf("terms %d then %d", first.Fence.Term, second.Fence.Term)
+	}
+}
+
+// A leader that crashed resigns nothing and sends no NOTIFY: its lease just
+// runs out. A follower that finds it live learns how long it has left and
+// tries again just after it expires, when that comes before its next
+// heartbeat: the crashed leader is replaced about one TTL after its last
+// renewal, not a TTL plus up to a heartbeat of polling (DESIGN §5).
+func TestAFollowerElectsWhenTheLeaseExpiresNotAtItsNextHeartbeat(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewSchema(t)
+	admin := openStore(t, url)
+	crashed, ok, err := admin.LeaseAttemptElect(context.Background(), storage.LeaseAttemptElectParams{Owner: "crashed", TTL: 800 * time.Millisecond})
+	if err != nil || !ok {
+		t.Fatalf("elect the crashed leader: %v, %v", ok, err)
+	}
+	slow := config.Cluster{Enabled: true, HeartbeatSeconds: 4, LeaderFenceTimeoutSeconds: 6, LeaderLeaseTTLSeconds: 8,
+		NodeTimeoutSeconds: 8, ReclaimIntervalSeconds: 1}
+	b := startTimedNode(t, "b", openStore(t, url), slow, zerolog.New(zerolog.NewTestWriter(t)))
+	c := b.wantChanged(t, 2*slow.Heartbeat(), true, "elected")
+	l, err := admin.LeaseRead(context.Background())
+	if err != nil || l.Owner != "b" || l.Term != c.Fence.Term {
+		t.Fatalf("lease %+v (%v); want b's term %d", l, err, c.Fence.Term)
+	}
+	late := l.AcquiredAt.Sub(crashed.ExpiresAt)
+	t.Logf("elected %v after the crashed leader's lease expired (heartbeat %v)", late.Round(time.Millisecond), slow.Heartbeat())
+	if late < 0 {
+		t.Fatalf("elected %v before the crashed leader's lease expired", -late)
+	}
+	if late > slow.Heartbeat()/4 {
+		t.Fatalf("elected %v after the crashed leader's lease expired; want just after it (the follower waited for its heartbeat, %v)", late, slow.Heartbeat())
+	}
+}
+
+// A node with a pinned node_id that crashed (kill -9, its row left active)
+// and started again reports the start of the process now running in
+// mf_nodes.started_at (/cluster/nodes), not the first start of that id.
+func TestARestartedNodeReportsItsNewStart(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewSchema(t)
+	admin := openStore(t, url)
+	bg := context.Background()
+	// The crashed run's last heartbeat.
+	if err := admin.NodeHeartbeat(bg, storage.NodeHeartbeatParams{NodeID: "a", Host: "h", PID: 1, IsLeader: true}); err != nil {
+		t.Fatal(err)
+	}
+	row := func() storage.Node {
+		t.Helper()
+		l, err := admin.NodeList(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range l.Nodes {
+			if n.NodeID == "a" {
+				return n
+			}
+		}
+		t.Fatalf("no row for a: %+v", l)
+		return storage.Node{}
+	}
+	crashed := row()
+	enginetest.WaitFor(t, "the database clock to pass the crashed run's start", 5*time.Second, func() bool {
+		l, err := admin.NodeList(bg)
+		return err == nil && l.DBNow.After(crashed.LastSeen)
+	})
+	startNode(t, "a", openStore(t, url))
+	var now storage.Node
+	enginetest.WaitFor(t, "the restarted node's heartbeat", 5*time.Second, func() bool {
+		now = row()
+		return now.LastSeen.After(crashed.LastSeen)
+	})
+	if !now.StartedAt.After(crashed.LastSeen) {
+		t.Fatalf("started_at %v after the restart: the crashed run's start (last seen %v)", now.StartedAt, crashed.LastSeen)
 	}
 }
 

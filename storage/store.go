@@ -72,7 +72,8 @@ type Store interface {
 	LeaseRead(ctx context.Context) (Lease, error)
 
 	// NodeHeartbeat records that a node is alive (inserting it on first
-	// beat, reviving a left tombstone with the same id).
+	// beat, reviving a left tombstone with the same id; with p.Started, the
+	// row's started_at is now).
 	NodeHeartbeat(ctx context.Context, p NodeHeartbeatParams) error
 	// NodeLeave marks a node left and clears its leader flag: the tombstone
 	// of a clean stop.
@@ -319,6 +320,10 @@ type NodeHeartbeatParams struct {
 	PID           int64
 	IsLeader      bool
 	ConfigVersion int64
+	// Started says that this is the first beat of the process: started_at
+	// becomes now even if the row is active, as a run of the same node id
+	// that crashed (kill -9, no tombstone) left it.
+	Started bool
 }
 
 // NodeLeaveParams are the arguments of Store.NodeLeave.

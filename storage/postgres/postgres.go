@@ -316,7 +316,7 @@ func (s *Store) LeaseRead(ctx context.Context) (storage.Lease, error) {
 
 // NodeHeartbeat implements storage.Store.
 func (s *Store) NodeHeartbeat(ctx context.Context, p storage.NodeHeartbeatParams) error {
-	if _, err := s.pool.Exec(ctx, queries.Get("node_heartbeat"), p.NodeID, p.Host, p.PID, p.IsLeader, p.ConfigVersion); err != nil {
+	if _, err := s.pool.Exec(ctx, queries.Get("node_heartbeat"), p.NodeID, p.Host, p.PID, p.IsLeader, p.ConfigVersion, p.Started); err != nil {
 		return fmt.Errorf("postgres: node heartbeat for %s: %w", p.NodeID, err)
 	}
 	return nil

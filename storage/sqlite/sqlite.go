@@ -672,7 +672,7 @@ func (s *Store) LeaseRead(ctx context.Context) (storage.Lease, error) {
 // NodeHeartbeat implements storage.Store.
 func (s *Store) NodeHeartbeat(ctx context.Context, p storage.NodeHeartbeatParams) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, queries.Get("node_heartbeat"), p.NodeID, p.Host, p.PID, p.IsLeader, p.ConfigVersion)
+		_, err := tx.ExecContext(ctx, queries.Get("node_heartbeat"), p.NodeID, p.Host, p.PID, p.IsLeader, p.ConfigVersion, p.Started)
 		return err
 	})
 	return wrap("node heartbeat for "+p.NodeID, err)

@@ -430,7 +430,8 @@ func (s *Store) NodeHeartbeat(ctx context.Context, p storage.NodeHeartbeatParams
 			sql.Named("host", mssql.NVarCharMax(p.Host)),
 			sql.Named("pid", p.PID),
 			sql.Named("is_leader", p.IsLeader),
-			sql.Named("config_version", p.ConfigVersion))
+			sql.Named("config_version", p.ConfigVersion),
+			sql.Named("started", p.Started))
 		return err
 	})
 	if err != nil {

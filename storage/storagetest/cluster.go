@@ -216,6 +216,10 @@ func testFencedOperations(t *testing.T, h *harness) {
 			_, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: f, Claim: held.Claim(), Lane: "lab/A", Owner: ownerOf(f), LeaseTTL: time.Minute})
 			return err
 		},
+		"give back": func(f storage.Fence) error {
+			_, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: f, Claims: []storage.Claim{held.Claim()}})
+			return err
+		},
 		"retry": func(f storage.Fence) error {
 			return h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: f, Claim: held.Claim(), Delay: time.Second, Error: "x"})
 		},
@@ -615,6 +619,16 @@ func testNodes(t *testing.T, h *harness) {
 	a2 := list()["a"]
 	if !a2.LastSeen.After(a.LastSeen) || !a2.StartedAt.Equal(a.StartedAt) || a2.IsLeader || a2.ConfigVersion != 4 {
 		t.Fatalf("second beat: %+v after %+v", a2, a)
+	}
+
+	// A new process under the same id whose predecessor crashed (its row
+	// still active): its first beat starts the row again.
+	h.waitDBClockPast(a2.LastSeen)
+	if err := h.s.NodeHeartbeat(h.ctx, storage.NodeHeartbeatParams{NodeID: "a", Host: "host-a", PID: 43, ConfigVersion: 4, Started: true}); err != nil {
+		t.Fatalf("first beat of a restarted a: %v", err)
+	}
+	if a3 := list()["a"]; a3.Status != storage.NodeActive || !a3.StartedAt.After(a2.LastSeen) || a3.PID != 43 {
+		t.Fatalf("a restarted after a crash: %+v, want started after %v", a3, a2.LastSeen)
 	}
 
 	beat("b", true, 4) // a leader that stops cleanly clears its flag

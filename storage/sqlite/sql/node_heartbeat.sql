@@ -1,6 +1,8 @@
 -- Insert on first beat; a left tombstone with the same id comes back active
--- with a new started_at. Every SET expression reads the row as it was.
--- ?1 node id, ?2 host, ?3 pid, ?4 is leader, ?5 config version.
+-- with a new started_at, and so does any row at the first beat of a process
+-- (?6: a run of a pinned node id that crashed left its row active). Every
+-- SET expression reads the row as it was.
+-- ?1 node id, ?2 host, ?3 pid, ?4 is leader, ?5 config version, ?6 started.
 INSERT INTO mf_nodes (node_id, host, pid, status, started_at, last_seen, is_leader, config_version)
 VALUES (?1, ?2, ?3, 'active',
         CAST(round(unixepoch('subsec') * 1000) AS INTEGER),
@@ -9,7 +11,7 @@ VALUES (?1, ?2, ?3, 'active',
 ON CONFLICT (node_id) DO UPDATE
    SET host = excluded.host,
        pid = excluded.pid,
-       started_at = CASE WHEN status = 'left' THEN excluded.started_at ELSE started_at END,
+       started_at = CASE WHEN status = 'left' OR ?6 THEN excluded.started_at ELSE started_at END,
        status = 'active',
        last_seen = excluded.last_seen,
        is_leader = excluded.is_leader,
