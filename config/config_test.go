@@ -202,6 +202,44 @@ func TestTheTimingInvariantIsEnforcedAtLoad(t *testing.T) {
 	}
 }
 
+// The inbound and outbound times too must fit the time.Duration the engine
+// counts them in: inf or 1e12 came out negative (every MLLP connection's
+// deadline already past, a destination's backoff of no time at all, a lane
+// retrying in a hot loop), and a number under a nanosecond came out 0.
+func TestInboundAndOutboundTimesFitTheEngine(t *testing.T) {
+	const (
+		mllpIn  = "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\n"
+		fileIn  = "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"in\"\n"
+		mllpOut = "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\n"
+	)
+	for _, tc := range []struct{ name, toml, want string }{
+		{"endless idle timeout", mllpIn + "idle_timeout_seconds = inf\n", "inbound[1].idle_timeout_seconds"},
+		{"read timeout beyond a duration", mllpIn + "read_timeout_seconds = 1e12\n", "inbound[1].read_timeout_seconds"},
+		{"read timeout under a nanosecond", mllpIn + "read_timeout_seconds = 1e-12\n", "inbound[1]"},
+		{"endless poll interval", fileIn + "poll_interval_seconds = inf\n", "inbound[1].poll_interval_seconds"},
+		{"settle beyond a duration", fileIn + "settle_seconds = 1e12\n", "inbound[1].settle_seconds"},
+		{"endless retry max", mllpOut + "retry_max_seconds = inf\n", "outbound[1].retry_max_seconds"},
+		{"retry max beyond a duration", mllpOut + "retry_max_seconds = 1e12\n", "outbound[1].retry_max_seconds"},
+		{"retry base under a nanosecond", mllpOut + "retry_base_seconds = 1e-12\n", "retry_base_seconds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Parse([]byte(minimal+tc.toml), "site.toml")
+			if err == nil {
+				in, out := c.Inbound[len(c.Inbound)-1], c.Outbound[len(c.Outbound)-1]
+				t.Fatalf("accepted: idle %v, read %v, poll %v, settle %v, retry base %v, retry max %v",
+					in.IdleTimeout(), in.ReadTimeout(), in.PollInterval(), in.Settle(), out.RetryBase(), out.RetryMax())
+			}
+			if !strings.Contains(err.Error(), "site.toml") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not name site.toml and %s", err, tc.want)
+			}
+		})
+	}
+	// A day's backoff and an hour's idle connection are still taken.
+	if _, err := config.Parse([]byte(minimal+mllpIn+"idle_timeout_seconds = 3600\n"+mllpOut+"retry_max_seconds = 86400\n"), "site.toml"); err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+}
+
 // An outbound URL may carry credentials (user:password@, ?api_key=); a
 // config error, printed and logged, shows the URL without them.
 func TestURLErrorsShowNoCredentials(t *testing.T) {

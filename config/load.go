@@ -416,11 +416,16 @@ func (c *Config) Validate() error {
 		if in.MaxConnections < 1 {
 			bad(key+".max_connections", "must be at least 1, got %d", in.MaxConnections)
 		}
-		if in.IdleTimeoutSeconds <= 0 || in.ReadTimeoutSeconds <= 0 || in.PollIntervalSeconds <= 0 {
+		fits := !tooLong(key+".idle_timeout_seconds", in.IdleTimeoutSeconds, 1, "seconds")
+		fits = !tooLong(key+".read_timeout_seconds", in.ReadTimeoutSeconds, 1, "seconds") && fits
+		fits = !tooLong(key+".poll_interval_seconds", in.PollIntervalSeconds, 1, "seconds") && fits
+		if fits && (in.IdleTimeout() <= 0 || in.ReadTimeout() <= 0 || in.PollInterval() <= 0) {
 			bad(key, "idle_timeout_seconds, read_timeout_seconds and poll_interval_seconds must be positive")
 		}
 		if settle := in.SettleSeconds; !(settle >= 0 && !math.IsInf(settle, 1)) {
 			bad(key+".settle_seconds", "must be 0 (read a file at once) or a number of seconds, got %v", settle)
+		} else {
+			tooLong(key+".settle_seconds", settle, 1, "seconds")
 		}
 		if in.MaxFileBytes < 1 {
 			bad(key+".max_file_bytes", "must be at least 1, got %d", in.MaxFileBytes)
@@ -473,7 +478,9 @@ func (c *Config) Validate() error {
 		if o.OnExhausted != ExhaustedBlock && o.OnExhausted != ExhaustedDead {
 			bad(key+".on_exhausted", "%q is not one of block, dead", o.OnExhausted)
 		}
-		if o.RetryBaseSeconds <= 0 || o.RetryMaxSeconds < o.RetryBaseSeconds {
+		retries := !tooLong(key+".retry_base_seconds", o.RetryBaseSeconds, 1, "seconds")
+		retries = !tooLong(key+".retry_max_seconds", o.RetryMaxSeconds, 1, "seconds") && retries
+		if retries && (o.RetryBase() <= 0 || o.RetryMax() < o.RetryBase()) {
 			bad(key, "need 0 < retry_base_seconds (%v) <= retry_max_seconds (%v)", o.RetryBaseSeconds, o.RetryMaxSeconds)
 		}
 		if o.TimeoutSeconds <= 0 || o.TimeoutSeconds >= s.LeaseTTLSeconds {
