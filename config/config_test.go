@@ -221,13 +221,14 @@ func TestInboundAndOutboundTimesFitTheEngine(t *testing.T) {
 		{"endless retry max", mllpOut + "retry_max_seconds = inf\n", "outbound[1].retry_max_seconds"},
 		{"retry max beyond a duration", mllpOut + "retry_max_seconds = 1e12\n", "outbound[1].retry_max_seconds"},
 		{"retry base under a nanosecond", mllpOut + "retry_base_seconds = 1e-12\n", "retry_base_seconds"},
+		{"delivery timeout under a nanosecond", mllpOut + "timeout_seconds = 1e-12\n", "outbound[1].timeout_seconds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := config.Parse([]byte(minimal+tc.toml), "site.toml")
 			if err == nil {
 				in, out := c.Inbound[len(c.Inbound)-1], c.Outbound[len(c.Outbound)-1]
-				t.Fatalf("accepted: idle %v, read %v, poll %v, settle %v, retry base %v, retry max %v",
-					in.IdleTimeout(), in.ReadTimeout(), in.PollInterval(), in.Settle(), out.RetryBase(), out.RetryMax())
+				t.Fatalf("accepted: idle %v, read %v, poll %v, settle %v, retry base %v, retry max %v, timeout %v",
+					in.IdleTimeout(), in.ReadTimeout(), in.PollInterval(), in.Settle(), out.RetryBase(), out.RetryMax(), out.Timeout())
 			}
 			if !strings.Contains(err.Error(), "site.toml") || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %q does not name site.toml and %s", err, tc.want)

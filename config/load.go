@@ -483,7 +483,7 @@ func (c *Config) Validate() error {
 		if retries && (o.RetryBase() <= 0 || o.RetryMax() < o.RetryBase()) {
 			bad(key, "need 0 < retry_base_seconds (%v) <= retry_max_seconds (%v)", o.RetryBaseSeconds, o.RetryMaxSeconds)
 		}
-		if o.TimeoutSeconds <= 0 || o.TimeoutSeconds >= s.LeaseTTLSeconds {
+		if o.Timeout() <= 0 || o.TimeoutSeconds >= s.LeaseTTLSeconds {
 			bad(key+".timeout_seconds", "must be positive and below store.lease_ttl_seconds (%v), got %v", s.LeaseTTLSeconds, o.TimeoutSeconds)
 		}
 	}
