@@ -565,6 +565,17 @@ func (w *benchWorker) exchange(ctx context.Context, frame, lane, seq []byte, due
 	}
 	w.hist.record(time.Since(due))
 	code, ctl, ok := scanAck(ack)
+	if ok && len(ctl) == 0 && hl7.AckCode(code).Outcome() == hl7.Reject {
+		// A receiver that could not read the message (too large for it,
+		// say) has no control id to echo: on a connection that carries
+		// one message at a time, this is that message's refusal. The
+		// receiver's state after it is unknown (mf's listener closes).
+		w.rejected.Add(1)
+		w.problem("%s-%s-%s answered %s without naming its control id (MSA-2 empty): the receiver could not read it: %.200s",
+			w.tpl.run, lane, seq, code, ackDetail(ack))
+		w.disconnect()
+		return
+	}
 	if !ok || !w.tpl.isControlID(ctl, lane, seq) {
 		got := "no MSA segment"
 		if ok {
@@ -581,19 +592,25 @@ func (w *benchWorker) exchange(ctx context.Context, frame, lane, seq []byte, due
 		if hl7.AckCode(code).Valid() {
 			w.rejected.Add(1)
 			if w.firstProblem == "" {
-				detail := ""
-				if a, err := hl7.ParseAck(ack); err == nil {
-					detail = strings.TrimSpace(a.ErrorCode + " " + a.ErrorMessage)
-					if detail == "" {
-						detail = a.Text
-					}
-				}
-				w.problem("%s-%s-%s answered %s %.200s", w.tpl.run, lane, seq, code, detail)
+				w.problem("%s-%s-%s answered %s %.200s", w.tpl.run, lane, seq, code, ackDetail(ack))
 			}
 			return
 		}
 	}
 	w.fail(ctx, "reply to %s-%s-%s has MSA-1 %.8q, not an acknowledgment code", w.tpl.run, lane, seq, code)
+}
+
+// ackDetail is what a NAK says of its reason: ERR's error code and message,
+// or else MSA-3.
+func ackDetail(ack []byte) string {
+	a, err := hl7.ParseAck(ack)
+	if err != nil {
+		return ""
+	}
+	if detail := strings.TrimSpace(a.ErrorCode + " " + a.ErrorMessage); detail != "" {
+		return detail
+	}
+	return a.Text
 }
 
 // fail counts an exchange that got no usable ACK and closes the

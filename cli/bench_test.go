@@ -622,3 +622,38 @@ func TestLatencyHistogramWithinOnePercent(t *testing.T) {
 		}
 	}
 }
+
+// A receiver that cannot read a message (mf's own listener, for one above
+// its max_message_bytes) answers AR with an empty MSA-2, since it has no
+// control id to echo, and closes: that is the message's rejection, with
+// the receiver's reason, not a reply out of step.
+func TestBenchCountsARefusalWithoutControlIDAsARejection(t *testing.T) {
+	t.Parallel()
+	addr := enginetest.FreeAddr(t)
+	enginetest.Start(t, `
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "`+addr+`"
+max_message_bytes = 1024
+
+[[outbound]]
+name = "out"
+type = "file"
+directory = "{{dir}}/out"
+
+[[route]]
+from = "adt_in"
+to = ["out"]
+`)
+	rep, err := bench(t, benchOptions{Target: addr, Count: 3, Size: 4000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Sent != 3 || rep.Rejected != 3 || rep.Errors != 0 || rep.Accepted != 0 {
+		t.Fatalf("sent %d accepted %d rejected %d errors %d, want 3 0 3 0 (%s)", rep.Sent, rep.Accepted, rep.Rejected, rep.Errors, rep.FirstProblem)
+	}
+	if !strings.Contains(rep.FirstProblem, "AR") || !strings.Contains(rep.FirstProblem, "larger than 1024 bytes") {
+		t.Fatalf("first problem %q, want the AR and the receiver's reason", rep.FirstProblem)
+	}
+}
