@@ -563,13 +563,14 @@ func (w *benchWorker) exchange(ctx context.Context, frame, lane, seq []byte, due
 		w.fail(ctx, "waiting for the ACK of %s-%s-%s: %v", w.tpl.run, lane, seq, err)
 		return
 	}
-	w.hist.record(time.Since(due))
+	latency := time.Since(due) // recorded only for this message's ACK
 	code, ctl, ok := scanAck(ack)
 	if ok && len(ctl) == 0 && hl7.AckCode(code).Outcome() == hl7.Reject {
 		// A receiver that could not read the message (too large for it,
 		// say) has no control id to echo: on a connection that carries
 		// one message at a time, this is that message's refusal. The
 		// receiver's state after it is unknown (mf's listener closes).
+		w.hist.record(latency)
 		w.rejected.Add(1)
 		w.problem("%s-%s-%s answered %s without naming its control id (MSA-2 empty): the receiver could not read it: %.200s",
 			w.tpl.run, lane, seq, code, ackDetail(ack))
@@ -586,10 +587,12 @@ func (w *benchWorker) exchange(ctx context.Context, frame, lane, seq []byte, due
 	}
 	switch hl7.AckCode(code).Outcome() {
 	case hl7.Accept:
+		w.hist.record(latency)
 		w.accepted.Add(1)
 		return
 	case hl7.Reject, hl7.Error:
 		if hl7.AckCode(code).Valid() {
+			w.hist.record(latency)
 			w.rejected.Add(1)
 			if w.firstProblem == "" {
 				w.problem("%s-%s-%s answered %s %.200s", w.tpl.run, lane, seq, code, ackDetail(ack))

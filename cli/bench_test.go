@@ -266,12 +266,14 @@ func TestSinkTimesOutBeforeExpect(t *testing.T) {
 	}
 }
 
-// ackServer is a receiver that answers every message with code, over TLS
-// if tls is set, calling received (when set) before each answer.
+// ackServer is a receiver that answers every message with code (or with
+// what answer returns, when set), over TLS if tls is set, calling received
+// (when set) before each answer.
 type ackServer struct {
 	code     hl7.AckCode
 	tls      *tls.Config
 	received func()
+	answer   func(payload []byte) []byte
 }
 
 // start serves on a free loopback port until the test ends and returns the
@@ -303,8 +305,14 @@ func (a ackServer) start(t *testing.T) string {
 					if a.received != nil {
 						a.received()
 					}
-					m, _ := hl7.Parse(p)
-					if hl7.WriteFrame(nc, hl7.Ack(m, a.code, "no thanks")) != nil {
+					var reply []byte
+					if a.answer != nil {
+						reply = a.answer(p)
+					} else {
+						m, _ := hl7.Parse(p)
+						reply = hl7.Ack(m, a.code, "no thanks")
+					}
+					if hl7.WriteFrame(nc, reply) != nil {
 						return
 					}
 				}
@@ -655,5 +663,28 @@ to = ["out"]
 	}
 	if !strings.Contains(rep.FirstProblem, "AR") || !strings.Contains(rep.FirstProblem, "larger than 1024 bytes") {
 		t.Fatalf("first problem %q, want the AR and the receiver's reason", rep.FirstProblem)
+	}
+}
+
+// A reply that is not the message's ACK (another control id, no MSA) is an
+// error, and no ACK latency: the latency figures are those of ACKs.
+func TestBenchTakesNoLatencyFromRepliesOutOfStep(t *testing.T) {
+	t.Parallel()
+	other, _ := hl7.Parse([]byte(enginetest.ADT("SOMEONE-ELSE", "P1")))
+	for name, reply := range map[string][]byte{
+		"another control id": hl7.Ack(other, hl7.AA, ""),
+		"no MSA":             []byte("MSH|^~\\&|R|R|S|S|20260101000000||ACK|1|P|2.5.1\r"),
+	} {
+		addr := ackServer{answer: func([]byte) []byte { return reply }}.start(t)
+		rep, err := bench(t, benchOptions{Target: addr, Count: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Errors != 3 || rep.Accepted != 0 || !strings.Contains(rep.FirstProblem, "out of step") {
+			t.Fatalf("%s: accepted %d errors %d (%s), want 0 and 3 out of step", name, rep.Accepted, rep.Errors, rep.FirstProblem)
+		}
+		if rep.Latency != (latencyMS{}) {
+			t.Errorf("%s: latency %+v from no ACK, want none", name, rep.Latency)
+		}
 	}
 }
