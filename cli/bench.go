@@ -50,7 +50,11 @@ messages are due on a fixed schedule of R per second in total; latency runs from
 moment a message was due, so a slow receiver shows as latency rather than as a slower
 schedule (no coordinated omission). It also includes how late the generator woke up
 for the message: Go timers wake within about a millisecond, so open-loop figures
-below 1 ms say little; use closed loop to measure sub-millisecond receivers.
+below 1 ms say little; use closed loop to measure sub-millisecond receivers. A
+connection whose ACK has not come back when its next message is due sends it late,
+and with --duration every message due before the end is still sent, so such a run
+lasts longer; the report then says how many went out more than 2 ms late and the
+latest (sent_late, max_late_ms): the target saw less than --rate.
 
 --size pads the message with OBX segments of free text (a progress note) to about
 that many bytes; the default is a plain ADT^A01 of about 600 bytes.`
@@ -64,6 +68,10 @@ const (
 	// benchMaxLanes bounds --lanes, and the memory the lanes take (about
 	// 40 bytes each).
 	benchMaxLanes = 1_000_000
+	// benchLateSlack is how long after it was due an open-loop message may
+	// go out and still count as on time: Go timers wake within about a
+	// millisecond, and this leaves as much again.
+	benchLateSlack = 2 * time.Millisecond
 )
 
 func benchCommand() *cli.Command {
@@ -242,6 +250,13 @@ type benchReport struct {
 	ElapsedSeconds      float64   `json:"elapsed_seconds"`
 	ThroughputPerSecond float64   `json:"throughput_per_second"` // accepted per second
 	Latency             latencyMS `json:"latency_ms"`
+	// SentLate counts the messages of an open-loop run written more than
+	// benchLateSlack after they were due (their connection still waiting
+	// for the previous ACK, or the generator short of CPU), and MaxLateMS
+	// is the latest of them: the target then saw less than Rate. Both are
+	// 0 in closed loop.
+	SentLate  int64   `json:"sent_late"`
+	MaxLateMS float64 `json:"max_late_ms"`
 	// FirstProblem describes the first message not accepted, if any.
 	FirstProblem string `json:"first_problem,omitempty"`
 
@@ -269,6 +284,13 @@ func (r *benchReport) print(w io.Writer) {
 		r.Sent, r.Accepted, r.Rejected, r.Errors, r.ElapsedSeconds, r.ThroughputPerSecond)
 	fmt.Fprintf(w, "ACK latency (ms): p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n",
 		r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max)
+	if r.SentLate > 0 {
+		fmt.Fprintf(w, "behind schedule: %d of %d messages went out more than %s after they were due, the latest %.1f ms late "+
+			"(their connection still waited for an ACK, or mf bench was short of CPU); their latency counts from when they were due. "+
+			"Sent %.0f msg/s of the %g asked; each connection has one message outstanding, so at %g msg/s over %d an ACK slower than %.1f ms delays the next\n",
+			r.SentLate, r.Sent, benchLateSlack, r.MaxLateMS, float64(r.Sent)/r.ElapsedSeconds, r.Rate,
+			r.Rate, r.Connections, float64(r.Connections)*1e3/r.Rate)
+	}
 	if r.FirstProblem != "" {
 		fmt.Fprintf(w, "first problem: %s\n", r.FirstProblem)
 	}
@@ -371,8 +393,13 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 		interrupted:    ctx.Err() != nil,
 	}
 	hist := new(latencyHistogram)
-	var stopErr error
+	var (
+		stopErr error
+		maxLate time.Duration
+	)
 	for _, w := range workers {
+		rep.SentLate += w.late
+		maxLate = max(maxLate, w.maxLate)
 		rep.Sent += w.sent.Load()
 		rep.Accepted += w.accepted.Load()
 		rep.Rejected += w.rejected.Load()
@@ -393,6 +420,7 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 		P50: ms(hist.quantile(0.50)), P90: ms(hist.quantile(0.90)),
 		P99: ms(hist.quantile(0.99)), Max: ms(hist.max),
 	}
+	rep.MaxLateMS = ms(maxLate)
 	return rep, stopErr
 }
 
@@ -443,6 +471,8 @@ type benchWorker struct {
 
 	hist                              *latencyHistogram
 	sent, accepted, rejected, errored atomic.Int64
+	late                              int64         // open loop: messages written late
+	maxLate                           time.Duration // and the latest of them
 	firstProblem                      string
 	stopErr                           error // why the worker stopped early
 }
@@ -544,6 +574,9 @@ func (w *benchWorker) run(ctx context.Context, start, end time.Time) {
 		frame = w.tpl.appendFrame(frame[:0], lane.id, seq)
 		if w.o.Rate == 0 {
 			due = time.Now()
+		} else if late := time.Since(due); late > benchLateSlack {
+			w.late++
+			w.maxLate = max(w.maxLate, late)
 		}
 		w.exchange(ctx, frame, lane.id, seq, due)
 	}

@@ -688,3 +688,55 @@ func TestBenchTakesNoLatencyFromRepliesOutOfStep(t *testing.T) {
 		}
 	}
 }
+
+// An open-loop run whose connection is still waiting for an ACK when the
+// next message is due falls behind its schedule: the latency counts from
+// when each message was due, and the report says how many went out late
+// and by how much, since the target then saw less than --rate.
+func TestBenchSaysWhenItFallsBehindTheSchedule(t *testing.T) {
+	// Not parallel: urfave/cli's apps share global flags (--help).
+	var n atomic.Int64
+	addr := ackServer{code: hl7.AA, received: func() {
+		if n.Add(1) == 1 {
+			<-time.After(50 * time.Millisecond) // a receiver that stalls once
+		}
+	}}.start(t)
+	var out, errOut bytes.Buffer
+	args := []string{"mf", "bench", "--target", addr, "--rate", "1000", "--count", "100", "--json"}
+	if err := App(&out, &errOut).Run(args); err != nil {
+		t.Fatalf("%v (stderr %q)", err, errOut.String())
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out.String())
+	}
+	late, _ := got["sent_late"].(float64)
+	maxLate, _ := got["max_late_ms"].(float64)
+	if late < 10 || maxLate < 30 {
+		t.Errorf("sent_late %v, max_late_ms %v after a 50 ms stall at 1000 msg/s: want at least 10 and 30 ms (%s)", got["sent_late"], got["max_late_ms"], out.String())
+	}
+	if p := got["latency_ms"].(map[string]any); p["max"].(float64) < 30 {
+		t.Errorf("latency max %v ms, want the stall counted from when the messages were due", p["max"])
+	}
+
+	n.Store(0)
+	out.Reset()
+	if err := App(&out, &errOut).Run(args[:len(args)-1]); err != nil {
+		t.Fatalf("%v (stderr %q)", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "behind schedule") {
+		t.Errorf("summary does not say it fell behind:\n%s", out.String())
+	}
+
+	// Closed loop has no schedule to fall behind.
+	out.Reset()
+	if err := App(&out, &errOut).Run([]string{"mf", "bench", "--target", addr, "--count", "10", "--json"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["sent_late"] != 0.0 || got["max_late_ms"] != 0.0 {
+		t.Errorf("closed loop: sent_late %v, max_late_ms %v; want 0 and 0", got["sent_late"], got["max_late_ms"])
+	}
+}
