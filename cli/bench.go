@@ -396,6 +396,7 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 	var (
 		stopErr error
 		maxLate time.Duration
+		firstAt time.Time // of rep.FirstProblem
 	)
 	for _, w := range workers {
 		rep.SentLate += w.late
@@ -405,8 +406,8 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 		rep.Rejected += w.rejected.Load()
 		rep.Errors += w.errored.Load()
 		hist.merge(w.hist)
-		if rep.FirstProblem == "" {
-			rep.FirstProblem = w.firstProblem
+		if w.firstProblem != "" && (rep.FirstProblem == "" || w.firstProblemAt.Before(firstAt)) {
+			rep.FirstProblem, firstAt = w.firstProblem, w.firstProblemAt
 		}
 		if stopErr == nil && w.stopErr != nil {
 			stopErr = fmt.Errorf("bench: connection %d stopped: %w", w.id, w.stopErr)
@@ -474,6 +475,7 @@ type benchWorker struct {
 	late                              int64         // open loop: messages written late
 	maxLate                           time.Duration // and the latest of them
 	firstProblem                      string
+	firstProblemAt                    time.Time
 	stopErr                           error // why the worker stopped early
 }
 
@@ -511,6 +513,7 @@ func (w *benchWorker) disconnect() {
 func (w *benchWorker) problem(format string, args ...any) {
 	if w.firstProblem == "" {
 		w.firstProblem = fmt.Sprintf("connection %d: ", w.id) + fmt.Sprintf(format, args...)
+		w.firstProblemAt = time.Now()
 	}
 }
 

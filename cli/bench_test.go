@@ -267,8 +267,8 @@ func TestSinkTimesOutBeforeExpect(t *testing.T) {
 }
 
 // ackServer is a receiver that answers every message with code (or with
-// what answer returns, when set), over TLS if tls is set, calling received
-// (when set) before each answer.
+// what answer returns, when set: nil closes the connection unanswered),
+// over TLS if tls is set, calling received (when set) before each answer.
 type ackServer struct {
 	code     hl7.AckCode
 	tls      *tls.Config
@@ -307,7 +307,9 @@ func (a ackServer) start(t *testing.T) string {
 					}
 					var reply []byte
 					if a.answer != nil {
-						reply = a.answer(p)
+						if reply = a.answer(p); reply == nil {
+							return
+						}
 					} else {
 						m, _ := hl7.Parse(p)
 						reply = hl7.Ack(m, a.code, "no thanks")
@@ -738,5 +740,36 @@ func TestBenchSaysWhenItFallsBehindTheSchedule(t *testing.T) {
 	}
 	if got["sent_late"] != 0.0 || got["max_late_ms"] != 0.0 {
 		t.Errorf("closed loop: sent_late %v, max_late_ms %v; want 0 and 0", got["sent_late"], got["max_late_ms"])
+	}
+}
+
+// The first problem reported is the first in time, whichever connection
+// had it: it was the first connection's (by number) that had one, so a
+// rejection was hidden behind the hang-up that came after it.
+func TestBenchReportsTheFirstProblemInTime(t *testing.T) {
+	t.Parallel()
+	secondSent := make(chan struct{})
+	addr := ackServer{answer: func(p []byte) []byte {
+		m, _ := hl7.Parse(p)
+		switch lane, _ := m.Field("PID-3.1"); lane + "-" + m.Get(pathSeq) {
+		case "L0001-1": // connection 1: refused first
+			return hl7.Ack(m, hl7.AR, "refused first")
+		case "L0001-2":
+			close(secondSent) // connection 1 has counted its refusal
+		case "L0000-2": // connection 0: hung up on after that
+			select {
+			case <-secondSent:
+			case <-time.After(testDeadline):
+			}
+			return nil
+		}
+		return hl7.Ack(m, hl7.AA, "")
+	}}.start(t)
+	rep, _ := bench(t, benchOptions{Target: addr, Connections: 2, Count: 4})
+	if rep.Rejected != 1 || rep.Errors != 1 {
+		t.Fatalf("rejected %d errors %d, want 1 and 1 (%s)", rep.Rejected, rep.Errors, rep.FirstProblem)
+	}
+	if !strings.Contains(rep.FirstProblem, "refused first") {
+		t.Fatalf("first problem %q, want the refusal that came first", rep.FirstProblem)
 	}
 }
