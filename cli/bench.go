@@ -68,6 +68,14 @@ const (
 	// benchMaxLanes bounds --lanes, and the memory the lanes take (about
 	// 40 bytes each).
 	benchMaxLanes = 1_000_000
+	// benchMaxSize bounds --size: what mf bench sink reads, and far more
+	// than HL7 messages carry, with a copy for each connection.
+	benchMaxSize = sinkMaxFrameBytes
+	// benchMinRate is the lowest open-loop --rate, so that a connection's
+	// interval between messages fits a time.Duration.
+	benchMinRate = 0.001
+	// benchNever is a schedule offset no run reaches, in nanoseconds.
+	benchNever = float64(100 * 365 * 24 * time.Hour)
 	// benchLateSlack is how long after it was due an open-loop message may
 	// go out and still count as on time: Go timers wake within about a
 	// millisecond, and this leaves as much again.
@@ -86,7 +94,7 @@ func benchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "duration", DefaultText: "none", Usage: "send for this long instead of --count messages"},
 			&cli.Float64Flag{Name: "rate", DefaultText: "0, closed loop", Usage: "messages per second in all, on a fixed schedule (0: as fast as ACKs come back)"},
 			&cli.IntFlag{Name: "lanes", DefaultText: "--connections", Usage: "distinct PID-3.1 values; lane L goes over connection L % connections"},
-			&cli.IntFlag{Name: "size", DefaultText: "a plain ADT^A01, about 600", Usage: "approximate message size in bytes, padded with OBX notes"},
+			&cli.IntFlag{Name: "size", DefaultText: "a plain ADT^A01, about 600", Usage: "approximate message size in bytes, padded with OBX notes (at most 16 MiB)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object at the end, nothing else"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "wait this long for each ACK (and for each dial)"},
 		}, clientTLSFlags()...),
@@ -220,6 +228,8 @@ func (o benchOptions) validate() error {
 		return fmt.Errorf("--duration %s: want a positive duration", o.Duration)
 	case o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0):
 		return fmt.Errorf("--rate %v: want 0 (closed loop) or messages per second", o.Rate)
+	case o.Rate > 0 && o.Rate < benchMinRate:
+		return fmt.Errorf("--rate %v: want 0 (closed loop) or at least %v messages per second", o.Rate, benchMinRate)
 	case o.Lanes > benchMaxLanes:
 		return fmt.Errorf("--lanes %d: at most %d", o.Lanes, benchMaxLanes)
 	case o.Lanes < o.Connections:
@@ -227,6 +237,8 @@ func (o benchOptions) validate() error {
 			o.Lanes, o.Connections, o.Connections-o.Lanes)
 	case o.Size < 0:
 		return fmt.Errorf("--size %d: want a size in bytes", o.Size)
+	case o.Size > benchMaxSize:
+		return fmt.Errorf("--size %d: at most %d (16 MiB, what mf bench sink reads)", o.Size, benchMaxSize)
 	case o.Timeout <= 0:
 		return fmt.Errorf("--timeout %s: want a positive duration", o.Timeout)
 	}
@@ -540,7 +552,9 @@ func (w *benchWorker) run(ctx context.Context, start, end time.Time) {
 		}
 		var due time.Time
 		if interval > 0 {
-			due = start.Add(time.Duration(offset + float64(i)*interval))
+			// Past a century (a count that takes longer at the rate) a
+			// message is never due, rather than wrapping into the past.
+			due = start.Add(time.Duration(min(offset+float64(i)*interval, benchNever)))
 			if !end.IsZero() && !due.Before(end) {
 				return
 			}
@@ -757,15 +771,16 @@ func newBenchTemplate(run string, at time.Time, size int) *benchTemplate {
 	msg.WriteString("DG1|1||R07.9^Chest pain, unspecified^I10||" + ts + "|A\r")
 
 	// The holes are one byte in the template and more in a message: aim the
-	// padding at the size of a sample message.
-	sample := func(s string) int {
-		return len(s) + strings.Count(s, lane)*(len(laneID(0))-1) + strings.Count(s, seq)*(len("1")-1)
-	}
+	// padding at the size of a sample message. The OBX segments hold no
+	// hole, so the sample grows by what is appended (counting the holes of
+	// the whole message again for each segment took seconds for a few
+	// megabytes).
+	sample := msg.Len() + strings.Count(msg.String(), lane)*(len(laneID(0))-1) + strings.Count(msg.String(), seq)*(len("1")-1)
 	note := 0
 	for n := 1; ; n++ {
 		head := "OBX|" + strconv.Itoa(n) + "|TX|11506-3^Progress note^LN|1|"
 		const tail = "||||||F\r"
-		room := size - sample(msg.String()) - len(head) - len(tail)
+		room := size - sample - len(head) - len(tail)
 		if room < 1 {
 			break
 		}
@@ -775,7 +790,9 @@ func newBenchTemplate(run string, at time.Time, size int) *benchTemplate {
 			text = append(text, benchNote[note:note+k]...)
 			note = (note + k) % len(benchNote)
 		}
-		msg.WriteString(head + strings.TrimSpace(string(text)) + tail)
+		obx := head + strings.TrimSpace(string(text)) + tail
+		msg.WriteString(obx)
+		sample += len(obx)
 	}
 
 	t := &benchTemplate{run: run, ctl: []byte(run + "-")}

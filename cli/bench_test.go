@@ -773,3 +773,40 @@ func TestBenchReportsTheFirstProblemInTime(t *testing.T) {
 		t.Fatalf("first problem %q, want the refusal that came first", rep.FirstProblem)
 	}
 }
+
+// A --rate so low that a connection's interval overflows a duration, and a
+// --size beyond what a receiver (or mf bench's own memory) can take, are
+// refused naming the flag: the first ran closed loop while printing "open
+// loop at 1e-300 msg/s", the second built messages of that size for every
+// connection.
+func TestBenchRefusesARateOrASizeOutOfRange(t *testing.T) {
+	// Not parallel: urfave/cli's apps share global flags (--help).
+	// Nothing listens there: a flag taken would end in a dial error.
+	target := enginetest.FreeAddr(t)
+	for _, tc := range []struct{ flag, value string }{
+		{"--rate", "1e-300"}, {"--rate", "0.0001"}, {"--size", "100000000"},
+	} {
+		var out bytes.Buffer
+		err := App(&out, &out).Run([]string{"mf", "bench", "--target", target, "--count", "1", tc.flag, tc.value})
+		if err == nil || !strings.Contains(err.Error(), tc.flag+" "+tc.value) {
+			t.Errorf("mf bench %s %s: error %v; want one naming %s %s", tc.flag, tc.value, err, tc.flag, tc.value)
+		}
+	}
+}
+
+// The largest message --size allows is built in a moment: the padding
+// counted the holes of the whole message again for each OBX segment, and
+// 16 MB took 11 s before the first message went out.
+func TestBenchBuildsTheLargestMessageQuickly(t *testing.T) {
+	t.Parallel()
+	done := make(chan *benchTemplate, 1)
+	go func() { done <- newBenchTemplate("ABC123", time.Now(), benchMaxSize) }()
+	select {
+	case tpl := <-done:
+		if tpl.size < benchMaxSize-250 || tpl.size > benchMaxSize {
+			t.Fatalf("message of %d bytes, want about %d", tpl.size, benchMaxSize)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("a template of %d bytes not built in 5s", benchMaxSize)
+	}
+}
