@@ -57,7 +57,24 @@ lasts longer; the report then says how many went out more than 2 ms late and the
 latest (sent_late, max_late_ms): the target saw less than --rate.
 
 --size pads the message with OBX segments of free text (a progress note) to about
-that many bytes; the default is a plain ADT^A01 of about 600 bytes.`
+that many bytes; the default is a plain ADT^A01 of about 600 bytes.
+
+Throughput is the messages accepted a second, from the first send (every connection
+is dialled before it) to the last ACK. p50, p90 and p99 are nearest-rank percentiles
+of the latency of every message's ACK, AA or a NAK (a reply that is not the
+message's ACK is an error and has no latency), read from a histogram to within 0.4%;
+max is exact.
+
+A message that gets no usable ACK (a timeout, the connection lost, a reply out of
+step) counts as an error and is not sent again: its connection is closed and dials
+again for the next message, once; a connection that cannot dial stops there, and the
+run exits non-zero. An AR or CR with an empty MSA-2 (the receiver could not read the
+message: one too large for it, say) is that message's rejection.
+
+--json prints one object: target, connections, lanes, size_bytes, rate (0: closed
+loop), sent, accepted, rejected (AE, AR, CE or CR), errors, elapsed_seconds,
+throughput_per_second (accepted), latency_ms {p50, p90, p99, max}, sent_late,
+max_late_ms, and first_problem when a message was not accepted.`
 
 // Bench defaults.
 const (

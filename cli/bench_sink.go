@@ -34,7 +34,11 @@ and the arrival rate from the first arrival to the last.
 
 It stops at SIGINT or SIGTERM, or with --expect N once N unique messages have arrived,
 and prints the report. It exits non-zero if a message arrived twice, out of order or
-malformed, or if --timeout ran out before --expect was reached.`
+malformed, or if --timeout ran out before --expect was reached.
+
+--json prints one object: listen, received, unique, duplicates, reordered, unchecked,
+malformed, lanes, elapsed_seconds (first arrival to last), rate_per_second, and
+expect when given.`
 
 // sinkMaxFrameBytes bounds a frame the sink reads.
 const sinkMaxFrameBytes = 16 << 20

@@ -465,16 +465,13 @@ func TestBenchJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (stderr %q)", err, errOut.String())
 	}
-	var got map[string]any
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out.String())
-	}
-	for _, k := range []string{"target", "connections", "lanes", "size_bytes", "rate", "sent", "accepted", "rejected",
-		"errors", "elapsed_seconds", "throughput_per_second", "latency_ms"} {
-		if _, ok := got[k]; !ok {
-			t.Errorf("no %q in %s", k, out.String())
-		}
-	}
+	// Exactly the keys mf bench --help and the README name.
+	got := enginetest.JSONShape(t, "mf bench --json", out.Bytes(), map[string]string{
+		"target": "string", "connections": "number", "lanes": "number", "size_bytes": "number", "rate": "number",
+		"sent": "number", "accepted": "number", "rejected": "number", "errors": "number",
+		"elapsed_seconds": "number", "throughput_per_second": "number", "latency_ms": "object",
+		"sent_late": "number", "max_late_ms": "number",
+	}, "first_problem")
 	if got["accepted"] != 300.0 || got["connections"] != 3.0 || got["lanes"] != 3.0 {
 		t.Errorf("accepted %v, connections %v, lanes %v; want 300, 3, 3", got["accepted"], got["connections"], got["lanes"])
 	}
@@ -519,6 +516,12 @@ func TestBenchSinkCommandJSON(t *testing.T) {
 	case <-time.After(testDeadline):
 		t.Fatal("sink did not stop at --expect")
 	}
+	// Exactly the keys mf bench sink --help and the README name.
+	enginetest.JSONShape(t, "mf bench sink --json", out.Bytes(), map[string]string{
+		"listen": "string", "received": "number", "unique": "number", "duplicates": "number", "reordered": "number",
+		"unchecked": "number", "malformed": "number", "lanes": "number", "elapsed_seconds": "number",
+		"rate_per_second": "number", "expect": "number",
+	})
 	var got sinkReport
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out.String())
