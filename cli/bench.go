@@ -311,8 +311,13 @@ func (r *benchReport) print(w io.Writer) {
 		r.Target, r.Connections, r.Lanes, r.SizeBytes, mode)
 	fmt.Fprintf(w, "sent %d, accepted %d, rejected %d, errors %d in %.2fs: %.0f msg/s accepted\n",
 		r.Sent, r.Accepted, r.Rejected, r.Errors, r.ElapsedSeconds, r.ThroughputPerSecond)
-	fmt.Fprintf(w, "ACK latency (ms): p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n",
-		r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max)
+	if r.Accepted+r.Rejected == 0 {
+		// Zeros would read as an instant receiver (--json keeps its shape).
+		fmt.Fprintln(w, "ACK latency: none, no message was acknowledged")
+	} else {
+		fmt.Fprintf(w, "ACK latency (ms): p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n",
+			r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max)
+	}
 	if r.SentLate > 0 {
 		fmt.Fprintf(w, "behind schedule: %d of %d messages went out more than %s after they were due, the latest %.1f ms late "+
 			"(their connection still waited for an ACK, or mf bench was short of CPU); their latency counts from when they were due. "+

@@ -691,6 +691,12 @@ func TestBenchTakesNoLatencyFromRepliesOutOfStep(t *testing.T) {
 		if rep.Latency != (latencyMS{}) {
 			t.Errorf("%s: latency %+v from no ACK, want none", name, rep.Latency)
 		}
+		// Zeros would read as an instant receiver.
+		var out bytes.Buffer
+		rep.print(&out)
+		if !strings.Contains(out.String(), "ACK latency: none, no message was acknowledged") {
+			t.Errorf("%s: summary\n%s\nwant it to say no ACK came", name, out.String())
+		}
 	}
 }
 
