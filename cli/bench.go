@@ -131,7 +131,11 @@ func benchCommand() *cli.Command {
 				Timeout:     c.Duration("timeout"),
 			}
 			// runBench takes a zero for the default; given on the command
-			// line, it is refused rather than silently replaced.
+			// line, it is refused rather than silently replaced (an empty
+			// --target sent to the default, where an engine may listen).
+			if o.Target == "" {
+				return errors.New(`bench: --target "": want host:port`)
+			}
 			for _, name := range []string{"connections", "lanes"} {
 				if c.IsSet(name) && c.Int(name) < 1 {
 					return fmt.Errorf("bench: --%s %d: want at least 1", name, c.Int(name))

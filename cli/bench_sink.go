@@ -65,6 +65,11 @@ func benchSinkCommand() *cli.Command {
 			if timeout < 0 {
 				return fmt.Errorf("bench sink: --timeout %s: want a positive duration", timeout)
 			}
+			// net.Listen takes "" for every interface at any port: an
+			// unset shell variable, not a sink an engine would find.
+			if _, _, err := net.SplitHostPort(c.String("listen")); err != nil {
+				return fmt.Errorf("bench sink: --listen %q: want host:port (\":2576\" listens on every interface)", c.String("listen"))
+			}
 			s, err := listenSink(c.String("listen"), expect)
 			if err != nil {
 				return fmt.Errorf("bench sink: %w", err)

@@ -819,3 +819,26 @@ func TestBenchBuildsTheLargestMessageQuickly(t *testing.T) {
 		t.Fatalf("a template of %d bytes not built in 5s", benchMaxSize)
 	}
 }
+
+// An empty address (a shell variable not set) is refused, naming the flag:
+// mf bench sent to its default target, 127.0.0.1:2575, where an engine of
+// its own may listen, mf bench sink listened on every interface at a port
+// of the kernel's choosing, where no engine would find it, and mf send
+// named a config key, not its flag.
+func TestBenchRefusesAnEmptyAddress(t *testing.T) {
+	// Not parallel: urfave/cli's apps share global flags (--help).
+	msg := enginetest.WriteFile(t, t.TempDir(), "adt.hl7", []byte(enginetest.ADT("C1", "P1")))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--target", "", "--count", "1", "--timeout", "1s"}, `--target ""`},
+		{[]string{"bench", "sink", "--listen", "", "--timeout", "1ms"}, `--listen ""`},
+		{[]string{"send", "--to", "", msg}, `--to ""`},
+	} {
+		out, err := runMF(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("mf %q: error %v, printed %q; want one naming %s", tc.args, err, out, tc.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,9 @@ func sendCommand() *cli.Command {
 			}
 			if d := c.Duration("timeout"); d <= 0 {
 				return fmt.Errorf("send: --timeout %v: must be positive (how long to wait for each ACK)", d)
+			}
+			if _, _, err := net.SplitHostPort(c.String("to")); err != nil {
+				return fmt.Errorf("send: --to %q: want host:port", c.String("to"))
 			}
 			var msgs [][]byte
 			for _, f := range c.Args().Slice() {
