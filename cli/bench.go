@@ -50,10 +50,31 @@ messages are due on a fixed schedule of R per second in total; latency runs from
 moment a message was due, so a slow receiver shows as latency rather than as a slower
 schedule (no coordinated omission). It also includes how late the generator woke up
 for the message: Go timers wake within about a millisecond, so open-loop figures
-below 1 ms say little; use closed loop to measure sub-millisecond receivers.
+below 1 ms say little; use closed loop to measure sub-millisecond receivers. A
+connection whose ACK has not come back when its next message is due sends it late,
+and with --duration every message due before the end is still sent, so such a run
+lasts longer; the report then says how many went out more than 2 ms late and the
+latest (sent_late, max_late_ms): the target saw less than --rate.
 
 --size pads the message with OBX segments of free text (a progress note) to about
-that many bytes; the default is a plain ADT^A01 of about 600 bytes.`
+that many bytes; the default is a plain ADT^A01 of about 600 bytes.
+
+Throughput is the messages accepted a second, from the first send (every connection
+is dialled before it) to the last ACK. p50, p90 and p99 are nearest-rank percentiles
+of the latency of every message's ACK, AA or a NAK (a reply that is not the
+message's ACK is an error and has no latency), read from a histogram to within 0.4%;
+max is exact.
+
+A message that gets no usable ACK (a timeout, the connection lost, a reply out of
+step) counts as an error and is not sent again: its connection is closed and dials
+again for the next message, once; a connection that cannot dial stops there, and the
+run exits non-zero. An AR or CR with an empty MSA-2 (the receiver could not read the
+message: one too large for it, say) is that message's rejection.
+
+--json prints one object: target, connections, lanes, size_bytes, rate (0: closed
+loop), sent, accepted, rejected (AE, AR, CE or CR), errors, elapsed_seconds,
+throughput_per_second (accepted), latency_ms {p50, p90, p99, max}, sent_late,
+max_late_ms, and first_problem when a message was not accepted.`
 
 // Bench defaults.
 const (
@@ -64,6 +85,18 @@ const (
 	// benchMaxLanes bounds --lanes, and the memory the lanes take (about
 	// 40 bytes each).
 	benchMaxLanes = 1_000_000
+	// benchMaxSize bounds --size: what mf bench sink reads, and far more
+	// than HL7 messages carry, with a copy for each connection.
+	benchMaxSize = sinkMaxFrameBytes
+	// benchMinRate is the lowest open-loop --rate, so that a connection's
+	// interval between messages fits a time.Duration.
+	benchMinRate = 0.001
+	// benchNever is a schedule offset no run reaches, in nanoseconds.
+	benchNever = float64(100 * 365 * 24 * time.Hour)
+	// benchLateSlack is how long after it was due an open-loop message may
+	// go out and still count as on time: Go timers wake within about a
+	// millisecond, and this leaves as much again.
+	benchLateSlack = 2 * time.Millisecond
 )
 
 func benchCommand() *cli.Command {
@@ -78,7 +111,7 @@ func benchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "duration", DefaultText: "none", Usage: "send for this long instead of --count messages"},
 			&cli.Float64Flag{Name: "rate", DefaultText: "0, closed loop", Usage: "messages per second in all, on a fixed schedule (0: as fast as ACKs come back)"},
 			&cli.IntFlag{Name: "lanes", DefaultText: "--connections", Usage: "distinct PID-3.1 values; lane L goes over connection L % connections"},
-			&cli.IntFlag{Name: "size", DefaultText: "a plain ADT^A01, about 600", Usage: "approximate message size in bytes, padded with OBX notes"},
+			&cli.IntFlag{Name: "size", DefaultText: "a plain ADT^A01, about 600", Usage: "approximate message size in bytes, padded with OBX notes (at most 16 MiB)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object at the end, nothing else"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "wait this long for each ACK (and for each dial)"},
 		}, clientTLSFlags()...),
@@ -98,7 +131,11 @@ func benchCommand() *cli.Command {
 				Timeout:     c.Duration("timeout"),
 			}
 			// runBench takes a zero for the default; given on the command
-			// line, it is refused rather than silently replaced.
+			// line, it is refused rather than silently replaced (an empty
+			// --target sent to the default, where an engine may listen).
+			if o.Target == "" {
+				return errors.New(`bench: --target "": want host:port`)
+			}
 			for _, name := range []string{"connections", "lanes"} {
 				if c.IsSet(name) && c.Int(name) < 1 {
 					return fmt.Errorf("bench: --%s %d: want at least 1", name, c.Int(name))
@@ -212,6 +249,8 @@ func (o benchOptions) validate() error {
 		return fmt.Errorf("--duration %s: want a positive duration", o.Duration)
 	case o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0):
 		return fmt.Errorf("--rate %v: want 0 (closed loop) or messages per second", o.Rate)
+	case o.Rate > 0 && o.Rate < benchMinRate:
+		return fmt.Errorf("--rate %v: want 0 (closed loop) or at least %v messages per second", o.Rate, benchMinRate)
 	case o.Lanes > benchMaxLanes:
 		return fmt.Errorf("--lanes %d: at most %d", o.Lanes, benchMaxLanes)
 	case o.Lanes < o.Connections:
@@ -219,6 +258,8 @@ func (o benchOptions) validate() error {
 			o.Lanes, o.Connections, o.Connections-o.Lanes)
 	case o.Size < 0:
 		return fmt.Errorf("--size %d: want a size in bytes", o.Size)
+	case o.Size > benchMaxSize:
+		return fmt.Errorf("--size %d: at most %d (16 MiB, what mf bench sink reads)", o.Size, benchMaxSize)
 	case o.Timeout <= 0:
 		return fmt.Errorf("--timeout %s: want a positive duration", o.Timeout)
 	}
@@ -242,6 +283,13 @@ type benchReport struct {
 	ElapsedSeconds      float64   `json:"elapsed_seconds"`
 	ThroughputPerSecond float64   `json:"throughput_per_second"` // accepted per second
 	Latency             latencyMS `json:"latency_ms"`
+	// SentLate counts the messages of an open-loop run written more than
+	// benchLateSlack after they were due (their connection still waiting
+	// for the previous ACK, or the generator short of CPU), and MaxLateMS
+	// is the latest of them: the target then saw less than Rate. Both are
+	// 0 in closed loop.
+	SentLate  int64   `json:"sent_late"`
+	MaxLateMS float64 `json:"max_late_ms"`
 	// FirstProblem describes the first message not accepted, if any.
 	FirstProblem string `json:"first_problem,omitempty"`
 
@@ -267,8 +315,20 @@ func (r *benchReport) print(w io.Writer) {
 		r.Target, r.Connections, r.Lanes, r.SizeBytes, mode)
 	fmt.Fprintf(w, "sent %d, accepted %d, rejected %d, errors %d in %.2fs: %.0f msg/s accepted\n",
 		r.Sent, r.Accepted, r.Rejected, r.Errors, r.ElapsedSeconds, r.ThroughputPerSecond)
-	fmt.Fprintf(w, "ACK latency (ms): p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n",
-		r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max)
+	if r.Accepted+r.Rejected == 0 {
+		// Zeros would read as an instant receiver (--json keeps its shape).
+		fmt.Fprintln(w, "ACK latency: none, no message was acknowledged")
+	} else {
+		fmt.Fprintf(w, "ACK latency (ms): p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n",
+			r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max)
+	}
+	if r.SentLate > 0 {
+		fmt.Fprintf(w, "behind schedule: %d of %d messages went out more than %s after they were due, the latest %.1f ms late "+
+			"(their connection still waited for an ACK, or mf bench was short of CPU); their latency counts from when they were due. "+
+			"Sent %.0f msg/s of the %g asked; each connection has one message outstanding, so at %g msg/s over %d an ACK slower than %.1f ms delays the next\n",
+			r.SentLate, r.Sent, benchLateSlack, r.MaxLateMS, float64(r.Sent)/r.ElapsedSeconds, r.Rate,
+			r.Rate, r.Connections, float64(r.Connections)*1e3/r.Rate)
+	}
 	if r.FirstProblem != "" {
 		fmt.Fprintf(w, "first problem: %s\n", r.FirstProblem)
 	}
@@ -371,15 +431,21 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 		interrupted:    ctx.Err() != nil,
 	}
 	hist := new(latencyHistogram)
-	var stopErr error
+	var (
+		stopErr error
+		maxLate time.Duration
+		firstAt time.Time // of rep.FirstProblem
+	)
 	for _, w := range workers {
+		rep.SentLate += w.late
+		maxLate = max(maxLate, w.maxLate)
 		rep.Sent += w.sent.Load()
 		rep.Accepted += w.accepted.Load()
 		rep.Rejected += w.rejected.Load()
 		rep.Errors += w.errored.Load()
 		hist.merge(w.hist)
-		if rep.FirstProblem == "" {
-			rep.FirstProblem = w.firstProblem
+		if w.firstProblem != "" && (rep.FirstProblem == "" || w.firstProblemAt.Before(firstAt)) {
+			rep.FirstProblem, firstAt = w.firstProblem, w.firstProblemAt
 		}
 		if stopErr == nil && w.stopErr != nil {
 			stopErr = fmt.Errorf("bench: connection %d stopped: %w", w.id, w.stopErr)
@@ -393,6 +459,7 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 		P50: ms(hist.quantile(0.50)), P90: ms(hist.quantile(0.90)),
 		P99: ms(hist.quantile(0.99)), Max: ms(hist.max),
 	}
+	rep.MaxLateMS = ms(maxLate)
 	return rep, stopErr
 }
 
@@ -443,7 +510,10 @@ type benchWorker struct {
 
 	hist                              *latencyHistogram
 	sent, accepted, rejected, errored atomic.Int64
+	late                              int64         // open loop: messages written late
+	maxLate                           time.Duration // and the latest of them
 	firstProblem                      string
+	firstProblemAt                    time.Time
 	stopErr                           error // why the worker stopped early
 }
 
@@ -481,6 +551,7 @@ func (w *benchWorker) disconnect() {
 func (w *benchWorker) problem(format string, args ...any) {
 	if w.firstProblem == "" {
 		w.firstProblem = fmt.Sprintf("connection %d: ", w.id) + fmt.Sprintf(format, args...)
+		w.firstProblemAt = time.Now()
 	}
 }
 
@@ -507,7 +578,9 @@ func (w *benchWorker) run(ctx context.Context, start, end time.Time) {
 		}
 		var due time.Time
 		if interval > 0 {
-			due = start.Add(time.Duration(offset + float64(i)*interval))
+			// Past a century (a count that takes longer at the rate) a
+			// message is never due, rather than wrapping into the past.
+			due = start.Add(time.Duration(min(offset+float64(i)*interval, benchNever)))
 			if !end.IsZero() && !due.Before(end) {
 				return
 			}
@@ -544,6 +617,9 @@ func (w *benchWorker) run(ctx context.Context, start, end time.Time) {
 		frame = w.tpl.appendFrame(frame[:0], lane.id, seq)
 		if w.o.Rate == 0 {
 			due = time.Now()
+		} else if late := time.Since(due); late > benchLateSlack {
+			w.late++
+			w.maxLate = max(w.maxLate, late)
 		}
 		w.exchange(ctx, frame, lane.id, seq, due)
 	}
@@ -563,8 +639,20 @@ func (w *benchWorker) exchange(ctx context.Context, frame, lane, seq []byte, due
 		w.fail(ctx, "waiting for the ACK of %s-%s-%s: %v", w.tpl.run, lane, seq, err)
 		return
 	}
-	w.hist.record(time.Since(due))
+	latency := time.Since(due) // recorded only for this message's ACK
 	code, ctl, ok := scanAck(ack)
+	if ok && len(ctl) == 0 && hl7.AckCode(code).Outcome() == hl7.Reject {
+		// A receiver that could not read the message (too large for it,
+		// say) has no control id to echo: on a connection that carries
+		// one message at a time, this is that message's refusal. The
+		// receiver's state after it is unknown (mf's listener closes).
+		w.hist.record(latency)
+		w.rejected.Add(1)
+		w.problem("%s-%s-%s answered %s without naming its control id (MSA-2 empty): the receiver could not read it: %.200s",
+			w.tpl.run, lane, seq, code, ackDetail(ack))
+		w.disconnect()
+		return
+	}
 	if !ok || !w.tpl.isControlID(ctl, lane, seq) {
 		got := "no MSA segment"
 		if ok {
@@ -575,25 +663,33 @@ func (w *benchWorker) exchange(ctx context.Context, frame, lane, seq []byte, due
 	}
 	switch hl7.AckCode(code).Outcome() {
 	case hl7.Accept:
+		w.hist.record(latency)
 		w.accepted.Add(1)
 		return
 	case hl7.Reject, hl7.Error:
 		if hl7.AckCode(code).Valid() {
+			w.hist.record(latency)
 			w.rejected.Add(1)
 			if w.firstProblem == "" {
-				detail := ""
-				if a, err := hl7.ParseAck(ack); err == nil {
-					detail = strings.TrimSpace(a.ErrorCode + " " + a.ErrorMessage)
-					if detail == "" {
-						detail = a.Text
-					}
-				}
-				w.problem("%s-%s-%s answered %s %.200s", w.tpl.run, lane, seq, code, detail)
+				w.problem("%s-%s-%s answered %s %.200s", w.tpl.run, lane, seq, code, ackDetail(ack))
 			}
 			return
 		}
 	}
 	w.fail(ctx, "reply to %s-%s-%s has MSA-1 %.8q, not an acknowledgment code", w.tpl.run, lane, seq, code)
+}
+
+// ackDetail is what a NAK says of its reason: ERR's error code and message,
+// or else MSA-3.
+func ackDetail(ack []byte) string {
+	a, err := hl7.ParseAck(ack)
+	if err != nil {
+		return ""
+	}
+	if detail := strings.TrimSpace(a.ErrorCode + " " + a.ErrorMessage); detail != "" {
+		return detail
+	}
+	return a.Text
 }
 
 // fail counts an exchange that got no usable ACK and closes the
@@ -701,15 +797,16 @@ func newBenchTemplate(run string, at time.Time, size int) *benchTemplate {
 	msg.WriteString("DG1|1||R07.9^Chest pain, unspecified^I10||" + ts + "|A\r")
 
 	// The holes are one byte in the template and more in a message: aim the
-	// padding at the size of a sample message.
-	sample := func(s string) int {
-		return len(s) + strings.Count(s, lane)*(len(laneID(0))-1) + strings.Count(s, seq)*(len("1")-1)
-	}
+	// padding at the size of a sample message. The OBX segments hold no
+	// hole, so the sample grows by what is appended (counting the holes of
+	// the whole message again for each segment took seconds for a few
+	// megabytes).
+	sample := msg.Len() + strings.Count(msg.String(), lane)*(len(laneID(0))-1) + strings.Count(msg.String(), seq)*(len("1")-1)
 	note := 0
 	for n := 1; ; n++ {
 		head := "OBX|" + strconv.Itoa(n) + "|TX|11506-3^Progress note^LN|1|"
 		const tail = "||||||F\r"
-		room := size - sample(msg.String()) - len(head) - len(tail)
+		room := size - sample - len(head) - len(tail)
 		if room < 1 {
 			break
 		}
@@ -719,7 +816,9 @@ func newBenchTemplate(run string, at time.Time, size int) *benchTemplate {
 			text = append(text, benchNote[note:note+k]...)
 			note = (note + k) % len(benchNote)
 		}
-		msg.WriteString(head + strings.TrimSpace(string(text)) + tail)
+		obx := head + strings.TrimSpace(string(text)) + tail
+		msg.WriteString(obx)
+		sample += len(obx)
 	}
 
 	t := &benchTemplate{run: run, ctl: []byte(run + "-")}

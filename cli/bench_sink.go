@@ -34,7 +34,11 @@ and the arrival rate from the first arrival to the last.
 
 It stops at SIGINT or SIGTERM, or with --expect N once N unique messages have arrived,
 and prints the report. It exits non-zero if a message arrived twice, out of order or
-malformed, or if --timeout ran out before --expect was reached.`
+malformed, or if --timeout ran out before --expect was reached.
+
+--json prints one object: listen, received, unique, duplicates, reordered, unchecked,
+malformed, lanes, elapsed_seconds (first arrival to last), rate_per_second, and
+expect when given.`
 
 // sinkMaxFrameBytes bounds a frame the sink reads.
 const sinkMaxFrameBytes = 16 << 20
@@ -60,6 +64,11 @@ func benchSinkCommand() *cli.Command {
 			}
 			if timeout < 0 {
 				return fmt.Errorf("bench sink: --timeout %s: want a positive duration", timeout)
+			}
+			// net.Listen takes "" for every interface at any port: an
+			// unset shell variable, not a sink an engine would find.
+			if _, _, err := net.SplitHostPort(c.String("listen")); err != nil {
+				return fmt.Errorf("bench sink: --listen %q: want host:port (\":2576\" listens on every interface)", c.String("listen"))
 			}
 			s, err := listenSink(c.String("listen"), expect)
 			if err != nil {

@@ -266,12 +266,14 @@ func TestSinkTimesOutBeforeExpect(t *testing.T) {
 	}
 }
 
-// ackServer is a receiver that answers every message with code, over TLS
-// if tls is set, calling received (when set) before each answer.
+// ackServer is a receiver that answers every message with code (or with
+// what answer returns, when set: nil closes the connection unanswered),
+// over TLS if tls is set, calling received (when set) before each answer.
 type ackServer struct {
 	code     hl7.AckCode
 	tls      *tls.Config
 	received func()
+	answer   func(payload []byte) []byte
 }
 
 // start serves on a free loopback port until the test ends and returns the
@@ -303,8 +305,16 @@ func (a ackServer) start(t *testing.T) string {
 					if a.received != nil {
 						a.received()
 					}
-					m, _ := hl7.Parse(p)
-					if hl7.WriteFrame(nc, hl7.Ack(m, a.code, "no thanks")) != nil {
+					var reply []byte
+					if a.answer != nil {
+						if reply = a.answer(p); reply == nil {
+							return
+						}
+					} else {
+						m, _ := hl7.Parse(p)
+						reply = hl7.Ack(m, a.code, "no thanks")
+					}
+					if hl7.WriteFrame(nc, reply) != nil {
 						return
 					}
 				}
@@ -455,16 +465,13 @@ func TestBenchJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (stderr %q)", err, errOut.String())
 	}
-	var got map[string]any
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out.String())
-	}
-	for _, k := range []string{"target", "connections", "lanes", "size_bytes", "rate", "sent", "accepted", "rejected",
-		"errors", "elapsed_seconds", "throughput_per_second", "latency_ms"} {
-		if _, ok := got[k]; !ok {
-			t.Errorf("no %q in %s", k, out.String())
-		}
-	}
+	// Exactly the keys mf bench --help and the README name.
+	got := enginetest.JSONShape(t, "mf bench --json", out.Bytes(), map[string]string{
+		"target": "string", "connections": "number", "lanes": "number", "size_bytes": "number", "rate": "number",
+		"sent": "number", "accepted": "number", "rejected": "number", "errors": "number",
+		"elapsed_seconds": "number", "throughput_per_second": "number", "latency_ms": "object",
+		"sent_late": "number", "max_late_ms": "number",
+	}, "first_problem")
 	if got["accepted"] != 300.0 || got["connections"] != 3.0 || got["lanes"] != 3.0 {
 		t.Errorf("accepted %v, connections %v, lanes %v; want 300, 3, 3", got["accepted"], got["connections"], got["lanes"])
 	}
@@ -509,6 +516,12 @@ func TestBenchSinkCommandJSON(t *testing.T) {
 	case <-time.After(testDeadline):
 		t.Fatal("sink did not stop at --expect")
 	}
+	// Exactly the keys mf bench sink --help and the README name.
+	enginetest.JSONShape(t, "mf bench sink --json", out.Bytes(), map[string]string{
+		"listen": "string", "received": "number", "unique": "number", "duplicates": "number", "reordered": "number",
+		"unchecked": "number", "malformed": "number", "lanes": "number", "elapsed_seconds": "number",
+		"rate_per_second": "number", "expect": "number",
+	})
 	var got sinkReport
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out.String())
@@ -619,6 +632,213 @@ func TestLatencyHistogramWithinOnePercent(t *testing.T) {
 		low, width := histBucket(i)
 		if histIndex(low) != i || histIndex(low+width-1) != i {
 			t.Fatalf("bucket %d [%d, +%d) does not map back", i, low, width)
+		}
+	}
+}
+
+// A receiver that cannot read a message (mf's own listener, for one above
+// its max_message_bytes) answers AR with an empty MSA-2, since it has no
+// control id to echo, and closes: that is the message's rejection, with
+// the receiver's reason, not a reply out of step.
+func TestBenchCountsARefusalWithoutControlIDAsARejection(t *testing.T) {
+	t.Parallel()
+	addr := enginetest.FreeAddr(t)
+	enginetest.Start(t, `
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "`+addr+`"
+max_message_bytes = 1024
+
+[[outbound]]
+name = "out"
+type = "file"
+directory = "{{dir}}/out"
+
+[[route]]
+from = "adt_in"
+to = ["out"]
+`)
+	rep, err := bench(t, benchOptions{Target: addr, Count: 3, Size: 4000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Sent != 3 || rep.Rejected != 3 || rep.Errors != 0 || rep.Accepted != 0 {
+		t.Fatalf("sent %d accepted %d rejected %d errors %d, want 3 0 3 0 (%s)", rep.Sent, rep.Accepted, rep.Rejected, rep.Errors, rep.FirstProblem)
+	}
+	if !strings.Contains(rep.FirstProblem, "AR") || !strings.Contains(rep.FirstProblem, "larger than 1024 bytes") {
+		t.Fatalf("first problem %q, want the AR and the receiver's reason", rep.FirstProblem)
+	}
+}
+
+// A reply that is not the message's ACK (another control id, no MSA) is an
+// error, and no ACK latency: the latency figures are those of ACKs.
+func TestBenchTakesNoLatencyFromRepliesOutOfStep(t *testing.T) {
+	t.Parallel()
+	other, _ := hl7.Parse([]byte(enginetest.ADT("SOMEONE-ELSE", "P1")))
+	for name, reply := range map[string][]byte{
+		"another control id": hl7.Ack(other, hl7.AA, ""),
+		"no MSA":             []byte("MSH|^~\\&|R|R|S|S|20260101000000||ACK|1|P|2.5.1\r"),
+	} {
+		addr := ackServer{answer: func([]byte) []byte { return reply }}.start(t)
+		rep, err := bench(t, benchOptions{Target: addr, Count: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Errors != 3 || rep.Accepted != 0 || !strings.Contains(rep.FirstProblem, "out of step") {
+			t.Fatalf("%s: accepted %d errors %d (%s), want 0 and 3 out of step", name, rep.Accepted, rep.Errors, rep.FirstProblem)
+		}
+		if rep.Latency != (latencyMS{}) {
+			t.Errorf("%s: latency %+v from no ACK, want none", name, rep.Latency)
+		}
+		// Zeros would read as an instant receiver.
+		var out bytes.Buffer
+		rep.print(&out)
+		if !strings.Contains(out.String(), "ACK latency: none, no message was acknowledged") {
+			t.Errorf("%s: summary\n%s\nwant it to say no ACK came", name, out.String())
+		}
+	}
+}
+
+// An open-loop run whose connection is still waiting for an ACK when the
+// next message is due falls behind its schedule: the latency counts from
+// when each message was due, and the report says how many went out late
+// and by how much, since the target then saw less than --rate.
+func TestBenchSaysWhenItFallsBehindTheSchedule(t *testing.T) {
+	// Not parallel: urfave/cli's apps share global flags (--help).
+	var n atomic.Int64
+	addr := ackServer{code: hl7.AA, received: func() {
+		if n.Add(1) == 1 {
+			<-time.After(50 * time.Millisecond) // a receiver that stalls once
+		}
+	}}.start(t)
+	var out, errOut bytes.Buffer
+	args := []string{"mf", "bench", "--target", addr, "--rate", "1000", "--count", "100", "--json"}
+	if err := App(&out, &errOut).Run(args); err != nil {
+		t.Fatalf("%v (stderr %q)", err, errOut.String())
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out.String())
+	}
+	late, _ := got["sent_late"].(float64)
+	maxLate, _ := got["max_late_ms"].(float64)
+	if late < 10 || maxLate < 30 {
+		t.Errorf("sent_late %v, max_late_ms %v after a 50 ms stall at 1000 msg/s: want at least 10 and 30 ms (%s)", got["sent_late"], got["max_late_ms"], out.String())
+	}
+	if p := got["latency_ms"].(map[string]any); p["max"].(float64) < 30 {
+		t.Errorf("latency max %v ms, want the stall counted from when the messages were due", p["max"])
+	}
+
+	n.Store(0)
+	out.Reset()
+	if err := App(&out, &errOut).Run(args[:len(args)-1]); err != nil {
+		t.Fatalf("%v (stderr %q)", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "behind schedule") {
+		t.Errorf("summary does not say it fell behind:\n%s", out.String())
+	}
+
+	// Closed loop has no schedule to fall behind.
+	out.Reset()
+	if err := App(&out, &errOut).Run([]string{"mf", "bench", "--target", addr, "--count", "10", "--json"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["sent_late"] != 0.0 || got["max_late_ms"] != 0.0 {
+		t.Errorf("closed loop: sent_late %v, max_late_ms %v; want 0 and 0", got["sent_late"], got["max_late_ms"])
+	}
+}
+
+// The first problem reported is the first in time, whichever connection
+// had it: it was the first connection's (by number) that had one, so a
+// rejection was hidden behind the hang-up that came after it.
+func TestBenchReportsTheFirstProblemInTime(t *testing.T) {
+	t.Parallel()
+	secondSent := make(chan struct{})
+	addr := ackServer{answer: func(p []byte) []byte {
+		m, _ := hl7.Parse(p)
+		switch lane, _ := m.Field("PID-3.1"); lane + "-" + m.Get(pathSeq) {
+		case "L0001-1": // connection 1: refused first
+			return hl7.Ack(m, hl7.AR, "refused first")
+		case "L0001-2":
+			close(secondSent) // connection 1 has counted its refusal
+		case "L0000-2": // connection 0: hung up on after that
+			select {
+			case <-secondSent:
+			case <-time.After(testDeadline):
+			}
+			return nil
+		}
+		return hl7.Ack(m, hl7.AA, "")
+	}}.start(t)
+	rep, _ := bench(t, benchOptions{Target: addr, Connections: 2, Count: 4})
+	if rep.Rejected != 1 || rep.Errors != 1 {
+		t.Fatalf("rejected %d errors %d, want 1 and 1 (%s)", rep.Rejected, rep.Errors, rep.FirstProblem)
+	}
+	if !strings.Contains(rep.FirstProblem, "refused first") {
+		t.Fatalf("first problem %q, want the refusal that came first", rep.FirstProblem)
+	}
+}
+
+// A --rate so low that a connection's interval overflows a duration, and a
+// --size beyond what a receiver (or mf bench's own memory) can take, are
+// refused naming the flag: the first ran closed loop while printing "open
+// loop at 1e-300 msg/s", the second built messages of that size for every
+// connection.
+func TestBenchRefusesARateOrASizeOutOfRange(t *testing.T) {
+	// Not parallel: urfave/cli's apps share global flags (--help).
+	// Nothing listens there: a flag taken would end in a dial error.
+	target := enginetest.FreeAddr(t)
+	for _, tc := range []struct{ flag, value string }{
+		{"--rate", "1e-300"}, {"--rate", "0.0001"}, {"--size", "100000000"},
+	} {
+		var out bytes.Buffer
+		err := App(&out, &out).Run([]string{"mf", "bench", "--target", target, "--count", "1", tc.flag, tc.value})
+		if err == nil || !strings.Contains(err.Error(), tc.flag+" "+tc.value) {
+			t.Errorf("mf bench %s %s: error %v; want one naming %s %s", tc.flag, tc.value, err, tc.flag, tc.value)
+		}
+	}
+}
+
+// The largest message --size allows is built in a moment: the padding
+// counted the holes of the whole message again for each OBX segment, and
+// 16 MB took 11 s before the first message went out.
+func TestBenchBuildsTheLargestMessageQuickly(t *testing.T) {
+	t.Parallel()
+	done := make(chan *benchTemplate, 1)
+	go func() { done <- newBenchTemplate("ABC123", time.Now(), benchMaxSize) }()
+	select {
+	case tpl := <-done:
+		if tpl.size < benchMaxSize-250 || tpl.size > benchMaxSize {
+			t.Fatalf("message of %d bytes, want about %d", tpl.size, benchMaxSize)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("a template of %d bytes not built in 5s", benchMaxSize)
+	}
+}
+
+// An empty address (a shell variable not set) is refused, naming the flag:
+// mf bench sent to its default target, 127.0.0.1:2575, where an engine of
+// its own may listen, mf bench sink listened on every interface at a port
+// of the kernel's choosing, where no engine would find it, and mf send
+// named a config key, not its flag.
+func TestBenchRefusesAnEmptyAddress(t *testing.T) {
+	// Not parallel: urfave/cli's apps share global flags (--help).
+	msg := enginetest.WriteFile(t, t.TempDir(), "adt.hl7", []byte(enginetest.ADT("C1", "P1")))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--target", "", "--count", "1", "--timeout", "1s"}, `--target ""`},
+		{[]string{"bench", "sink", "--listen", "", "--timeout", "1ms"}, `--listen ""`},
+		{[]string{"send", "--to", "", msg}, `--to ""`},
+	} {
+		out, err := runMF(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("mf %q: error %v, printed %q; want one naming %s", tc.args, err, out, tc.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/hl7"
 )
 
 // mf send of a file without a message fails and names the file: it used to
@@ -46,5 +47,22 @@ func TestSendRefusesFlagsOutOfRange(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.flag+" ") {
 			t.Errorf("mf send %s %s: error %v, printed %q; want an error naming %s", tc.flag, tc.value, err, out, tc.flag)
 		}
+	}
+}
+
+// mf send's rate counts the messages accepted, not those tried: a target
+// that refused every connection printed thousands of messages a second.
+func TestSendRateCountsOnlyAcceptedMessages(t *testing.T) {
+	msg := filepath.Join(t.TempDir(), "adt.hl7")
+	if err := os.WriteFile(msg, []byte(enginetest.ADT("C1", "P1")+"\n"+enginetest.ADT("C2", "P2")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runMF(t, "send", "--to", enginetest.FreeAddr(t), "--timeout", "5s", msg)
+	if err == nil || !strings.Contains(out, "0 msg/s accepted; accepted 0, not accepted 2") {
+		t.Fatalf("mf send to nothing: error %v, printed %q; want '0 msg/s accepted; accepted 0, not accepted 2'", err, out)
+	}
+	out, err = runMF(t, "send", "--to", ackServer{code: hl7.AA}.start(t), msg)
+	if err != nil || !strings.Contains(out, "1 C1: accepted\n") || !strings.Contains(out, "msg/s accepted; accepted 2, not accepted 0") {
+		t.Fatalf("mf send: error %v, printed %q; want each ACK and 'accepted 2, not accepted 0'", err, out)
 	}
 }
