@@ -393,12 +393,7 @@ func (m *Manager) HandleFailure(_ *actor.ActorSystem, supervisor actor.Superviso
 			break
 		}
 	}
-	// The reason's own text only for a runtime error, which carries no
-	// data of the message; anything else by its type.
-	why := fmt.Sprintf("%T", reason)
-	if err, ok := reason.(runtime.Error); ok {
-		why = err.Error()
-	}
+	why := PanicReason(reason)
 	if known {
 		m.crashed[child.Id] = lane
 	}
@@ -406,6 +401,17 @@ func (m *Manager) HandleFailure(_ *actor.ActorSystem, supervisor actor.Superviso
 	m.env.Log.Error().Str("destination", DestinationOf(lane)).Str("panic", why).Dur("restart_in", restartPause).
 		Msg("a lane actor panicked (a bug: report it with this line); it is stopped, gives back the message it had in hand, and its lane is started again")
 	supervisor.StopChildren(child)
+}
+
+// PanicReason is what a log line shows of a panic's value: the text of a
+// runtime error (an index out of range, a nil map), which carries no data
+// of the message and says where the bug is; anything else by its type
+// alone, since its text may quote a message's field.
+func PanicReason(reason any) string {
+	if err, ok := reason.(runtime.Error); ok {
+		return err.Error()
+	}
+	return fmt.Sprintf("%T", reason)
 }
 
 // terminated handles a child's end. A lane actor stopped after a panic
