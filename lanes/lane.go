@@ -489,8 +489,8 @@ func (l *laneActor) sendFailed(log zerolog.Logger, err error, retryIn time.Durat
 	log.Debug().Err(err).Dur("retry_in", retryIn).Msg(msg)
 	if report, n := l.failing.failed(time.Now()); report {
 		log.Warn().Err(err).Dur("retry_in", retryIn).Int("failures", n).
-			Msg("deliveries to the destination fail; its lanes keep their messages and retry each with backoff, in order " +
-				"(logged when it starts and once a minute while it lasts, with the failures since the last delivery; GET /lanes shows each lane's last error)")
+			Msg("deliveries to the destination fail, logged when it starts and once a minute while it lasts, with the failures since the last delivery " +
+				"(GET /lanes shows each lane's last error); this one: " + msg)
 	}
 }
 
