@@ -13,10 +13,13 @@
 package actors
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/lanes"
 )
 
 // WithZerolog routes protoactor's own logging (it logs through slog) into
@@ -24,6 +27,36 @@ import (
 func WithZerolog(log zerolog.Logger) actor.ConfigOption {
 	l := log.With().Str("component", "protoactor").Logger()
 	return actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(zerolog.NewSlogHandler(l))
+		return slog.New(panicRedacting{zerolog.NewSlogHandler(l)})
 	})
+}
+
+// panicRedacting shows a panic's value in protoactor's lines about it
+// ("[ACTOR] Recovering", its supervision events) as lanes.PanicReason
+// does: protoactor logs the value whole, and its text may quote a
+// message's field. (The messages protoactor logs, dead letters, show what
+// their LogValue methods say.)
+type panicRedacting struct{ slog.Handler }
+
+// panicKeys are the attributes protoactor puts a panic's value in.
+var panicKeys = map[string]bool{"reason": true, "exception": true}
+
+func (h panicRedacting) Handle(ctx context.Context, r slog.Record) error {
+	redacted := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		if panicKeys[a.Key] {
+			a = slog.String(a.Key, lanes.PanicReason(a.Value.Any()))
+		}
+		redacted.AddAttrs(a)
+		return true
+	})
+	return h.Handler.Handle(ctx, redacted)
+}
+
+func (h panicRedacting) WithAttrs(as []slog.Attr) slog.Handler {
+	return panicRedacting{h.Handler.WithAttrs(as)}
+}
+
+func (h panicRedacting) WithGroup(name string) slog.Handler {
+	return panicRedacting{h.Handler.WithGroup(name)}
 }

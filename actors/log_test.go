@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -44,5 +45,42 @@ func TestDeadLettersCarryNoPatientData(t *testing.T) {
 	if !strings.Contains(got, `"message.lanes":1`) || !strings.Contains(got, `"message.control_id":"C1"`) ||
 		!strings.Contains(got, `"message.messages":2`) {
 		t.Fatalf("the dead letters' lines do not say what they were:\n%s", got)
+	}
+}
+
+// protoactor logs an actor's panic itself ("[ACTOR] Recovering"), with the
+// panic's value whole: one that quotes a message's field (a panic of a
+// library given a value it refused, an error that wraps a destination's
+// words) carried it into the log, past the lane manager's own line, which
+// names such a value by its type. The runtime's own errors (an index out
+// of range, a nil map) carry no data, and keep their text: they say where
+// the bug is.
+func TestAPanicsValueIsLoggedByItsTypeUnlessARuntimeError(t *testing.T) {
+	var logs enginetest.LogBuffer
+	sys := actor.NewActorSystem(actors.WithZerolog(zerolog.New(&logs)))
+	pid := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case string:
+			panic(fmt.Errorf("a value the library refused: %s", m))
+		case int:
+			var lanes []string
+			_ = lanes[m] // index out of range
+		}
+	}))
+	sys.Root.Send(pid, "PID|1||SECRETMRN4711")
+	enginetest.WaitFor(t, "the panic to be logged", 10*time.Second, func() bool {
+		return strings.Count(logs.String(), "Recovering") >= 1
+	})
+	sys.Root.Send(pid, 3)
+	enginetest.WaitFor(t, "the runtime error to be logged", 10*time.Second, func() bool {
+		return strings.Count(logs.String(), "Recovering") >= 2
+	})
+	got := logs.String()
+	if strings.Contains(got, "SECRETMRN4711") || !strings.Contains(got, `"reason":"*fmt.wrapError"`) &&
+		!strings.Contains(got, `"reason":"*errors.errorString"`) {
+		t.Fatalf("the panic's value is not logged by its type alone:\n%s", got)
+	}
+	if !strings.Contains(got, "index out of range [3] with length 0") {
+		t.Fatalf("the runtime error's text is not logged:\n%s", got)
 	}
 }

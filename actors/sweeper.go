@@ -47,6 +47,10 @@ type sweeper struct {
 	// a run goes on. purged counts what the run has deleted so far.
 	round  scheduler.CancelFunc
 	purged storage.PurgeResult
+	// failing counts the failed calls since the last that worked, so that
+	// a database away is logged when it starts, once a minute while it
+	// lasts and when it ends, not at every tick.
+	failing storage.Outage
 }
 
 func newSweeper(spec *graphSpec, log zerolog.Logger) *actor.Props {
@@ -69,6 +73,7 @@ func (s *sweeper) Receive(ctx actor.Context) {
 		if s.failed("queue_reclaim_expired", err) {
 			return
 		}
+		s.worked()
 		if n > 0 {
 			s.log.Warn().Int64("rows", n).Msg("re-pended deliveries whose lease expired (a delivery outlived [store] lease_ttl_seconds); they will be delivered again")
 		}
@@ -109,6 +114,7 @@ func (s *sweeper) purge(ctx actor.Context) {
 		s.purgeDone()
 		return
 	}
+	s.worked()
 	s.purged.QueueRows += r.QueueRows
 	s.purged.Messages += r.Messages
 	s.purged.Nodes += r.Nodes
@@ -138,7 +144,18 @@ func (s *sweeper) failed(op string, err error) bool {
 		return true
 	}
 	if s.spec.ctx.Err() == nil {
-		s.log.Error().Err(err).Str("op", op).Msg("maintenance failed; it runs again at the next tick (check the database)")
+		if log, n := s.failing.Failed(time.Now()); log {
+			s.log.Error().Err(err).Str("op", op).Int("failures", n).
+				Msg("maintenance failed; it runs again at the next tick, logged once a minute while it fails (check the database)")
+		}
 	}
 	return true
+}
+
+// worked ends the failures of the maintenance calls, if any were counted,
+// with a line that says how many there were.
+func (s *sweeper) worked() {
+	if n := s.failing.Over(); n > 0 {
+		s.log.Info().Int("failures", n).Msg("maintenance works again")
+	}
 }

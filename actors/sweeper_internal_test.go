@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
+	"github.com/messagefoundry/mf/actors/enginetest/logbuf"
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/storage"
 	"github.com/messagefoundry/mf/storage/sqlite"
@@ -103,4 +106,54 @@ func TestThePurgeWorksThroughABacklogLargerThanOneTick(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// reclaimFailing is a store whose expired-lease sweep fails, as with the
+// database away, while fail is set.
+type reclaimFailing struct {
+	storage.Store
+	fail  atomic.Bool
+	calls atomic.Int64
+}
+
+func (r *reclaimFailing) QueueReclaimExpired(ctx context.Context, p storage.QueueReclaimExpiredParams) (int64, error) {
+	r.calls.Add(1)
+	if r.fail.Load() {
+		return 0, errors.New("injected: connection refused")
+	}
+	return r.Store.QueueReclaimExpired(ctx, p)
+}
+
+// With the database away the sweep fails at every reclaim_interval_seconds:
+// each failure was an ERROR line (a single node on PostgreSQL, whose graph
+// no fence stops, wrote one every 30 s by default, one a second at 1 s),
+// where the lanes, the ingest and the elector log a database away when it
+// starts, once a minute and when it ends. The sweeper does too.
+func TestTheSweepersFailuresAreLoggedWhenTheyStartAndEnd(t *testing.T) {
+	st, _ := oldMessages(t, 0)
+	store := &reclaimFailing{Store: st}
+	store.fail.Store(true)
+	cfg, err := config.Parse([]byte("[cluster]\nreclaim_interval_seconds = 0.02\n"), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs logbuf.Buffer
+	gctx, cancel := context.WithCancel(context.Background())
+	spec := &graphSpec{ctx: gctx, cfg: cfg, store: store, log: zerolog.New(&logs),
+		onFenced: func(op string, err error) { t.Errorf("%s fenced: %v", op, err) }}
+	system := actor.NewActorSystem(WithZerolog(zerolog.Nop()))
+	pid := system.Root.Spawn(newSweeper(spec, spec.log))
+	defer func() {
+		cancel()
+		system.Root.StopFuture(pid).Wait()
+		system.Shutdown()
+	}()
+	waitFor(t, "ten failed sweeps", 10*time.Second, func() bool { return store.calls.Load() >= 10 })
+	store.fail.Store(false)
+	failed := store.calls.Load()
+	waitFor(t, "ten sweeps that work", 10*time.Second, func() bool { return store.calls.Load() >= failed+10 })
+	got := logs.String()
+	if n := strings.Count(got, `"level":"error"`); n != 1 || strings.Count(got, "works again") != 1 {
+		t.Fatalf("%d failed sweeps logged in %d ERROR lines, want one, and one line when the sweep works again:\n%s", failed, n, got)
+	}
 }

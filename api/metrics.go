@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/prometheus/client_golang/prometheus"
@@ -118,8 +119,14 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		lanes.StoreError(ctx, "metrics_queue", err)
-		s.o.Log.Warn().Err(err).Msg("metrics: reading the queue failed; queue gauges keep their last values")
+		if log, n := s.unscraped.Failed(time.Now()); log {
+			s.o.Log.Warn().Err(err).Int("failures", n).
+				Msg("metrics: reading the queue failed; queue gauges keep their last values (logged once a minute while it lasts)")
+		}
 	} else {
+		if n := s.unscraped.Over(); n > 0 {
+			s.o.Log.Info().Int("failures", n).Msg("metrics: reading the queue works again")
+		}
 		snapshot.Store(snap)
 		for _, st := range stats {
 			queueDepthGauge(st.Destination)

@@ -46,6 +46,11 @@ type Server struct {
 	ln     net.Listener
 	// laneHash names lanes for tokens without MESSAGE_READ.
 	laneHash laneHasher
+	// unready and unscraped count the failed store calls of GET /ready
+	// and GET /metrics, which machines poll (a readiness probe, a load
+	// balancer, Prometheus): a database away is logged when it starts,
+	// once a minute while it lasts and when it ends, not at every poll.
+	unready, unscraped storage.Outage
 }
 
 // readyTimeout bounds the store check of /ready.
@@ -336,9 +341,14 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, context.DeadlineExceeded) {
 			reason = "the store did not answer within " + readyTimeout.String()
 		}
-		s.o.Log.Warn().Err(err).Msg("not ready: " + reason)
+		if log, n := s.unready.Failed(time.Now()); log {
+			s.o.Log.Warn().Err(err).Int("failures", n).Msg("not ready: " + reason + " (logged once a minute while it lasts)")
+		}
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": reason})
 		return
+	}
+	if n := s.unready.Over(); n > 0 {
+		s.o.Log.Info().Int("failures", n).Msg("ready again: the store answers")
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

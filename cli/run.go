@@ -47,6 +47,7 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			defer routeStdlibLog(log, cfg.LogPayloads)()
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 

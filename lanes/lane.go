@@ -61,7 +61,10 @@ type laneActor struct {
 	lane   string
 	dest   config.Outbound
 	sender Sender
-	env    *Env
+	// failing is the destination's, shared by its lanes: a failed send is
+	// logged through it, not at every attempt of every lane.
+	failing *outage
+	env     *Env
 
 	// queued is the manager's "a Wake is in this lane's mailbox" flag,
 	// cleared as the Wake is taken: the manager sends another only after.
@@ -139,6 +142,9 @@ func (l *laneActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		// The lane name carries the lane key (often a patient id): never log it.
 		l.log = l.env.Log.With().Str("destination", l.dest.Name).Logger()
+		if l.failing == nil {
+			l.failing = &outage{} // a lane started alone (tests)
+		}
 		l.wake(ctx)
 	case Wake:
 		// Cleared before looking for work: a row committed after this point
@@ -347,8 +353,8 @@ func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 			wait = max(wait, de.RetryAfter)
 		}
 		observeDelivery(l.dest.Name, "retry", elapsed)
-		log.Warn().Err(forLog(sendErr, l.env.logPayloads())).Dur("retry_in", wait).
-			Msg("the message was not sent (nothing was written: no free connection to the destination in time, or the destination unreachable) and stays the lane's head; if no free connection is the cause and it repeats, raise the destination's connections or timeout_seconds")
+		l.sendFailed(log, sendErr, wait,
+			"the message was not sent (nothing was written: no free connection to the destination in time, or the destination unreachable) and stays the lane's head; if no free connection is the cause and it repeats, raise the destination's connections or timeout_seconds")
 		l.wakeAfter(ctx, wait)
 		return
 	}
@@ -377,7 +383,7 @@ func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 		}
 		err = l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: claim, Delay: delay, Error: reason, Detail: detail})
 		observeDelivery(l.dest.Name, "retry", elapsed)
-		log.Warn().Err(forLog(sendErr, l.env.logPayloads())).Dur("retry_in", delay).Msg("delivery failed; the lane waits and retries this message (order is kept)")
+		l.sendFailed(log, sendErr, delay, "delivery failed; the lane waits and retries this message (order is kept)")
 		if l.finished(ctx, log, "retry", err) {
 			l.wakeAfter(ctx, delay)
 			l.parked = err == nil
@@ -427,7 +433,7 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 	if newest || len(l.ahead) > 0 || !l.env.Trust() {
 		err := l.env.Store.QueueComplete(l.env.Ctx, storage.QueueCompleteParams{Fence: l.env.Fence, Claim: claim})
 		if err == nil {
-			log.Debug().Dur("took", took).Time("call_started", called).Msg("delivered")
+			l.delivered(log, took, called)
 			if newest {
 				l.drained(ctx, false) // a row stored since comes with a Wake
 				return
@@ -453,7 +459,7 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 	l.storeWorked()
 	l.ahead, l.aheadUntil = a.Ahead, called.Add(window)
 	if a.Completed {
-		log.Debug().Dur("took", took).Time("call_started", called).Msg("delivered")
+		l.delivered(log, took, called)
 	} else {
 		log.Warn().Str("op", "advance").Msg(claimLostMsg)
 	}
@@ -463,6 +469,29 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 	}
 	l.head = a.Next
 	ctx.Send(ctx.Self(), next{})
+}
+
+// delivered logs a delivery recorded, and the end of the destination's
+// failures if they were logged.
+func (l *laneActor) delivered(log zerolog.Logger, took time.Duration, called time.Time) {
+	log.Debug().Dur("took", took).Time("call_started", called).Msg("delivered")
+	if n := l.failing.over(); n > 0 {
+		l.log.Info().Int("failures", n).Msg("deliveries to the destination work again")
+	}
+}
+
+// sendFailed logs a send that failed and is tried again after retryIn: at
+// DEBUG (msg), and through the destination's outage, so that a destination
+// down is a WARN when its failures start and once a minute while they last
+// (with how many so far), not one at each attempt of each of its lanes.
+func (l *laneActor) sendFailed(log zerolog.Logger, err error, retryIn time.Duration, msg string) {
+	err = forLog(err, l.env.logPayloads())
+	log.Debug().Err(err).Dur("retry_in", retryIn).Msg(msg)
+	if report, n := l.failing.failed(time.Now()); report {
+		log.Warn().Err(err).Dur("retry_in", retryIn).Int("failures", n).
+			Msg("deliveries to the destination fail, logged when it starts and once a minute while it lasts, with the failures since the last delivery " +
+				"(GET /lanes shows each lane's last error); this one: " + msg)
+	}
 }
 
 // aheadFor is how long after a claim a row claimed ahead may still be taken:

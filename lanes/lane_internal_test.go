@@ -1044,3 +1044,60 @@ func TestALaneWaitsAsLongAsTheDestinationsRetryAfter(t *testing.T) {
 		t.Fatalf("the retry is due %v after the refusal (%d requests); want the destination's Retry-After, 120s", wait, requests.Load())
 	}
 }
+
+// While a destination is down, every lane with work retries its head with
+// backoff: each failed attempt was a WARN line, so a receiver down for an
+// hour, with a lane per patient, wrote a line per lane at every retry
+// (1,000 lanes at retry_max_seconds' 5 minutes: 12,000 an hour, and many
+// more as the backoff grows). The destination's failures are logged when
+// they start, once a minute while they last, with how many there were, and
+// when a delivery works again; each attempt is a DEBUG line, and each
+// lane's last error is in GET /lanes.
+func TestADestinationsFailuresAreLoggedWhenTheyStartAndEnd(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	var requests atomic.Int64
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		if down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer dest.Close()
+	f := newLaneFixture(t, dest.URL, "retry_base_seconds = 0.02\nretry_max_seconds = 0.05", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	const lanes = 20
+	in := Ingested{}
+	for i := range lanes {
+		lane := fmt.Sprintf("emr/P%d", i)
+		res, err := f.store.MessageIngest(f.ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{{
+			Inbound: "adt_in", ControlID: "C", Payload: []byte("MSH|^~\\&|A|B|C|D|20261126||ADT^A01|C|P|2.5.1\r"),
+			Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "emr", Lane: lane}},
+		}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Lanes, in.Newest = append(in.Lanes, lane), append(in.Newest, res[0].QueueIDs[0])
+	}
+	f.system.Root.Send(f.manager, in)
+	waitUntil(t, "ten failed attempts a lane", 30*time.Second, func() bool { return requests.Load() >= 10*lanes })
+	down.Store(false)
+	waitUntil(t, "every lane delivered once the destination is back", 30*time.Second, func() bool {
+		stats, err := f.store.QueueStats(f.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range stats {
+			if st.Status != storage.QueueDone && st.Count > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	logs := f.logs.String()
+	if n := strings.Count(logs, `"level":"warn"`); n != 1 || strings.Count(logs, "work again") != 1 {
+		lines := strings.SplitAfter(logs, "\n")
+		t.Fatalf("%d failed attempts logged in %d WARN lines, want one, and one when the destination works again:\n%s",
+			requests.Load()-lanes, n, strings.Join(lines[max(0, len(lines)-4):], ""))
+	}
+}

@@ -88,6 +88,9 @@ type Manager struct {
 	env     *Env
 	dests   map[string]config.Outbound
 	senders map[string]Sender
+	// failing follows each destination's failed deliveries, shared by its
+	// lanes (outage).
+	failing map[string]*outage
 	lanes   map[string]*laneRef
 	// parked holds lanes without an actor whose head waits: for an
 	// operator (held), for its retry backoff, or for the lease of an
@@ -312,6 +315,7 @@ func (m *Manager) Receive(ctx actor.Context) {
 func (m *Manager) start(ctx actor.Context) {
 	m.dests = map[string]config.Outbound{}
 	m.senders = map[string]Sender{}
+	m.failing = map[string]*outage{}
 	m.lanes = map[string]*laneRef{}
 	m.parked = map[string]parking{}
 	m.crashed = map[string]string{}
@@ -327,6 +331,7 @@ func (m *Manager) start(ctx actor.Context) {
 		}
 		m.dests[o.Name] = o
 		m.senders[o.Name] = s
+		m.failing[o.Name] = &outage{}
 	}
 	m.timer = scheduler.NewTimerScheduler(ctx).SendRepeatedly(0, RescanInterval, ctx.Self(), rescan{})
 }
@@ -348,12 +353,12 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64, claimable b
 		if !known {
 			return // logged once at start, or a destination removed from the config
 		}
-		sender, env, floor := m.senders[dest], m.env, m.floors.take(lane)
+		sender, failing, env, floor := m.senders[dest], m.failing[dest], m.env, m.floors.take(lane)
 		ref = &laneRef{}
 		// A fresh actor per (re)start: a restarted lane starts from the
 		// store, at its predecessor's floor.
 		ref.pid = ctx.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor {
-			return &laneActor{lane: lane, dest: o, sender: sender, env: env, queued: &ref.queued, newest: &ref.newest, claimable: &ref.claimable, floor: floor}
+			return &laneActor{lane: lane, dest: o, sender: sender, failing: failing, env: env, queued: &ref.queued, newest: &ref.newest, claimable: &ref.claimable, floor: floor}
 		}), "lane")
 		m.lanes[lane] = ref
 		setActiveLanes(len(m.lanes))
@@ -388,12 +393,7 @@ func (m *Manager) HandleFailure(_ *actor.ActorSystem, supervisor actor.Superviso
 			break
 		}
 	}
-	// The reason's own text only for a runtime error, which carries no
-	// data of the message; anything else by its type.
-	why := fmt.Sprintf("%T", reason)
-	if err, ok := reason.(runtime.Error); ok {
-		why = err.Error()
-	}
+	why := PanicReason(reason)
 	if known {
 		m.crashed[child.Id] = lane
 	}
@@ -401,6 +401,17 @@ func (m *Manager) HandleFailure(_ *actor.ActorSystem, supervisor actor.Superviso
 	m.env.Log.Error().Str("destination", DestinationOf(lane)).Str("panic", why).Dur("restart_in", restartPause).
 		Msg("a lane actor panicked (a bug: report it with this line); it is stopped, gives back the message it had in hand, and its lane is started again")
 	supervisor.StopChildren(child)
+}
+
+// PanicReason is what a log line shows of a panic's value: the text of a
+// runtime error (an index out of range, a nil map), which carries no data
+// of the message and says where the bug is; anything else by its type
+// alone, since its text may quote a message's field.
+func PanicReason(reason any) string {
+	if err, ok := reason.(runtime.Error); ok {
+		return err.Error()
+	}
+	return fmt.Sprintf("%T", reason)
 }
 
 // terminated handles a child's end. A lane actor stopped after a panic

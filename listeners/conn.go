@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/messagefoundry/mf/hl7"
@@ -28,6 +29,12 @@ func (cn *conn) serve() {
 	if tc, ok := cn.c.(*tls.Conn); ok {
 		tc.SetDeadline(time.Now().Add(l.cfg.ReadTimeout()))
 		if err := tc.Handshake(); err != nil {
+			if probed(err) {
+				// A load balancer's TCP check (the MLLP VIP's, every
+				// second) or a port scan: closed before a handshake.
+				l.log.Debug().Err(err).Str("remote", cn.c.RemoteAddr().String()).Msg("connection closed during the TLS handshake")
+				return
+			}
 			l.log.Warn().Err(err).Str("remote", cn.c.RemoteAddr().String()).Msg("TLS handshake failed; connection closed (check the sender's certificate)")
 			return
 		}
@@ -94,6 +101,13 @@ func (cn *conn) serve() {
 		}
 		return
 	}
+}
+
+// probed reports whether a TLS handshake failed because the other end
+// closed (io.EOF) or reset the connection, as a TCP check does, rather than
+// on something it sent.
+func probed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // answer stores one message and writes its ACK, if its sender wants one;

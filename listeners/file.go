@@ -217,8 +217,9 @@ func (f *FilePoller) ingestFile(name string) bool {
 		})
 		return false
 	}
+	var rejected rejects
 	for start := 0; start < len(msgs); start += MaxBatch {
-		err := f.store(msgs[start:min(start+MaxBatch, len(msgs))])
+		err := f.store(msgs[start:min(start+MaxBatch, len(msgs))], &rejected)
 		if errors.Is(err, storage.ErrFenced) || errors.Is(err, ErrShuttingDown) {
 			// The normal end of a term, not a store to mend.
 			f.log.Warn().Err(err).Str("file", name).
@@ -240,7 +241,21 @@ func (f *FilePoller) ingestFile(name string) bool {
 		return false
 	}
 	f.log.Info().Str("file", name).Str("archived_as", archived).Int("messages", len(msgs)).Msg("inbound file ingested and archived")
+	if rejected.n > 0 {
+		// A file's writer hears no AR: this line is all that tells of them.
+		f.log.Warn().Str("file", name).Str("archived_as", archived).Int("messages", len(msgs)).Int("rejected", rejected.n).
+			Int64("message_id", rejected.firstID).Str("reason", rejected.firstReason).
+			Msg("messages of an inbound file are not HL7 v2: kept as rejected, not delivered (GET /messages/{id}; message_id and reason are the first one's); ask the file's writer to fix them")
+	}
 	return true
+}
+
+// rejects counts the messages of a file stored as rejected (not HL7 v2),
+// and keeps the first one's id and reason.
+type rejects struct {
+	n           int
+	firstID     int64
+	firstReason string
 }
 
 // hold keeps a file, and the later ones, waiting for an operator; tell, which
@@ -348,8 +363,9 @@ func (f *FilePoller) retryArchive() bool {
 // waits for them all: the next group is sent only once this one is stored,
 // so that when one fails, no later message of the file is stored before
 // the file is read again. The error is the first failure that is not a
-// refusal.
-func (f *FilePoller) store(msgs [][]byte) error {
+// refusal. The messages stored as rejected (not HL7 v2) are counted in
+// rejected.
+func (f *FilePoller) store(msgs [][]byte, rejected *rejects) error {
 	reply := make(chan Result, len(msgs))
 	g := SubmitGroup{Submits: make([]Submit, len(msgs))}
 	for i, raw := range msgs {
@@ -358,8 +374,15 @@ func (f *FilePoller) store(msgs [][]byte) error {
 	}
 	f.env.System.Root.Send(f.env.Ingest, g)
 	var failed error
-	for range msgs {
+	// The ingest answers a group's Submits in their order (Ingest.flush).
+	for _, s := range g.Submits {
 		r, _ := f.env.await(reply, nil)
+		if r.Err == nil && s.Msg.Status == storage.MessageRejected {
+			if rejected.n == 0 {
+				rejected.firstID, rejected.firstReason = r.MessageID, s.Msg.Error
+			}
+			rejected.n++
+		}
 		switch {
 		case errors.Is(r.Err, storage.ErrRefused):
 			// Kept as rejected (the ingest logged it); the file's bytes

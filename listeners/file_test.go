@@ -318,3 +318,29 @@ func rejectedOversize(t *testing.T) float64 {
 	}
 	return 0
 }
+
+// A message of an inbound file that is not HL7 v2 is kept as rejected, as
+// one that came over MLLP, whose sender hears AR and whose line is a WARN.
+// A file's writer hears nothing: the operator must, but no line said it,
+// only "inbound file ingested and archived". One WARN per file says how
+// many of its messages were rejected, the first one's id and why, never
+// their content.
+func TestRejectedMessagesOfAnInboundFileAreLogged(t *testing.T) {
+	e, in := startFileInbound(t, "settle_seconds = 0")
+	bad := strings.Replace(adt("BAD1", "SECRETMRN4711"), "|^~\\&|", "|^~|", 1)
+	drop(t, in, "mixed.hl7", adt("OK1", "P1")+bad+bad)
+	enginetest.WaitFor(t, "mixed.hl7 archived", 10*time.Second, func() bool { return archived(in, "mixed.hl7") })
+	var first int64
+	for _, d := range e.Messages(t) {
+		if d.Message.Status == "rejected" && first == 0 {
+			first = d.Message.ID
+		}
+	}
+	if n := logLines(e, `"level":"warn"`, `"file":"mixed.hl7"`, `"rejected":2`, `"messages":3`,
+		`"message_id":`+strconv.FormatInt(first, 10), `"reason":"hl7: bad separators`); n != 1 || first == 0 {
+		t.Fatalf("%d WARN lines name mixed.hl7's 2 rejected messages of 3, the first (%d) and why; want one:\n%s", n, first, e.Logs.String())
+	}
+	if strings.Contains(e.Logs.String(), "SECRETMRN4711") {
+		t.Fatalf("the logs carry the rejected message's patient id:\n%s", e.Logs.String())
+	}
+}

@@ -280,13 +280,13 @@ func (in *Ingest) keepRefused(m storage.NewMessage, refused error) (Result, erro
 	res, err := in.ingest([]storage.NewMessage{kept})
 	switch {
 	case errors.Is(err, storage.ErrRefused):
-		in.env.Log.Error().Err(err).AnErr("refused", refused).
-			Msg("the database refused a message, and its bytes as a rejected message too: its sender gets AR, and the bytes are not kept")
+		in.env.Log.Error().Err(err).AnErr("refused", refused).Str("inbound", m.Inbound).Str("control_id", m.ControlID).
+			Msg("the database refused a message, and its bytes as a rejected message too: its sender gets AR, and the bytes are not kept (ask the sender for the message by its control id)")
 		return Result{Err: refused}, nil
 	case err != nil:
 		return Result{Err: err}, err
 	}
-	in.env.Log.Warn().Err(refused).Int64("message_id", res[0].MessageID).
+	in.env.Log.Warn().Err(refused).Int64("message_id", res[0].MessageID).Str("inbound", m.Inbound).Str("control_id", m.ControlID).
 		Msg("the database refused a value of a message: its bytes are kept as a rejected message (GET /messages/{id}) and its sender gets AR")
 	return Result{MessageID: res[0].MessageID, Err: refused}, nil
 }

@@ -67,6 +67,7 @@ func TestARefusedMessageFailsNoOtherOfItsBatch(t *testing.T) {
 	good := func(key string) storage.NewMessage { return laneMsg(key, "lab/"+key) }
 	bad := good("DOE^JANE")
 	bad.Status = "bogus"
+	bad.ControlID = "C2" // logged, as every message's (DESIGN §11); its bytes never
 
 	results, touched, err := in.store([]storage.NewMessage{good("P1"), bad, good("P2")})
 	if err != nil {
@@ -232,6 +233,62 @@ func TestABatchCutOffByTheEndOfTheTermIsNoError(t *testing.T) {
 			}
 			if line.Level != c.level || !strings.Contains(line.Message, c.says) {
 				t.Fatalf("logged at %s: %q; want %s, saying %q", line.Level, line.Message, c.level, c.says)
+			}
+		})
+	}
+}
+
+// refusingAll refuses every batch holding a message whose control id is
+// refuse, its bytes kept as rejected included.
+type refusingAll struct {
+	storage.Store
+	refuse string
+}
+
+func (s *refusingAll) MessageIngest(ctx context.Context, p storage.MessageIngestParams) ([]storage.IngestedMessage, error) {
+	for _, m := range p.Messages {
+		if m.ControlID == s.refuse || (m.Status == storage.MessageRejected && bytes.Contains(m.Payload, []byte(s.refuse))) {
+			return nil, storage.Refused("scripted")
+		}
+	}
+	return s.Store.MessageIngest(ctx, p)
+}
+
+// A message the database refuses, and its bytes as a rejected message too,
+// is lost: its sender gets AR, and nothing is kept. The ERROR line is all
+// the operator has to tell the sender which message it was: it said
+// neither the inbound nor the control id. Nor did the WARN of a refused
+// message whose bytes were kept say its control id.
+func TestARefusedMessageIsLoggedWithItsInboundAndControlID(t *testing.T) {
+	for _, tc := range []struct {
+		name, level string
+		store       func(storage.Store) storage.Store
+	}{
+		{"bytes kept", "warn", func(s storage.Store) storage.Store { return &scriptedStore{Store: s, refuse: "M2"} }},
+		{"bytes refused too", "error", func(s storage.Store) storage.Store { return &refusingAll{Store: s, refuse: "M2"} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			in := &Ingest{env: &Env{Ctx: context.Background(), Store: tc.store(openSQLite(t)), Log: zerolog.New(&logs)}}
+			results, _, _ := in.store([]storage.NewMessage{laneMsg("M1", "lab/P1"), laneMsg("M2", "lab/P2")})
+			if !errors.Is(results[1].Err, storage.ErrRefused) {
+				t.Fatalf("the refused message: %+v; want ErrRefused", results[1])
+			}
+			n := 0
+			for _, line := range strings.Split(logs.String(), "\n") {
+				var rec struct {
+					Level, Inbound string
+					ControlID      string `json:"control_id"`
+				}
+				if json.Unmarshal([]byte(line), &rec) == nil && rec.Level == tc.level && strings.Contains(line, "refused a") && !strings.Contains(line, "in a batch") {
+					if rec.Inbound != "in" || rec.ControlID != "M2" {
+						t.Fatalf("the %s line about the refused message does not name its inbound and control id:\n%s", tc.level, line)
+					}
+					n++
+				}
+			}
+			if n != 1 {
+				t.Fatalf("%d %s lines about the refused message, want one:\n%s", n, tc.level, logs.String())
 			}
 		})
 	}

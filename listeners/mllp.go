@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -15,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/storage"
 )
 
 // Grace is how long a stopping listener lets its connections finish the
@@ -88,6 +90,9 @@ func (l *MLLP) bind(ctx actor.Context) {
 func (l *MLLP) acceptLoop() {
 	defer l.accepted.Done()
 	refused, lastRefusalLog := 0, time.Time{}
+	// An accept that fails is tried again every 50 ms: logged each time,
+	// that was 72,000 lines an hour.
+	var failing storage.Outage
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {
@@ -99,9 +104,19 @@ func (l *MLLP) acceptLoop() {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			l.log.Warn().Err(err).Msg("accept failed; retrying")
+			if log, n := failing.Failed(time.Now()); log {
+				todo := "check the process's limits and the system's (dmesg)"
+				if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+					todo = "the process is out of file descriptors: raise its limit (systemd LimitNOFILE, ulimit -n) above the inbounds' max_connections, [store] pool_size and the destinations' connections together"
+				}
+				l.log.Error().Err(err).Str("listen", l.cfg.Listen).Int("failures", n).
+					Msg("accepting MLLP connections fails: senders cannot connect; retrying every 50 ms, logged once a minute while it lasts (" + todo + ")")
+			}
 			time.Sleep(50 * time.Millisecond)
 			continue
+		}
+		if n := failing.Over(); n > 0 {
+			l.log.Info().Str("listen", l.cfg.Listen).Int("failures", n).Msg("accepting connections again")
 		}
 		if !l.conns.add(c, l.cfg.MaxConnections) {
 			c.Close()

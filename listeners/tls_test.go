@@ -119,3 +119,38 @@ func TestARefusedFrameIsAnsweredNotResetOverTLS(t *testing.T) {
 		t.Fatal("connection still open after an oversize frame")
 	}
 }
+
+// A load balancer's TCP check of a TLS listener (connect, then close, or
+// reset) ends before any handshake: it is no failure worth a WARN. Each
+// was one, "TLS handshake failed", so the documented MLLP VIP check (every
+// second, from each HAProxy) wrote 3,600 WARN lines an hour on the primary.
+// A real handshake failure (a client without the certificate the listener
+// asks for) is still a WARN.
+func TestTCPChecksOfATLSListenerAreNotWarnings(t *testing.T) {
+	p := enginetest.NewPKI(t, t.TempDir())
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, tlsConfig(addr, p.ServerCert, p.ServerKey, p.CAFile))
+	const probes = 40
+	for i := range probes {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("probe %d: %v", i, err)
+		}
+		if i%2 == 1 {
+			c.(*net.TCPConn).SetLinger(0) // closed with a reset, as HAProxy's checks are
+		}
+		c.Close()
+	}
+	enginetest.WaitFor(t, "every probe's handshake to end", 10*time.Second, func() bool {
+		return strings.Count(e.Logs.String(), "TLS handshake") >= probes
+	})
+	if n := strings.Count(e.Logs.String(), `"level":"warn"`); n > 0 {
+		t.Fatalf("%d WARN lines for %d TCP checks:\n%s", n, probes, lastLines(e.Logs.String(), 4))
+	}
+	if _, err := sendTLS(t, addr, &tls.Config{RootCAs: p.Pool, MinVersion: tls.VersionTLS12}); err == nil {
+		t.Fatal("a client without a certificate was let in")
+	}
+	enginetest.WaitFor(t, "a WARN for the client without a certificate", 10*time.Second, func() bool {
+		return strings.Count(e.Logs.String(), `"level":"warn"`) == 1
+	})
+}
