@@ -183,7 +183,8 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 		countRejected(l.cfg.Name, reasonStore)
 		outcome, reason = hl7.Error, "message not stored, send it again: "+storeReason(res.Err)
 	case status == storage.MessageUnrouted:
-		l.log.Info().Int64("message_id", res.MessageID).Str("control_id", msg.ControlID()).
+		countUnrouted(l.cfg.Name)
+		l.log.Debug().Int64("message_id", res.MessageID).Str("control_id", msg.ControlID()).
 			Msg("no route matches the message: stored as unrouted")
 	}
 	code := hl7.AcceptCode(msg, outcome)

@@ -377,6 +377,9 @@ func (f *FilePoller) store(msgs [][]byte, rejected *rejects) error {
 	// The ingest answers a group's Submits in their order (Ingest.flush).
 	for _, s := range g.Submits {
 		r, _ := f.env.await(reply, nil)
+		if r.Err == nil && s.Msg.Status == storage.MessageUnrouted {
+			countUnrouted(f.cfg.Name)
+		}
 		if r.Err == nil && s.Msg.Status == storage.MessageRejected {
 			if rejected.n == 0 {
 				rejected.firstID, rejected.firstReason = r.MessageID, s.Msg.Error

@@ -32,6 +32,13 @@ func countRejected(inbound, reason string) {
 	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_rejected_total{inbound=%s,reason=%s}`, lanes.Label(inbound), lanes.Label(reason))).Inc()
 }
 
+// countUnrouted counts a message stored that no route took (acknowledged AA):
+// a feed whose filters drop a message type by design does so for each, so
+// this, not a log line per message, is what an alert watches.
+func countUnrouted(inbound string) {
+	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_unrouted_total{inbound=%s}`, lanes.Label(inbound))).Inc()
+}
+
 func observeAck(inbound string, since time.Time) {
 	metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_ack_duration_seconds{inbound=%s}`, lanes.Label(inbound))).UpdateDuration(since)
 }
@@ -45,6 +52,7 @@ func countRefusedConn(inbound string) {
 func RegisterMetrics(inbounds []config.Inbound) {
 	for _, in := range inbounds {
 		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_received_total{inbound=%s}`, lanes.Label(in.Name)))
+		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_unrouted_total{inbound=%s}`, lanes.Label(in.Name)))
 		for _, reason := range []string{reasonParse, reasonOversize, reasonNotFramed, reasonStore, reasonRefused} {
 			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_rejected_total{inbound=%s,reason=%s}`, lanes.Label(in.Name), lanes.Label(reason)))
 		}
