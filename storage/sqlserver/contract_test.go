@@ -46,9 +46,10 @@ var fakeResults = map[string][][]driver.Value{
 }
 
 type call struct {
-	name string // the query's file name, or "" for a migration batch
-	text string
-	args []string
+	name   string // the query's file name, or "" for a migration batch
+	text   string
+	args   []string
+	values []any
 }
 
 type fakeDriver struct {
@@ -68,6 +69,7 @@ func (d *fakeDriver) record(text string, args []driver.NamedValue) string {
 	c := call{name: name, text: text}
 	for _, a := range args {
 		c.args = append(c.args, a.Name)
+		c.values = append(c.values, a.Value)
 	}
 	d.mu.Lock()
 	d.calls = append(d.calls, c)
@@ -213,6 +215,14 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 		if want := freeParams(c.text); !slices.Equal(got, want) {
 			t.Errorf("%s.sql: Go passes %v, the statement uses %v", c.name, got, want)
 		}
+		// Times come from the database clock only. go-mssqldb sends a
+		// time.Time as DATETIMEOFFSET, which compared with a DATETIME2
+		// column converts by the session's offset rules, not as UTC.
+		for i, v := range c.values {
+			if _, ok := v.(time.Time); ok {
+				t.Errorf("%s.sql: Go passes @%s as a time.Time; times are the database's (SYSUTCDATETIME)", c.name, c.args[i])
+			}
+		}
 	}
 	for name := range queries {
 		if !reached[name] {
@@ -323,6 +333,99 @@ func TestSpan(t *testing.T) {
 		us := args[1].(sql.NamedArg)
 		if s.Name != "x_s" || us.Name != "x_us" || s.Value != tc.s || us.Value != tc.micros {
 			t.Errorf("span(%v) = %v=%v %v=%v, want %d s %d us", tc.d, s.Name, s.Value, us.Name, us.Value, tc.s, tc.micros)
+		}
+	}
+}
+
+// The T-SQL keeps what the fence, the lane claim's FIFO argument and the
+// database clock rest on (fence.sql, queue_claim_next.sql,
+// message_ingest.sql), read from the embedded files, since no SQL Server
+// runs these statements here: each rule below names what breaks without it.
+func TestStatementsKeepTheFenceTheLaneOrderAndTheDatabaseClock(t *testing.T) {
+	code := func(text string) string { return lineComment.ReplaceAllString(text, "") }
+	ms, err := storage.LoadMigrations(migrationsFS, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for name, text := range queries {
+		files["sql/"+name+".sql"] = code(text)
+	}
+	for _, m := range ms {
+		files["migrations/"+m.Name+".sql"] = code(m.SQL)
+	}
+
+	// The fence holds the lease row shared until commit, whatever
+	// READ_COMMITTED_SNAPSHOT says, so an election cannot commit between
+	// the check and the writes of the old term.
+	if !regexp.MustCompile(`(?is)FROM\s+mf_leader_lease\s+WITH\s*\([^)]*\bHOLDLOCK\b`).MatchString(files["sql/fence.sql"]) {
+		t.Error("fence.sql: the lease row is not read WITH (HOLDLOCK): the shared lock would end with the read, and an election could commit before the fenced writes")
+	}
+
+	skipping := regexp.MustCompile(`(?i)\b(READPAST|NOLOCK|READUNCOMMITTED|NOWAIT)\b`)
+	clock := regexp.MustCompile(`(?i)\b(GETDATE|GETUTCDATE|SYSDATETIME|SYSDATETIMEOFFSET|CURRENT_TIMESTAMP)\b`)
+	datetime2 := regexp.MustCompile(`(?i)\bDATETIME2\b(\s*\(\s*\d+\s*\))?`)
+	for name, text := range files {
+		// A read that skips a locked row, or reads an uncommitted one,
+		// would pass over a lane's head, or see a queue id before the
+		// ids below it are committed.
+		if m := skipping.FindString(text); m != "" {
+			t.Errorf("%s: %s reads past locks", name, m)
+		}
+		// Leases and due times are UTC on the database clock; GETDATE
+		// and SYSDATETIME are the server's local time.
+		if m := clock.FindString(text); m != "" {
+			t.Errorf("%s: %s is not the UTC database clock (SYSUTCDATETIME)", name, m)
+		}
+		for _, m := range datetime2.FindAllString(text, -1) {
+			if strings.ReplaceAll(strings.ToUpper(m), " ", "") != "DATETIME2(6)" {
+				t.Errorf("%s: %s; every time is DATETIME2(6), so that times compare at one precision", name, m)
+			}
+		}
+		// A bare OUTPUT returns its rows in no guaranteed order (and is
+		// refused on a table with a trigger): ids go INTO a table and are
+		// read back with ORDER BY.
+		for _, m := range regexp.MustCompile(`(?is)\bOUTPUT\b[^;]*`).FindAllString(text, -1) {
+			if !regexp.MustCompile(`(?i)\bINTO\b`).MatchString(m) {
+				t.Errorf("%s: OUTPUT without INTO: %q", name, m)
+			}
+		}
+	}
+
+	// Ingest: ids are given under the ingest lock, held to commit, and in
+	// batch order; nothing reads them back in OUTPUT's order.
+	ingest := files["sql/message_ingest.sql"]
+	lock := regexp.MustCompile(`(?is)sp_getapplock[^;]*@LockOwner\s*=\s*N?'Transaction'`).FindStringIndex(ingest)
+	insert := regexp.MustCompile(`(?i)\bINSERT\s+INTO\s+mf_`).FindStringIndex(ingest)
+	if lock == nil || insert == nil || lock[0] > insert[0] {
+		t.Error("message_ingest.sql: the ingest lock (sp_getapplock, LockOwner Transaction) is not taken before the first id is drawn: a later queue id could commit before an earlier one")
+	}
+	// The statement's own ORDER BY: the last one, with no parenthesis
+	// after it (not a window's OVER (ORDER BY ...)).
+	ordered := regexp.MustCompile(`(?i)\bORDER\s+BY\b[^()]*$`)
+	for _, table := range []string{"mf_messages", "mf_queue"} {
+		stmt := regexp.MustCompile(`(?is)\bINSERT\s+INTO\s+` + table + `\b[^;]*`).FindString(ingest)
+		if !ordered.MatchString(stmt) {
+			t.Errorf("message_ingest.sql: INSERT INTO %s ... SELECT has no ORDER BY: IDENTITY values follow the ORDER BY of an INSERT ... SELECT, and only then are they in batch order", table)
+		}
+	}
+	selects := regexp.MustCompile(`(?is)\bSELECT\b[^;]*`).FindAllString(ingest, -1)
+	if last := selects[len(selects)-1]; !ordered.MatchString(last) {
+		t.Errorf("message_ingest.sql: the ids are returned without ORDER BY: %q", last)
+	}
+
+	// Lane claim: the row found as a candidate is read again by id under an
+	// update lock held to commit before its status decides anything, so
+	// two claimers of a lane serialise on its head.
+	claim := files["sql/queue_claim_next.sql"]
+	byID := regexp.MustCompile(`(?is)\bFROM\s+mf_queue\b(\s+WITH\s*\(([^)]*)\))?\s+WHERE\s+id\s*=`).FindAllStringSubmatch(claim, -1)
+	if len(byID) == 0 {
+		t.Error("queue_claim_next.sql: no read of mf_queue by id: the head is not locked before its status is read")
+	}
+	for _, m := range byID {
+		hints := strings.ToUpper(m[2])
+		if !strings.Contains(hints, "UPDLOCK") || !strings.Contains(hints, "HOLDLOCK") {
+			t.Errorf("queue_claim_next.sql: %q does not lock the row (UPDLOCK, HOLDLOCK) until commit", strings.Join(strings.Fields(m[0]), " "))
 		}
 	}
 }
