@@ -110,7 +110,9 @@
 // transactions waits on anything but the database (no delivery happens
 // inside one), so only a frozen or cut-off client ever meets the timeout.
 // SQL Server has no such setting: there a frozen node delays elections
-// until its connections drop.
+// until its connections drop (a paused VM, a cut network: once the
+// server's TCP keepalive gives up) or, for a stopped process whose kernel
+// still answers keepalives, until it resumes or dies.
 //
 // # Membership and config
 //
