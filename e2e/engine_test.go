@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,12 +48,11 @@ lane_key = "PID-3.1"
 }
 
 func freePortNoT() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := reservedAddr()
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // load is a set of messages over `patients` lanes, each lane sent by one

@@ -159,7 +159,7 @@ func startPrivatePG(t *testing.T) *privatePG {
 			t.Fatal(err)
 		}
 	}
-	_, port, _ := net.SplitHostPort(enginetest.FreeAddr(t))
+	_, port, _ := net.SplitHostPort(freePort(t))
 	pg.port, _ = strconv.Atoi(port)
 
 	// --no-sync only skips syncing initdb's own files: the server runs

@@ -46,7 +46,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freePort(t testing.TB) string { return enginetest.FreeAddr(t) }
+// freePort returns a loopback address for a process the test starts (see
+// reservedAddr).
+func freePort(t testing.TB) string {
+	t.Helper()
+	addr, err := reservedAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
 
 // engine is one mf process.
 type engine struct {
