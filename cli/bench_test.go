@@ -397,22 +397,8 @@ func TestBenchCountsErrorsWhenTheReceiverHangsUp(t *testing.T) {
 	t.Parallel()
 	// A receiver that reads one frame and closes: each message is an
 	// error, and the worker dials again for the next.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = hl7.NewFrameReader(nc, 0).ReadFrame()
-			nc.Close()
-		}
-	}()
-	rep, err := bench(t, benchOptions{Target: ln.Addr().String(), Count: 5})
+	addr := enginetest.ServeTCP(t, func(nc net.Conn) { _, _ = hl7.NewFrameReader(nc, 0).ReadFrame() })
+	rep, err := bench(t, benchOptions{Target: addr, Count: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,31 +25,15 @@ import (
 // beyond its Content-Length, which net/http reads on the idle connection.
 func echoingPastItsAnswer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				req, err := http.ReadRequest(r)
-				if err != nil {
-					return
-				}
-				body, _ := io.ReadAll(req.Body)
-				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n%s", body)
-				time.Sleep(5 * time.Second)
-			}()
+	return "http://" + enginetest.ServeTCP(t, func(c net.Conn) {
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
 		}
-	}()
-	return "http://" + ln.Addr().String() + "/hl7"
+		body, _ := io.ReadAll(req.Body)
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n%s", body)
+		time.Sleep(5 * time.Second)
+	}) + "/hl7"
 }
 
 // net/http's client prints what a server sends on an idle connection, not

@@ -244,34 +244,19 @@ lane_key = "PID-3.1"
 // startEchoingRejecter is an MLLP destination that answers every message AR
 // with text, as receivers do that quote the field they choke on.
 func startEchoingRejecter(t *testing.T, text string) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	return enginetest.ServeTCP(t, func(c net.Conn) {
+		fr := hl7.NewFrameReader(c, 1<<20)
 		for {
-			c, err := ln.Accept()
+			b, err := fr.ReadFrame()
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				fr := hl7.NewFrameReader(c, 1<<20)
-				for {
-					b, err := fr.ReadFrame()
-					if err != nil {
-						return
-					}
-					m, err := hl7.Parse(b)
-					if err != nil || hl7.WriteFrame(c, hl7.Ack(m, hl7.AR, text)) != nil {
-						return
-					}
-				}
-			}()
+			m, err := hl7.Parse(b)
+			if err != nil || hl7.WriteFrame(c, hl7.Ack(m, hl7.AR, text)) != nil {
+				return
+			}
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // Connections beyond max_connections are closed at once and counted, and

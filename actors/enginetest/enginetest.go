@@ -49,6 +49,31 @@ func FreeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
+// ServeTCP runs a peer of the test's making on a loopback port until the
+// test ends: each connection is handled by handle on its own goroutine and
+// closed when handle returns. It returns the address.
+func ServeTCP(t testing.TB, handle func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
 // Start parses cfg (after replacing {{dir}} with a fresh directory), opens a
 // SQLite store there and starts the engine; it is stopped when the test ends.
 // Every [[inbound]] of type mllp must be open before Start returns.
