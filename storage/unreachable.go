@@ -46,6 +46,9 @@ func Unreachable(err error) bool {
 		// session was ended by a shutdown or a crash of another backend.
 		return strings.HasPrefix(code, "08") || code == "57P03" || code == "53300" || code == "57P01" || code == "57P02"
 	}
+	if loginReadFailed(err) {
+		return true
+	}
 	var ms interface{ SQLErrorNumber() int32 }
 	if errors.As(err, &ms) {
 		switch ms.SQLErrorNumber() {
@@ -54,6 +57,21 @@ func Unreachable(err error) bool {
 		// being reconfigured, or busy (Azure SQL's transient errors).
 		case 18401, 40613, 40197, 40501:
 			return true
+		}
+	}
+	return false
+}
+
+// loginReadFailed reports a read that failed while SQL Server answered the
+// login: go-mssqldb (v1.11) returns it as text, fmt.Errorf("login error:
+// %s", err), so the *net.OpError that a read failure is (its Op "read", or
+// "Read" for one it made up from another error, EOF for one) is seen only
+// in what it wrote: "login error: read tcp …" or "login error: Read: EOF".
+// The login's refusals keep their number (mssql.Error) and are not this.
+func loginReadFailed(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if rest, ok := strings.CutPrefix(e.Error(), "login error: "); ok {
+			return strings.HasPrefix(rest, "read ") || strings.HasPrefix(rest, "Read: ")
 		}
 	}
 	return false

@@ -42,12 +42,17 @@ func TestUnreachableTellsTheWayFromTheSettings(t *testing.T) {
 		{"connection failure (08006)", wrap(sqlState("08006")), true},
 		{"SQL Server in script upgrade mode (18401)", wrap(sqlNumber(18401)), true},
 		{"Azure SQL database not available (40613)", wrap(sqlNumber(40613)), true},
+		// go-mssqldb v1.11 reports a read that failed during login as text
+		// (fmt.Errorf("login error: %s", err)): the *net.OpError is gone.
+		{"SQL Server closing the session during login", wrap(fmt.Errorf("login error: %s", &net.OpError{Op: "Read", Err: io.EOF})), true},
+		{"SQL Server resetting the session during login", wrap(fmt.Errorf("login error: %s", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET})), true},
 
 		{"a name that does not exist", wrap(&net.DNSError{Name: "db.example", IsNotFound: true}), false},
 		{"a TLS handshake refused", wrap(&net.OpError{Op: "remote error", Err: tls.AlertError(40)}), false},
 		{"a wrong password (28P01)", wrap(sqlState("28P01")), false},
 		{"a database that does not exist (3D000)", wrap(sqlState("3D000")), false},
 		{"SQL Server login failed (18456)", wrap(sqlNumber(18456)), false},
+		{"another SQL Server login error as text", wrap(errors.New("login error: Feature with ID '4' is already present in FeatureExt block")), false},
 		{"anything else", errors.New("postgres: parse store url: bad"), false},
 		{"nil", nil, false},
 	} {
