@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -173,6 +174,31 @@ lane_key = "PID-3.1"
 	} {
 		if !has(c.family, c.label, c.value) {
 			t.Errorf("no %s with %s=%q", c.family, c.label, c.value)
+		}
+	}
+}
+
+// A metric counted by a reason or a result says in its HELP which values it
+// takes, and names every one a scrape shows: an alert is written from the
+// HELP (or the README), and a value missing there is one nobody alerts on.
+func TestMetricHelpNamesEveryReasonAndResult(t *testing.T) {
+	v := start(t, fileOutbound)
+	families, _ := v.scrape(t)
+	for name, f := range families {
+		if !strings.HasPrefix(name, "mf_") {
+			continue
+		}
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				n := l.GetName()
+				if n != "reason" && n != "result" {
+					continue
+				}
+				_, values, ok := strings.Cut(f.GetHelp(), "by "+n+": ")
+				if !ok || !slices.Contains(strings.FieldsFunc(values, func(r rune) bool { return r == ',' || r == ' ' || r == '.' }), l.GetValue()) {
+					t.Errorf("%s{%s=%q}: its HELP does not list %q after \"by %s: \": %q", name, n, l.GetValue(), l.GetValue(), n, f.GetHelp())
+				}
+			}
 		}
 	}
 }
