@@ -129,3 +129,24 @@ func TestTheSQLiteStoreHasTheConfiguredPool(t *testing.T) {
 		t.Fatalf("the SQLite store has %d connections at most; want pool_size = 3", n)
 	}
 }
+
+// mf check refuses a PostgreSQL url that sets pool_max_conns, as mf run
+// does when it opens the store: a config that passes mf check in a deploy
+// pipeline and then fails at start is what mf check is there to prevent.
+// Nothing connects: the database named does not exist.
+func TestCheckRefusesAPoolSizeInTheStoreURL(t *testing.T) {
+	for _, u := range []string{
+		"postgres://mf@db.invalid:5432/mf?pool_max_conns=20",
+		"host=db.invalid user=mf dbname=mf pool_max_conns=20",
+	} {
+		path := filepath.Join(t.TempDir(), "mf.toml")
+		cfg := "[store]\nbackend = \"postgres\"\nurl = \"" + u + "\"\n"
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := runMF(t, "check", "--config", path)
+		if err == nil || !strings.Contains(err.Error(), "pool_max_conns") || !strings.Contains(err.Error(), "pool_size") || !strings.Contains(err.Error(), path) {
+			t.Errorf("mf check of a url with pool_max_conns (%s): error %v, printed %q; want it refused, naming pool_max_conns, pool_size and the file", u, err, out)
+		}
+	}
+}
