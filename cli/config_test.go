@@ -150,3 +150,20 @@ func TestCheckRefusesAPoolSizeInTheStoreURL(t *testing.T) {
 		}
 	}
 }
+
+// --log-level takes the four levels the README and its own error name, in
+// any case; zerolog's others are refused: "disabled", "panic" or "fatal"
+// would drop the ERROR lines an operator is told to watch, and "trace"
+// is no level mf logs at.
+func TestLogLevelIsOneOfFour(t *testing.T) {
+	for _, level := range []string{"debug", "info", "warn", "error", "WARN"} {
+		if _, err := runMF(t, "--log-level", level, "run", "--config", "/nonexistent/mf.toml"); err == nil || strings.Contains(err.Error(), "--log-level") {
+			t.Errorf("--log-level %s: %v; want it taken (and the missing config refused)", level, err)
+		}
+	}
+	for _, level := range []string{"trace", "fatal", "panic", "disabled", "warning", ""} {
+		if _, err := runMF(t, "--log-level", level, "run", "--config", "/nonexistent/mf.toml"); err == nil || !strings.Contains(err.Error(), "want debug, info, warn or error") {
+			t.Errorf("--log-level %q: %v; want it refused", level, err)
+		}
+	}
+}
