@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/api"
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/storage/sqlite"
@@ -164,6 +165,34 @@ func TestLogLevelIsOneOfFour(t *testing.T) {
 	for _, level := range []string{"trace", "fatal", "panic", "disabled", "warning", ""} {
 		if _, err := runMF(t, "--log-level", level, "run", "--config", "/nonexistent/mf.toml"); err == nil || !strings.Contains(err.Error(), "want debug, info, warn or error") {
 			t.Errorf("--log-level %q: %v; want it refused", level, err)
+		}
+	}
+}
+
+// The environment variables the README names for the flags: MF_CONFIG for
+// --config, MF_LOG_FORMAT and MF_LOG_LEVEL for the log flags, MF_API for
+// mf status and mf nodes.
+func TestFlagsFromTheEnvironment(t *testing.T) {
+	path := writeConfig(t)
+	t.Setenv("MF_CONFIG", path)
+	if out, err := runMF(t, "check"); err != nil || !strings.HasPrefix(out, path+": ok") {
+		t.Errorf("mf check with MF_CONFIG=%s: %v, printed %q; want that file checked", path, err, out)
+	}
+	for _, env := range []string{"MF_LOG_FORMAT", "MF_LOG_LEVEL"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, "bogus")
+			flag := "--" + strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(env, "MF_")), "_", "-")
+			// mf migrate, which ends either way: mf run would run on.
+			if _, err := runMF(t, "migrate"); err == nil || !strings.Contains(err.Error(), flag+` "bogus"`) {
+				t.Errorf("mf migrate with %s=bogus: %v; want %s refused", env, err, flag)
+			}
+		})
+	}
+	base := "http://" + enginetest.FreeAddr(t)
+	t.Setenv("MF_API", base)
+	for _, cmd := range []string{"status", "nodes"} {
+		if _, err := runMF(t, cmd); err == nil || !strings.Contains(err.Error(), base) {
+			t.Errorf("mf %s with MF_API=%s: %v; want that API asked", cmd, base, err)
 		}
 	}
 }
