@@ -197,6 +197,33 @@ func TestPermissionsTable(t *testing.T) {
 	}
 }
 
+// With [api] metrics_public = true, /metrics is served without a token (a
+// Prometheus that holds none) and every other endpoint still needs one.
+func TestMetricsPublicOpensOnlyMetrics(t *testing.T) {
+	listen := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, "[api]\nmetrics_public = true\n\n"+tokenConfig()+`
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "`+listen+`"
+`+fileOutbound+`
+[[route]]
+from = "adt_in"
+to = ["emr"]
+`)
+	srv := httptest.NewServer(api.New(api.Options{Config: e.Config, Store: e.Store, Status: e.Status, Log: zerolog.New(zerolog.NewTestWriter(t))}).Handler())
+	t.Cleanup(srv.Close)
+	v := &env{e: e, srv: srv, listen: listen}
+	if code, body := v.call(t, "GET", "/metrics", ""); code != http.StatusOK || !strings.Contains(string(body), "mf_is_leader ") {
+		t.Fatalf("GET /metrics without a token, metrics_public = true: %d %.200s", code, body)
+	}
+	for _, path := range []string{"/cluster/status", "/cluster/nodes", "/lanes", "/messages/1"} {
+		if code, body := v.call(t, "GET", path, ""); code != http.StatusUnauthorized {
+			t.Errorf("GET %s without a token, metrics_public = true: %d %s, want 401", path, code, body)
+		}
+	}
+}
+
 func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }
 
 // A known path asked with a method it does not serve is a JSON 405 whose

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -173,6 +174,48 @@ lane_key = "PID-3.1"
 	} {
 		if !has(c.family, c.label, c.value) {
 			t.Errorf("no %s with %s=%q", c.family, c.label, c.value)
+		}
+	}
+}
+
+// A metric counted by a reason or a result says in its HELP which values it
+// takes, and names every one a scrape shows: an alert is written from the
+// HELP (or the README), and a value missing there is one nobody alerts on.
+func TestMetricHelpNamesEveryReasonAndResult(t *testing.T) {
+	v := start(t, fileOutbound)
+	families, _ := v.scrape(t)
+	for name, f := range families {
+		if !strings.HasPrefix(name, "mf_") {
+			continue
+		}
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				n := l.GetName()
+				if n != "reason" && n != "result" {
+					continue
+				}
+				_, values, ok := strings.Cut(f.GetHelp(), "by "+n+": ")
+				if !ok || !slices.Contains(strings.FieldsFunc(values, func(r rune) bool { return r == ',' || r == ' ' || r == '.' }), l.GetValue()) {
+					t.Errorf("%s{%s=%q}: its HELP does not list %q after \"by %s: \": %q", name, n, l.GetValue(), l.GetValue(), n, f.GetHelp())
+				}
+			}
+		}
+	}
+}
+
+// Every series of the engine's own (mf_) is named in the README, which is
+// the operators' list to alert on: one the code exports and the README
+// leaves out is one nobody knows to watch.
+func TestTheReadmeNamesEveryMetric(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := start(t, fileOutbound)
+	families, _ := v.scrape(t)
+	for name := range families {
+		if strings.HasPrefix(name, "mf_") && !strings.Contains(string(readme), "`"+name+"`") {
+			t.Errorf("README.md does not name the metric `%s`", name)
 		}
 	}
 }

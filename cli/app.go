@@ -79,8 +79,10 @@ func setFlag(c *cli.Context, name string) string {
 // logger builds the process logger from the log flags.
 func logger(c *cli.Context) (zerolog.Logger, error) {
 	levelName, format := setFlag(c, "log-level"), setFlag(c, "log-format")
+	// Only the four levels mf logs at: zerolog also parses trace, fatal,
+	// panic and disabled, the last three of which drop the ERROR lines.
 	level, err := zerolog.ParseLevel(strings.ToLower(levelName))
-	if err != nil || level == zerolog.NoLevel {
+	if err != nil || level < zerolog.DebugLevel || level > zerolog.ErrorLevel {
 		return zerolog.Nop(), fmt.Errorf("--log-level %q: want debug, info, warn or error", levelName)
 	}
 	var w io.Writer = c.App.ErrWriter

@@ -11,6 +11,7 @@ import (
 	"github.com/messagefoundry/mf/api"
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/postgres"
 )
 
 // loadConfig reads --config, else ./mf.toml, else the built-in default.
@@ -40,6 +41,13 @@ func checkCommand() *cli.Command {
 			cfg, err := loadConfig(c)
 			if err != nil {
 				return err
+			}
+			// What mf run refuses when it opens the store, refused here
+			// too; nothing connects.
+			if cfg.Store.Backend == config.BackendPostgres {
+				if err := postgres.CheckURL(cfg.Store.URL); err != nil {
+					return fmt.Errorf("config: %s: store.url: %w", cfg.Path, err)
+				}
 			}
 			fmt.Fprintf(c.App.Writer, "%s: ok (%d inbound, %d outbound, %d routes, store %s)\n",
 				cfg.Path, len(cfg.Inbound), len(cfg.Outbound), len(cfg.Route), cfg.Store.Backend)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/api"
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/storage/sqlite"
@@ -127,5 +128,71 @@ func TestTheSQLiteStoreHasTheConfiguredPool(t *testing.T) {
 	defer st.Close()
 	if n := st.(*sqlite.Store).DB().Stats().MaxOpenConnections; n != 3 {
 		t.Fatalf("the SQLite store has %d connections at most; want pool_size = 3", n)
+	}
+}
+
+// mf check refuses a PostgreSQL url that sets pool_max_conns, as mf run
+// does when it opens the store: a config that passes mf check in a deploy
+// pipeline and then fails at start is what mf check is there to prevent.
+// Nothing connects: the database named does not exist.
+func TestCheckRefusesAPoolSizeInTheStoreURL(t *testing.T) {
+	for _, u := range []string{
+		"postgres://mf@db.invalid:5432/mf?pool_max_conns=20",
+		"host=db.invalid user=mf dbname=mf pool_max_conns=20",
+	} {
+		path := filepath.Join(t.TempDir(), "mf.toml")
+		cfg := "[store]\nbackend = \"postgres\"\nurl = \"" + u + "\"\n"
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := runMF(t, "check", "--config", path)
+		if err == nil || !strings.Contains(err.Error(), "pool_max_conns") || !strings.Contains(err.Error(), "pool_size") || !strings.Contains(err.Error(), path) {
+			t.Errorf("mf check of a url with pool_max_conns (%s): error %v, printed %q; want it refused, naming pool_max_conns, pool_size and the file", u, err, out)
+		}
+	}
+}
+
+// --log-level takes the four levels the README and its own error name, in
+// any case; zerolog's others are refused: "disabled", "panic" or "fatal"
+// would drop the ERROR lines an operator is told to watch, and "trace"
+// is no level mf logs at.
+func TestLogLevelIsOneOfFour(t *testing.T) {
+	for _, level := range []string{"debug", "info", "warn", "error", "WARN"} {
+		if _, err := runMF(t, "--log-level", level, "run", "--config", "/nonexistent/mf.toml"); err == nil || strings.Contains(err.Error(), "--log-level") {
+			t.Errorf("--log-level %s: %v; want it taken (and the missing config refused)", level, err)
+		}
+	}
+	for _, level := range []string{"trace", "fatal", "panic", "disabled", "warning", ""} {
+		if _, err := runMF(t, "--log-level", level, "run", "--config", "/nonexistent/mf.toml"); err == nil || !strings.Contains(err.Error(), "want debug, info, warn or error") {
+			t.Errorf("--log-level %q: %v; want it refused", level, err)
+		}
+	}
+}
+
+// The environment variables the README names for the flags: MF_CONFIG for
+// --config, MF_LOG_FORMAT and MF_LOG_LEVEL for the log flags, MF_API for
+// mf status and mf nodes.
+func TestFlagsFromTheEnvironment(t *testing.T) {
+	path := writeConfig(t)
+	t.Setenv("MF_CONFIG", path)
+	if out, err := runMF(t, "check"); err != nil || !strings.HasPrefix(out, path+": ok") {
+		t.Errorf("mf check with MF_CONFIG=%s: %v, printed %q; want that file checked", path, err, out)
+	}
+	for _, env := range []string{"MF_LOG_FORMAT", "MF_LOG_LEVEL"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, "bogus")
+			flag := "--" + strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(env, "MF_")), "_", "-")
+			// mf migrate, which ends either way: mf run would run on.
+			if _, err := runMF(t, "migrate"); err == nil || !strings.Contains(err.Error(), flag+` "bogus"`) {
+				t.Errorf("mf migrate with %s=bogus: %v; want %s refused", env, err, flag)
+			}
+		})
+	}
+	base := "http://" + enginetest.FreeAddr(t)
+	t.Setenv("MF_API", base)
+	for _, cmd := range []string{"status", "nodes"} {
+		if _, err := runMF(t, cmd); err == nil || !strings.Contains(err.Error(), base) {
+			t.Errorf("mf %s with MF_API=%s: %v; want that API asked", cmd, base, err)
+		}
 	}
 }

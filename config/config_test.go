@@ -1,7 +1,9 @@
 package config_test
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -81,6 +83,22 @@ func TestBuiltInDefaultIsValid(t *testing.T) {
 	}
 	if len(c.Inbound) != 1 || c.Inbound[0].Listen != "127.0.0.1:2575" || c.Outbound[0].Directory != "out" {
 		t.Fatalf("built-in default: %+v", c)
+	}
+}
+
+// The README's quick start says the built-in config is examples/mf.toml:
+// the two files must not drift apart.
+func TestTheExampleConfigIsTheBuiltInDefault(t *testing.T) {
+	builtIn, err := os.ReadFile("default.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("../examples/mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(builtIn, example) {
+		t.Fatal("examples/mf.toml differs from config/default.toml, the built-in config: copy one over the other")
 	}
 }
 

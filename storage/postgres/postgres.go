@@ -60,18 +60,34 @@ type Store struct {
 
 var _ storage.Store = (*Store)(nil)
 
-// Open connects a pool. It does not migrate: call Migrate.
-func Open(ctx context.Context, o Options) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(o.URL)
+// CheckURL refuses a store url that Open would refuse, without connecting:
+// mf check calls it, so that a config it passes does not fail at start.
+func CheckURL(url string) error {
+	_, err := parseURL(url)
+	return err
+}
+
+// parseURL parses a store url as Open uses it.
+func parseURL(url string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse store url: %w", err)
 	}
 	// pgxpool reads a pool size from the URL, which PoolSize ([store]
 	// pool_size, 5 unless set) would replace without a word.
-	if cc, err := pgx.ParseConfig(o.URL); err == nil {
+	if cc, err := pgx.ParseConfig(url); err == nil {
 		if v, ok := cc.RuntimeParams["pool_max_conns"]; ok {
 			return nil, fmt.Errorf("postgres: the store url sets pool_max_conns=%s, which [store] pool_size sets instead: remove it from the url and set pool_size = %s", v, v)
 		}
+	}
+	return cfg, nil
+}
+
+// Open connects a pool. It does not migrate: call Migrate.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	cfg, err := parseURL(o.URL)
+	if err != nil {
+		return nil, err
 	}
 	if o.Password != "" {
 		cfg.ConnConfig.Password = o.Password
