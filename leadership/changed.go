@@ -16,7 +16,8 @@ type Changed struct {
 	// the graph must stop acting at once, not after it. Nil: never closed.
 	Ended <-chan struct{}
 	// Reason says why, for logs and the mf_leadership_changes_total metric:
-	// "single-node", "elected", "renew-lost", "fenced", "resigned".
+	// "single-node", "elected", "renew-lost", "fenced" (a clean stop resigns
+	// without a Changed: the node is stopping).
 	Reason string
 }
 
