@@ -107,6 +107,7 @@ func (s *Server) clusterNodes(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, "lease read", err)
 		return
 	}
+	s.readWorked()
 	leader := leadership.LeaderOf(list, s.o.Config.Cluster.NodeTimeout())
 	out := ClusterNodes{Nodes: []NodeEntry{}, LeaderNodeID: strPtr(leader)}
 	for _, n := range list.Nodes {

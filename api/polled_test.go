@@ -75,3 +75,58 @@ func TestPolledEndpointsLogADatabaseAwayWhenItStartsAndEnds(t *testing.T) {
 			polls, polls, n, got)
 	}
 }
+
+func (s *awayStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
+	if s.away.Load() {
+		return nil, errAway
+	}
+	return s.Store.QueueLanes(ctx)
+}
+
+func (s *awayStore) MessageRead(ctx context.Context, id int64) (storage.MessageDetail, error) {
+	if s.away.Load() {
+		return storage.MessageDetail{}, errAway
+	}
+	return s.Store.MessageRead(ctx, id)
+}
+
+// A dashboard polls GET /lanes and GET /messages/{id} as a probe polls
+// /ready: with the database away each request was an ERROR line. Reads are
+// logged when they start failing, once a minute while they fail, and when
+// one works again; each is still answered 503.
+func TestPolledReadsLogADatabaseAwayWhenItStartsAndEnds(t *testing.T) {
+	v := start(t, fileOutbound)
+	store := &awayStore{Store: v.e.Store}
+	store.away.Store(true)
+	var logs enginetest.LogBuffer
+	s := api.New(api.Options{Config: v.e.Config, Store: store, Status: v.e.Status, Log: zerolog.New(&logs)})
+	get := func(path string) int {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("Authorization", "Bearer "+tokens["admin"]) // messages are not a viewer's
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, req)
+		return rec.Code
+	}
+	const polls = 20
+	for range polls {
+		for _, path := range []string{"/lanes", "/messages/1"} {
+			if code := get(path); code != http.StatusServiceUnavailable {
+				t.Fatalf("%s with the database away: %d", path, code)
+			}
+		}
+	}
+	store.away.Store(false)
+	// The store answers again: a lane list, and no message 1 (a 404 is
+	// the store's answer too).
+	if code := get("/lanes"); code != http.StatusOK {
+		t.Fatalf("/lanes with the database back: %d", code)
+	}
+	if code := get("/messages/1"); code != http.StatusNotFound {
+		t.Fatalf("/messages/1 with the database back: %d", code)
+	}
+	got := logs.String()
+	if n := strings.Count(got, `"level":"error"`); n != 1 || strings.Count(got, "again") != 1 {
+		t.Fatalf("%d polls of two reads with the database away logged %d ERROR lines; want one, and one line when reads work again:\n%s",
+			polls, n, got)
+	}
+}

@@ -51,6 +51,9 @@ type Server struct {
 	// balancer, Prometheus): a database away is logged when it starts,
 	// once a minute while it lasts and when it ends, not at every poll.
 	unready, unscraped storage.Outage
+	// unread follows the store reads behind GET /lanes, /messages/{id}
+	// and /cluster/nodes, which dashboards poll.
+	unread storage.Outage
 }
 
 // readyTimeout bounds the store check of /ready.
@@ -302,7 +305,25 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 // storeFailed answers 503 for a store error, without its detail (which may
 // name hosts); the log has it.
 func (s *Server) storeFailed(w http.ResponseWriter, op string, err error) {
-	s.o.Log.Error().Err(err).Str("op", op).Msg("API: store call failed")
+	// Reads are polled (a dashboard's /lanes every few seconds): logged
+	// when they start failing, once a minute, and when one works again
+	// (readWorked), not at every request.
+	if log, n := s.unread.Failed(time.Now()); log {
+		s.o.Log.Error().Err(err).Str("op", op).Int("failures", n).
+			Msg("API: store reads fail, answered 503 (logged when it starts and once a minute while it lasts); is the database reachable?")
+	}
+	s.answerStoreFailed(w, op, err)
+}
+
+// readWorked records a store read that worked, ending an outage of reads.
+func (s *Server) readWorked() {
+	if n := s.unread.Over(); n > 0 {
+		s.o.Log.Info().Int("failures", n).Msg("API: store reads work again")
+	}
+}
+
+// answerStoreFailed answers a store call that failed with a 503.
+func (s *Server) answerStoreFailed(w http.ResponseWriter, op string, err error) {
 	if errors.Is(err, context.DeadlineExceeded) {
 		writeError(w, http.StatusServiceUnavailable, "the store did not answer in time ("+op+")")
 		return
@@ -314,11 +335,13 @@ func (s *Server) storeFailed(w http.ResponseWriter, op string, err error) {
 // leaves unknown: the database may have committed it before the call gave
 // up.
 func (s *Server) storeWriteFailed(w http.ResponseWriter, op string, err error) {
+	// An operator's action: each failure is logged (they are rare, and
+	// each is someone's request that did not happen).
+	s.o.Log.Error().Err(err).Str("op", op).Msg("API: store call failed")
 	if !errors.Is(err, context.DeadlineExceeded) {
-		s.storeFailed(w, op, err)
+		s.answerStoreFailed(w, op, err)
 		return
 	}
-	s.o.Log.Error().Err(err).Str("op", op).Msg("API: store call failed")
 	writeError(w, http.StatusServiceUnavailable, "the store did not answer in time ("+op+"); it may still have been applied")
 }
 
@@ -383,6 +406,7 @@ func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, "queue lanes", err)
 		return
 	}
+	s.readWorked()
 	who := principalOf(r)
 	phi := HasPermission(who.role, MessageRead)
 	out := []Lane{}
@@ -452,6 +476,9 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := storeCtx(r, s.limits.storeRead)
 	defer cancel()
 	d, err := s.o.Store.MessageRead(ctx, id)
+	if err == nil || errors.Is(err, storage.ErrNotFound) {
+		s.readWorked()
+	}
 	if errors.Is(err, storage.ErrNotFound) {
 		writeError(w, http.StatusNotFound, "no message "+strconv.FormatInt(id, 10))
 		return
