@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,6 +166,9 @@ type Manager struct {
 	// listing counts the rescans that failed in a row, so that a database
 	// away is logged when it starts, once a minute and when it ends.
 	listing storage.Outage
+	// unconfigured holds the destinations with unfinished rows that are
+	// not in this graph's config, reported once each (orphans).
+	unconfigured map[string]bool
 }
 
 // restartPause is how long after a lane actor's panic its lane is started
@@ -320,6 +324,7 @@ func (m *Manager) start(ctx actor.Context) {
 	m.parked = map[string]parking{}
 	m.crashed = map[string]string{}
 	m.restarts = map[string]scheduler.CancelFunc{}
+	m.unconfigured = map[string]bool{}
 	for _, o := range m.env.Config.Outbound {
 		s, err := NewSender(o)
 		if err != nil {
@@ -517,6 +522,7 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 	// since it began (see Manager.parked).
 	maps.DeleteFunc(m.parked, func(_ string, p parking) bool { return p.n <= m.scanFrom })
 	answered := time.Now()
+	m.orphans(r.lanes)
 	for _, l := range r.lanes {
 		_, running := m.lanes[l.Lane]
 		switch {
@@ -541,6 +547,37 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 			// that stopped without giving its row back).
 			m.park(l.Lane, dueAt(answered, l, *l.Head.LeaseExpiresAt))
 		}
+	}
+}
+
+// orphans reports, once per destination, the unfinished rows of
+// destinations not in this graph's config (taken out by a reload or a
+// restart with another file): no lane delivers them, and nothing else would
+// say so. Lane names carry lane keys (PHI): only counts are logged.
+func (m *Manager) orphans(ls []storage.LaneSummary) {
+	type count struct{ lanes, rows int64 }
+	var found map[string]*count
+	for _, l := range ls {
+		// m.dests lacks a configured destination whose sender could not
+		// be set up too, which start logged already.
+		if m.unconfigured[l.Destination] || slices.ContainsFunc(m.env.Config.Outbound, func(o config.Outbound) bool { return o.Name == l.Destination }) {
+			continue
+		}
+		if found == nil {
+			found = map[string]*count{}
+		}
+		c := found[l.Destination]
+		if c == nil {
+			c = &count{}
+			found[l.Destination] = c
+		}
+		c.lanes++
+		c.rows += l.Depth
+	}
+	for dest, c := range found {
+		m.unconfigured[dest] = true
+		m.env.Log.Warn().Str("destination", dest).Int64("lanes", c.lanes).Int64("rows", c.rows).
+			Msg("unfinished queue rows of a destination that is not in this node's config: no lane delivers them; put the [[outbound]] back (and reload) to deliver them, or skip each (POST /queue/{id}/skip, GET /lanes lists them)")
 	}
 }
 

@@ -1,9 +1,11 @@
 package lanes
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -312,5 +314,43 @@ func TestFloorMemoryIsBounded(t *testing.T) {
 	}
 	if got := f.take(lane(3 * maxFloors)); got != 3*maxFloors {
 		t.Fatalf("the newest floor: got %d, want %d", got, 3*maxFloors)
+	}
+}
+
+// A destination taken out of the config (a reload, a restart with another
+// file) leaves its unfinished rows in the queue, where no lane delivers
+// them: the manager says so once, naming the destination and how many rows
+// and lanes wait, and what the operator can do. It said nothing: the rows
+// waited silently.
+func TestRowsOfADestinationNotInTheConfigAreReported(t *testing.T) {
+	dest, _ := acceptingEverySend(t)
+	f := newLaneFixture(t, dest.URL, "", 1, func(c *countingStore) {
+		msgs := []storage.NewMessage{}
+		for _, lane := range []string{"gone/P1", "gone/P2", "gone/P2"} {
+			msgs = append(msgs, storage.NewMessage{Inbound: "adt_in", ControlID: "G", Payload: []byte("MSH|^~\\&|A|B|C|D|20261121||ADT^A01|G|P|2.5.1\r"),
+				Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "gone", Lane: lane}}})
+		}
+		if _, err := c.MessageIngest(context.Background(), storage.MessageIngestParams{Messages: msgs}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	waitUntil(t, "the report of the rows of a destination not in the config", 10*time.Second, func() bool {
+		return strings.Contains(f.logs.String(), `"destination":"gone"`)
+	})
+	// More rescans: still one line.
+	rescans := f.inspect(t).rescans
+	if _, err := f.store.ConfigVersionBump(f.ctx, storage.ConfigVersionBumpParams{Name: storage.QueueVersionName}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "another full rescan", 20*time.Second, func() bool { return f.inspect(t).rescans >= rescans+2 })
+	var lines []string
+	for _, line := range strings.Split(f.logs.String(), "\n") {
+		if strings.Contains(line, `"destination":"gone"`) {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], `"level":"warn"`) || !strings.Contains(lines[0], `"rows":3`) ||
+		!strings.Contains(lines[0], `"lanes":2`) || strings.Contains(lines[0], "P1") || strings.Contains(lines[0], "P2") {
+		t.Fatalf("want one WARN naming the destination with rows 3 and lanes 2, and no lane key; got:\n%s", strings.Join(lines, "\n"))
 	}
 }
