@@ -12,6 +12,7 @@ import (
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/storage"
 	"github.com/messagefoundry/mf/storage/postgres"
+	"github.com/messagefoundry/mf/storage/sqlserver"
 )
 
 // loadConfig reads --config, else ./mf.toml, else the built-in default.
@@ -44,15 +45,23 @@ func checkCommand() *cli.Command {
 			}
 			// What mf run refuses when it opens the store, refused here
 			// too; nothing connects.
-			if cfg.Store.Backend == config.BackendPostgres {
-				if err := postgres.CheckURL(cfg.Store.URL); err != nil {
+			warnings := cfg.Warnings()
+			checkURL := map[string]func(string) (string, error){
+				config.BackendPostgres: postgres.CheckURL, config.BackendSQLServer: sqlserver.CheckURL,
+			}[cfg.Store.Backend]
+			if checkURL != nil {
+				w, err := checkURL(cfg.Store.URL)
+				if err != nil {
 					return fmt.Errorf("config: %s: store.url: %w", cfg.Path, err)
+				}
+				if w != "" {
+					warnings = append(warnings, "store.url: "+w)
 				}
 			}
 			fmt.Fprintf(c.App.Writer, "%s: ok (%d inbound, %d outbound, %d routes, store %s)\n",
 				cfg.Path, len(cfg.Inbound), len(cfg.Outbound), len(cfg.Route), cfg.Store.Backend)
 			// What mf run would log at WARN, said before it runs.
-			for _, w := range cfg.Warnings() {
+			for _, w := range warnings {
 				fmt.Fprintf(c.App.Writer, "warning: %s\n", w)
 			}
 			return nil

@@ -152,6 +152,55 @@ func TestCheckRefusesAPoolSizeInTheStoreURL(t *testing.T) {
 	}
 }
 
+// mf check refuses a SQL Server store url that mf run refuses when it opens
+// the store (a setting go-mssqldb cannot parse), and warns of one that lets
+// connections go unencrypted, as mf run does at WARN: it said ok to both.
+func TestCheckSaysWhatRunWouldOfASQLServerURL(t *testing.T) {
+	check := func(u string) (string, error) {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "mf.toml")
+		if err := os.WriteFile(path, []byte("[store]\nbackend = \"sqlserver\"\nurl = \""+u+"\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return runMF(t, "check", "--config", path)
+	}
+	for _, c := range []struct{ url, says string }{
+		{"sqlserver://mf@db.invalid?database=mf&encrypt=maybe", "invalid encrypt 'maybe'"},
+		{"sqlserver://mf@db.invalid?database=mf&connection+timeout=abc", "invalid connection timeout 'abc'"},
+	} {
+		if out, err := check(c.url); err == nil || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), "store.url") {
+			t.Errorf("mf check of %s: error %v, printed %q; want it refused naming store.url and saying %q", c.url, err, out, c.says)
+		}
+	}
+	out, err := check("sqlserver://mf@db.invalid?database=mf&encrypt=disable")
+	if err != nil || !strings.Contains(out, "warning: ") || !strings.Contains(out, "db.invalid") || !strings.Contains(out, "encrypt") {
+		t.Errorf("mf check of a url with encrypt=disable: error %v, printed %q; want ok and a warning naming the host and encrypt", err, out)
+	}
+	if out, err := check("sqlserver://mf@db.invalid?database=mf&encrypt=strict"); err != nil || strings.Contains(out, "warning: ") {
+		t.Errorf("mf check of a url with encrypt=strict: error %v, printed %q; want ok, no warning", err, out)
+	}
+}
+
+// mf check warns of a PostgreSQL store url that lets connections to another
+// host go unencrypted, as mf run does at WARN: it printed no warning.
+func TestCheckWarnsOfAPostgreSQLURLWithoutTLS(t *testing.T) {
+	check := func(u string) (string, error) {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "mf.toml")
+		if err := os.WriteFile(path, []byte("[store]\nbackend = \"postgres\"\nurl = \""+u+"\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return runMF(t, "check", "--config", path)
+	}
+	out, err := check("postgres://mf@db.invalid:5432/mf?sslmode=prefer")
+	if err != nil || !strings.Contains(out, "warning: ") || !strings.Contains(out, "db.invalid") || !strings.Contains(out, "sslmode") {
+		t.Errorf("mf check of a url with sslmode=prefer: error %v, printed %q; want ok and a warning naming the host and sslmode", err, out)
+	}
+	if out, err := check("postgres://mf@db.invalid:5432/mf?sslmode=verify-full"); err != nil || strings.Contains(out, "warning: ") {
+		t.Errorf("mf check of a url with sslmode=verify-full: error %v, printed %q; want ok, no warning", err, out)
+	}
+}
+
 // --log-level takes the four levels the README and its own error name, in
 // any case; zerolog's others are refused: "disabled", "panic" or "fatal"
 // would drop the ERROR lines an operator is told to watch, and "trace"

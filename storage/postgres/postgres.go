@@ -60,11 +60,22 @@ type Store struct {
 
 var _ storage.Store = (*Store)(nil)
 
-// CheckURL refuses a store url that Open would refuse, without connecting:
-// mf check calls it, so that a config it passes does not fail at start.
-func CheckURL(url string) error {
-	_, err := parseURL(url)
-	return err
+// plaintextWarning is what Open logs, and mf check prints, of a store url
+// that lets connections to another host go unencrypted.
+const plaintextWarning = "the store url lets connections to the database go unencrypted, and they carry every message (PHI): set sslmode=verify-full (or require) in [store] url"
+
+// CheckURL refuses a store url that Open would refuse, and returns the
+// warning Open would log of it (or ""), without connecting: mf check calls
+// it, so that a config it passes does not fail at start unannounced.
+func CheckURL(url string) (warning string, err error) {
+	cfg, err := parseURL(url)
+	if err != nil {
+		return "", err
+	}
+	if host, why := plaintextRisk(cfg.ConnConfig); why != "" {
+		return fmt.Sprintf("%s (host %s, sslmode %s)", plaintextWarning, host, why), nil
+	}
+	return "", nil
 }
 
 // parseURL parses a store url as Open uses it.
@@ -93,8 +104,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		cfg.ConnConfig.Password = o.Password
 	}
 	if host, why := plaintextRisk(cfg.ConnConfig); why != "" {
-		o.Log.Warn().Str("host", host).Str("sslmode", why).
-			Msg("the store url lets connections to the database go unencrypted, and they carry every message (PHI): set sslmode=verify-full (or require) in [store] url")
+		o.Log.Warn().Str("host", host).Str("sslmode", why).Msg(plaintextWarning)
 	}
 	if o.IdleInTransactionTimeout > 0 {
 		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(o.IdleInTransactionTimeout.Milliseconds())

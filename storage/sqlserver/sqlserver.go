@@ -103,6 +103,24 @@ type Store struct {
 
 var _ storage.Store = (*Store)(nil)
 
+// plaintextWarning is what Open logs, and mf check prints, of a store url
+// that lets connections to another machine go unencrypted.
+const plaintextWarning = "the store url lets connections to the database go unencrypted, and they carry every message (PHI): set encrypt=strict (or true) in [store] url"
+
+// CheckURL refuses a store url that Open would refuse, and returns the
+// warning Open would log of it (or ""), without connecting: mf check calls
+// it, so that a config it passes does not fail at start unannounced.
+func CheckURL(url string) (warning string, err error) {
+	cfg, err := connectorConfig(Options{URL: url})
+	if err != nil {
+		return "", err
+	}
+	if host, why := plaintextRisk(cfg); why != "" {
+		return fmt.Sprintf("%s (host %s, encrypt %s)", plaintextWarning, host, why), nil
+	}
+	return "", nil
+}
+
 // Open prepares a connection pool. Like the PostgreSQL dialect it does not
 // connect yet, and it does not migrate: call Migrate.
 func Open(_ context.Context, o Options) (*Store, error) {
@@ -111,8 +129,7 @@ func Open(_ context.Context, o Options) (*Store, error) {
 		return nil, err
 	}
 	if host, why := plaintextRisk(cfg); why != "" {
-		o.Log.Warn().Str("host", host).Str("encrypt", why).
-			Msg("the store url lets connections to the database go unencrypted, and they carry every message (PHI): set encrypt=strict (or true) in [store] url")
+		o.Log.Warn().Str("host", host).Str("encrypt", why).Msg(plaintextWarning)
 	}
 	// NewConnectorConfig builds the connector of the same driver that
 	// go-mssqldb registers as "sqlserver" (@name parameters, no "?"
