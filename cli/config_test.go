@@ -140,30 +140,28 @@ func TestCheckRefusesAPoolSizeInTheStoreURL(t *testing.T) {
 		"postgres://mf@db.invalid:5432/mf?pool_max_conns=20",
 		"host=db.invalid user=mf dbname=mf pool_max_conns=20",
 	} {
-		path := filepath.Join(t.TempDir(), "mf.toml")
-		cfg := "[store]\nbackend = \"postgres\"\nurl = \"" + u + "\"\n"
-		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		out, err := runMF(t, "check", "--config", path)
-		if err == nil || !strings.Contains(err.Error(), "pool_max_conns") || !strings.Contains(err.Error(), "pool_size") || !strings.Contains(err.Error(), path) {
+		out, err := checkStoreURL(t, "postgres", u)
+		if err == nil || !strings.Contains(err.Error(), "pool_max_conns") || !strings.Contains(err.Error(), "pool_size") || !strings.Contains(err.Error(), "mf.toml") {
 			t.Errorf("mf check of a url with pool_max_conns (%s): error %v, printed %q; want it refused, naming pool_max_conns, pool_size and the file", u, err, out)
 		}
 	}
+}
+
+// checkStoreURL runs mf check on a config of a store of backend at url.
+func checkStoreURL(t *testing.T, backend, url string) (string, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mf.toml")
+	if err := os.WriteFile(path, []byte("[store]\nbackend = \""+backend+"\"\nurl = \""+url+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return runMF(t, "check", "--config", path)
 }
 
 // mf check refuses a SQL Server store url that mf run refuses when it opens
 // the store (a setting go-mssqldb cannot parse), and warns of one that lets
 // connections go unencrypted, as mf run does at WARN: it said ok to both.
 func TestCheckSaysWhatRunWouldOfASQLServerURL(t *testing.T) {
-	check := func(u string) (string, error) {
-		t.Helper()
-		path := filepath.Join(t.TempDir(), "mf.toml")
-		if err := os.WriteFile(path, []byte("[store]\nbackend = \"sqlserver\"\nurl = \""+u+"\"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return runMF(t, "check", "--config", path)
-	}
+	check := func(u string) (string, error) { t.Helper(); return checkStoreURL(t, "sqlserver", u) }
 	for _, c := range []struct{ url, says string }{
 		{"sqlserver://mf@db.invalid?database=mf&encrypt=maybe", "invalid encrypt 'maybe'"},
 		{"sqlserver://mf@db.invalid?database=mf&connection+timeout=abc", "invalid connection timeout 'abc'"},
@@ -184,14 +182,7 @@ func TestCheckSaysWhatRunWouldOfASQLServerURL(t *testing.T) {
 // mf check warns of a PostgreSQL store url that lets connections to another
 // host go unencrypted, as mf run does at WARN: it printed no warning.
 func TestCheckWarnsOfAPostgreSQLURLWithoutTLS(t *testing.T) {
-	check := func(u string) (string, error) {
-		t.Helper()
-		path := filepath.Join(t.TempDir(), "mf.toml")
-		if err := os.WriteFile(path, []byte("[store]\nbackend = \"postgres\"\nurl = \""+u+"\"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return runMF(t, "check", "--config", path)
-	}
+	check := func(u string) (string, error) { t.Helper(); return checkStoreURL(t, "postgres", u) }
 	out, err := check("postgres://mf@db.invalid:5432/mf?sslmode=prefer")
 	if err != nil || !strings.Contains(out, "warning: ") || !strings.Contains(out, "db.invalid") || !strings.Contains(out, "sslmode") {
 		t.Errorf("mf check of a url with sslmode=prefer: error %v, printed %q; want ok and a warning naming the host and sslmode", err, out)
