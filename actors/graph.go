@@ -33,6 +33,12 @@ type graphSpec struct {
 // panics there, as a bug in starting the graph would.
 var graphStarted func()
 
+// spawnGraph spawns the graph under root; a test makes it fail, as only a
+// bug could (a name still taken).
+var spawnGraph = func(ctx actor.Context, props *actor.Props, name string) (*actor.PID, error) {
+	return ctx.SpawnNamed(props, name)
+}
+
 // graph is the supervisor of everything that runs only on the leader. Its
 // children are restarted with exponential backoff when they crash; when the
 // graph stops, all of them stop first (listeners close their ports).

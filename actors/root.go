@@ -354,10 +354,17 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 	spec.onFenced = func(op string, err error) {
 		system.Root.Send(self, fenced{spec: spec, op: op, err: err})
 	}
-	pid, err := ctx.SpawnNamed(newGraph(spec), fmt.Sprintf("graph-%d", f.Term))
+	pid, err := spawnGraph(ctx, newGraph(spec), fmt.Sprintf("graph-%d", f.Term))
 	if err != nil {
+		// Only a bug gets here. Leading on with no graph would hold the
+		// lease with nothing listening or delivering, and no standby could
+		// take over: give the lease up and stop, as after a graph that
+		// panicked too often.
 		cancel()
-		r.opts.Log.Error().Err(err).Msg("cannot start the graph")
+		r.opts.Log.Error().Err(err).Int64("term", f.Term).Msg("cannot start the graph (a bug: report it with this line): no listener or lane runs on this node; giving up the lease and stopping the node, so that a standby takes over and its service manager starts it again")
+		r.stopping = true
+		r.stopLeadership(ctx)
+		r.fail(fmt.Errorf("the graph of term %d could not be started (a bug: see the ERROR line logged before): %w", f.Term, err))
 		return
 	}
 	r.graph, r.spec, r.cancel = pid, spec, cancel

@@ -2,11 +2,13 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/actors/enginetest/logbuf"
@@ -21,33 +23,7 @@ import (
 func TestAGraphThatPanicsTooOftenStopsTheEngine(t *testing.T) {
 	graphStarted = func() { panic("injected: a bug in starting the graph") }
 	t.Cleanup(func() { graphStarted = nil })
-	cfg, err := config.Parse([]byte(""), "test.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	logs := &logbuf.Buffer{}
-	eng, err := Start(Options{Config: cfg, Store: st, Log: zerolog.New(logs), NodeID: "n1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := eng.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-	}()
+	eng, logs := startSingleNode(t)
 	select {
 	case err := <-eng.Failed():
 		if !strings.Contains(err.Error(), "graph") {
@@ -62,4 +38,66 @@ func TestAGraphThatPanicsTooOftenStopsTheEngine(t *testing.T) {
 	if !strings.Contains(logs.String(), `"level":"error","term":0,"message":"the graph panicked too often`) {
 		t.Fatalf("no ERROR saying that the graph was stopped:\n%s", logs.String())
 	}
+}
+
+// A graph that cannot be spawned (only a bug can cause it) left the node
+// leader with no listener and no lane, holding the lease so that no standby
+// could take over, after one ERROR line. It now gives up the lease and stops
+// the node (Engine.Failed), as a graph that panicked too often does.
+func TestAGraphThatCannotBeStartedStopsTheEngine(t *testing.T) {
+	spawnGraph = func(actor.Context, *actor.Props, string) (*actor.PID, error) {
+		return nil, errors.New("injected: the name is taken")
+	}
+	t.Cleanup(func() {
+		spawnGraph = func(ctx actor.Context, props *actor.Props, name string) (*actor.PID, error) {
+			return ctx.SpawnNamed(props, name)
+		}
+	})
+	eng, logs := startSingleNode(t)
+	select {
+	case err := <-eng.Failed():
+		if !strings.Contains(err.Error(), "graph") {
+			t.Fatalf("the engine failed with %v; want an error naming the graph", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the engine did not report that its graph could not start within 10s (status %+v):\n%s", eng.Status(), logs.String())
+	}
+	if s := eng.Status(); s.Leader {
+		t.Fatalf("status after the graph could not start: %+v; want not leader", s)
+	}
+}
+
+// startSingleNode starts an engine of the built-in single-node kind on a
+// fresh SQLite store, stopped when the test ends (its logs shown if the test
+// failed).
+func startSingleNode(t *testing.T) (*Engine, *logbuf.Buffer) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(""), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	logs := &logbuf.Buffer{}
+	eng, err := Start(Options{Config: cfg, Store: st, Log: zerolog.New(logs), NodeID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := eng.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	return eng, logs
 }
