@@ -24,17 +24,7 @@ func TestAGraphThatPanicsTooOftenStopsTheEngine(t *testing.T) {
 	graphStarted = func() { panic("injected: a bug in starting the graph") }
 	t.Cleanup(func() { graphStarted = nil })
 	eng, logs := startSingleNode(t)
-	select {
-	case err := <-eng.Failed():
-		if !strings.Contains(err.Error(), "graph") {
-			t.Fatalf("the engine failed with %v; want an error naming the graph", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the engine did not report that its graph was stopped within 10s (status %+v)", eng.Status())
-	}
-	if s := eng.Status(); s.Leader {
-		t.Fatalf("status after the graph was stopped: %+v; want not leader", s)
-	}
+	wantFailedOverItsGraph(t, eng, logs)
 	if !strings.Contains(logs.String(), `"level":"error","term":0,"message":"the graph panicked too often`) {
 		t.Fatalf("no ERROR saying that the graph was stopped:\n%s", logs.String())
 	}
@@ -45,25 +35,29 @@ func TestAGraphThatPanicsTooOftenStopsTheEngine(t *testing.T) {
 // could take over, after one ERROR line. It now gives up the lease and stops
 // the node (Engine.Failed), as a graph that panicked too often does.
 func TestAGraphThatCannotBeStartedStopsTheEngine(t *testing.T) {
+	spawn := spawnGraph
 	spawnGraph = func(actor.Context, *actor.Props, string) (*actor.PID, error) {
 		return nil, errors.New("injected: the name is taken")
 	}
-	t.Cleanup(func() {
-		spawnGraph = func(ctx actor.Context, props *actor.Props, name string) (*actor.PID, error) {
-			return ctx.SpawnNamed(props, name)
-		}
-	})
+	t.Cleanup(func() { spawnGraph = spawn })
 	eng, logs := startSingleNode(t)
+	wantFailedOverItsGraph(t, eng, logs)
+}
+
+// wantFailedOverItsGraph waits for eng to report (Engine.Failed) that it
+// stopped over its graph, and checks that it no longer leads.
+func wantFailedOverItsGraph(t *testing.T, eng *Engine, logs *logbuf.Buffer) {
+	t.Helper()
 	select {
 	case err := <-eng.Failed():
 		if !strings.Contains(err.Error(), "graph") {
 			t.Fatalf("the engine failed with %v; want an error naming the graph", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatalf("the engine did not report that its graph could not start within 10s (status %+v):\n%s", eng.Status(), logs.String())
+		t.Fatalf("the engine did not report within 10s that it stopped over its graph (status %+v):\n%s", eng.Status(), logs.String())
 	}
 	if s := eng.Status(); s.Leader {
-		t.Fatalf("status after the graph could not start: %+v; want not leader", s)
+		t.Fatalf("status after the engine stopped over its graph: %+v; want not leader", s)
 	}
 }
 
