@@ -93,9 +93,17 @@ func (f *FilePoller) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		for _, dir := range []string{f.cfg.Directory, f.cfg.ArchiveDirectory} {
+			if _, err := os.Stat(dir); err == nil {
+				continue
+			}
 			if err := os.MkdirAll(dir, 0o750); err != nil {
 				f.log.Error().Err(err).Str("directory", dir).Msg("cannot create the file inbound's directory; polling anyway")
+				continue
 			}
+			// Right on a fresh install; on a share that is not mounted,
+			// a local directory that stays empty (or keeps the archive
+			// where nobody looks): the operator must hear of it.
+			f.log.Warn().Str("directory", dir).Msg("the file inbound's directory was not there and was made (mode 0750); if it should be on a share, the share is not mounted: mount it (the poller reads whatever is at the path)")
 		}
 		f.timer = scheduler.NewTimerScheduler(ctx).SendRepeatedly(0, f.cfg.PollInterval(), ctx.Self(), poll{})
 	case poll:

@@ -344,3 +344,18 @@ func TestRejectedMessagesOfAnInboundFileAreLogged(t *testing.T) {
 		t.Fatalf("the logs carry the rejected message's patient id:\n%s", e.Logs.String())
 	}
 }
+
+// A file inbound whose directory is not there makes it, as a fresh install
+// expects; but a directory meant to be a share that is not mounted is made
+// on the local disk, and polled empty for as long as the share stays away.
+// The poller says so when it makes a directory, naming it: it made it
+// silently.
+func TestAFileInboundSaysWhenItMakesItsDirectory(t *testing.T) {
+	e, in := startFileInbound(t, "")
+	archive := filepath.Join(in, "archive")
+	for _, dir := range []string{in, archive} {
+		if logLines(e, `"level":"warn"`, `"directory":"`+dir+`"`, "made") != 1 {
+			t.Errorf("no WARN saying that %s was made:\n%s", dir, e.Logs.String())
+		}
+	}
+}
