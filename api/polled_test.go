@@ -45,18 +45,7 @@ func (s *awayStore) QueueStats(ctx context.Context) ([]storage.QueueStat, error)
 // logged when it starts failing, once a minute while it fails, and when it
 // works again.
 func TestPolledEndpointsLogADatabaseAwayWhenItStartsAndEnds(t *testing.T) {
-	v := start(t, fileOutbound)
-	store := &awayStore{Store: v.e.Store}
-	store.away.Store(true)
-	var logs enginetest.LogBuffer
-	s := api.New(api.Options{Config: v.e.Config, Store: store, Status: v.e.Status, Log: zerolog.New(&logs)})
-	get := func(path string) int {
-		req := httptest.NewRequest(http.MethodGet, path, nil)
-		req.Header.Set("Authorization", "Bearer "+tokens["viewer"])
-		rec := httptest.NewRecorder()
-		s.Handler().ServeHTTP(rec, req)
-		return rec.Code
-	}
+	store, logs, get := serveWithTheDatabaseAway(t, "viewer")
 	const polls = 20
 	for range polls {
 		if code := get("/ready"); code != http.StatusServiceUnavailable {
@@ -95,18 +84,7 @@ func (s *awayStore) MessageRead(ctx context.Context, id int64) (storage.MessageD
 // logged when they start failing, once a minute while they fail, and when
 // one works again; each is still answered 503.
 func TestPolledReadsLogADatabaseAwayWhenItStartsAndEnds(t *testing.T) {
-	v := start(t, fileOutbound)
-	store := &awayStore{Store: v.e.Store}
-	store.away.Store(true)
-	var logs enginetest.LogBuffer
-	s := api.New(api.Options{Config: v.e.Config, Store: store, Status: v.e.Status, Log: zerolog.New(&logs)})
-	get := func(path string) int {
-		req := httptest.NewRequest(http.MethodGet, path, nil)
-		req.Header.Set("Authorization", "Bearer "+tokens["admin"]) // messages are not a viewer's
-		rec := httptest.NewRecorder()
-		s.Handler().ServeHTTP(rec, req)
-		return rec.Code
-	}
+	store, logs, get := serveWithTheDatabaseAway(t, "admin") // messages are not a viewer's
 	const polls = 20
 	for range polls {
 		for _, path := range []string{"/lanes", "/messages/1"} {
@@ -128,5 +106,22 @@ func TestPolledReadsLogADatabaseAwayWhenItStartsAndEnds(t *testing.T) {
 	if n := strings.Count(got, `"level":"error"`); n != 1 || strings.Count(got, "again") != 1 {
 		t.Fatalf("%d polls of two reads with the database away logged %d ERROR lines; want one, and one line when reads work again:\n%s",
 			polls, n, got)
+	}
+}
+
+// serveWithTheDatabaseAway serves the API of an engine whose store is away
+// (until the test sets store.away false), logging into logs; get answers a
+// GET of path with the token of role.
+func serveWithTheDatabaseAway(t *testing.T, role string) (store *awayStore, logs *enginetest.LogBuffer, get func(path string) int) {
+	v := start(t, fileOutbound)
+	store, logs = &awayStore{Store: v.e.Store}, &enginetest.LogBuffer{}
+	store.away.Store(true)
+	s := api.New(api.Options{Config: v.e.Config, Store: store, Status: v.e.Status, Log: zerolog.New(logs)})
+	return store, logs, func(path string) int {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("Authorization", "Bearer "+tokens[role])
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, req)
+		return rec.Code
 	}
 }

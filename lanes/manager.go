@@ -558,9 +558,11 @@ func (m *Manager) orphans(ls []storage.LaneSummary) {
 	type count struct{ lanes, rows int64 }
 	var found map[string]*count
 	for _, l := range ls {
-		// m.dests lacks a configured destination whose sender could not
-		// be set up too, which start logged already.
-		if m.unconfigured[l.Destination] || slices.ContainsFunc(m.env.Config.Outbound, func(o config.Outbound) bool { return o.Name == l.Destination }) {
+		// m.dests (the usual case, a map lookup) lacks a configured
+		// destination whose sender could not be set up, which start
+		// logged already: the config is looked at only then.
+		if _, running := m.dests[l.Destination]; running || m.unconfigured[l.Destination] ||
+			slices.ContainsFunc(m.env.Config.Outbound, func(o config.Outbound) bool { return o.Name == l.Destination }) {
 			continue
 		}
 		if found == nil {
