@@ -150,6 +150,11 @@ type Inbound struct {
 	// ArchiveDirectory receives each file once ingested (default
 	// Directory/archive).
 	ArchiveDirectory string `toml:"archive_directory"`
+	// CreateDirectory lets a file inbound create Directory and
+	// ArchiveDirectory at start when they are not there (default true).
+	// False suits a share: one not mounted is then reported, not replaced
+	// by a local directory polled empty.
+	CreateDirectory bool `toml:"create_directory"`
 	// PollIntervalSeconds is the file inbound's poll period (default 1).
 	PollIntervalSeconds float64 `toml:"poll_interval_seconds"`
 	// SettleSeconds: the file inbound reads a file only once its

@@ -76,6 +76,27 @@ func TestFileOutboundCreatesItsDirectoryUnlessToldNot(t *testing.T) {
 	}
 }
 
+func TestFileInboundCreatesItsDirectoriesUnlessToldNot(t *testing.T) {
+	const file = "\n[[inbound]]\nname = \"drop\"\ntype = \"file\"\ndirectory = \"in\"\n"
+	for _, tc := range []struct {
+		toml string
+		want bool
+	}{{"", true}, {"create_directory = true\n", true}, {"create_directory = false\n", false}} {
+		c, err := config.Parse([]byte(minimal+file+tc.toml), "mf.toml")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.toml, err)
+		}
+		if got := c.Inbound[1].CreateDirectory; got != tc.want {
+			t.Errorf("%q: create_directory %v, want %v", tc.toml, got, tc.want)
+		}
+	}
+	// An MLLP inbound has no directory to create.
+	if _, err := config.Parse([]byte(strings.Replace(minimal, "type = \"mllp\"", "type = \"mllp\"\ncreate_directory = false", 1)), "mf.toml"); err == nil ||
+		!strings.Contains(err.Error(), "create_directory") {
+		t.Errorf("create_directory on an mllp inbound: error %v, want one naming the key", err)
+	}
+}
+
 func TestBuiltInDefaultIsValid(t *testing.T) {
 	c, err := config.Default()
 	if err != nil {

@@ -83,7 +83,7 @@ var (
 	}
 	inboundKeys = map[string][]string{
 		InboundMLLP: {"listen", "tls_cert", "tls_key", "client_ca", "allow_plaintext", "max_connections", "idle_timeout_seconds", "read_timeout_seconds"},
-		InboundFile: {"directory", "archive_directory", "poll_interval_seconds", "settle_seconds", "max_file_bytes"},
+		InboundFile: {"directory", "archive_directory", "create_directory", "poll_interval_seconds", "settle_seconds", "max_file_bytes"},
 	}
 	outboundKeys = map[string][]string{
 		OutboundMLLP: {"address", "tls", "tls_ca", "tls_cert", "tls_key", "server_name", "connections"},
@@ -191,6 +191,7 @@ func (c *Config) applyDefaults(written map[string]bool) {
 		defUnwritten(written, key+"poll_interval_seconds", &in.PollIntervalSeconds, 1)
 		defUnwritten(written, key+"max_file_bytes", &in.MaxFileBytes, 64<<20)
 		defUnwritten(written, key+"settle_seconds", &in.SettleSeconds, DefaultSettleSeconds)
+		defUnwritten(written, key+"create_directory", &in.CreateDirectory, true)
 		if in.Type == InboundFile && in.Directory != "" {
 			def(&in.ArchiveDirectory, in.Directory+string(os.PathSeparator)+"archive")
 		}

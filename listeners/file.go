@@ -96,6 +96,11 @@ func (f *FilePoller) Receive(ctx actor.Context) {
 			if _, err := os.Stat(dir); err == nil {
 				continue
 			}
+			if !f.cfg.CreateDirectory {
+				f.log.Error().Str("directory", dir).Msg("the file inbound's directory is not there and create_directory = false, so it is not made: " +
+					"mount its share (or make it); the poller reads nothing from it, and archives nothing into it, until it is there")
+				continue
+			}
 			if err := os.MkdirAll(dir, 0o750); err != nil {
 				f.log.Error().Err(err).Str("directory", dir).Msg("cannot create the file inbound's directory; polling anyway")
 				continue

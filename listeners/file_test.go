@@ -359,3 +359,29 @@ func TestAFileInboundSaysWhenItMakesItsDirectory(t *testing.T) {
 		}
 	}
 }
+
+// A directory on a share must not be made on the local disk when the share
+// is not mounted: with create_directory = false the poller makes neither
+// directory, says so, and reads the files once the directory is there.
+func TestAFileInboundToldNotToCreateItsDirectoriesDoesNot(t *testing.T) {
+	e := enginetest.Start(t, strings.Replace(fileInbound, "{{extra}}", "create_directory = false", 1))
+	in := filepath.Join(e.Dir, "in")
+	enginetest.WaitFor(t, "the ERROR naming the missing directory", 5*time.Second, func() bool {
+		return logLines(e, `"level":"error"`, `"directory":"`+in+`"`, "create_directory") == 1
+	})
+	if _, err := os.Stat(in); !os.IsNotExist(err) {
+		t.Fatalf("the inbound directory was made (stat: %v)", err)
+	}
+	// The share comes up: its files are read and archived where it keeps them.
+	if err := os.MkdirAll(filepath.Join(in, "archive"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	drop(t, in, "a.hl7", adt("CTL1", "P1"))
+	enginetest.WaitFor(t, "the file archived", 10*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(in, "archive", "a.hl7"))
+		return err == nil
+	})
+	if got := storedIDs(t, e); got != "CTL1" {
+		t.Errorf("stored %q, want CTL1", got)
+	}
+}
