@@ -31,6 +31,11 @@ type ClusterNodes struct {
 	// may process, and until when (epoch seconds on the database clock).
 	LeaseOwner     *string  `json:"lease_owner"`
 	LeaseExpiresAt *float64 `json:"lease_expires_at"`
+	// DBNow is the database's clock when the nodes were read (epoch
+	// seconds), after the reference's fields: what a client counts ages
+	// and the lease's time left from, since its own clock may be off
+	// (null for a single node, whose answer has no times).
+	DBNow *float64 `json:"db_now"`
 }
 
 // NodeEntry is one node of ClusterNodes. Times are epoch seconds. IsLeader
@@ -109,7 +114,7 @@ func (s *Server) clusterNodes(w http.ResponseWriter, r *http.Request) {
 	}
 	s.readWorked()
 	leader := leadership.LeaderOf(list, s.o.Config.Cluster.NodeTimeout())
-	out := ClusterNodes{Nodes: []NodeEntry{}, LeaderNodeID: strPtr(leader)}
+	out := ClusterNodes{Nodes: []NodeEntry{}, LeaderNodeID: strPtr(leader), DBNow: epoch(list.DBNow)}
 	for _, n := range list.Nodes {
 		// The derived leader, not the row's flag: a crashed leader's row
 		// keeps its flag for good, and during a failover two rows carry it.

@@ -70,3 +70,37 @@ func TestClusterNodesArrayShowsOnlyTheLiveLeader(t *testing.T) {
 		t.Fatalf("entries with is_leader: %v; want only node-b (node-a crashed 10 minutes ago with its flag set)", leaders)
 	}
 }
+
+// /cluster/nodes carries the database's clock at the read (db_now), so that
+// a client can tell how long ago a node was seen and how long the lease has
+// left without its own clock: every other time in the answer is the
+// database's. Here the database's clock is an hour behind this process's;
+// there was no db_now, and mf nodes counted from its own clock.
+func TestClusterNodesCarriesTheDatabaseClock(t *testing.T) {
+	v := start(t, fileOutbound)
+	db := time.Now().Add(-time.Hour).Truncate(time.Microsecond)
+	st := membershipStore{Store: v.e.Store,
+		list: storage.NodeList{DBNow: db, Nodes: []storage.Node{
+			{NodeID: "node-a", Host: "a", PID: 1, Status: storage.NodeActive, StartedAt: db.Add(-time.Minute), LastSeen: db.Add(-time.Second), IsLeader: true},
+		}},
+		lease: storage.Lease{Owner: "node-a", Term: 1, ExpiresAt: db.Add(20 * time.Second), DBNow: db},
+	}
+	clustered := func() actors.Status { s := v.e.Status(); s.Clustered = true; return s }
+	srv := httptest.NewServer(api.New(api.Options{Config: v.e.Config, Store: st, Status: clustered, Log: zerolog.Nop()}).Handler())
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest("GET", srv.URL+"/cluster/nodes", nil)
+	req.Header.Set("Authorization", "Bearer "+tokens["viewer"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /cluster/nodes: %d %v", resp.StatusCode, err)
+	}
+	want := float64(db.UnixMicro()) / 1e6
+	if now, ok := got["db_now"].(float64); !ok || now != want {
+		t.Fatalf("db_now %v, want %f (the database's clock at the read); answer %v", got["db_now"], want, got)
+	}
+}

@@ -144,7 +144,13 @@ func nodesCommand() *cli.Command {
 			if err := json.Unmarshal(body, &n); err != nil {
 				return err
 			}
+			// The times are the database's: counted from its clock, not
+			// this machine's, which may be minutes off (an older server
+			// sends no db_now).
 			now := time.Now()
+			if n.DBNow != nil {
+				now = time.UnixMicro(int64(*n.DBNow * 1e6))
+			}
 			ago := func(t *float64) string {
 				if t == nil {
 					return "-"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -608,11 +609,25 @@ func (l *laneActor) abandoned(log zerolog.Logger, sendErr error) {
 func Backoff(n int64, base, max time.Duration) time.Duration {
 	d := base
 	for i := int64(1); i < n && d < max; i++ {
-		d *= 2
+		d = doubled(d)
 	}
 	if d > max {
 		d = max
 	}
-	jitter := 0.8 + 0.4*rand.Float64()
-	return time.Duration(float64(d) * jitter)
+	// In float: 1.2 times a cap near the longest time.Duration is out of
+	// its range, and the conversion would come out negative (due at once).
+	j := float64(d) * (0.8 + 0.4*rand.Float64())
+	if j >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(j)
+}
+
+// doubled is 2d, or the longest time.Duration where 2d is longer: a cap of
+// retry_max_seconds past half of it (about 146 years) is allowed.
+func doubled(d time.Duration) time.Duration {
+	if d > math.MaxInt64/2 {
+		return math.MaxInt64
+	}
+	return 2 * d
 }

@@ -504,7 +504,7 @@ func (b *dialBackoff) failed(err error) time.Duration {
 	b.failures++
 	d := b.base
 	for i := 1; i < b.failures && d < b.max; i++ {
-		d *= 2 // d < max: cannot overflow
+		d = doubled(d) // d < max, but 2d may pass the longest Duration
 	}
 	d = b.jitter(min(d, b.max))
 	b.next, b.lastErr = b.now().Add(d), err

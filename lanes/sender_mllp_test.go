@@ -1182,3 +1182,39 @@ func TestMLLPSenderWaitingOutTheDialBackoffWritesNothing(t *testing.T) {
 		t.Fatalf("a send while the dial backs off: %v (RetryAfter %v); want errNotWritten, due when the next dial is", err, de.RetryAfter)
 	}
 }
+
+// The backoffs of an outbound whose retry_base_seconds and
+// retry_max_seconds are as long as the config takes (the engine's longest
+// time, about 292 years) stay positive and within their cap: doubling a
+// wait over half the longest time wrapped it negative, and the lane's
+// jitter (up to 1.2 times the cap) came out of range as a negative
+// time.Duration. A negative retry is due at once, again and again, and
+// the dial's jitter panicked on one (rand.N of a negative number).
+func TestBackoffsOfTheLongestDurationsDoNotOverflow(t *testing.T) {
+	t.Parallel()
+	longest := time.Duration(9_223_372_036) * time.Second // retry_max_seconds at its largest
+	for _, base := range []time.Duration{time.Second, 5_000_000_000 * time.Second, longest} {
+		for n := int64(1); n <= 70; n++ {
+			for range 20 {
+				if d := Backoff(n, base, longest); d <= 0 {
+					t.Fatalf("Backoff(%d, %v, %v) = %v, want a positive wait", n, base, longest, d)
+				}
+			}
+		}
+		b := newDialBackoff(base, longest)
+		for i := 1; i <= 70; i++ {
+			var d time.Duration
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("dial backoff from %v, failure %d: panic %v", base, i, r)
+					}
+				}()
+				d = b.failed(nil)
+			}()
+			if d <= 0 || d > longest {
+				t.Fatalf("dial backoff from %v, failure %d: wait %v out of (0, %v]", base, i, d, longest)
+			}
+		}
+	}
+}

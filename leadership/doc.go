@@ -114,6 +114,29 @@
 // server's TCP keepalive gives up) or, for a stopped process whose kernel
 // still answers keepalives, until it resumes or dies.
 //
+// # Clocks
+//
+// A node's wall clock decides none of this: leases, row leases, retry due
+// times and heartbeats are stamped and compared by the database, on its clock,
+// and Go passes it durations only; the trust window and every local timer
+// run on the monotonic clock, which an NTP step does not move.
+//
+// The database server's clock does matter, since the argument above takes
+// it to run at the rate of real time. A step forward by X shortens every
+// live lease by X: a standby can be elected while the old leader still
+// trusts its window (its next renewal, or its next write, finds the newer
+// term: each lane may send the row in hand once more, a duplicate), and a
+// delivery's row lease can run out under it. A step back by X lengthens
+// them by X: a crashed leader is replaced, and a retry or a stranded row
+// comes due, X later (POST /queue/{id}/retry makes a row due at once). So
+// the database server's clock should be slewed, never stepped. A single
+// node's database (SQLite) uses the node's own clock the same way.
+//
+// The monotonic clock (Linux CLOCK_MONOTONIC) does not count time the
+// machine spends suspended, and a hypervisor may hide a VM's pause from it
+// too: such a leader resumes with its window still open, and until its
+// renewal or a write finds the newer term each lane may send once, as above.
+//
 // # Membership and config
 //
 // With each attempt the elector writes its heartbeat to mf_nodes (best

@@ -10,7 +10,8 @@ import (
 // as leader without a newer renewal. The elector moves it; lanes read it
 // right before each send, so that a process resumed after a pause longer
 // than the window (SIGSTOP, a long GC or VM stall) sends nothing to a
-// destination before the elector has fenced it. Database writes are fenced
+// destination before the elector has fenced it; a pause the monotonic
+// clock did not count (a suspend) is not seen (doc.go, Clocks). Database writes are fenced
 // in the store anyway; the trust check covers the side effects the store
 // cannot see.
 type Trust struct {
