@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/messagefoundry/mf/leadership"
@@ -31,12 +32,13 @@ type ClusterNodes struct {
 	// may process, and until when (epoch seconds on the database clock).
 	LeaseOwner     *string  `json:"lease_owner"`
 	LeaseExpiresAt *float64 `json:"lease_expires_at"`
-	// DBNow is the database's clock when the nodes were read (epoch
-	// seconds), after the reference's fields: what a client counts ages
-	// and the lease's time left from, since its own clock may be off
-	// (null for a single node, whose answer has no times).
-	DBNow *float64 `json:"db_now"`
 }
+
+// DBNowHeader is the header of a clustered node's /cluster/nodes answer
+// that holds the database's clock when the nodes were read (epoch seconds):
+// what a client counts ages and the lease's time left from, since its own
+// clock may be off. A header, so that the body keeps reference 000's shape.
+const DBNowHeader = "MF-DB-Now"
 
 // NodeEntry is one node of ClusterNodes. Times are epoch seconds. IsLeader
 // is true for the node LeaderNodeID names and no other (reference 000: the
@@ -114,7 +116,7 @@ func (s *Server) clusterNodes(w http.ResponseWriter, r *http.Request) {
 	}
 	s.readWorked()
 	leader := leadership.LeaderOf(list, s.o.Config.Cluster.NodeTimeout())
-	out := ClusterNodes{Nodes: []NodeEntry{}, LeaderNodeID: strPtr(leader), DBNow: epoch(list.DBNow)}
+	out := ClusterNodes{Nodes: []NodeEntry{}, LeaderNodeID: strPtr(leader)}
 	for _, n := range list.Nodes {
 		// The derived leader, not the row's flag: a crashed leader's row
 		// keeps its flag for good, and during a failover two rows carry it.
@@ -125,6 +127,9 @@ func (s *Server) clusterNodes(w http.ResponseWriter, r *http.Request) {
 	}
 	if lease.Term > 0 { // never elected: no owner, no expiry
 		out.LeaseOwner, out.LeaseExpiresAt = strPtr(lease.Owner), epoch(lease.ExpiresAt)
+	}
+	if now := epoch(list.DBNow); now != nil {
+		w.Header().Set(DBNowHeader, strconv.FormatFloat(*now, 'f', 6, 64))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	neturl "net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,17 +34,18 @@ func apiFlags() []cli.Flag {
 	}
 }
 
-// getAPI fetches path from the node's API with the token of MF_API_TOKEN.
-func getAPI(c *cli.Context, path string) ([]byte, error) {
+// getAPI fetches path from the node's API with the token of MF_API_TOKEN,
+// and returns the answer's body and headers.
+func getAPI(c *cli.Context, path string) ([]byte, http.Header, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	if ca := c.String("tls-ca"); ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-ca %s holds no PEM certificate", ca)
+			return nil, nil, fmt.Errorf("--tls-ca %s holds no PEM certificate", ca)
 		}
 		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	}
@@ -55,30 +57,30 @@ func getAPI(c *cli.Context, path string) ([]byte, error) {
 		if !strings.Contains(base, ":/") {
 			hint = fmt.Sprintf(" (http://%s, or https:// with TLS)", base)
 		}
-		return nil, fmt.Errorf("--api %q: want the API's base URL, http://HOST:PORT or https://HOST:PORT%s", base, hint)
+		return nil, nil, fmt.Errorf("--api %q: want the API's base URL, http://HOST:PORT or https://HOST:PORT%s", base, hint)
 	}
 	url := base + path
 	req, err := http.NewRequestWithContext(c.Context, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// A token kept in a file often ends in a newline (MF_API_TOKEN=$(cat
 	// f) keeps none, an env file or a secret mount may): net/http refuses
 	// it in a header with an error that does not say where it came from.
 	if tok := strings.TrimSpace(os.Getenv(TokenEnv)); tok != "" {
 		if strings.ContainsFunc(tok, unicode.IsControl) {
-			return nil, fmt.Errorf("%s holds a control character (a line break inside the token?): it cannot go in a header", TokenEnv)
+			return nil, nil, fmt.Errorf("%s holds a control character (a line break inside the token?): it cannot go in a header", TokenEnv)
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", url, err)
+		return nil, nil, fmt.Errorf("GET %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct{ Error string }
@@ -87,9 +89,9 @@ func getAPI(c *cli.Context, path string) ([]byte, error) {
 		if resp.StatusCode == http.StatusUnauthorized {
 			hint = " (set " + TokenEnv + " to a token of role viewer or above; mf token new makes one)"
 		}
-		return nil, fmt.Errorf("GET %s: %s: %s%s", url, resp.Status, e.Error, hint)
+		return nil, nil, fmt.Errorf("GET %s: %s: %s%s", url, resp.Status, e.Error, hint)
 	}
-	return body, nil
+	return body, resp.Header, nil
 }
 
 func printJSON(w io.Writer, body []byte) error {
@@ -108,7 +110,7 @@ func statusCommand() *cli.Command {
 		Usage: "show a node's role (GET /cluster/status)",
 		Flags: apiFlags(),
 		Action: func(c *cli.Context) error {
-			body, err := getAPI(c, "/cluster/status")
+			body, _, err := getAPI(c, "/cluster/status")
 			if err != nil {
 				return err
 			}
@@ -133,7 +135,7 @@ func nodesCommand() *cli.Command {
 		Usage: "list the cluster's nodes and its leader (GET /cluster/nodes)",
 		Flags: apiFlags(),
 		Action: func(c *cli.Context) error {
-			body, err := getAPI(c, "/cluster/nodes")
+			body, header, err := getAPI(c, "/cluster/nodes")
 			if err != nil {
 				return err
 			}
@@ -146,10 +148,10 @@ func nodesCommand() *cli.Command {
 			}
 			// The times are the database's: counted from its clock, not
 			// this machine's, which may be minutes off (an older server
-			// sends no db_now).
+			// sends no such header).
 			now := time.Now()
-			if n.DBNow != nil {
-				now = time.UnixMicro(int64(*n.DBNow * 1e6))
+			if db, err := strconv.ParseFloat(header.Get(api.DBNowHeader), 64); err == nil {
+				now = time.UnixMicro(int64(db * 1e6))
 			}
 			ago := func(t *float64) string {
 				if t == nil {

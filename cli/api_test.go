@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/messagefoundry/mf/api"
 )
 
 // A token in MF_API_TOKEN with a trailing newline (as an env file or a
@@ -89,7 +91,7 @@ func TestNodesSaysWhatTheLeaseIs(t *testing.T) {
 }
 
 // mf nodes counts a node's last beat, its start and the lease's expiry on
-// the database's clock, which stamped them (db_now in the answer), not on
+// the database's clock, which stamped them (api.DBNowHeader), not on
 // the clock of the machine it runs on: with that clock an hour off from
 // the database's, a node seen 2 s ago showed as seen an hour ago, and a
 // live lease as expired.
@@ -97,9 +99,10 @@ func TestNodesCountsAgesOnTheDatabaseClock(t *testing.T) {
 	t.Setenv(TokenEnv, "mf_tok")
 	db := float64(time.Now().Add(-time.Hour).UnixMicro()) / 1e6 // the database's clock, an hour behind this one
 	body := fmt.Sprintf(`{"nodes":[{"node_id":"n1","host":"h","pid":1,"status":"active","started_at":%f,"last_seen":%f,"is_leader":true}],`+
-		`"leader_node_id":"n1","lease_owner":"n1","lease_expires_at":%f,"db_now":%f}`, db-600, db-2, db+20, db)
+		`"leader_node_id":"n1","lease_owner":"n1","lease_expires_at":%f}`, db-600, db-2, db+20)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set(api.DBNowHeader, fmt.Sprintf("%f", db))
 		w.Write([]byte(body))
 	}))
 	t.Cleanup(srv.Close)

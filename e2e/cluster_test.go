@@ -363,7 +363,7 @@ func TestClusterEndpointsShapes(t *testing.T) {
 			t.Fatalf("/cluster/nodes: %d %v", code, err)
 		}
 		top := enginetest.JSONShape(t, "/cluster/nodes", body, map[string]string{
-			"nodes": "array", "leader_node_id": leaderType, "lease_owner": "string", "lease_expires_at": "number", "db_now": "number"})
+			"nodes": "array", "leader_node_id": leaderType, "lease_owner": "string", "lease_expires_at": "number"})
 		var entries []map[string]any
 		for _, n := range top["nodes"].([]any) {
 			b, _ := json.Marshal(n)
