@@ -358,6 +358,7 @@ func (u unchanged) Unwrap() error { return u.error }
 // fails.
 func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 	fail := func(err error) {
+		err = s.full(err, err)
 		for _, j := range batch {
 			j.done <- err
 		}
@@ -412,7 +413,9 @@ func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 			}
 			if err := s.execPrepared(ctx, tx, "ROLLBACK TO w"); err != nil {
 				_ = tx.Rollback()
-				fail(fmt.Errorf("rollback to savepoint after %v: %w", results[i], err))
+				// SQLite rolled the whole transaction back (as it may on
+				// SQLITE_FULL): the write's own error says why.
+				fail(s.full(results[i], fmt.Errorf("rollback to savepoint after %v: %w", results[i], err)))
 				return true
 			}
 		}
@@ -430,9 +433,20 @@ func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 	}
 	s.commits.Add(1)
 	for i, j := range batch {
-		j.done <- results[i]
+		j.done <- s.full(results[i], results[i])
 	}
 	return true
+}
+
+// full returns err marked storage.ErrFull, saying where to free space, when
+// cause (SQLite's answer to a write) is SQLITE_FULL: the disk is full (or
+// the file has reached max_page_count). Else it returns err.
+func (s *Store) full(cause, err error) error {
+	var e *sqlite.Error
+	if err == nil || errors.Is(err, storage.ErrFull) || !errors.As(cause, &e) || e.Code()&0xff != sqlite3.SQLITE_FULL {
+		return err
+	}
+	return fmt.Errorf("%w: free disk space on the file system of %s (SQLite: %w)", storage.ErrFull, s.path, err)
 }
 
 // prepared returns tx's handle on a statement prepared once per connection
