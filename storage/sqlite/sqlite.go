@@ -355,7 +355,8 @@ func (u unchanged) Unwrap() error { return u.error }
 // commitBatch makes one attempt at committing batch, each write in a
 // savepoint of its own if savepoints is set. Without savepoints, it rolls
 // back and returns false, telling no caller anything, as soon as a write
-// fails.
+// fails. With them, a write whose failure took the whole transaction with
+// it fails alone, and the others are committed in another attempt.
 func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 	fail := func(err error) {
 		err = s.full(err, err)
@@ -412,10 +413,16 @@ func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 				return false
 			}
 			if err := s.execPrepared(ctx, tx, "ROLLBACK TO w"); err != nil {
+				// SQLite rolled the whole transaction back (it may, on
+				// SQLITE_FULL): this write fails with its own error, and
+				// the others run again without it. Failing them all failed
+				// the delivery records that fit beside an ingest on a full
+				// disk, and their messages were sent again.
 				_ = tx.Rollback()
-				// SQLite rolled the whole transaction back (as it may on
-				// SQLITE_FULL): the write's own error says why.
-				fail(s.full(results[i], fmt.Errorf("rollback to savepoint after %v: %w", results[i], err)))
+				j.done <- s.full(results[i], results[i])
+				if rest := append(batch[:i:i], batch[i+1:]...); len(rest) > 0 {
+					s.commitBatch(rest, true)
+				}
 				return true
 			}
 		}
