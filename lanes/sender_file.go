@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/messagefoundry/mf/config"
@@ -97,6 +98,9 @@ func (s *fileSender) Send(ctx context.Context, m Outgoing) error {
 		default:
 			return retryableError(context.Cause(ctx), "file %s: writing queue id %d (control id %q) to %s did not finish in time (is the file system hung?); given up, to be written again", s.name, m.QueueID, m.ControlID, final)
 		}
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		return retryableError(err, "file %s: writing queue id %d (control id %q) to %s failed: the disk is full, free disk space on the file system of %s", s.name, m.QueueID, m.ControlID, final, s.dir)
 	}
 	if err != nil {
 		return retryableError(err, "file %s: writing queue id %d (control id %q) to %s failed", s.name, m.QueueID, m.ControlID, final)

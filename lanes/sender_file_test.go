@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -282,5 +283,38 @@ func TestFileSenderWritesOnlyToTheDirectoryItWroteToBefore(t *testing.T) {
 				t.Fatalf("send once the directory is back: %v", err)
 			}
 		})
+	}
+}
+
+// A disk that fills up while a message is written (here at the sync, where a
+// file system that allocates late, or NFS, reports it) fails the send,
+// retryably, saying where to free space, and leaves nothing in the
+// directory: no file under the message's name that a reader would take for
+// whole, no hidden part of it (PHI). Once there is space the message is
+// written whole.
+func TestFileSenderOnAFullDiskLeavesNoFileAndIsRetried(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newTestFileSender(t, dir).(*fileSender)
+	s.syncFile = func(*os.File) error {
+		return &os.PathError{Op: "sync", Path: "the temporary file", Err: syscall.ENOSPC}
+	}
+	m := testMessage("MSG1")
+	err := s.Send(t.Context(), m)
+	wantDeliveryError(t, err, false, "free disk space on the file system of "+dir)
+	checkNoPayload(t, err)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("error %v does not wrap ENOSPC", err)
+	}
+	if names := listDir(t, dir); len(names) != 0 {
+		t.Fatalf("a send that found the disk full left %v in the directory", names)
+	}
+	s.syncFile = (*os.File).Sync // space freed
+	if err := s.Send(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, fileSenderName(42)))
+	if err != nil || string(got) != string(m.Payload) {
+		t.Fatalf("the file written once there is space: %q, %v; want the whole message", got, err)
 	}
 }

@@ -212,6 +212,12 @@ var (
 	// it so that the ingest can store the rest of a batch without the
 	// message refused, instead of failing every sender in the batch.
 	ErrRefused = errors.New("storage: the database refused a value of the write")
+	// ErrFull means a write failed for want of space: the database's disk
+	// is full. Nothing of the write was stored, and the same write works
+	// once space is freed, so it is retried (an ingest answers AE, a lane
+	// tries again), never refused. The dialects return it through Full,
+	// which says where to free space.
+	ErrFull = errors.New("storage: the database is out of disk space")
 )
 
 // NotPending is the ErrNotPending of an operator action (QueueRelease,

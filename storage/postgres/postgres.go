@@ -810,10 +810,15 @@ func (s *Store) Secret(ctx context.Context, name string, fresh []byte) ([]byte, 
 }
 
 // wrap adds the dialect and operation to an error, keeping the shared
-// sentinels matchable with errors.Is.
+// sentinels matchable with errors.Is, and marks a full disk (disk_full)
+// storage.ErrFull: the operator must hear where to free space.
 func wrap(op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "53100" { // disk_full: "could not extend file"
+		return fmt.Errorf("postgres: %s: %w: free disk space on the database server (%w)", op, storage.ErrFull, err)
 	}
 	return fmt.Errorf("postgres: %s: %w", op, err)
 }

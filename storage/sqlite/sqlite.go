@@ -355,9 +355,11 @@ func (u unchanged) Unwrap() error { return u.error }
 // commitBatch makes one attempt at committing batch, each write in a
 // savepoint of its own if savepoints is set. Without savepoints, it rolls
 // back and returns false, telling no caller anything, as soon as a write
-// fails.
+// fails. With them, a write whose failure took the whole transaction with
+// it fails alone, and the others are committed in another attempt.
 func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 	fail := func(err error) {
+		err = s.full(err, err)
 		for _, j := range batch {
 			j.done <- err
 		}
@@ -411,8 +413,16 @@ func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 				return false
 			}
 			if err := s.execPrepared(ctx, tx, "ROLLBACK TO w"); err != nil {
+				// SQLite rolled the whole transaction back (it may, on
+				// SQLITE_FULL): this write fails with its own error, and
+				// the others run again without it. Failing them all failed
+				// the delivery records that fit beside an ingest on a full
+				// disk, and their messages were sent again.
 				_ = tx.Rollback()
-				fail(fmt.Errorf("rollback to savepoint after %v: %w", results[i], err))
+				j.done <- s.full(results[i], results[i])
+				if rest := append(batch[:i:i], batch[i+1:]...); len(rest) > 0 {
+					s.commitBatch(rest, true)
+				}
 				return true
 			}
 		}
@@ -430,9 +440,20 @@ func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 	}
 	s.commits.Add(1)
 	for i, j := range batch {
-		j.done <- results[i]
+		j.done <- s.full(results[i], results[i])
 	}
 	return true
+}
+
+// full returns err marked storage.ErrFull, saying where to free space, when
+// cause (SQLite's answer to a write) is SQLITE_FULL: the disk is full (or
+// the file has reached max_page_count). Else it returns err.
+func (s *Store) full(cause, err error) error {
+	var e *sqlite.Error
+	if err == nil || errors.Is(err, storage.ErrFull) || !errors.As(cause, &e) || e.Code()&0xff != sqlite3.SQLITE_FULL {
+		return err
+	}
+	return fmt.Errorf("%w: free disk space on the file system of %s (SQLite: %w)", storage.ErrFull, s.path, err)
 }
 
 // prepared returns tx's handle on a statement prepared once per connection
