@@ -215,8 +215,7 @@ var (
 	// ErrFull means a write failed for want of space: the database's disk
 	// is full. Nothing of the write was stored, and the same write works
 	// once space is freed, so it is retried (an ingest answers AE, a lane
-	// tries again), never refused. The dialects return it through Full,
-	// which says where to free space.
+	// tries again), never refused. Its message says where to free space.
 	ErrFull = errors.New("storage: the database is out of disk space")
 )
 

@@ -359,7 +359,7 @@ func (u unchanged) Unwrap() error { return u.error }
 // it fails alone, and the others are committed in another attempt.
 func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 	fail := func(err error) {
-		err = s.full(err, err)
+		err = s.full(err)
 		for _, j := range batch {
 			j.done <- err
 		}
@@ -419,7 +419,7 @@ func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 				// the delivery records that fit beside an ingest on a full
 				// disk, and their messages were sent again.
 				_ = tx.Rollback()
-				j.done <- s.full(results[i], results[i])
+				j.done <- s.full(results[i])
 				if rest := append(batch[:i:i], batch[i+1:]...); len(rest) > 0 {
 					s.commitBatch(rest, true)
 				}
@@ -440,17 +440,17 @@ func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 	}
 	s.commits.Add(1)
 	for i, j := range batch {
-		j.done <- s.full(results[i], results[i])
+		j.done <- s.full(results[i])
 	}
 	return true
 }
 
 // full returns err marked storage.ErrFull, saying where to free space, when
-// cause (SQLite's answer to a write) is SQLITE_FULL: the disk is full (or
-// the file has reached max_page_count). Else it returns err.
-func (s *Store) full(cause, err error) error {
+// it is SQLite's SQLITE_FULL: the disk is full (or the file has reached
+// max_page_count). Else it returns err.
+func (s *Store) full(err error) error {
 	var e *sqlite.Error
-	if err == nil || errors.Is(err, storage.ErrFull) || !errors.As(cause, &e) || e.Code()&0xff != sqlite3.SQLITE_FULL {
+	if err == nil || errors.Is(err, storage.ErrFull) || !errors.As(err, &e) || e.Code()&0xff != sqlite3.SQLITE_FULL {
 		return err
 	}
 	return fmt.Errorf("%w: free disk space on the file system of %s (SQLite: %w)", storage.ErrFull, s.path, err)

@@ -1038,11 +1038,20 @@ func isDuplicateKey(err error) bool {
 	return ok
 }
 
+// fullNumbers are SQL Server's errors of a database out of space: no page
+// could be allocated in a filegroup (1101, 1105), the transaction log is
+// full (9002).
+var fullNumbers = map[int32]bool{1101: true, 1105: true, 9002: true}
+
 // wrap adds the dialect and operation to an error, keeping the shared
-// sentinels matchable with errors.Is.
+// sentinels matchable with errors.Is, and marks a database out of space
+// storage.ErrFull: the operator must hear where to free space.
 func wrap(op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if n, ok := errorNumber(err, func(n int32) bool { return fullNumbers[n] }); ok {
+		return fmt.Errorf("sqlserver: %s: %w: free space on the database server (SQL Server error %d: a data or log file is full: free disk space, raise the file's MAXSIZE, or back up the log) (%w)", op, storage.ErrFull, n, err)
 	}
 	return fmt.Errorf("sqlserver: %s: %w", op, err)
 }
