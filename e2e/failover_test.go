@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The failover suite: proof at the VIP. Each fault runs against a fresh
@@ -82,6 +85,7 @@ func failoverFaults() []fault {
 		{name: "db-cut", nodes: 2, timing: quick, check: checkTCP, inject: cutPrimary},
 		{name: "pg-restart-fast", nodes: 2, timing: quick, check: checkTCP, inject: restartPG("fast")},
 		{name: "pg-restart-immediate", nodes: 2, timing: quick, check: checkTCP, inject: restartPG("immediate")},
+		{name: "queue-locked", nodes: 2, timing: quick, check: checkTCP, inject: lockQueue},
 		{name: "kill-9-defaults", nodes: 2, timing: defaults, check: checkTCP, target: crashTargetDefaults, inject: killPrimary(1)},
 		{name: "sigterm-defaults", nodes: 2, timing: defaults, check: checkTCP, target: handOverTarget, inject: stopPrimary},
 		{name: "kill-9-x20", nodes: 3, timing: quick, check: checkTCP, target: crashTarget, inject: killPrimary(20)},
@@ -317,4 +321,42 @@ func restartPG(mode string) func(t *testing.T, fc *failoverCluster, pt *partner)
 		in.note = fmt.Sprintf("pg_ctl restart -m %s took %v", mode, took.Round(time.Millisecond))
 		return in
 	}
+}
+
+// lockLength is how long lockQueue holds its lock: several fence timeouts
+// at the quick timings, so that the nodes lead in turn under it.
+const lockLength = 8 * time.Second
+
+// lockQueue holds an ACCESS EXCLUSIVE lock on mf_queue for lockLength, as
+// a maintenance statement would (VACUUM FULL, most ALTER TABLE): nothing is
+// stored or delivered meanwhile, and the primary fences itself, since its
+// writes hold the lease row shared while they wait on the lock, and so does
+// each node elected after it. Once the lock goes, a primary must
+// acknowledge again, with nothing AA-acked lost.
+func lockQueue(t *testing.T, fc *failoverCluster, pt *partner) injected {
+	in := injected{from: fc.waitPrimary(-1, time.Minute)}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, fc.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	in.instants = []time.Time{at}
+	if _, err := tx.Exec(ctx, "LOCK TABLE mf_queue IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	locked := time.Since(at)
+	time.Sleep(lockLength) // the fault's parameter: how long the lock is held
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held := time.Since(at)
+	in.to = fc.awaitRecovery(pt, -1, recoveryTimeout(fc.timing))
+	in.note = fmt.Sprintf("mf_queue locked %v after the fault's start, released %v after it", locked.Round(time.Millisecond), held.Round(time.Millisecond))
+	return in
 }
