@@ -11,23 +11,6 @@ import (
 	"github.com/messagefoundry/mf/hl7"
 )
 
-const fullConfig = `
-[[inbound]]
-name = "adt_in"
-type = "mllp"
-listen = "{{listen}}"
-
-[[outbound]]
-name = "out"
-type = "file"
-directory = "{{dir}}/out"
-
-[[route]]
-from = "adt_in"
-to = ["out"]
-lane_key = "PID-3.1"
-`
-
 // With the store's disk full, a sender gets AE, never AA nor AR, for each
 // message that could not be stored; the failure is logged once, saying where
 // to free space, without the messages' contents; once space is back, the
@@ -35,7 +18,7 @@ lane_key = "PID-3.1"
 // with no restart.
 func TestAFullDiskAnswersAEUntilSpaceIsBack(t *testing.T) {
 	addr := enginetest.FreeAddr(t)
-	e := enginetest.Start(t, strings.ReplaceAll(fullConfig, "{{listen}}", addr))
+	e := enginetest.Start(t, hostileConfig(addr, ""))
 	cl := dial(t, addr)
 	const phi = "NTE|1||PATIENT-SECRET-TEXT"
 	msg := func(id string) string {

@@ -5,7 +5,6 @@ package enginetest
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,6 +23,7 @@ import (
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/storage"
 	"github.com/messagefoundry/mf/storage/sqlite"
+	"github.com/messagefoundry/mf/storage/sqlite/sqlitetest"
 )
 
 // Engine is one running engine.
@@ -252,35 +252,8 @@ func jsonType(v any) string {
 }
 
 // LimitDiskPages makes the engine's SQLite store as full as a disk with
-// room for extra more pages of it: beyond them every write fails with
-// SQLITE_FULL, as on a full disk. A large extra gives the space back. The
-// limit (max_page_count) is each connection's own, so it holds all the
-// pool's connections at once to set every one.
+// room for extra more pages of it (sqlitetest.LimitPages).
 func (e *Engine) LimitDiskPages(t testing.TB, extra int64) {
 	t.Helper()
-	ctx := context.Background()
-	db := e.Store.Store.(*sqlite.Store).DB()
-	var conns []*sql.Conn
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	for range db.Stats().MaxOpenConnections {
-		c, err := db.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-		var pages, set int64
-		if err := c.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.QueryRowContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", pages+extra)).Scan(&set); err != nil {
-			t.Fatal(err)
-		}
-		if set != pages+extra {
-			t.Fatalf("max_page_count %d, want %d", set, pages+extra)
-		}
-	}
+	sqlitetest.LimitPages(t, e.Store.Store.(*sqlite.Store).DB(), extra)
 }

@@ -3,48 +3,15 @@ package sqlite
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/sqlite/sqlitetest"
 )
-
-// limitPages gives every connection of db a max_page_count of the file's
-// page count plus extra: beyond it SQLite answers SQLITE_FULL, as it does
-// when the disk has no space left. The limit is a connection's own, so it
-// holds all the pool's connections at once to set each one.
-func limitPages(t *testing.T, db *sql.DB, extra int64) {
-	t.Helper()
-	ctx := context.Background()
-	var conns []*sql.Conn
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	for range db.Stats().MaxOpenConnections {
-		c, err := db.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-		var pages, set int64
-		if err := c.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.QueryRowContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", pages+extra)).Scan(&set); err != nil {
-			t.Fatal(err)
-		}
-		if set != pages+extra {
-			t.Fatalf("max_page_count %d, want %d", set, pages+extra)
-		}
-	}
-}
 
 // A write that finds the disk full fails with storage.ErrFull, saying where
 // to free space, and never as a refusal (which the ingest answers AR, the
@@ -74,7 +41,7 @@ func TestAWriteToAFullDiskIsRetriedNotRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	limitPages(t, s.DB(), 0)
+	sqlitetest.LimitPages(t, s.DB(), 0)
 	wantFull := func(what string, err error) {
 		t.Helper()
 		if !errors.Is(err, storage.ErrFull) || errors.Is(err, storage.ErrRefused) ||
@@ -103,7 +70,7 @@ func TestAWriteToAFullDiskIsRetriedNotRefused(t *testing.T) {
 		t.Fatalf("a delivery recorded in the group commit of an ingest that found the disk full: %v", errs[1])
 	}
 
-	limitPages(t, s.DB(), 1<<20) // space freed
+	sqlitetest.LimitPages(t, s.DB(), 1<<20) // space freed
 	if err := ingest("F1"); err != nil {
 		t.Fatalf("the ingest once space is back: %v", err)
 	}
