@@ -3,7 +3,9 @@ package sqlite
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -93,5 +95,68 @@ func TestAWriteToAFullDiskIsRetriedNotRefused(t *testing.T) {
 	}
 	if got := strings.Join(ids, " "); got != "M1 F1" {
 		t.Fatalf("messages stored: %s, want M1 F1 (nothing of the writes that found the disk full)", got)
+	}
+}
+
+// A write whose failure takes the whole transaction with it (SQLite rolls
+// back on SQLITE_FULL, IOERR, BUSY or NOMEM within a statement; here the
+// write ends the transaction itself) fails alone, however many of a batch
+// do: the others are committed, once each, and each runs a bounded number
+// of times. Re-running all the others after each such failure ran the first
+// write of a batch with 10 of them 12 times.
+func TestWritesThatEndTheirTransactionFailAloneInBoundedWork(t *testing.T) {
+	ctx := context.Background()
+	s := openMigrated(t)
+	if _, err := s.db.ExecContext(ctx, "CREATE TABLE t_written (n INTEGER NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	runs := make([]int, n)
+	killed := errors.New("the transaction ended under this write")
+	batch := make([]*writeJob, n)
+	for i := range batch {
+		batch[i] = &writeJob{ctx: ctx, done: make(chan error, 1), fn: func(tx *sql.Tx) error {
+			runs[i]++
+			if i%2 == 1 { // as SQLite's own rollback on a full disk
+				if _, err := tx.ExecContext(ctx, "ROLLBACK"); err != nil {
+					t.Errorf("write %d: %v", i, err)
+				}
+				return killed
+			}
+			_, err := tx.ExecContext(ctx, "INSERT INTO t_written (n) VALUES (?)", i)
+			return err
+		}}
+	}
+	s.writer <- struct{}{}
+	s.commit(batch)
+	<-s.writer
+	for i, j := range batch {
+		select {
+		case err := <-j.done:
+			if want := map[bool]error{true: killed, false: nil}[i%2 == 1]; !errors.Is(err, want) {
+				t.Errorf("write %d: %v, want %v", i, err, want)
+			}
+		default:
+			t.Errorf("write %d was told nothing", i)
+		}
+		if runs[i] > 3 {
+			t.Errorf("write %d ran %d times; want at most 3 (the batch's try, its try with savepoints, its part's)", i, runs[i])
+		}
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT n FROM t_written ORDER BY rowid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, v)
+	}
+	if fmt.Sprint(got) != "[0 2 4 6 8 10 12 14 16 18]" {
+		t.Errorf("committed %v; want each write that worked once, in order", got)
 	}
 }

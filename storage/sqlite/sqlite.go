@@ -413,15 +413,24 @@ func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 				return false
 			}
 			if err := s.execPrepared(ctx, tx, "ROLLBACK TO w"); err != nil {
-				// SQLite rolled the whole transaction back (it may, on
-				// SQLITE_FULL): this write fails with its own error, and
-				// the others run again without it. Failing them all failed
-				// the delivery records that fit beside an ingest on a full
-				// disk, and their messages were sent again.
+				// SQLite rolled the whole transaction back, as it may on
+				// SQLITE_FULL, IOERR, BUSY or NOMEM within a statement (a
+				// full disk met while the page cache spills, the file at
+				// max_page_count): this write fails with its own error,
+				// and the others do not fail with it. The writes before it
+				// worked: they are committed in an attempt of their own,
+				// then those after it in another, in their order; so each
+				// write runs a bounded number of times however many fail
+				// (re-running all the others after each failure was
+				// quadratic). A full disk is met more often at COMMIT,
+				// which fails the whole batch (below).
 				_ = tx.Rollback()
+				if i > 0 {
+					s.commitBatch(batch[:i:i], true)
+				}
 				j.done <- s.full(results[i])
-				if rest := append(batch[:i:i], batch[i+1:]...); len(rest) > 0 {
-					s.commitBatch(rest, true)
+				if i+1 < len(batch) {
+					s.commitBatch(batch[i+1:], true)
 				}
 				return true
 			}
@@ -632,6 +641,7 @@ func (s *Store) LeaseAttemptElect(ctx context.Context, p storage.LeaseAttemptEle
 	var l storage.Lease
 	var elected bool
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		elected = false // a write that runs again starts its outcome over
 		var err error
 		l, err = scanLease(tx.QueryRowContext(ctx, queries.Get("lease_attempt_elect"), p.Owner, millis(p.TTL)))
 		if err == nil {
