@@ -128,7 +128,11 @@ func (s *Server) clusterNodes(w http.ResponseWriter, r *http.Request) {
 	if lease.Term > 0 { // never elected: no owner, no expiry
 		out.LeaseOwner, out.LeaseExpiresAt = strPtr(lease.Owner), epoch(lease.ExpiresAt)
 	}
-	if now := epoch(list.DBNow); now != nil {
+	db := list.DBNow
+	if db.IsZero() { // no node listed: the lease read's clock, as good
+		db = lease.DBNow
+	}
+	if now := epoch(db); now != nil {
 		w.Header().Set(DBNowHeader, strconv.FormatFloat(*now, 'f', 6, 64))
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -81,27 +81,30 @@ func TestClusterNodesArrayShowsOnlyTheLiveLeader(t *testing.T) {
 func TestClusterNodesCarriesTheDatabaseClock(t *testing.T) {
 	v := start(t, fileOutbound)
 	db := time.Now().Add(-time.Hour).Truncate(time.Microsecond)
-	st := membershipStore{Store: v.e.Store,
-		list: storage.NodeList{DBNow: db, Nodes: []storage.Node{
+	lease := storage.Lease{Owner: "node-a", Term: 1, ExpiresAt: db.Add(20 * time.Second), DBNow: db}
+	for name, list := range map[string]storage.NodeList{
+		"nodes listed": {DBNow: db, Nodes: []storage.Node{
 			{NodeID: "node-a", Host: "a", PID: 1, Status: storage.NodeActive, StartedAt: db.Add(-time.Minute), LastSeen: db.Add(-time.Second), IsLeader: true},
 		}},
-		lease: storage.Lease{Owner: "node-a", Term: 1, ExpiresAt: db.Add(20 * time.Second), DBNow: db},
-	}
-	clustered := func() actors.Status { s := v.e.Status(); s.Clustered = true; return s }
-	srv := httptest.NewServer(api.New(api.Options{Config: v.e.Config, Store: st, Status: clustered, Log: zerolog.Nop()}).Handler())
-	t.Cleanup(srv.Close)
-	req, _ := http.NewRequest("GET", srv.URL+"/cluster/nodes", nil)
-	req.Header.Set("Authorization", "Bearer "+tokens["viewer"])
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /cluster/nodes: %s", resp.Status)
-	}
-	want := strconv.FormatFloat(float64(db.UnixMicro())/1e6, 'f', 6, 64)
-	if got := resp.Header.Get(api.DBNowHeader); got != want {
-		t.Fatalf("%s %q, want %s (the database's clock at the read)", api.DBNowHeader, got, want)
+		"none listed (the lease read's clock)": {},
+	} {
+		st := membershipStore{Store: v.e.Store, list: list, lease: lease}
+		clustered := func() actors.Status { s := v.e.Status(); s.Clustered = true; return s }
+		srv := httptest.NewServer(api.New(api.Options{Config: v.e.Config, Store: st, Status: clustered, Log: zerolog.Nop()}).Handler())
+		req, _ := http.NewRequest("GET", srv.URL+"/cluster/nodes", nil)
+		req.Header.Set("Authorization", "Bearer "+tokens["viewer"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		srv.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: GET /cluster/nodes: %s", name, resp.Status)
+		}
+		want := strconv.FormatFloat(float64(db.UnixMicro())/1e6, 'f', 6, 64)
+		if got := resp.Header.Get(api.DBNowHeader); got != want {
+			t.Errorf("%s: %s %q, want %s (the database's clock at the read)", name, api.DBNowHeader, got, want)
+		}
 	}
 }

@@ -335,7 +335,10 @@ const lockLength = 8 * time.Second
 // acknowledge again, with nothing AA-acked lost.
 func lockQueue(t *testing.T, fc *failoverCluster, pt *partner) injected {
 	in := injected{from: fc.waitPrimary(-1, time.Minute)}
-	ctx := context.Background()
+	// A deadline: a lock that cannot be had (a transaction left open) fails
+	// the fault instead of hanging the suite.
+	ctx, cancel := context.WithTimeout(context.Background(), lockLength+30*time.Second)
+	defer cancel()
 	conn, err := pgx.Connect(ctx, fc.url)
 	if err != nil {
 		t.Fatal(err)

@@ -93,7 +93,14 @@ func (f *FilePoller) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		for _, dir := range []string{f.cfg.Directory, f.cfg.ArchiveDirectory} {
-			if _, err := os.Stat(dir); err == nil {
+			_, err := os.Stat(dir)
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, fs.ErrNotExist) {
+				// Not "missing": making it would not help, and polling says
+				// what fails each time (logged once a minute).
+				f.log.Error().Err(err).Str("directory", dir).Msg("cannot look at the file inbound's directory (permissions? a stale share?); polling anyway")
 				continue
 			}
 			if !f.cfg.CreateDirectory {
