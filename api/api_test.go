@@ -40,8 +40,14 @@ type env struct {
 
 func start(t *testing.T, outbound string) *env {
 	t.Helper()
+	return startAPI(t, "", outbound)
+}
+
+// startAPI is start with apiKeys added to the [api] section.
+func startAPI(t *testing.T, apiKeys, outbound string) *env {
+	t.Helper()
 	listen := enginetest.FreeAddr(t)
-	return startWith(t, listen, `
+	return startWith(t, listen, apiKeys+`
 [[inbound]]
 name = "adt_in"
 type = "mllp"
@@ -200,20 +206,7 @@ func TestPermissionsTable(t *testing.T) {
 // With [api] metrics_public = true, /metrics is served without a token (a
 // Prometheus that holds none) and every other endpoint still needs one.
 func TestMetricsPublicOpensOnlyMetrics(t *testing.T) {
-	listen := enginetest.FreeAddr(t)
-	e := enginetest.Start(t, "[api]\nmetrics_public = true\n\n"+tokenConfig()+`
-[[inbound]]
-name = "adt_in"
-type = "mllp"
-listen = "`+listen+`"
-`+fileOutbound+`
-[[route]]
-from = "adt_in"
-to = ["emr"]
-`)
-	srv := httptest.NewServer(api.New(api.Options{Config: e.Config, Store: e.Store, Status: e.Status, Log: zerolog.New(zerolog.NewTestWriter(t))}).Handler())
-	t.Cleanup(srv.Close)
-	v := &env{e: e, srv: srv, listen: listen}
+	v := startAPI(t, "[api]\nmetrics_public = true\n", fileOutbound)
 	if code, body := v.call(t, "GET", "/metrics", ""); code != http.StatusOK || !strings.Contains(string(body), "mf_is_leader ") {
 		t.Fatalf("GET /metrics without a token, metrics_public = true: %d %.200s", code, body)
 	}

@@ -58,36 +58,28 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-// A file destination creates its directory unless told not to (a share's
-// directory, which must not be made on the local disk).
-func TestFileOutboundCreatesItsDirectoryUnlessToldNot(t *testing.T) {
-	const file = "\n[[outbound]]\nname = \"drop\"\ntype = \"file\"\ndirectory = \"out\"\n"
-	for _, tc := range []struct {
-		toml string
-		want bool
-	}{{"", true}, {"create_directory = true\n", true}, {"create_directory = false\n", false}} {
-		c, err := config.Parse([]byte(minimal+file+tc.toml), "mf.toml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := c.Outbound[1].CreateDirectory; got != tc.want {
-			t.Errorf("%q: create_directory %v, want %v", tc.toml, got, tc.want)
-		}
-	}
-}
-
-func TestFileInboundCreatesItsDirectoriesUnlessToldNot(t *testing.T) {
-	const file = "\n[[inbound]]\nname = \"drop\"\ntype = \"file\"\ndirectory = \"in\"\n"
-	for _, tc := range []struct {
-		toml string
-		want bool
-	}{{"", true}, {"create_directory = true\n", true}, {"create_directory = false\n", false}} {
-		c, err := config.Parse([]byte(minimal+file+tc.toml), "mf.toml")
-		if err != nil {
-			t.Fatalf("%q: %v", tc.toml, err)
-		}
-		if got := c.Inbound[1].CreateDirectory; got != tc.want {
-			t.Errorf("%q: create_directory %v, want %v", tc.toml, got, tc.want)
+// A file destination creates its directory, and a file inbound its
+// directories, unless told not to (a share's directory, which must not be
+// made on the local disk).
+func TestFileEndsCreateTheirDirectoriesUnlessToldNot(t *testing.T) {
+	for _, end := range []struct {
+		file string
+		got  func(*config.Config) bool
+	}{
+		{"\n[[outbound]]\nname = \"drop\"\ntype = \"file\"\ndirectory = \"out\"\n", func(c *config.Config) bool { return c.Outbound[1].CreateDirectory }},
+		{"\n[[inbound]]\nname = \"drop\"\ntype = \"file\"\ndirectory = \"in\"\n", func(c *config.Config) bool { return c.Inbound[1].CreateDirectory }},
+	} {
+		for _, tc := range []struct {
+			toml string
+			want bool
+		}{{"", true}, {"create_directory = true\n", true}, {"create_directory = false\n", false}} {
+			c, err := config.Parse([]byte(minimal+end.file+tc.toml), "mf.toml")
+			if err != nil {
+				t.Fatalf("%q: %v", end.file+tc.toml, err)
+			}
+			if got := end.got(c); got != tc.want {
+				t.Errorf("%q: create_directory %v, want %v", end.file+tc.toml, got, tc.want)
+			}
 		}
 	}
 	// An MLLP inbound has no directory to create.
