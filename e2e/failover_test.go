@@ -64,6 +64,8 @@ type fault struct {
 	timing timing
 	check  vipCheck
 	target time.Duration // the outage to stay under; 0: measured only
+	// keepsLeader: the primary must lead through the fault (no election).
+	keepsLeader bool
 	// inject runs the fault (the partner is sending) and returns when a
 	// new primary has acknowledged for a little while.
 	inject func(t *testing.T, fc *failoverCluster, pt *partner) injected
@@ -85,7 +87,7 @@ func failoverFaults() []fault {
 		{name: "db-cut", nodes: 2, timing: quick, check: checkTCP, inject: cutPrimary},
 		{name: "pg-restart-fast", nodes: 2, timing: quick, check: checkTCP, inject: restartPG("fast")},
 		{name: "pg-restart-immediate", nodes: 2, timing: quick, check: checkTCP, inject: restartPG("immediate")},
-		{name: "queue-locked", nodes: 2, timing: quick, check: checkTCP, inject: lockQueue},
+		{name: "queue-locked", nodes: 2, timing: quick, check: checkTCP, keepsLeader: true, inject: lockQueue},
 		{name: "kill-9-defaults", nodes: 2, timing: defaults, check: checkTCP, target: crashTargetDefaults, inject: killPrimary(1)},
 		{name: "sigterm-defaults", nodes: 2, timing: defaults, check: checkTCP, target: handOverTarget, inject: stopPrimary},
 		{name: "kill-9-x20", nodes: 3, timing: quick, check: checkTCP, target: crashTarget, inject: killPrimary(20)},
@@ -196,6 +198,9 @@ func (s *failoverSuite) run(t *testing.T, f fault) {
 	if !d.inFlightOnly() {
 		t.Errorf("%d of %d duplicates are not repeats of the lane's delivery just before (rows in flight); e.g.:\n%s",
 			d.Duplicates-d.Adjacent, d.Duplicates, strings.Join(d.Examples, "\n"))
+	}
+	if f.keepsLeader && elections != 0 {
+		t.Errorf("%d elections during the fault; the primary must lead through it", elections)
 	}
 	// The promised figure.
 	if f.target > 0 && worst.length() >= f.target {
@@ -324,14 +329,15 @@ func restartPG(mode string) func(t *testing.T, fc *failoverCluster, pt *partner)
 }
 
 // lockLength is how long lockQueue holds its lock: several fence timeouts
-// at the quick timings, so that the nodes lead in turn under it.
+// at the quick timings, so that a primary whose renewal waited on the lock
+// would fence itself.
 const lockLength = 8 * time.Second
 
 // lockQueue holds an ACCESS EXCLUSIVE lock on mf_queue for lockLength, as
 // a maintenance statement would (VACUUM FULL, most ALTER TABLE): nothing is
-// stored or delivered meanwhile, and the primary fences itself, since its
-// writes hold the lease row shared while they wait on the lock, and so does
-// each node elected after it. Once the lock goes, a primary must
+// stored or delivered meanwhile, but the primary keeps leading (its writes
+// wait for the table before they take the fence, migration 0008, so its
+// renewals do not wait behind them). Once the lock goes, it must
 // acknowledge again, with nothing AA-acked lost.
 func lockQueue(t *testing.T, fc *failoverCluster, pt *partner) injected {
 	in := injected{from: fc.waitPrimary(-1, time.Minute)}

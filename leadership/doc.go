@@ -114,6 +114,15 @@
 // server's TCP keepalive gives up) or, for a stopped process whose kernel
 // still answers keepalives, until it resumes or dies.
 //
+// A live leader's renewal must not wait behind its own writes either. A
+// write that held the lease row while it waited for a maintenance lock on
+// a table (VACUUM FULL, ALTER TABLE) held the renewal too, and the leader
+// fenced itself for as long as the maintenance lasted. On PostgreSQL the
+// fence therefore takes the graph's tables (ROW EXCLUSIVE, the mode the
+// write takes them in anyway) before the lease row (migration 0008): a write
+// waits for maintenance holding nothing a renewal needs, and its fence
+// check, after the wait, still refuses a term that ended meanwhile.
+//
 // # Clocks
 //
 // A node's wall clock decides none of this: leases, row leases, retry due

@@ -1,0 +1,182 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/postgres/pgtest"
+)
+
+// A maintenance statement's lock on mf_queue or mf_messages (VACUUM FULL,
+// ALTER TABLE, a plain REINDEX) makes the primary's writes wait, but not
+// its lease renewal: a write waits for the tables before it takes the
+// fence's share lock on the lease row, so the renewal (an UPDATE of that
+// row) has nothing to wait behind, and the primary keeps leading through
+// the maintenance instead of fencing itself. Once the lock goes, the write
+// commits; a write that waited through an election is refused by the fence
+// it takes after the wait.
+func TestAMaintenanceLockHoldsWritesButNotTheRenewal(t *testing.T) {
+	writes := []struct {
+		name string
+		do   func(ctx context.Context, s *Store, f storage.Fence) error
+	}{
+		{"ingest", func(ctx context.Context, s *Store, f storage.Fence) error {
+			_, err := s.MessageIngest(ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{{
+				Inbound: "in", ControlID: "M2", Payload: []byte("MSH|^~\\&|M2"), Status: storage.MessageRouted,
+				Deliveries: []storage.Delivery{{Destination: "d", Lane: "d/x"}},
+			}}})
+			return err
+		}},
+		{"lane claim", func(ctx context.Context, s *Store, f storage.Fence) error {
+			_, err := s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: "d/x", Owner: "o", LeaseTTL: time.Minute})
+			if errors.Is(err, storage.ErrNoWork) {
+				return nil // the lane is empty: the claim ran all the same
+			}
+			return err
+		}},
+		{"purge", func(ctx context.Context, s *Store, f storage.Fence) error {
+			_, err := s.MessagePurge(ctx, storage.MessagePurgeParams{Fence: f, OlderThan: time.Hour})
+			return err
+		}},
+	}
+	for _, table := range []string{"mf_queue", "mf_messages"} {
+		for _, w := range writes {
+			t.Run(table+"/"+w.name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				s, other, l := leaderStore(t, ctx)
+				f := storage.Fence{Owner: l.Owner, Term: l.Term}
+				// Once before the lock, as a running engine has: its
+				// connection has the statements prepared (a first Parse
+				// waits for the lock outside any transaction).
+				if err := w.do(ctx, s, f); err != nil {
+					t.Fatal(err)
+				}
+
+				unlock := lockTable(t, ctx, other, table)
+				done := make(chan error, 1)
+				go func() { done <- w.do(ctx, s, f) }()
+				waitForLockWait(t, ctx, other, table)
+
+				rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+				_, err := other.LeaseAttemptRenew(rctx, storage.LeaseAttemptRenewParams{Owner: l.Owner, Term: l.Term, TTL: time.Minute})
+				rcancel()
+				if err != nil {
+					t.Fatalf("the lease renewal while a %s waits on a lock of %s: %v; want it renewed at once", w.name, table, err)
+				}
+				select {
+				case err := <-done:
+					t.Fatalf("the %s finished while %s was locked: %v", w.name, table, err)
+				default:
+				}
+				unlock()
+				if err := <-done; err != nil {
+					t.Fatalf("the %s once the lock went: %v", w.name, err)
+				}
+			})
+		}
+	}
+
+	t.Run("an election meanwhile", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		s, other, l := leaderStore(t, ctx)
+		f := storage.Fence{Owner: l.Owner, Term: l.Term}
+		if err := writes[0].do(ctx, s, f); err != nil {
+			t.Fatal(err)
+		}
+		unlock := lockTable(t, ctx, other, "mf_queue")
+		done := make(chan error, 1)
+		go func() { done <- writes[0].do(ctx, s, f) }()
+		waitForLockWait(t, ctx, other, "mf_queue")
+		if _, err := other.LeaseResign(ctx, storage.LeaseResignParams{Owner: l.Owner, Term: l.Term}); err != nil {
+			t.Fatal(err)
+		}
+		if _, elected, err := other.LeaseAttemptElect(ctx, storage.LeaseAttemptElectParams{Owner: "b", TTL: time.Minute}); err != nil || !elected {
+			t.Fatalf("another node's election while the write waits: elected %v, %v", elected, err)
+		}
+		unlock()
+		if err := <-done; !errors.Is(err, storage.ErrFenced) {
+			t.Fatalf("a write of term %d that waited through an election: %v, want storage.ErrFenced", l.Term, err)
+		}
+	})
+}
+
+// leaderStore opens two stores on a migrated schema of their own whose
+// lease is held by owner "a": s, of one connection, for the writes, and
+// other for everything else.
+func leaderStore(t *testing.T, ctx context.Context) (s, other *Store, l storage.Lease) {
+	t.Helper()
+	url := pgtest.NewSchema(t)
+	for _, o := range []struct {
+		s    **Store
+		size int32
+	}{{&s, 1}, {&other, 3}} {
+		st, err := Open(ctx, Options{URL: url, PoolSize: o.size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		*o.s = st
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, elected, err := other.LeaseAttemptElect(ctx, storage.LeaseAttemptElectParams{Owner: "a", TTL: time.Minute})
+	if err != nil || !elected {
+		t.Fatalf("elect: %v %v", elected, err)
+	}
+	return s, other, l
+}
+
+// lockTable takes table in ACCESS EXCLUSIVE mode on a connection of its own,
+// as VACUUM FULL would, and returns the release.
+func lockTable(t *testing.T, ctx context.Context, s *Store, table string) (unlock func()) {
+	t.Helper()
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	unlock = func() {
+		if !released {
+			released = true
+			_ = tx.Rollback(ctx)
+			_ = conn.Close(ctx)
+		}
+	}
+	t.Cleanup(unlock)
+	return unlock
+}
+
+// waitForLockWait returns once a session waits for a lock on table.
+func waitForLockWait(t *testing.T, ctx context.Context, s *Store, table string) {
+	t.Helper()
+	for {
+		var waiting bool
+		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND relation = $1::regclass)`, table).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no write waited for the lock on %s", table)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
