@@ -180,3 +180,78 @@ func waitForLockWait(t *testing.T, ctx context.Context, s *Store, table string) 
 		}
 	}
 }
+
+// The leader lease has a connection of its own: when every connection of
+// the pool is held (here by reads waiting on a maintenance lock, as an API
+// client polling /lanes would hold them), an election, a renewal and a
+// resignation still run at once, instead of waiting for a connection past
+// the trust window.
+func TestTheLeaseDoesNotWaitForTheBusyPool(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := pgtest.NewSchema(t)
+	s, err := Open(ctx, Options{URL: url, PoolSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() }) // after the lock's release (cleanups run last first)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other, err := Open(ctx, Options{URL: url, PoolSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+
+	unlock := lockTable(t, ctx, other, "mf_queue")
+	readers := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := s.QueueStats(ctx)
+			readers <- err
+		}()
+	}
+	for {
+		var waiting int
+		if err := other.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'mf_queue'::regclass`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting == 2 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d of the pool's 2 connections wait for the lock", waiting)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+
+	within := func(what string, call func(ctx context.Context) error) {
+		t.Helper()
+		cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
+		defer ccancel()
+		if err := call(cctx); err != nil {
+			t.Fatalf("%s with every connection of the pool busy: %v; want it done at once", what, err)
+		}
+	}
+	var l storage.Lease
+	within("an election", func(ctx context.Context) (err error) {
+		l, _, err = s.LeaseAttemptElect(ctx, storage.LeaseAttemptElectParams{Owner: "a", TTL: time.Minute})
+		return err
+	})
+	within("a renewal", func(ctx context.Context) error {
+		_, err := s.LeaseAttemptRenew(ctx, storage.LeaseAttemptRenewParams{Owner: "a", Term: l.Term, TTL: time.Minute})
+		return err
+	})
+	within("a resignation", func(ctx context.Context) error {
+		_, err := s.LeaseResign(ctx, storage.LeaseResignParams{Owner: "a", Term: l.Term})
+		return err
+	})
+	unlock()
+	for range 2 {
+		if err := <-readers; err != nil {
+			t.Fatalf("a read once the lock went: %v", err)
+		}
+	}
+}

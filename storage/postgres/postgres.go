@@ -54,7 +54,13 @@ type Options struct {
 
 // Store is the PostgreSQL storage.Store.
 type Store struct {
-	pool  *pgxpool.Pool
+	pool *pgxpool.Pool
+	// lease is the leader lease's own connection (a pool of one, opened
+	// on first use, so never by a single node): an election, a renewal or
+	// a resignation must not wait for a connection of pool, which the
+	// graph's writes and the API's reads may all hold at once (for as long
+	// as a maintenance lock makes them wait, say), past the trust window.
+	lease *pgxpool.Pool
 	lanes laneBatcher
 }
 
@@ -113,11 +119,18 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = 5
 	}
+	leaseCfg := cfg.Copy()
+	leaseCfg.MaxConns, leaseCfg.MinConns = 1, 0
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open pool to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
-	s := &Store{pool: pool}
+	lease, err := pgxpool.NewWithConfig(ctx, leaseCfg)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open the lease's connection to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	s := &Store{pool: pool, lease: lease}
 	s.lanes.s = s
 	return s, nil
 }
@@ -168,6 +181,7 @@ func (s *Store) ClaimAhead() int { return 7 }
 // Close implements storage.Store.
 func (s *Store) Close() error {
 	s.pool.Close()
+	s.lease.Close()
 	return nil
 }
 
@@ -303,7 +317,7 @@ func scanLease(row pgx.Row, extra ...any) (storage.Lease, error) {
 // LeaseAttemptElect implements storage.Store.
 func (s *Store) LeaseAttemptElect(ctx context.Context, p storage.LeaseAttemptElectParams) (storage.Lease, bool, error) {
 	var elected bool
-	l, err := scanLease(s.pool.QueryRow(ctx, queries.Get("lease_attempt_elect"), p.Owner, storage.Seconds(p.TTL)), &elected)
+	l, err := scanLease(s.lease.QueryRow(ctx, queries.Get("lease_attempt_elect"), p.Owner, storage.Seconds(p.TTL)), &elected)
 	if err != nil {
 		return l, false, fmt.Errorf("postgres: lease elect for %s: %w", p.Owner, err)
 	}
@@ -312,7 +326,7 @@ func (s *Store) LeaseAttemptElect(ctx context.Context, p storage.LeaseAttemptEle
 
 // LeaseAttemptRenew implements storage.Store.
 func (s *Store) LeaseAttemptRenew(ctx context.Context, p storage.LeaseAttemptRenewParams) (storage.Lease, error) {
-	l, err := scanLease(s.pool.QueryRow(ctx, queries.Get("lease_attempt_renew"), p.Owner, p.Term, storage.Seconds(p.TTL)))
+	l, err := scanLease(s.lease.QueryRow(ctx, queries.Get("lease_attempt_renew"), p.Owner, p.Term, storage.Seconds(p.TTL)))
 	if errors.Is(err, storage.ErrNotFound) {
 		return l, storage.ErrLeaseLost
 	}
@@ -324,7 +338,7 @@ func (s *Store) LeaseAttemptRenew(ctx context.Context, p storage.LeaseAttemptRen
 
 // LeaseResign implements storage.Store.
 func (s *Store) LeaseResign(ctx context.Context, p storage.LeaseResignParams) (bool, error) {
-	tag, err := s.pool.Exec(ctx, queries.Get("lease_resign"), p.Owner, p.Term)
+	tag, err := s.lease.Exec(ctx, queries.Get("lease_resign"), p.Owner, p.Term)
 	if err != nil {
 		return false, fmt.Errorf("postgres: lease resign for term %d: %w", p.Term, err)
 	}

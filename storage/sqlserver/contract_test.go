@@ -165,7 +165,7 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 	d := &fakeDriver{}
 	db := sql.OpenDB(fakeConnector{d: d})
 	defer db.Close()
-	s := &Store{db: db}
+	s := &Store{db: db, lease: db} // one fake database: the lease's statements are checked alike
 	ctx := context.Background()
 	f := storage.Fence{Owner: "node-a", Term: 3}
 	c := storage.Claim{ID: 7, Owner: "node-a", Attempt: 1}

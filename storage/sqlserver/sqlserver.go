@@ -99,6 +99,12 @@ type Options struct {
 // Store is the SQL Server storage.Store.
 type Store struct {
 	db *sql.DB
+	// lease is the leader lease's own connection (a pool of one, opened
+	// on first use, so never by a single node): an election, a renewal or
+	// a resignation must not wait for a connection of db, which the
+	// graph's writes and the API's reads may all hold at once (for as long
+	// as a maintenance lock makes them wait, say), past the trust window.
+	lease *sql.DB
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -142,7 +148,10 @@ func Open(_ context.Context, o Options) (*Store, error) {
 	}
 	db.SetMaxOpenConns(size)
 	db.SetMaxIdleConns(size)
-	return &Store{db: db}, nil
+	lease := sql.OpenDB(mssql.NewConnectorConfig(cfg))
+	lease.SetMaxOpenConns(1)
+	lease.SetMaxIdleConns(1)
+	return &Store{db: db, lease: lease}, nil
 }
 
 // Dialect implements storage.Store.
@@ -157,7 +166,7 @@ func (s *Store) Clusterable() bool { return true }
 func (s *Store) ClaimAhead() int { return 7 }
 
 // Close implements storage.Store.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error { return errors.Join(s.db.Close(), s.lease.Close()) }
 
 // Ping implements storage.Store.
 func (s *Store) Ping(ctx context.Context) error {
@@ -383,7 +392,7 @@ func (s *Store) LeaseAttemptElect(ctx context.Context, p storage.LeaseAttemptEle
 	)
 	args := append([]any{sql.Named("owner", p.Owner)}, span("ttl", p.TTL)...)
 	err := retryDeadlocks(ctx, func() error {
-		return s.db.QueryRowContext(ctx, queries.Get("lease_attempt_elect"), args...).Scan(append(x.dest(), &elected)...)
+		return s.lease.QueryRowContext(ctx, queries.Get("lease_attempt_elect"), args...).Scan(append(x.dest(), &elected)...)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		err = storage.ErrNotFound // no lease row: not migrated
@@ -399,7 +408,7 @@ func (s *Store) LeaseAttemptRenew(ctx context.Context, p storage.LeaseAttemptRen
 	var x leaseScan
 	args := append([]any{sql.Named("owner", p.Owner), sql.Named("term", p.Term)}, span("ttl", p.TTL)...)
 	err := retryDeadlocks(ctx, func() error {
-		return s.db.QueryRowContext(ctx, queries.Get("lease_attempt_renew"), args...).Scan(x.dest()...)
+		return s.lease.QueryRowContext(ctx, queries.Get("lease_attempt_renew"), args...).Scan(x.dest()...)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return storage.Lease{}, storage.ErrLeaseLost
@@ -415,7 +424,7 @@ func (s *Store) LeaseAttemptRenew(ctx context.Context, p storage.LeaseAttemptRen
 func (s *Store) LeaseResign(ctx context.Context, p storage.LeaseResignParams) (bool, error) {
 	var n int64
 	err := retryDeadlocks(ctx, func() error {
-		return s.db.QueryRowContext(ctx, queries.Get("lease_resign"),
+		return s.lease.QueryRowContext(ctx, queries.Get("lease_resign"),
 			sql.Named("owner", p.Owner), sql.Named("term", p.Term)).Scan(&n)
 	})
 	if err != nil {
