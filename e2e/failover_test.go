@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -360,12 +361,39 @@ func lockQueue(t *testing.T, fc *failoverCluster, pt *partner) injected {
 		t.Fatal(err)
 	}
 	locked := time.Since(at)
-	time.Sleep(lockLength) // the fault's parameter: how long the lock is held
+	// Monitoring polls GET /lanes meanwhile, and each poll holds one of
+	// the primary's connections while its read waits on the lock: the
+	// renewal must not need one of them.
+	polls, answered := pollLanes(fc.nodes[in.from], lockLength, 100*time.Millisecond)
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
 	held := time.Since(at)
 	in.to = fc.awaitRecovery(pt, -1, recoveryTimeout(fc.timing))
-	in.note = fmt.Sprintf("mf_queue locked %v after the fault's start, released %v after it", locked.Round(time.Millisecond), held.Round(time.Millisecond))
+	in.note = fmt.Sprintf("mf_queue locked %v after the fault's start, released %v after it; GET /lanes polled %d times meanwhile, %d answered 200",
+		locked.Round(time.Millisecond), held.Round(time.Millisecond), polls, answered.Load())
 	return in
+}
+
+// pollLanes sends GET /lanes to e every interval for d, each request in a
+// goroutine of its own (a slow answer does not hold the next poll back, as
+// with several dashboards), and returns the number sent and, counted as
+// they end, how many answered 200.
+func pollLanes(e *engine, d, interval time.Duration) (polls int, answered *atomic.Int64) {
+	answered = &atomic.Int64{}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for end := time.After(d); ; {
+		select {
+		case <-end:
+			return polls, answered
+		case <-tick.C:
+			polls++
+			go func() {
+				if code, _, err := e.get("/lanes"); err == nil && code == 200 {
+					answered.Add(1)
+				}
+			}()
+		}
+	}
 }
