@@ -115,6 +115,12 @@ type laneActor struct {
 	// rescan), so a small max_attempts set them aside after fewer real
 	// sends. A claim no longer current is skipped by the give back.
 	unsent []storage.Claim
+	// unrecorded is a row sent and delivered whose record failed (the
+	// database away or full for a moment): recorded again under the claim
+	// it was sent with at the lane's next step, before anything else.
+	// Left in flight, it held the lane until its lease ran out (a minute by
+	// default) and was then sent again.
+	unrecorded *sentRow
 	// floor is the id of the last row this lane claimed, or its
 	// predecessor's (Manager.floors): its head lookups start there
 	// (storage.QueueClaimNextParams.From).
@@ -185,6 +191,9 @@ func (l *laneActor) Receive(ctx actor.Context) {
 // context is gone and the call fails at once; promotion recovery re-pends
 // the rows instead.
 func (l *laneActor) giveBack() {
+	if l.unrecorded != nil && l.env.Ctx.Err() == nil {
+		l.recordAgain() // once: if it fails, the row is sent again after its lease
+	}
 	held, head := l.inHand, l.head
 	l.inHand, l.head = nil, nil
 	if err := l.giveBackUnsent(held, head); err != nil && l.env.Ctx.Err() == nil {
@@ -245,6 +254,14 @@ func (l *laneActor) step(ctx actor.Context) {
 	if l.env.Ctx.Err() != nil { // demoted: touch nothing more
 		l.looping = false
 		return
+	}
+	if l.unrecorded != nil {
+		// The lane's oldest unfinished row: recorded before the rows
+		// behind it are given back or claimed.
+		if err := l.recordAgain(); err != nil {
+			l.storeFailed(ctx, "complete", err)
+			return
+		}
 	}
 	c := l.head
 	l.head = nil
@@ -446,6 +463,7 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 				return
 			}
 		}
+		l.recordFailed(log, claim, took, err)
 		l.finished(ctx, log, "complete", err)
 		return
 	}
@@ -454,6 +472,7 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 		Fence: l.env.Fence, Claim: claim, Lane: l.lane, Owner: l.env.Owner, LeaseTTL: l.env.Config.Store.LeaseTTL(), Ahead: l.claimAhead(window, took),
 	})
 	if err != nil {
+		l.recordFailed(log, claim, took, err)
 		l.storeFailed(ctx, "advance", err)
 		return
 	}
@@ -470,6 +489,44 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 	}
 	l.head = a.Next
 	ctx.Send(ctx.Self(), next{})
+}
+
+// sentRow is a delivery made and not yet recorded (laneActor.unrecorded).
+type sentRow struct {
+	claim storage.Claim
+	log   zerolog.Logger
+	took  time.Duration
+}
+
+// recordFailed keeps a delivery whose record failed, unless the failure
+// says the record cannot be made: the claim is lost (the row is sent
+// again), or the term is over (the next leader sends it again).
+func (l *laneActor) recordFailed(log zerolog.Logger, claim storage.Claim, took time.Duration, err error) {
+	if err == nil || errors.Is(err, storage.ErrClaimLost) || errors.Is(err, storage.ErrFenced) || l.env.Ctx.Err() != nil {
+		return
+	}
+	l.unrecorded = &sentRow{claim: claim, log: log, took: took}
+}
+
+// recordAgain records l.unrecorded under the claim it was sent with. A
+// claim no longer current is not an error: the first record may have been
+// made after all (a reply lost after the commit), or the lease ran out and
+// the row was re-pended, and it is sent again.
+func (l *laneActor) recordAgain() error {
+	u := l.unrecorded
+	called := time.Now()
+	err := l.env.Store.QueueComplete(l.env.Ctx, storage.QueueCompleteParams{Fence: l.env.Fence, Claim: u.claim})
+	switch {
+	case err == nil:
+		l.delivered(u.log, u.took, called)
+	case errors.Is(err, storage.ErrClaimLost):
+		u.log.Warn().Msg("a delivery whose record had failed could not be recorded again: its claim is no longer current (either the first record was made after all, or the row lease expired and the message will be delivered again)")
+	default:
+		return err
+	}
+	l.unrecorded = nil
+	l.storeWorked()
+	return nil
 }
 
 // delivered logs a delivery recorded, and the end of the destination's

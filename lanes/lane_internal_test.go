@@ -51,6 +51,9 @@ type countingStore struct {
 	// failCompleteOnce makes the next QueueComplete answer an error after
 	// its write committed, as when the connection drops before the reply.
 	failCompleteOnce atomic.Bool
+	// failRecordOnce makes the next QueueComplete or QueueAdvance fail
+	// before it writes anything, as a database away or full would.
+	failRecordOnce atomic.Bool
 	// doubtOnce makes the fixture's Trust answer false once: leadership in
 	// doubt at that moment.
 	doubtOnce atomic.Bool
@@ -147,6 +150,9 @@ func (c *countingStore) QueueComplete(ctx context.Context, p storage.QueueComple
 	if c.panicCompleteOnce.CompareAndSwap(true, false) {
 		panic("injected: a bug in a lane, after its send")
 	}
+	if c.failRecordOnce.CompareAndSwap(true, false) {
+		return errors.New("injected: database or disk is full")
+	}
 	err := c.Store.QueueComplete(ctx, p)
 	if err == nil && c.failCompleteOnce.CompareAndSwap(true, false) {
 		return errors.New("connection reset by peer (injected, after the commit)")
@@ -156,6 +162,9 @@ func (c *countingStore) QueueComplete(ctx context.Context, p storage.QueueComple
 
 func (c *countingStore) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) (storage.QueueAdvanced, error) {
 	c.advances.Add(1)
+	if c.failRecordOnce.CompareAndSwap(true, false) {
+		return storage.QueueAdvanced{}, errors.New("injected: database or disk is full")
+	}
 	a, err := c.Store.QueueAdvance(ctx, p)
 	if c.afterAdvance != nil && err == nil {
 		c.afterAdvance(a)

@@ -219,3 +219,35 @@ func TestALaneGivesBackItsUnsentRunAfterAStoreFailure(t *testing.T) {
 		}
 	}
 }
+
+// A delivery whose record fails (the database away or full for a moment)
+// is recorded again at the lane's next step, with the claim it was sent
+// under, before the lane claims anything: the lane goes on in a second,
+// and the message is not sent twice. Before, the row stayed in flight
+// until its lease ran out (a minute by default), the whole lane waiting
+// behind it, and was then sent again.
+func TestADeliveryWhoseRecordFailedIsRecordedAgainNotSentAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rows int // 1: the newest row, recorded alone (QueueComplete); else with the next claimed (QueueAdvance)
+	}{{"recorded alone", 1}, {"recorded with the next claim", 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dest, requests := acceptingEverySend(t)
+			f := newLaneFixture(t, dest.URL, "timeout_seconds = 1\n", tc.rows, func(c *countingStore) { c.failRecordOnce.Store(true) })
+			defer f.system.Root.Stop(f.manager)
+
+			waitUntil(t, "every row delivered and recorded", 15*time.Second, func() bool { return f.row(t, tc.rows-1).Status == storage.QueueDone })
+			if f.store.failRecordOnce.Load() {
+				t.Fatal("no record failed: the test showed nothing")
+			}
+			for i := range tc.rows {
+				if r := f.row(t, i); r.Status != storage.QueueDone || r.Attempts != 1 {
+					t.Fatalf("row %d: %s after %d attempts; want done at the first", i, r.Status, r.Attempts)
+				}
+			}
+			if n := requests.Load(); n != int64(tc.rows) {
+				t.Fatalf("%d sends for %d rows; want each sent once", n, tc.rows)
+			}
+		})
+	}
+}
