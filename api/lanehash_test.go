@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -152,5 +153,34 @@ func TestViewerLanesWaitForTheKey(t *testing.T) {
 	}
 	if n := st.calls.Load(); n != 3 {
 		t.Fatalf("%d calls for the key, want 3 (two failed, one that took)", n)
+	}
+}
+
+// clockSteppedBackStore answers QueueLanes as a store whose clock was
+// stepped back an hour after the rows were queued would: their heads'
+// ages come out negative.
+type clockSteppedBackStore struct{ storage.Store }
+
+func (s clockSteppedBackStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
+	ls, err := s.Store.QueueLanes(ctx)
+	for i := range ls {
+		ls[i].HeadAge -= time.Hour
+	}
+	return ls, err
+}
+
+// A head's age is never shown negative, even when the database's clock was
+// stepped back after the row was queued: it has been queued for no time
+// that can be told, so 0 (the lanes still use the raw figure to convert the
+// database's times to the node's).
+func TestAHeadsAgeIsNeverNegative(t *testing.T) {
+	v := start(t, fileOutbound)
+	v.ingest(t, 1) // lane nowhere/P9
+	code, ls := lanesVia(t, newServer(t, v, clockSteppedBackStore{v.e.Store}), "operator")
+	if code != http.StatusOK || len(ls) != 1 {
+		t.Fatalf("GET /lanes: %d, %+v; want 200 and one lane", code, ls)
+	}
+	if ls[0].HeadAge != 0 {
+		t.Fatalf("head_age_seconds %v after the database's clock stepped back; want 0", ls[0].HeadAge)
 	}
 }

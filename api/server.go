@@ -420,7 +420,9 @@ func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, Lane{
 			Lane: name, Destination: l.Destination, Depth: l.Depth, HeadID: l.Head.ID,
-			HeadAge: l.HeadAge.Seconds(), Blocked: l.Blocked(), Attempts: l.Head.Attempts, LastError: lastError(l.Head, phi),
+			// Never negative: a database clock stepped back since the row
+			// was queued makes the raw age so (leadership/doc.go, Clocks).
+			HeadAge: max(0, l.HeadAge.Seconds()), Blocked: l.Blocked(), Attempts: l.Head.Attempts, LastError: lastError(l.Head, phi),
 		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"lanes": out})

@@ -519,7 +519,7 @@ func (l *laneActor) recordAgain() error {
 	switch {
 	case err == nil:
 		l.delivered(u.log, u.took, called)
-	case errors.Is(err, storage.ErrClaimLost):
+	case errors.Is(err, storage.ErrClaimLost), errors.Is(err, storage.ErrNotFound):
 		u.log.Warn().Msg("a delivery whose record had failed could not be recorded again: its claim is no longer current (either the first record was made after all, or the row lease expired and the message will be delivered again)")
 	default:
 		return err

@@ -121,7 +121,9 @@
 // fence therefore takes the graph's tables (ROW EXCLUSIVE, the mode the
 // write takes them in anyway) before the lease row (migration 0008): a write
 // waits for maintenance holding nothing a renewal needs, and its fence
-// check, after the wait, still refuses a term that ended meanwhile.
+// check, after the wait, still refuses a term that ended meanwhile. Nor
+// does the renewal wait for a connection: the lease has one of its own,
+// apart from the pool that such waiting writes and reads may fill.
 //
 // # Clocks
 //
