@@ -255,3 +255,70 @@ func TestTheLeaseDoesNotWaitForTheBusyPool(t *testing.T) {
 		}
 	}
 }
+
+// A migration takes mf_messages and mf_queue before it changes either, in
+// the order the fence takes them, so that it cannot deadlock with a write
+// of a primary still running (a rolling upgrade). Migration 0004 alters
+// mf_queue, then locks mf_messages to drop the foreign key's triggers:
+// taken in that order, with a write holding mf_messages and about to take
+// mf_queue (the fence's order), each waited for the other, and PostgreSQL
+// broke the deadlock by failing one of them.
+func TestAMigrationTakesTheTablesInTheFencesOrder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, other, _ := leaderStore(t, ctx)
+	// 0004 pending again, with the foreign key it drops back in place.
+	for _, q := range []string{
+		`ALTER TABLE mf_queue ADD CONSTRAINT mf_queue_message_id_fkey FOREIGN KEY (message_id) REFERENCES mf_messages (id)`,
+		`DELETE FROM mf_schema_migrations WHERE version = 4`,
+	} {
+		if _, err := other.pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+
+	// A write of the running primary, between the fence's two tables.
+	conn, err := pgx.ConnectConfig(ctx, other.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	w, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Rollback(ctx)
+	if _, err := w.Exec(ctx, "LOCK TABLE mf_messages IN ROW EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+
+	migrated := make(chan error, 1)
+	go func() { migrated <- s.Migrate(ctx) }()
+	for {
+		var waiting bool
+		if err := other.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND relation IN ('mf_messages'::regclass, 'mf_queue'::regclass))`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case err := <-migrated:
+			t.Fatalf("the migration ended (%v) while a write held mf_messages", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if _, err := w.Exec(ctx, "LOCK TABLE mf_queue IN ROW EXCLUSIVE MODE"); err != nil {
+		t.Fatalf("the write's second table, with the migration waiting: %v", err)
+	}
+	if err := w.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-migrated; err != nil {
+		t.Fatalf("the migration once the write committed: %v", err)
+	}
+	var fk bool
+	if err := other.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'mf_queue_message_id_fkey')`).Scan(&fk); err != nil || fk {
+		t.Fatalf("migration 0004 not applied: the foreign key is still there (%v)", err)
+	}
+}

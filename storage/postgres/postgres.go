@@ -10,6 +10,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -234,6 +235,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 		if err := storage.CheckApplied(migrations, done); err != nil {
 			return err
+		}
+		pending := slices.ContainsFunc(migrations, func(m storage.Migration) bool { return !done[m.Version] })
+		if pending && done[1] { // 0001 made the tables
+			if _, err := tx.Exec(ctx, queries.Get("migrate_lock_tables")); err != nil {
+				return fmt.Errorf("postgres: lock mf_messages and mf_queue for the migrations: %w", err)
+			}
 		}
 		for _, m := range migrations {
 			if done[m.Version] {
