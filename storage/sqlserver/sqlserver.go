@@ -99,11 +99,9 @@ type Options struct {
 // Store is the SQL Server storage.Store.
 type Store struct {
 	db *sql.DB
-	// lease is the leader lease's own connection (a pool of one, opened
-	// on first use, so never by a single node): an election, a renewal or
-	// a resignation must not wait for a connection of db, which the
-	// graph's writes and the API's reads may all hold at once (for as long
-	// as a maintenance lock makes them wait, say), past the trust window.
+	// lease is the leader lease's own connection, as on PostgreSQL (a pool
+	// of one, opened on first use): a renewal must not wait past the trust
+	// window for a connection of db that writes or reads hold.
 	lease *sql.DB
 }
 
