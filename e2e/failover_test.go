@@ -89,6 +89,7 @@ func failoverFaults() []fault {
 		{name: "pg-restart-fast", nodes: 2, timing: quick, check: checkTCP, inject: restartPG("fast")},
 		{name: "pg-restart-immediate", nodes: 2, timing: quick, check: checkTCP, inject: restartPG("immediate")},
 		{name: "queue-locked", nodes: 2, timing: quick, check: checkTCP, keepsLeader: true, inject: lockQueue},
+		{name: "queue-rows-locked", nodes: 2, timing: quick, check: checkTCP, keepsLeader: true, inject: lockQueueRows},
 		{name: "kill-9-defaults", nodes: 2, timing: defaults, check: checkTCP, target: crashTargetDefaults, inject: killPrimary(1)},
 		{name: "sigterm-defaults", nodes: 2, timing: defaults, check: checkTCP, target: handOverTarget, inject: stopPrimary},
 		{name: "kill-9-x20", nodes: 3, timing: quick, check: checkTCP, target: crashTarget, inject: killPrimary(20)},
@@ -329,51 +330,66 @@ func restartPG(mode string) func(t *testing.T, fc *failoverCluster, pt *partner)
 	}
 }
 
-// lockLength is how long lockQueue holds its lock: several fence timeouts
-// at the quick timings, so that a primary whose renewal waited on the lock
+// lockLength is how long holdLock holds its locks: several fence timeouts
+// at the quick timings, so that a primary whose renewal waited on them
 // would fence itself.
 const lockLength = 8 * time.Second
 
-// lockQueue holds an ACCESS EXCLUSIVE lock on mf_queue for lockLength, as
-// a maintenance statement would (VACUUM FULL, most ALTER TABLE): nothing is
-// stored or delivered meanwhile, but the primary keeps leading (its writes
-// wait for the table before they take the fence, migration 0008, so its
-// renewals do not wait behind them). Once the lock goes, it must
-// acknowledge again, with nothing AA-acked lost.
-func lockQueue(t *testing.T, fc *failoverCluster, pt *partner) injected {
-	in := injected{from: fc.waitPrimary(-1, time.Minute)}
-	// A deadline: a lock that cannot be had (a transaction left open) fails
-	// the fault instead of hanging the suite.
-	ctx, cancel := context.WithTimeout(context.Background(), lockLength+30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, fc.url)
-	if err != nil {
-		t.Fatal(err)
+// holdLock runs statement in a transaction of another client, as an
+// operator would, holds what it locked for lockLength, and rolls it back.
+// The primary must keep leading meanwhile, and acknowledge afterwards with
+// nothing AA-acked lost:
+//
+//   - lockQueue: an ACCESS EXCLUSIVE lock on mf_queue, as a maintenance
+//     statement takes (VACUUM FULL, most ALTER TABLE): nothing is stored or
+//     delivered meanwhile; the primary's writes wait for the table before
+//     they take the fence (migration 0008).
+//   - lockQueueRows: the queue's unfinished rows changed and not committed,
+//     as an UPDATE in psql left open: the lanes' writes wait for the rows
+//     while holding the fence, which the renewal does not wait for
+//     (migration 0009); messages are still stored and acknowledged.
+func holdLock(what, statement string) func(t *testing.T, fc *failoverCluster, pt *partner) injected {
+	return func(t *testing.T, fc *failoverCluster, pt *partner) injected {
+		in := injected{from: fc.waitPrimary(-1, time.Minute)}
+		// A deadline: a lock that cannot be had (a transaction left open)
+		// fails the fault instead of hanging the suite.
+		ctx, cancel := context.WithTimeout(context.Background(), lockLength+30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, fc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now()
+		in.instants = []time.Time{at}
+		tag, err := tx.Exec(ctx, statement)
+		if err != nil {
+			t.Fatal(err)
+		}
+		locked := time.Since(at)
+		// Monitoring polls GET /lanes meanwhile, and each poll holds one of
+		// the primary's connections while its read waits on a lock: the
+		// renewal must not need one of them.
+		polls, answered := pollLanes(fc.nodes[in.from], lockLength, 100*time.Millisecond)
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		held := time.Since(at)
+		in.to = fc.awaitRecovery(pt, -1, recoveryTimeout(fc.timing))
+		in.note = fmt.Sprintf("%s (%s) %v after the fault's start, released %v after it; GET /lanes polled %d times meanwhile, %d answered 200",
+			what, tag, locked.Round(time.Millisecond), held.Round(time.Millisecond), polls, answered.Load())
+		return in
 	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := time.Now()
-	in.instants = []time.Time{at}
-	if _, err := tx.Exec(ctx, "LOCK TABLE mf_queue IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
-	locked := time.Since(at)
-	// Monitoring polls GET /lanes meanwhile, and each poll holds one of
-	// the primary's connections while its read waits on the lock: the
-	// renewal must not need one of them.
-	polls, answered := pollLanes(fc.nodes[in.from], lockLength, 100*time.Millisecond)
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	held := time.Since(at)
-	in.to = fc.awaitRecovery(pt, -1, recoveryTimeout(fc.timing))
-	in.note = fmt.Sprintf("mf_queue locked %v after the fault's start, released %v after it; GET /lanes polled %d times meanwhile, %d answered 200",
-		locked.Round(time.Millisecond), held.Round(time.Millisecond), polls, answered.Load())
-	return in
 }
+
+var (
+	lockQueue     = holdLock("mf_queue locked", "LOCK TABLE mf_queue IN ACCESS EXCLUSIVE MODE")
+	lockQueueRows = holdLock("unfinished queue rows locked", "UPDATE mf_queue SET updated_at = updated_at WHERE status IN ('pending', 'inflight')")
+)
 
 // pollLanes sends GET /lanes to e every interval for d, each request in a
 // goroutine of its own (a slow answer does not hold the next poll back, as

@@ -93,14 +93,17 @@
 // Every database write it then attempts fails with ErrFenced and changes
 // nothing, because the election that followed bumped the term, and the
 // write checks the term in its own transaction while holding the lease row
-// shared (so the election cannot commit in between). Lanes also check the
+// (so the election cannot commit in between: on PostgreSQL the fence holds
+// it FOR KEY SHARE, and an election, which changes term, a column with a
+// unique index, must wait for that lock; on SQL Server it is a shared lock
+// that any UPDATE waits for). Lanes also check the
 // trust window right before each send to a destination, which leaves only
 // a pause landing between that check and the first bytes on the wire: at
 // least once, by design.
 //
 // # Liveness: a frozen leader must not hold the lease row
 //
-// The fence's share lock on the lease row lives as long as its transaction.
+// The fence's lock on the lease row lives as long as its transaction.
 // A leader frozen in the middle of one keeps it, and the next election (an
 // UPDATE of that row) would wait behind it for as long as the freeze lasts.
 // On PostgreSQL a clustered node's sessions therefore carry
@@ -114,16 +117,19 @@
 // server's TCP keepalive gives up) or, for a stopped process whose kernel
 // still answers keepalives, until it resumes or dies.
 //
-// A live leader's renewal must not wait behind its own writes either. A
-// write that held the lease row while it waited for a maintenance lock on
-// a table (VACUUM FULL, ALTER TABLE) held the renewal too, and the leader
-// fenced itself for as long as the maintenance lasted. On PostgreSQL the
-// fence therefore takes the graph's tables (ROW EXCLUSIVE, the mode the
-// write takes them in anyway) before the lease row (migration 0008): a write
-// waits for maintenance holding nothing a renewal needs, and its fence
-// check, after the wait, still refuses a term that ended meanwhile. Nor
-// does the renewal wait for a connection: the lease has one of its own,
-// apart from the pool that such waiting writes and reads may fill.
+// A live leader's renewal must not wait behind its own writes either. With
+// the lease row held shared, a write that waited on anything (a maintenance
+// lock on a table, a row an operator's open session holds, a slow
+// statement) held the renewal too, and the leader fenced itself for as long
+// as the wait lasted. On PostgreSQL the fence therefore holds the row FOR
+// KEY SHARE (migration 0009), which an election waits for and a renewal or
+// a resignation (they change expires_at only) does not; and it takes the
+// graph's tables before the lease row (migration 0008), so that a write
+// waiting for maintenance holds no lock on the row at all. Nor does the
+// renewal wait for a connection: the lease has one of its own, apart from
+// the pool that such waiting writes and reads may fill. On SQL Server the
+// fence is a shared lock that a renewal waits for: there a write that waits
+// long still fences the leader.
 //
 // # Clocks
 //

@@ -322,3 +322,161 @@ func TestAMigrationTakesTheTablesInTheFencesOrder(t *testing.T) {
 		t.Fatalf("migration 0004 not applied: the foreign key is still there (%v)", err)
 	}
 }
+
+// A row lock on a queue row, held by a session left open (an operator's
+// UPDATE in psql, not yet committed), makes the lane write that needs the
+// row wait, but not the lease renewal: the fence holds the lease row FOR
+// KEY SHARE, which a renewal's UPDATE of expires_at does not wait for
+// (migration 0009). With FOR SHARE, the renewal waited behind the write,
+// the primary fenced itself, and the nodes took turns leading for as long
+// as the session stayed open.
+func TestARowLockHoldsALaneWriteButNotTheRenewal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, other, l := leaderStore(t, ctx)
+	f := storage.Fence{Owner: l.Owner, Term: l.Term}
+	claim := func(lane string) error {
+		_, err := s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: lane, Owner: "o", LeaseTTL: time.Minute})
+		if errors.Is(err, storage.ErrNoWork) {
+			return nil
+		}
+		return err
+	}
+	if err := claim("d/empty"); err != nil { // the statements prepared, as in a running engine
+		t.Fatal(err)
+	}
+	if _, err := s.MessageIngest(ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{{
+		Inbound: "in", ControlID: "M1", Payload: []byte("MSH|^~\\&|M1"), Status: storage.MessageRouted,
+		Deliveries: []storage.Delivery{{Destination: "d", Lane: "d/x"}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	operator, pid := openSession(t, ctx, other)
+	if _, err := operator.Exec(ctx, "UPDATE mf_queue SET last_error = 'looked at by hand' WHERE lane = 'd/x'"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- claim("d/x") }()
+	waitForBlockedBy(t, ctx, other, pid)
+
+	rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err := other.LeaseAttemptRenew(rctx, storage.LeaseAttemptRenewParams{Owner: l.Owner, Term: l.Term, TTL: time.Minute})
+	rcancel()
+	if err != nil {
+		t.Fatalf("the lease renewal while a lane's claim waits on an operator's row lock: %v; want it renewed at once", err)
+	}
+	if err := operator.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the claim once the row lock went: %v", err)
+	}
+}
+
+// An election still waits for every fenced write in progress, and the
+// write's term ends only once it has committed: the fence's FOR KEY SHARE
+// conflicts with the election's UPDATE, since it changes term, a column of
+// a unique index (a key column). A renewal and a resignation change no key
+// column, and do not wait.
+func TestAnElectionWaitsForTheFencedWritesInProgress(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, other, l := leaderStore(t, ctx)
+	write, pid := openSession(t, ctx, other)
+	if _, err := write.Exec(ctx, "SELECT mf_fence($1, $2)", l.Owner, l.Term); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := write.Exec(ctx, "UPDATE mf_config SET version = version + 1 WHERE name = 'queue'"); err != nil {
+		t.Fatal(err)
+	}
+
+	within := func(what string, call func(ctx context.Context) error) {
+		t.Helper()
+		cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
+		defer ccancel()
+		if err := call(cctx); err != nil {
+			t.Fatalf("%s while a fenced write is in progress: %v; want it done at once", what, err)
+		}
+	}
+	within("a renewal", func(ctx context.Context) error {
+		_, err := other.LeaseAttemptRenew(ctx, storage.LeaseAttemptRenewParams{Owner: l.Owner, Term: l.Term, TTL: time.Minute})
+		return err
+	})
+	within("a resignation", func(ctx context.Context) error {
+		_, err := other.LeaseResign(ctx, storage.LeaseResignParams{Owner: l.Owner, Term: l.Term})
+		return err
+	})
+
+	type outcome struct {
+		l       storage.Lease
+		elected bool
+		err     error
+	}
+	elected := make(chan outcome, 1)
+	go func() {
+		nl, ok, err := other.LeaseAttemptElect(ctx, storage.LeaseAttemptElectParams{Owner: "b", TTL: time.Minute})
+		elected <- outcome{nl, ok, err}
+	}()
+	for blocked := false; !blocked; {
+		if err := other.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid)))`, pid).Scan(&blocked); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case o := <-elected:
+			t.Fatalf("the election ended (%+v) while a write of term %d was in progress; want it to wait for the write", o, l.Term)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := write.Commit(ctx); err != nil {
+		t.Fatalf("the write of term %d, begun before the election: %v", l.Term, err)
+	}
+	o := <-elected
+	if o.err != nil || !o.elected || o.l.Term != l.Term+1 {
+		t.Fatalf("the election once the write committed: %+v", o)
+	}
+	err := other.fenced(ctx, storage.Fence{Owner: l.Owner, Term: l.Term}, func(pgx.Tx) error { return nil })
+	if !errors.Is(err, storage.ErrFenced) {
+		t.Fatalf("a write of term %d after the election: %v, want storage.ErrFenced", l.Term, err)
+	}
+}
+
+// openSession begins a transaction on a connection of its own, as another
+// client would, and returns it with its server process id; it is rolled
+// back at the end of the test if still open.
+func openSession(t *testing.T, ctx context.Context, s *Store) (pgx.Tx, uint32) {
+	t.Helper()
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = tx.Rollback(context.Background())
+		_ = conn.Close(context.Background())
+	})
+	return tx, conn.PgConn().PID()
+}
+
+// waitForBlockedBy returns once a session waits for a lock that the
+// session of process pid holds.
+func waitForBlockedBy(t *testing.T, ctx context.Context, s *Store, pid uint32) {
+	t.Helper()
+	for {
+		var blocked bool
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid)))`, pid).Scan(&blocked); err != nil {
+			t.Fatal(err)
+		}
+		if blocked {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("nothing waited for the session of process %d", pid)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

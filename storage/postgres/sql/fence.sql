@@ -1,8 +1,12 @@
--- The fence (migration 0003's mf_fence): raises SQLSTATE MF001 unless the
--- lease row is (owner $1, term $2), and holds that row FOR SHARE until the
--- surrounding transaction ends, so an election (an UPDATE of the row) cannot
--- commit between this check and the writes that follow it: the writes of
--- term T are ordered entirely before term T+1 begins. Shared locks do not
--- block each other, so concurrent fenced writers of the same term do not
--- serialise here.
+-- The fence (mf_fence, migrations 0003, 0008 and 0009): raises SQLSTATE
+-- MF001 unless the lease row is (owner $1, term $2), and holds that row FOR
+-- KEY SHARE until the surrounding transaction ends. An election changes
+-- term, a key column (it has a unique index), so its UPDATE waits for every
+-- such holder, and a fence check that comes after the election took the row
+-- waits for it and then finds the new term: the writes of term T are
+-- ordered entirely before term T+1 begins. A renewal or a resignation
+-- changes expires_at only, which FOR KEY SHARE does not block: the leader's
+-- renewal never waits behind its own writes, whatever they wait on. Key
+-- share locks do not block each other either, so concurrent fenced writers
+-- of the same term do not serialise here.
 SELECT mf_fence($1, $2)
