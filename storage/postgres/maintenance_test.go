@@ -480,3 +480,26 @@ func waitForBlockedBy(t *testing.T, ctx context.Context, s *Store, pid uint32) {
 		}
 	}
 }
+
+// The lease's connection is opened on first use only, even when the url
+// asks the pool to keep idle connections (pool_min_idle_conns): a single
+// node, which never elects, opens none.
+func TestTheLeasesConnectionIsOpenedOnFirstUse(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Open(ctx, Options{URL: pgtest.NewSchema(t) + "&pool_min_idle_conns=1", PoolSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for s.pool.Stat().TotalConns() < 1 { // the pool's idle connection made
+		select {
+		case <-ctx.Done():
+			t.Fatal("the pool never opened its idle connection")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if n := s.lease.Stat().TotalConns(); n != 0 {
+		t.Fatalf("the lease has %d connections before any lease call; want 0", n)
+	}
+}

@@ -121,7 +121,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		cfg.MaxConns = 5
 	}
 	leaseCfg := cfg.Copy()
-	leaseCfg.MaxConns, leaseCfg.MinConns = 1, 0
+	leaseCfg.MaxConns, leaseCfg.MinConns, leaseCfg.MinIdleConns = 1, 0, 0
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open pool to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)

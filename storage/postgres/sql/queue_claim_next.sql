@@ -35,7 +35,7 @@
 --       the second waits, re-reads it as inflight under a live lease (or
 --       done) and claims nothing. (The engine never has two: a lane has one
 --       actor, with one write outstanding at a time; see lanebatch.go.)
---   (e) The fence (fence.sql, FOR SHARE on the lease row) means only the
+--   (e) The fence (fence.sql, FOR KEY SHARE on the lease row) means only the
 --       current term's leader can claim; a paused old leader's claim fails.
 -- A row may be delivered more than once (at least once), never out of order.
 --
