@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The failover suite: proof at the VIP. Each fault runs against a fresh
@@ -360,17 +361,41 @@ func holdLock(what, statement string) func(t *testing.T, fc *failoverCluster, pt
 			t.Fatal(err)
 		}
 		defer conn.Close(ctx)
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
+		var (
+			tx  pgx.Tx
+			tag pgconn.CommandTag
+			at  time.Time
+		)
+		// The statement must lock something: an UPDATE of the unfinished
+		// rows can find none at an instant when every lane has drained.
+		lockedSome := func() bool { return tag.String() == "LOCK TABLE" || tag.RowsAffected() > 0 }
+		for tries := 0; !lockedSome(); tries++ {
+			if tx != nil {
+				if err := tx.Rollback(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if tries == 50 {
+					t.Fatalf("%q locked nothing in 50 tries", statement)
+				}
+				time.Sleep(20 * time.Millisecond) // the partner's next messages
+			}
+			if tx, err = conn.Begin(ctx); err != nil {
+				t.Fatal(err)
+			}
+			at = time.Now()
+			if tag, err = tx.Exec(ctx, statement); err != nil {
+				t.Fatal(err)
+			}
 		}
-		at := time.Now()
 		in.instants = []time.Time{at}
-		tag, err := tx.Exec(ctx, statement)
-		if err != nil {
-			t.Fatal(err)
-		}
 		locked := time.Since(at)
+		// And a write of the primary must wait on it, or the fault tests
+		// nothing.
+		waitFor(t, "a write of the primary waiting on the lock", 5*time.Second, func() bool {
+			var blocked bool
+			err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pg_backend_pid() = ANY (pg_blocking_pids(pid)))`).Scan(&blocked)
+			return err == nil && blocked
+		})
 		// Monitoring polls GET /lanes meanwhile, and each poll holds one of
 		// the primary's connections while its read waits on a lock: the
 		// renewal must not need one of them.
