@@ -503,3 +503,101 @@ func TestTheLeasesConnectionIsOpenedOnFirstUse(t *testing.T) {
 		t.Fatalf("the lease has %d connections before any lease call; want 0", n)
 	}
 }
+
+// An upgrade from a schema before 0008, with the old primary still
+// writing: its fence takes the lease row first and the tables after, the
+// migrations take the tables first and the lease table after (0009's
+// index), and the old primary's renewal, waiting on the row, holds the
+// lease table. The three wait in a ring, and PostgreSQL fails one of them;
+// here the migrations (the other two sessions look for deadlocks only
+// after 10 s). The migrations then roll back and are tried again, and go
+// through once the old write is done; before, the upgrade stopped with
+// "deadlock detected".
+func TestMigrationsThatDeadlockWithAnOlderPrimaryAreTriedAgain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, other, l := leaderStore(t, ctx)
+	// The schema as 0007 left it: the fence of 0003, no index on term.
+	for _, q := range []string{
+		`CREATE OR REPLACE FUNCTION mf_fence(p_owner text, p_term bigint) RETURNS integer
+		 LANGUAGE plpgsql AS $$
+		 BEGIN
+		     PERFORM 1 FROM mf_leader_lease WHERE name = 'leader' AND owner = p_owner AND term = p_term FOR SHARE;
+		     IF NOT FOUND THEN
+		         RAISE EXCEPTION 'fenced' USING ERRCODE = 'MF001';
+		     END IF;
+		     RETURN 1;
+		 END $$`,
+		`DROP INDEX mf_leader_lease_term`,
+		`DELETE FROM mf_schema_migrations WHERE version IN (8, 9)`,
+	} {
+		if _, err := other.pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	slow := func(tx pgx.Tx) {
+		t.Helper()
+		if _, err := tx.Exec(ctx, "SET LOCAL deadlock_timeout = '10s'"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A write of the old primary under way on mf_queue: the migrations
+	// take mf_messages and wait for it.
+	x, xpid := openSession(t, ctx, other)
+	if _, err := x.Exec(ctx, "LOCK TABLE mf_queue IN ROW EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	migrated := make(chan error, 1)
+	go func() { migrated <- s.Migrate(ctx) }()
+	waitForBlockedBy(t, ctx, other, xpid)
+
+	// The old primary's next write: its fence takes the lease row, then it
+	// waits for mf_messages, which the migrations hold.
+	w, wpid := openSession(t, ctx, other)
+	slow(w)
+	if _, err := w.Exec(ctx, "SELECT mf_fence($1, $2)", l.Owner, l.Term); err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := w.Exec(ctx, "LOCK TABLE mf_messages IN ROW EXCLUSIVE MODE")
+		if err == nil {
+			err = w.Commit(ctx)
+		}
+		wrote <- err
+	}()
+	// Its renewal (lease_attempt_renew.sql) waits for the write's share
+	// lock on the row, holding the lease table.
+	r, _ := openSession(t, ctx, other)
+	slow(r)
+	renewed := make(chan error, 1)
+	go func() {
+		_, err := r.Exec(ctx, queries.Get("lease_attempt_renew"), l.Owner, l.Term, 60.0)
+		if err == nil {
+			err = r.Commit(ctx)
+		}
+		renewed <- err
+	}()
+	waitForBlockedBy(t, ctx, other, wpid)
+
+	// The first write ends: the migrations go on to 0009's index, which
+	// waits for the renewal, which waits for the write, which waits for the
+	// migrations.
+	if err := x.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-migrated; err != nil {
+		t.Fatalf("the migrations: %v", err)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatalf("the old primary's write: %v", err)
+	}
+	if err := <-renewed; err != nil {
+		t.Fatalf("the old primary's renewal: %v", err)
+	}
+	var n int
+	if err := other.pool.QueryRow(ctx, `SELECT count(*) FROM mf_schema_migrations WHERE version IN (8, 9)`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("migrations 8 and 9 applied: %d (%v); want both", n, err)
+	}
+}

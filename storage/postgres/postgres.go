@@ -63,6 +63,7 @@ type Store struct {
 	// as a maintenance lock makes them wait, say), past the trust window.
 	lease *pgxpool.Pool
 	lanes laneBatcher
+	log   zerolog.Logger // what Migrate says of its retries
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -131,7 +132,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open the lease's connection to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
-	s := &Store{pool: pool, lease: lease}
+	s := &Store{pool: pool, lease: lease, log: o.Log}
 	s.lanes.s = s
 	return s, nil
 }
@@ -203,12 +204,55 @@ func (s *Store) Ping(ctx context.Context) error {
 // transactional, so a failed migration leaves nothing behind). On a schema
 // with nothing pending it changes nothing, so a node may run as a role that
 // cannot change the schema once a role that can has run mf migrate.
+//
+// Pending migrations on a schema in use wait for the locks of the nodes
+// still running (a rolling upgrade), and their writes wait for them: each
+// lock is waited for at most migrateLockTimeout, so that a long transaction
+// elsewhere does not stall the primary behind the migration, and a lock
+// timeout or a deadlock (a write of an older primary, whose fence takes the
+// lease row before the tables) rolls the migrations back and tries them
+// again, up to migrateAttempts times.
 func (s *Store) Migrate(ctx context.Context) error {
 	migrations, err := storage.LoadMigrations(migrationsFS, "migrations")
 	if err != nil {
 		return err
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	for attempt := 1; ; attempt++ {
+		err = s.migrateOnce(ctx, migrations)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || (pgErr.Code != "40P01" && pgErr.Code != "55P03") || attempt == migrateAttempts {
+			break
+		}
+		s.log.Warn().Err(err).Int("attempt", attempt).Int("attempts", migrateAttempts).
+			Msg("the schema migrations met a lock of another session (a write of a node still running, or a long transaction) and were rolled back; trying again in 1s (if this repeats, look in pg_stat_activity for what holds mf_messages, mf_queue or mf_leader_lease)")
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
+		return fmt.Errorf("%w: the store's role may not change the schema; run mf migrate with a [store] url whose role may (the schema's owner), then start mf again", err)
+	case errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "55P03"): // deadlock, lock timeout
+		return fmt.Errorf("%w: the migrations could not take their locks in %d attempts: another session holds mf_messages, mf_queue or mf_leader_lease (see pg_stat_activity); run mf migrate again once it ends", err, migrateAttempts)
+	case errors.As(err, &pgErr) && pgErr.Code == "3F000": // invalid_schema_name
+		return fmt.Errorf("%w: no schema of the store url's search_path exists (unset, it is \"$user\", public): create the schema, or correct search_path", err)
+	}
+	return err
+}
+
+// migrateAttempts and migrateLockTimeout bound Migrate's waits for locks of
+// other sessions (Migrate).
+const (
+	migrateAttempts    = 30
+	migrateLockTimeout = 2 * time.Second
+)
+
+// migrateOnce is one attempt of Migrate, in one transaction.
+func (s *Store) migrateOnce(ctx context.Context, migrations []storage.Migration) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, queries.Get("migrate_lock")); err != nil {
 			return fmt.Errorf("postgres: take migration lock: %w", err)
 		}
@@ -237,9 +281,21 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return err
 		}
 		pending := slices.ContainsFunc(migrations, func(m storage.Migration) bool { return !done[m.Version] })
-		if pending && done[1] { // 0001 made the tables
-			if _, err := tx.Exec(ctx, queries.Get("migrate_lock_tables")); err != nil {
-				return fmt.Errorf("postgres: lock mf_messages and mf_queue for the migrations: %w", err)
+		if pending && done[1] { // 0001 made the tables: a schema in use
+			if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", fmt.Sprintf("%dms", migrateLockTimeout.Milliseconds())); err != nil {
+				return fmt.Errorf("postgres: set the migrations' lock_timeout: %w", err)
+			}
+			// Only a role that may change the tables takes them: one that
+			// may only read and write them would stall the primary's writes
+			// and then fail on the first migration anyway.
+			var owner bool
+			if err := tx.QueryRow(ctx, queries.Get("migrate_may_alter")).Scan(&owner); err != nil {
+				return fmt.Errorf("postgres: look up the owner of mf_queue: %w", err)
+			}
+			if owner {
+				if _, err := tx.Exec(ctx, queries.Get("migrate_lock_tables")); err != nil {
+					return fmt.Errorf("postgres: lock mf_messages and mf_queue for the migrations: %w", err)
+				}
 			}
 		}
 		for _, m := range migrations {
@@ -255,14 +311,6 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 		return nil
 	})
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
-		return fmt.Errorf("%w: the store's role may not change the schema; run mf migrate with a [store] url whose role may (the schema's owner), then start mf again", err)
-	case errors.As(err, &pgErr) && pgErr.Code == "3F000": // invalid_schema_name
-		return fmt.Errorf("%w: no schema of the store url's search_path exists (unset, it is \"$user\", public): create the schema, or correct search_path", err)
-	}
-	return err
 }
 
 // fenced runs fn in a transaction that first checks the fence (fence.sql) and
