@@ -15,7 +15,7 @@ import (
 // A maintenance statement's lock on mf_queue or mf_messages (VACUUM FULL,
 // ALTER TABLE, a plain REINDEX) makes the primary's writes wait, but not
 // its lease renewal: a write waits for the tables before it takes the
-// fence's share lock on the lease row, so the renewal (an UPDATE of that
+// fence's lock on the lease row, so the renewal (an UPDATE of that
 // row) has nothing to wait behind, and the primary keeps leading through
 // the maintenance instead of fencing itself. Once the lock goes, the write
 // commits; a write that waited through an election is refused by the fence

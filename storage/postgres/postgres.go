@@ -43,7 +43,7 @@ type Options struct {
 	// IdleInTransactionTimeout, when set, makes the server end a session
 	// that stays inside a transaction without sending anything for this
 	// long. A node frozen mid-transaction (SIGSTOP, a VM pause) otherwise
-	// keeps its locks, the fence's share lock on the lease row among them,
+	// keeps its locks, the fence's lock on the lease row among them,
 	// and the next election waits behind it for as long as the node is
 	// frozen. None of the engine's transactions waits on anything but the
 	// database, so a clustered node sets it to its fence timeout.
@@ -314,7 +314,7 @@ func (s *Store) migrateOnce(ctx context.Context, migrations []storage.Migration)
 }
 
 // fenced runs fn in a transaction that first checks the fence (fence.sql) and
-// holds the lease row shared until commit. A mismatch is ErrFenced and the
+// holds the lease row (FOR KEY SHARE) until commit. A mismatch is ErrFenced and the
 // transaction is rolled back.
 func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
