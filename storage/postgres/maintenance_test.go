@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -138,44 +139,37 @@ func leaderStore(t *testing.T, ctx context.Context) (s, other *Store, l storage.
 // as VACUUM FULL would, and returns the release.
 func lockTable(t *testing.T, ctx context.Context, s *Store, table string) (unlock func()) {
 	t.Helper()
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx, _ := openSession(t, ctx, s)
 	if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 		t.Fatal(err)
 	}
-	released := false
-	unlock = func() {
-		if !released {
-			released = true
-			_ = tx.Rollback(ctx)
-			_ = conn.Close(ctx)
-		}
-	}
-	t.Cleanup(unlock)
-	return unlock
+	return func() { _ = tx.Rollback(ctx) }
 }
 
 // waitForLockWait returns once a session waits for a lock on table.
 func waitForLockWait(t *testing.T, ctx context.Context, s *Store, table string) {
 	t.Helper()
-	for {
-		var waiting bool
-		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND relation = $1::regclass)`, table).Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			return
-		}
+	until(t, ctx, "a write waiting for the lock on "+table, func() bool { return waitingOn(t, ctx, s, table) > 0 })
+}
+
+// waitingOn counts the sessions that wait for a lock on table.
+func waitingOn(t *testing.T, ctx context.Context, s *Store, table string) int {
+	t.Helper()
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = $1::regclass`, table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// until polls cond every 10 ms until it holds, and fails the test when ctx
+// ends first.
+func until(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("no write waited for the lock on %s", table)
+			t.Fatalf("timed out waiting for %s", what)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -212,20 +206,7 @@ func TestTheLeaseDoesNotWaitForTheBusyPool(t *testing.T) {
 			readers <- err
 		}()
 	}
-	for {
-		var waiting int
-		if err := other.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'mf_queue'::regclass`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting == 2 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%d of the pool's 2 connections wait for the lock", waiting)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	until(t, ctx, "both of the pool's connections waiting for the lock", func() bool { return waitingOn(t, ctx, other, "mf_queue") == 2 })
 
 	within := func(what string, call func(ctx context.Context) error) {
 		t.Helper()
@@ -418,16 +399,14 @@ func TestAnElectionWaitsForTheFencedWritesInProgress(t *testing.T) {
 		nl, ok, err := other.LeaseAttemptElect(ctx, storage.LeaseAttemptElectParams{Owner: "b", TTL: time.Minute})
 		elected <- outcome{nl, ok, err}
 	}()
-	for blocked := false; !blocked; {
-		if err := other.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid)))`, pid).Scan(&blocked); err != nil {
-			t.Fatal(err)
-		}
+	until(t, ctx, "the election waiting for the write", func() bool {
 		select {
 		case o := <-elected:
 			t.Fatalf("the election ended (%+v) while a write of term %d was in progress; want it to wait for the write", o, l.Term)
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-	}
+		return blockedBy(t, ctx, other, pid)
+	})
 	if err := write.Commit(ctx); err != nil {
 		t.Fatalf("the write of term %d, begun before the election: %v", l.Term, err)
 	}
@@ -465,20 +444,18 @@ func openSession(t *testing.T, ctx context.Context, s *Store) (pgx.Tx, uint32) {
 // session of process pid holds.
 func waitForBlockedBy(t *testing.T, ctx context.Context, s *Store, pid uint32) {
 	t.Helper()
-	for {
-		var blocked bool
-		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid)))`, pid).Scan(&blocked); err != nil {
-			t.Fatal(err)
-		}
-		if blocked {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("nothing waited for the session of process %d", pid)
-		case <-time.After(10 * time.Millisecond):
-		}
+	until(t, ctx, fmt.Sprintf("a session waiting on the session of process %d", pid), func() bool { return blockedBy(t, ctx, s, pid) })
+}
+
+// blockedBy reports whether a session waits for a lock that the session of
+// process pid holds.
+func blockedBy(t *testing.T, ctx context.Context, s *Store, pid uint32) bool {
+	t.Helper()
+	var blocked bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid)))`, pid).Scan(&blocked); err != nil {
+		t.Fatal(err)
 	}
+	return blocked
 }
 
 // The lease's connection is opened on first use only, even when the url
@@ -492,13 +469,7 @@ func TestTheLeasesConnectionIsOpenedOnFirstUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	for s.pool.Stat().TotalConns() < 1 { // the pool's idle connection made
-		select {
-		case <-ctx.Done():
-			t.Fatal("the pool never opened its idle connection")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	until(t, ctx, "the pool's idle connection", func() bool { return s.pool.Stat().TotalConns() >= 1 })
 	if n := s.lease.Stat().TotalConns(); n != 0 {
 		t.Fatalf("the lease has %d connections before any lease call; want 0", n)
 	}

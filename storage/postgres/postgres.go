@@ -219,8 +219,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	for attempt := 1; ; attempt++ {
 		err = s.migrateOnce(ctx, migrations)
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || (pgErr.Code != "40P01" && pgErr.Code != "55P03") || attempt == migrateAttempts {
+		if !lockConflict(err) || attempt == migrateAttempts {
 			break
 		}
 		s.log.Warn().Err(err).Int("attempt", attempt).Int("attempts", migrateAttempts).
@@ -235,7 +234,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
 		return fmt.Errorf("%w: the store's role may not change the schema; run mf migrate with a [store] url whose role may (the schema's owner), then start mf again", err)
-	case errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "55P03"): // deadlock, lock timeout
+	case lockConflict(err):
 		return fmt.Errorf("%w: the migrations could not take their locks in %d attempts: another session holds mf_messages, mf_queue or mf_leader_lease (see pg_stat_activity); run mf migrate again once it ends", err, migrateAttempts)
 	case errors.As(err, &pgErr) && pgErr.Code == "3F000": // invalid_schema_name
 		return fmt.Errorf("%w: no schema of the store url's search_path exists (unset, it is \"$user\", public): create the schema, or correct search_path", err)
@@ -249,6 +248,13 @@ const (
 	migrateAttempts    = 30
 	migrateLockTimeout = 2 * time.Second
 )
+
+// lockConflict reports a deadlock (40P01) or a lock timeout (55P03): the
+// migrations met another session's locks.
+func lockConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "55P03")
+}
 
 // migrateOnce is one attempt of Migrate, in one transaction.
 func (s *Store) migrateOnce(ctx context.Context, migrations []storage.Migration) error {
