@@ -91,6 +91,7 @@ func failoverFaults() []fault {
 		{name: "pg-restart-immediate", nodes: 2, timing: quick, check: checkTCP, inject: restartPG("immediate")},
 		{name: "queue-locked", nodes: 2, timing: quick, check: checkTCP, keepsLeader: true, inject: lockQueue},
 		{name: "queue-rows-locked", nodes: 2, timing: quick, check: checkTCP, keepsLeader: true, inject: lockQueueRows},
+		{name: "lane-rows-locked", nodes: 2, timing: quick, check: checkTCP, keepsLeader: true, inject: lockLaneRows},
 		{name: "kill-9-defaults", nodes: 2, timing: defaults, check: checkTCP, target: crashTargetDefaults, inject: killPrimary(1)},
 		{name: "sigterm-defaults", nodes: 2, timing: defaults, check: checkTCP, target: handOverTarget, inject: stopPrimary},
 		{name: "kill-9-x20", nodes: 3, timing: quick, check: checkTCP, target: crashTarget, inject: killPrimary(20)},
@@ -349,7 +350,12 @@ const lockLength = 8 * time.Second
 //     as an UPDATE in psql left open: the lanes' writes wait for the rows
 //     while holding the fence, which the renewal does not wait for
 //     (migration 0009); messages are still stored and acknowledged.
-func holdLock(what, statement string) func(t *testing.T, fc *failoverCluster, pt *partner) injected {
+//   - lockLaneRows: the same, of one lane only: that lane waits, and the
+//     others must go on delivering (storage/postgres/lanebatch.go: a write
+//     that waits for a row lock fails alone, and its lane's next writes are
+//     kept aside); othersDeliver counts their deliveries while the lock is
+//     held.
+func holdLock(what, statement string, othersDeliver bool) func(t *testing.T, fc *failoverCluster, pt *partner) injected {
 	return func(t *testing.T, fc *failoverCluster, pt *partner) injected {
 		in := injected{from: fc.waitPrimary(-1, time.Minute)}
 		// A deadline: a lock that cannot be had (a transaction left open)
@@ -396,24 +402,53 @@ func holdLock(what, statement string) func(t *testing.T, fc *failoverCluster, pt
 			err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pg_backend_pid() = ANY (pg_blocking_pids(pid)))`).Scan(&blocked)
 			return err == nil && blocked
 		})
+		// The lanes whose rows the statement changed (new row versions of
+		// this transaction), and the deliveries of the others so far.
+		var lockedLanes []string
+		rows, err := tx.Query(ctx, `SELECT DISTINCT lane FROM mf_queue WHERE xmin = pg_current_xact_id()::xid`)
+		if err == nil {
+			lockedLanes, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		others := func() int {
+			n := 0
+			for _, r := range fc.dest.received() {
+				if !slices.ContainsFunc(lockedLanes, func(l string) bool { return strings.HasSuffix(l, "/"+r.Patient) }) {
+					n++
+				}
+			}
+			return n
+		}
+		before := others()
 		// Monitoring polls GET /lanes meanwhile, and each poll holds one of
 		// the primary's connections while its read waits on a lock: the
 		// renewal must not need one of them.
 		polls, answered := pollLanes(fc.nodes[in.from], lockLength, 100*time.Millisecond)
+		delivered := others() - before
 		if err := tx.Rollback(ctx); err != nil {
 			t.Fatal(err)
 		}
 		held := time.Since(at)
 		in.to = fc.awaitRecovery(pt, -1, recoveryTimeout(fc.timing))
-		in.note = fmt.Sprintf("%s (%s) %v after the fault's start, released %v after it; GET /lanes polled %d times meanwhile, %d answered 200",
-			what, tag, locked.Round(time.Millisecond), held.Round(time.Millisecond), polls, answered.Load())
+		in.note = fmt.Sprintf("%s (%s, %d lanes) %v after the fault's start, released %v after it; meanwhile the other lanes delivered %d, and GET /lanes was polled %d times, %d answered 200",
+			what, tag, len(lockedLanes), locked.Round(time.Millisecond), held.Round(time.Millisecond), delivered, polls, answered.Load())
+		// A lane claims a run of up to 8 rows, each sent only once the one
+		// before it is recorded: a stall of every lane lets through at most
+		// the row each has in hand.
+		if othersDeliver && delivered < 200 {
+			t.Errorf("the other lanes delivered %d messages in the %v that %s; want them to go on delivering (at least 200)", delivered, lockLength, what)
+		}
 		return in
 	}
 }
 
 var (
-	lockQueue     = holdLock("mf_queue locked", "LOCK TABLE mf_queue IN ACCESS EXCLUSIVE MODE")
-	lockQueueRows = holdLock("unfinished queue rows locked", "UPDATE mf_queue SET updated_at = updated_at WHERE status IN ('pending', 'inflight')")
+	lockQueue     = holdLock("mf_queue locked", "LOCK TABLE mf_queue IN ACCESS EXCLUSIVE MODE", false)
+	lockQueueRows = holdLock("unfinished queue rows locked", "UPDATE mf_queue SET updated_at = updated_at WHERE status IN ('pending', 'inflight')", false)
+	lockLaneRows  = holdLock("one lane's unfinished rows locked", `UPDATE mf_queue SET updated_at = updated_at WHERE status IN ('pending', 'inflight')
+		AND lane = (SELECT lane FROM mf_queue WHERE status IN ('pending', 'inflight') ORDER BY id LIMIT 1)`, true)
 )
 
 // pollLanes sends GET /lanes to e every interval for d, each request in a

@@ -39,6 +39,22 @@ import (
 //     whole transaction: every write in it fails and none took effect.
 //     Nothing a write can find (a lost claim, an empty lane) is a failure.
 //   - No caller hears of success before the batch's COMMIT.
+//
+// A row lock held by another session (an operator's open UPDATE of a queue
+// row, a reporting tool's SELECT ... FOR UPDATE) must not stall every lane:
+// a write that waits for one would hold its whole batch, and every lane's
+// next write queues behind that batch. So a batch's writes wait at most
+// laneLockWait for a row lock (lock_timeout, set after the fence, so that the
+// fence still waits as long as it must for a table lock, which holds every
+// write alike). The write that runs out fails alone, as its own store error:
+// its lane tries again a second later (lanes/lane.go, storeFailed), and the
+// rest of the batch runs again at once, a new transaction in which nothing
+// of the first took effect. The lanes and rows of that write are then kept
+// aside (lockedSet): their writes go to a batcher of their own, one batch in
+// flight, so that each of their retries waits there and not in front of the
+// other lanes. A write kept aside that succeeds takes its lane and rows back.
+// The two batchers touch distinct lanes, so their row locks cannot deadlock
+// each other (and a deadlock with anything else is run again, below).
 
 // maxLaneBatch bounds the writes of one batch, so that a long queue does not
 // make one transaction (and its callers' wait) arbitrarily long.
@@ -53,6 +69,24 @@ const maxLaneBatch = 256
 // engine never sends, would still be safe: the second finds the head the
 // first one claimed in flight.)
 const maxLaneBatchesInFlight = 1
+
+// laneLockWait is how long a lane's write waits for a row lock held by
+// another session before it fails alone (see above). Long beside a batch
+// (milliseconds), short beside a lane's retry (a second): the wait it takes
+// from every other lane in the batch happens once, since the locked lane's
+// retries are kept aside. And shorter than PostgreSQL's deadlock_timeout (1 s
+// by default), so that in a deadlock with another session's statement (an
+// operator's UPDATE of many lanes' rows, which locks them in its own order)
+// the batch gives way before that statement's deadlock check makes it the
+// victim: with a wait of 1 s the failover suite's open UPDATE of every
+// unfinished row was the one aborted, once in three runs.
+const laneLockWait = 500 * time.Millisecond
+
+// lockedFor is how long a lane or row stays aside after its write last ran
+// out of laneLockWait, when no write of it has succeeded since (its lane went
+// idle, the row was finished by hand). One that is still locked after that
+// costs the other lanes one more laneLockWait, and is set aside again.
+const lockedFor = time.Minute
 
 // laneWrite is one lane's write: give back claims, complete a claim, claim
 // the lane's head (and rows ahead of it), in that order, any of them.
@@ -84,7 +118,16 @@ type laneWrite struct {
 
 // laneBatcher gathers lane writes into batches.
 type laneBatcher struct {
-	s        *Store
+	s *Store
+	// lockWait bounds a write's wait for a row lock (laneLockWait; tests
+	// lengthen it).
+	lockWait time.Duration
+	// locked names the lanes and rows set aside; aside is the batcher that
+	// takes their writes (nil in that batcher itself). Both batchers share
+	// locked.
+	locked *lockedSet
+	aside  *laneBatcher
+
 	mu       sync.Mutex
 	queue    []*laneWrite
 	inFlight int
@@ -92,8 +135,20 @@ type laneBatcher struct {
 	batches, writes atomic.Int64
 }
 
+// newLaneBatchers returns the batcher of the lanes' writes, with the one for
+// the writes set aside behind it.
+func newLaneBatchers(s *Store) *laneBatcher {
+	locked := &lockedSet{}
+	return &laneBatcher{s: s, lockWait: laneLockWait, locked: locked,
+		aside: &laneBatcher{s: s, lockWait: laneLockWait, locked: locked}}
+}
+
 // do runs w in a batch and returns once its outcome is durable (or failed).
 func (lb *laneBatcher) do(w *laneWrite) {
+	if lb.aside != nil && lb.locked.holds(w, time.Now()) {
+		lb.aside.do(w)
+		return
+	}
 	w.done = make(chan bool, 1)
 	lb.mu.Lock()
 	lb.queue = append(lb.queue, w)
@@ -190,7 +245,9 @@ func (lb *laneBatcher) take() []*laneWrite {
 
 // run executes batch and signals every write's outcome. A deadlock (with
 // the sweep or promotion recovery, which lock many rows in their own order)
-// aborts the whole transaction, so the batch is simply run again.
+// aborts the whole transaction, so the batch is simply run again. A write
+// that ran out of lockWait on a row lock fails alone, and the rest run
+// again (see the top of this file).
 func (lb *laneBatcher) run(batch []*laneWrite) {
 	// The transaction serves several callers: it is cancelled only once
 	// every one of them has given up, since cancelling it fails them all.
@@ -198,19 +255,40 @@ func (lb *laneBatcher) run(batch []*laneWrite) {
 	defer cancel()
 	waiting := len(batch)
 	var mu sync.Mutex
+	stops := make(map[*laneWrite]func() bool, len(batch))
 	for _, w := range batch {
-		stop := context.AfterFunc(w.ctx, func() {
+		stops[w] = context.AfterFunc(w.ctx, func() {
 			mu.Lock()
 			defer mu.Unlock()
 			if waiting--; waiting == 0 {
 				cancel()
 			}
 		})
-		defer stop()
+	}
+	// finish signals w's outcome; a caller that has it waits no more.
+	finish := func(w *laneWrite) {
+		if stops[w]() {
+			mu.Lock()
+			waiting--
+			mu.Unlock()
+		}
+		w.done <- true
 	}
 	var err error
 	for attempt := 1; ; attempt++ {
 		err = lb.exec(ctx, batch)
+		if w := lockedOut(err); w != nil {
+			lb.locked.add(w, time.Now())
+			w.completed, w.next, w.nextAhead, w.givenBack = false, nil, nil, 0
+			w.err = fmt.Errorf("%w; it waited %s for a row lock that another session holds (an open transaction that updated or locked a queue row: find it with pg_blocking_pids in pg_stat_activity); its lane tries again, the other lanes go on", err, lb.lockWait)
+			finish(w)
+			batch = slices.DeleteFunc(batch, func(b *laneWrite) bool { return b == w })
+			if len(batch) == 0 {
+				return
+			}
+			attempt = 0
+			continue
+		}
 		var pgErr *pgconn.PgError
 		if attempt < 3 && errors.As(err, &pgErr) && pgErr.Code == "40P01" {
 			continue
@@ -220,9 +298,31 @@ func (lb *laneBatcher) run(batch []*laneWrite) {
 	for _, w := range batch {
 		if err != nil {
 			w.completed, w.next, w.err = false, nil, err
+		} else {
+			lb.locked.release(w)
 		}
-		w.done <- true
+		finish(w)
 	}
+}
+
+// writeError is the failure of one write's statement in a batch.
+type writeError struct {
+	w   *laneWrite
+	err error
+}
+
+func (e *writeError) Error() string { return e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
+// lockedOut returns the write whose statement ran out of lock_timeout
+// (SQLSTATE 55P03) in err, if that is what err is.
+func lockedOut(err error) *laneWrite {
+	var we *writeError
+	var pgErr *pgconn.PgError
+	if errors.As(err, &we) && errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+		return we.w
+	}
+	return nil
 }
 
 // exec sends the batch as one pipelined implicit transaction: the fence,
@@ -244,6 +344,8 @@ func (lb *laneBatcher) exec(ctx context.Context, batch []*laneWrite) error {
 		}
 	}
 	return lb.s.fencedBatch(ctx, batch[0].fence, func(b *pgx.Batch) {
+		// After the fence, whose table locks may take as long as they must.
+		b.Queue(queries.Get("lanes_lock_wait"), fmt.Sprintf("%dms", lb.lockWait.Milliseconds()))
 		for _, w := range giveBacks {
 			for _, c := range w.giveBack {
 				b.Queue(queries.Get("queue_give_back"), c.ID, c.Owner, c.Attempt)
@@ -256,11 +358,14 @@ func (lb *laneBatcher) exec(ctx context.Context, batch []*laneWrite) error {
 			b.Queue(queries.Get("queue_claim_next"), w.lane, w.owner, storage.Seconds(w.ttl), w.from, 1+w.ahead)
 		}
 	}, func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("set the lanes' lock wait: %w", err)
+		}
 		for _, w := range giveBacks {
 			for _, c := range w.giveBack {
 				tag, err := br.Exec()
 				if err != nil {
-					return fmt.Errorf("give back row %d: %w", c.ID, err)
+					return &writeError{w, fmt.Errorf("give back row %d: %w", c.ID, err)}
 				}
 				w.givenBack += tag.RowsAffected()
 			}
@@ -268,14 +373,14 @@ func (lb *laneBatcher) exec(ctx context.Context, batch []*laneWrite) error {
 		for _, w := range completes {
 			tag, err := br.Exec()
 			if err != nil {
-				return fmt.Errorf("complete row %d: %w", w.complete.ID, err)
+				return &writeError{w, fmt.Errorf("complete row %d: %w", w.complete.ID, err)}
 			}
 			w.completed = tag.RowsAffected() == 1
 		}
 		for _, w := range claims {
 			run, err := scanRun(br)
 			if err != nil {
-				return fmt.Errorf("claim a lane's next row (from row %d): %w", w.from, err) // not the lane: its key is often a patient id
+				return &writeError{w, fmt.Errorf("claim a lane's next row (from row %d): %w", w.from, err)} // not the lane: its key is often a patient id
 			}
 			if len(run) > 0 {
 				w.next, w.nextAhead = &run[0], run[1:]
@@ -305,4 +410,86 @@ func scanRun(br pgx.BatchResults) ([]storage.QueueClaim, error) {
 	}
 	slices.SortFunc(run, func(a, b storage.QueueClaim) int { return cmp.Compare(a.Row.ID, b.Row.ID) })
 	return run, nil
+}
+
+// lockedSet names the lanes and rows whose writes ran out of the lock wait
+// lately (see the top of this file), each with when it did.
+type lockedSet struct {
+	mu     sync.Mutex
+	lanes  map[string]time.Time
+	rows   map[int64]time.Time
+	pruned time.Time // when holds last forgot what was set aside too long ago
+}
+
+// rowsOf lists the rows w names before it runs: those it gives back or
+// completes.
+func rowsOf(w *laneWrite) []int64 {
+	ids := make([]int64, 0, len(w.giveBack)+1)
+	for _, c := range w.giveBack {
+		ids = append(ids, c.ID)
+	}
+	if w.complete != nil {
+		ids = append(ids, w.complete.ID)
+	}
+	return ids
+}
+
+// add sets aside w's lane and rows.
+func (ls *lockedSet) add(w *laneWrite, now time.Time) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.lanes == nil {
+		ls.lanes, ls.rows = map[string]time.Time{}, map[int64]time.Time{}
+	}
+	if w.lane != "" {
+		ls.lanes[w.lane] = now
+	}
+	for _, id := range rowsOf(w) {
+		ls.rows[id] = now
+	}
+}
+
+// holds reports whether w touches a lane or row set aside, forgetting those
+// set aside longer than lockedFor ago.
+func (ls *lockedSet) holds(w *laneWrite, now time.Time) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if len(ls.lanes) == 0 && len(ls.rows) == 0 {
+		return false
+	}
+	if now.Sub(ls.pruned) > time.Second {
+		ls.pruned = now
+		for lane, at := range ls.lanes {
+			if now.Sub(at) > lockedFor {
+				delete(ls.lanes, lane)
+			}
+		}
+		for id, at := range ls.rows {
+			if now.Sub(at) > lockedFor {
+				delete(ls.rows, id)
+			}
+		}
+	}
+	if _, ok := ls.lanes[w.lane]; ok && w.lane != "" {
+		return true
+	}
+	for _, id := range rowsOf(w) {
+		if _, ok := ls.rows[id]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// release takes back w's lane and rows: a write of them succeeded.
+func (ls *lockedSet) release(w *laneWrite) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if len(ls.lanes) == 0 && len(ls.rows) == 0 {
+		return
+	}
+	delete(ls.lanes, w.lane)
+	for _, id := range rowsOf(w) {
+		delete(ls.rows, id)
+	}
 }

@@ -315,6 +315,7 @@ func TestARowLockHoldsALaneWriteButNotTheRenewal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, other, l := leaderStore(t, ctx)
+	s.lanes.lockWait = time.Minute // the claim waits for the operator here (TestALockedRowHoldsUpOnlyItsOwnLane: not for long)
 	f := storage.Fence{Owner: l.Owner, Term: l.Term}
 	claim := func(lane string) error {
 		_, err := s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: lane, Owner: "o", LeaseTTL: time.Minute})

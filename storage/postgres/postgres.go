@@ -62,7 +62,7 @@ type Store struct {
 	// graph's writes and the API's reads may all hold at once (for as long
 	// as a maintenance lock makes them wait, say), past the trust window.
 	lease *pgxpool.Pool
-	lanes laneBatcher
+	lanes *laneBatcher   // the lanes' writes (lanebatch.go)
 	log   zerolog.Logger // what Migrate says of its retries
 }
 
@@ -133,7 +133,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: open the lease's connection to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
 	s := &Store{pool: pool, lease: lease, log: o.Log}
-	s.lanes.s = s
+	s.lanes = newLaneBatchers(s)
 	return s, nil
 }
 
