@@ -5,14 +5,14 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
-// processLock is an exclusive advisory lock on PATH.lock, held while a
-// process runs the engine on PATH. SQLite is single-node: two engines on
-// one file would each deliver its lanes, and each would take the other's
-// in-flight rows for a crashed predecessor's. The kernel drops the lock when
-// the process dies, however it dies, so a kill -9 never leaves it behind.
+// processLock is an exclusive lock on PATH.lock (flock, or LockFileEx on
+// Windows), held while a process runs the engine on PATH. SQLite is
+// single-node: two engines on one file would each deliver its lanes, and
+// each would take the other's in-flight rows for a crashed predecessor's.
+// The kernel drops the lock when the process dies, however it dies, so a
+// kill -9 never leaves it behind.
 type processLock struct{ f *os.File }
 
 func lockFile(path string) (*processLock, error) {
@@ -21,7 +21,7 @@ func lockFile(path string) (*processLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open lock file %s: %w", name, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockExclusive(f); err != nil {
 		b := make([]byte, 32)
 		n, _ := f.ReadAt(b, 0)
 		f.Close()
@@ -38,6 +38,6 @@ func lockFile(path string) (*processLock, error) {
 
 func (l *processLock) release() {
 	if l != nil {
-		l.f.Close() // closing the descriptor releases the flock
+		l.f.Close() // closing the file releases the lock
 	}
 }
