@@ -223,7 +223,7 @@ func (l *laneActor) giveBackUnsent(cs ...*storage.QueueClaim) error {
 	if len(claims) == 0 {
 		return nil
 	}
-	_, err := l.env.Store.QueueGiveBack(l.env.Ctx, storage.QueueGiveBackParams{Fence: l.env.Fence, Claims: claims})
+	_, err := l.env.Store.QueueGiveBack(l.env.Ctx, storage.QueueGiveBackParams{Fence: l.env.Fence, Claims: claims, Lane: l.lane})
 	if err != nil {
 		l.unsent = claims // none was sent: tried again at the next step
 	}
@@ -449,7 +449,7 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 	called := time.Now()
 	newest := len(l.ahead) == 0 && l.newest.Load() <= claim.ID
 	if newest || len(l.ahead) > 0 || !l.env.Trust() {
-		err := l.env.Store.QueueComplete(l.env.Ctx, storage.QueueCompleteParams{Fence: l.env.Fence, Claim: claim})
+		err := l.env.Store.QueueComplete(l.env.Ctx, storage.QueueCompleteParams{Fence: l.env.Fence, Claim: claim, Lane: l.lane})
 		if err == nil {
 			l.delivered(log, took, called)
 			if newest {
@@ -515,7 +515,7 @@ func (l *laneActor) recordFailed(log zerolog.Logger, claim storage.Claim, took t
 func (l *laneActor) recordAgain() error {
 	u := l.unrecorded
 	called := time.Now()
-	err := l.env.Store.QueueComplete(l.env.Ctx, storage.QueueCompleteParams{Fence: l.env.Fence, Claim: u.claim})
+	err := l.env.Store.QueueComplete(l.env.Ctx, storage.QueueCompleteParams{Fence: l.env.Fence, Claim: u.claim, Lane: l.lane})
 	switch {
 	case err == nil:
 		l.delivered(u.log, u.took, called)

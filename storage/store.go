@@ -579,6 +579,10 @@ type Claim struct {
 type QueueCompleteParams struct {
 	Fence Fence
 	Claim Claim
+	// Lane is the claim's lane, when the caller knows it: a store may use it
+	// to keep a lane whose rows another session holds locked from holding
+	// up the others (storage/postgres/lanebatch.go). Optional.
+	Lane string
 }
 
 // QueueAdvanceParams are the arguments of Store.QueueAdvance: the claim to
@@ -601,6 +605,8 @@ type QueueAdvanceParams struct {
 type QueueGiveBackParams struct {
 	Fence  Fence
 	Claims []Claim
+	// Lane is the claims' lane, as in QueueCompleteParams. Optional.
+	Lane string
 }
 
 // QueueAdvanced is the outcome of Store.QueueAdvance.

@@ -49,12 +49,18 @@ import (
 // write alike). The write that runs out fails alone, as its own store error:
 // its lane tries again a second later (lanes/lane.go, storeFailed), and the
 // rest of the batch runs again at once, a new transaction in which nothing
-// of the first took effect. The lanes and rows of that write are then kept
+// of the first took effect. The lane and rows of that write are then kept
 // aside (lockedSet): their writes go to a batcher of their own, one batch in
 // flight, so that each of their retries waits there and not in front of the
-// other lanes. A write kept aside that succeeds takes its lane and rows back.
+// other lanes. They come back lockedFor after their last wait ran out, not
+// at their first write that succeeds: a lane whose one locked row lies
+// ahead of its head succeeds with its head alone and runs out again once it
+// claims a run of rows that reaches that row.
 // The two batchers touch distinct lanes, so their row locks cannot deadlock
-// each other (and a deadlock with anything else is run again, below).
+// each other (and a deadlock with anything else is run again, below). A
+// write's failure makes pgx forget the batch's prepared statements, so the
+// batch that runs again prepares them anew: a cost paid only while a row is
+// locked.
 
 // maxLaneBatch bounds the writes of one batch, so that a long queue does not
 // make one transaction (and its callers' wait) arbitrarily long.
@@ -82,11 +88,12 @@ const maxLaneBatchesInFlight = 1
 // unfinished row was the one aborted, once in three runs.
 const laneLockWait = 500 * time.Millisecond
 
-// lockedFor is how long a lane or row stays aside after its write last ran
-// out of laneLockWait, when no write of it has succeeded since (its lane went
-// idle, the row was finished by hand). One that is still locked after that
-// costs the other lanes one more laneLockWait, and is set aside again.
-const lockedFor = time.Minute
+// lockedFor is how long a lane or row stays aside after a write of it last
+// ran out of laneLockWait. One that is still locked after that, with no
+// write of it having waited meanwhile, costs the other lanes one more
+// laneLockWait and is set aside again; one whose lock has gone spends that
+// long in transactions of its own.
+const lockedFor = 10 * time.Second
 
 // laneWrite is one lane's write: give back claims, complete a claim, claim
 // the lane's head (and rows ahead of it), in that order, any of them.
@@ -96,6 +103,7 @@ type laneWrite struct {
 	giveBack []storage.Claim
 	complete *storage.Claim // nil: nothing to complete
 	lane     string         // "": nothing to claim
+	of       string         // the lane of giveBack and complete, when the caller gave it
 	ahead    int            // rows behind the head to claim with it
 	from     int64          // the claim's floor (storage.QueueClaimNextParams.From)
 	owner    string
@@ -265,11 +273,14 @@ func (lb *laneBatcher) run(batch []*laneWrite) {
 			}
 		})
 	}
-	// finish signals w's outcome; a caller that has it waits no more.
+	// finish signals w's outcome; a caller that has it waits no more (and
+	// when it was the last one waiting, what is left is run for no one).
 	finish := func(w *laneWrite) {
 		if stops[w]() {
 			mu.Lock()
-			waiting--
+			if waiting--; waiting == 0 {
+				cancel()
+			}
 			mu.Unlock()
 		}
 		w.done <- true
@@ -298,8 +309,6 @@ func (lb *laneBatcher) run(batch []*laneWrite) {
 	for _, w := range batch {
 		if err != nil {
 			w.completed, w.next, w.err = false, nil, err
-		} else {
-			lb.locked.release(w)
 		}
 		finish(w)
 	}
@@ -413,7 +422,7 @@ func scanRun(br pgx.BatchResults) ([]storage.QueueClaim, error) {
 }
 
 // lockedSet names the lanes and rows whose writes ran out of the lock wait
-// lately (see the top of this file), each with when it did.
+// lately (see the top of this file), each with when one last did.
 type lockedSet struct {
 	mu     sync.Mutex
 	lanes  map[string]time.Time
@@ -434,6 +443,14 @@ func rowsOf(w *laneWrite) []int64 {
 	return ids
 }
 
+// laneOf is the lane w writes in, "" when unknown.
+func laneOf(w *laneWrite) string {
+	if w.lane != "" {
+		return w.lane
+	}
+	return w.of
+}
+
 // add sets aside w's lane and rows.
 func (ls *lockedSet) add(w *laneWrite, now time.Time) {
 	ls.mu.Lock()
@@ -441,8 +458,8 @@ func (ls *lockedSet) add(w *laneWrite, now time.Time) {
 	if ls.lanes == nil {
 		ls.lanes, ls.rows = map[string]time.Time{}, map[int64]time.Time{}
 	}
-	if w.lane != "" {
-		ls.lanes[w.lane] = now
+	if lane := laneOf(w); lane != "" {
+		ls.lanes[lane] = now
 	}
 	for _, id := range rowsOf(w) {
 		ls.rows[id] = now
@@ -470,8 +487,10 @@ func (ls *lockedSet) holds(w *laneWrite, now time.Time) bool {
 			}
 		}
 	}
-	if _, ok := ls.lanes[w.lane]; ok && w.lane != "" {
-		return true
+	if lane := laneOf(w); lane != "" {
+		if _, ok := ls.lanes[lane]; ok {
+			return true
+		}
 	}
 	for _, id := range rowsOf(w) {
 		if _, ok := ls.rows[id]; ok {
@@ -479,17 +498,4 @@ func (ls *lockedSet) holds(w *laneWrite, now time.Time) bool {
 		}
 	}
 	return false
-}
-
-// release takes back w's lane and rows: a write of them succeeded.
-func (ls *lockedSet) release(w *laneWrite) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if len(ls.lanes) == 0 && len(ls.rows) == 0 {
-		return
-	}
-	delete(ls.lanes, w.lane)
-	for _, id := range rowsOf(w) {
-		delete(ls.rows, id)
-	}
 }

@@ -68,15 +68,16 @@ func TestLaneBatcherSurvivesCallersGivingUp(t *testing.T) {
 // A row that another session keeps locked (an operator's open UPDATE) holds
 // up its own lane only. The lane's write that waits for it fails alone once
 // it has waited the lock wait, and the other lanes' writes of its batch
-// commit; the lane's next writes are kept aside, so the other lanes no
+// (a delivery recorded with the next claim, a claim) commit with their
+// outcomes; the lane's next writes are kept aside, so the other lanes no
 // longer wait behind them at all; once the lock goes, the lane's write
-// succeeds and its lane comes back to the shared batches.
+// succeeds, and its lane comes back to the shared batches lockedFor later.
 func TestALockedRowHoldsUpOnlyItsOwnLane(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, s, l := leaderStore(t, ctx) // s: three connections, one for each batcher and one spare
 	f := storage.Fence{Owner: l.Owner, Term: l.Term}
-	for i, lane := range []string{"d/locked", "d/a", "d/b", "d/a"} {
+	for i, lane := range []string{"d/locked", "d/a", "d/b", "d/a", "d/a"} {
 		if _, err := s.MessageIngest(ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{{
 			Inbound: "in", ControlID: fmt.Sprint("M", i), Payload: []byte("MSH|^~\\&|M"), Status: storage.MessageRouted,
 			Deliveries: []storage.Delivery{{Destination: "d", Lane: lane}},
@@ -96,49 +97,68 @@ func TestALockedRowHoldsUpOnlyItsOwnLane(t *testing.T) {
 		}()
 		return r
 	}
-	// done waits for the claim r of a free lane, for at most 10 s, and
-	// records its delivery.
-	done := func(what string, r chan result) int64 {
+	// got waits for r of a free lane, for at most 10 s.
+	got := func(what string, r chan result) storage.QueueClaim {
 		t.Helper()
-		var got result
 		select {
-		case got = <-r:
+		case g := <-r:
+			if g.err != nil {
+				t.Fatalf("%s: %v", what, g.err)
+			}
+			return g.c
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: still waiting after 10s while a row of another lane is locked", what)
 		}
-		if got.err != nil {
-			t.Fatalf("%s: %v", what, got.err)
-		}
-		if err := s.QueueComplete(ctx, storage.QueueCompleteParams{Fence: f, Claim: got.c.Claim()}); err != nil {
-			t.Fatalf("%s, its completion: %v", what, err)
-		}
-		return got.c.Row.ID
+		return storage.QueueClaim{}
 	}
+	a1 := got("lane a's first claim", claim("d/a", 0))
 
 	operator, pid := openSession(t, ctx, s)
 	if _, err := operator.Exec(ctx, "UPDATE mf_queue SET last_error = 'looked at by hand' WHERE lane = 'd/locked'"); err != nil {
 		t.Fatal(err)
 	}
 
-	// One batch of three lanes' claims, the locked lane's in the middle:
-	// it fails alone, and the two others commit.
+	// One batch of three lanes' writes, the locked lane's claim in the
+	// middle: it fails alone, and the two others commit.
 	lb := s.lanes
 	lb.mu.Lock()
 	lb.inFlight++ // the batch slot is the test's until it leads
 	lb.mu.Unlock()
-	a, locked, b := claim("d/a", 0), claim("d/locked", 0), claim("d/b", 0)
-	until(t, ctx, "three claims queued", func() bool {
+	type advanced struct {
+		a   storage.QueueAdvanced
+		err error
+	}
+	advance := make(chan advanced, 1)
+	go func() {
+		a, err := s.QueueAdvance(ctx, storage.QueueAdvanceParams{Fence: f, Claim: a1.Claim(), Lane: "d/a", Owner: "o", LeaseTTL: time.Minute})
+		advance <- advanced{a, err}
+	}()
+	until(t, ctx, "lane a's write queued", func() bool {
+		lb.mu.Lock()
+		defer lb.mu.Unlock()
+		return len(lb.queue) == 1
+	})
+	locked, b := claim("d/locked", 0), claim("d/b", 0)
+	until(t, ctx, "three writes queued", func() bool {
 		lb.mu.Lock()
 		defer lb.mu.Unlock()
 		return len(lb.queue) == 3
 	})
 	go lb.lead()
-	floor := done("lane a's claim, in a batch with the locked lane's", a)
-	done("lane b's claim, in a batch with the locked lane's", b)
-	got := <-locked
+	var adv advanced
+	select {
+	case adv = <-advance:
+	case <-time.After(10 * time.Second):
+		t.Fatal("lane a's delivery record, in a batch with the locked lane's claim: still waiting after 10s")
+	}
+	if adv.err != nil || !adv.a.Completed || adv.a.Next == nil || adv.a.Next.Row.Lane != "d/a" {
+		t.Fatalf("lane a's delivery record and next claim, in a batch with the locked lane's claim: %+v", adv)
+	}
+	got("lane b's claim, in a batch with the locked lane's", b)
+	g := <-locked
 	var pgErr *pgconn.PgError
-	if !errors.As(got.err, &pgErr) || pgErr.Code != "55P03" {
-		t.Fatalf("the locked lane's claim: %v; want it to fail on its lock wait (SQLSTATE 55P03)", got.err)
+	if !errors.As(g.err, &pgErr) || pgErr.Code != "55P03" {
+		t.Fatalf("the locked lane's claim: %v; want it to fail on its lock wait (SQLSTATE 55P03)", g.err)
 	}
 
 	// Its next write waits aside: here for longer than the test lets
@@ -146,27 +166,31 @@ func TestALockedRowHoldsUpOnlyItsOwnLane(t *testing.T) {
 	lb.lockWait, lb.aside.lockWait = time.Minute, time.Minute
 	locked = claim("d/locked", 0)
 	waitForBlockedBy(t, ctx, s, pid)
-	done("lane a's claim while the locked lane's waits aside", claim("d/a", floor))
+	if err := s.QueueComplete(ctx, storage.QueueCompleteParams{Fence: f, Claim: adv.a.Next.Claim(), Lane: "d/a"}); err != nil {
+		t.Fatalf("lane a's next delivery record while the locked lane's claim waits aside: %v", err)
+	}
+	got("lane a's claim while the locked lane's waits aside", claim("d/a", adv.a.Next.Row.ID))
 	select {
-	case got := <-locked:
-		t.Fatalf("the locked lane's claim ended while its row was locked: %+v", got)
+	case g := <-locked:
+		t.Fatalf("the locked lane's claim ended while its row was locked: %+v", g)
 	default:
 	}
 
 	if err := operator.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-locked; got.err != nil {
-		t.Fatalf("the locked lane's claim once the lock went: %v", got.err)
+	if g := <-locked; g.err != nil {
+		t.Fatalf("the locked lane's claim once the lock went: %v", g.err)
 	}
-	if lb.locked.holds(&laneWrite{lane: "d/locked"}, time.Now()) {
-		t.Fatal("the locked lane is still kept aside after a write of it succeeded")
+	w := &laneWrite{lane: "d/locked"}
+	if !lb.locked.holds(w, time.Now()) || lb.locked.holds(w, time.Now().Add(lockedFor+2*time.Second)) {
+		t.Fatalf("the locked lane is not kept aside until %s after its wait ran out", lockedFor)
 	}
 }
 
-// The lanes and rows set aside are those the write named (its lane, the
-// rows it completes or gives back), until a write of them succeeds or
-// lockedFor has passed.
+// The lanes and rows set aside are those the write named (its lane, given
+// or claimed, the rows it completes or gives back), until lockedFor after
+// the last write of them ran out of its wait.
 func TestLockedSetKeepsAsideWhatTheWriteNamed(t *testing.T) {
 	var ls lockedSet
 	now := time.Now()
@@ -174,27 +198,30 @@ func TestLockedSetKeepsAsideWhatTheWriteNamed(t *testing.T) {
 		t.Fatal("an empty set holds a lane")
 	}
 	ls.add(&laneWrite{lane: "d/x", complete: &storage.Claim{ID: 7}, giveBack: []storage.Claim{{ID: 8}}}, now)
+	ls.add(&laneWrite{of: "d/z", complete: &storage.Claim{ID: 20}}, now)
 	for _, w := range []*laneWrite{
 		{lane: "d/x"},
+		{of: "d/x", complete: &storage.Claim{ID: 9}},
 		{complete: &storage.Claim{ID: 7}},
 		{giveBack: []storage.Claim{{ID: 8}}},
 		{lane: "d/y", complete: &storage.Claim{ID: 7}},
+		{lane: "d/z"},
 	} {
 		if !ls.holds(w, now) {
-			t.Errorf("a write of lane %q completing %v, giving back %v: not kept aside", w.lane, w.complete, w.giveBack)
+			t.Errorf("a write of lane %q (%q) completing %v, giving back %v: not kept aside", w.lane, w.of, w.complete, w.giveBack)
 		}
 	}
-	if ls.holds(&laneWrite{lane: "d/y", complete: &storage.Claim{ID: 9}}, now) {
-		t.Error("another lane's write is kept aside")
+	for _, w := range []*laneWrite{{lane: "d/y", complete: &storage.Claim{ID: 9}}, {of: "d/y"}, {}} {
+		if ls.holds(w, now) {
+			t.Errorf("a write of lane %q (%q) completing %v: kept aside", w.lane, w.of, w.complete)
+		}
 	}
-	if ls.holds(&laneWrite{}, now) {
-		t.Error("a write naming no lane is kept aside")
+	ls.add(&laneWrite{lane: "d/x"}, now.Add(5*time.Second)) // ran out again
+	later := now.Add(lockedFor + 2*time.Second)
+	if !ls.holds(&laneWrite{lane: "d/x"}, later) {
+		t.Errorf("a lane whose write ran out %s ago is no longer kept aside", lockedFor-3*time.Second)
 	}
-	ls.release(&laneWrite{complete: &storage.Claim{ID: 7}})
-	if ls.holds(&laneWrite{complete: &storage.Claim{ID: 7}}, now) || !ls.holds(&laneWrite{lane: "d/x"}, now) {
-		t.Error("a release took back more or less than the write named")
-	}
-	if ls.holds(&laneWrite{lane: "d/x"}, now.Add(lockedFor+2*time.Second)) {
-		t.Errorf("a lane set aside %s ago is still kept aside", lockedFor+2*time.Second)
+	if ls.holds(&laneWrite{complete: &storage.Claim{ID: 7}}, later) || ls.holds(&laneWrite{lane: "d/z"}, later) {
+		t.Errorf("a row or lane whose write ran out %s ago is still kept aside", lockedFor+2*time.Second)
 	}
 }

@@ -639,7 +639,7 @@ func (s *Store) QueueGiveBack(ctx context.Context, p storage.QueueGiveBackParams
 	if len(p.Claims) == 0 {
 		return 0, nil
 	}
-	w := &laneWrite{ctx: ctx, fence: p.Fence, giveBack: p.Claims}
+	w := &laneWrite{ctx: ctx, fence: p.Fence, giveBack: p.Claims, of: p.Lane}
 	s.lanes.do(w)
 	if w.err != nil {
 		return 0, wrap(fmt.Sprintf("queue give back of %d rows", len(p.Claims)), w.err)
@@ -670,7 +670,7 @@ func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c s
 // (lanebatch.go).
 func (s *Store) QueueComplete(ctx context.Context, p storage.QueueCompleteParams) error {
 	c := p.Claim
-	w := &laneWrite{ctx: ctx, fence: p.Fence, complete: &c}
+	w := &laneWrite{ctx: ctx, fence: p.Fence, complete: &c, of: p.Lane}
 	s.lanes.do(w)
 	err := w.err
 	if err == nil && !w.completed {
