@@ -36,7 +36,10 @@ import (
 //   - All writes of a batch carry the same fence; writes under another
 //     fence (an old graph still winding down) wait for a batch of their own.
 //   - A failure of the batch (a lost fence, a lost connection) aborts its
-//     whole transaction: every write in it fails and none took effect.
+//     whole transaction: every write in it fails and none took effect. A
+//     write that the database refuses alone (a row lock held too long, an
+//     operator's trigger) aborts it too, and then fails alone: the others
+//     run again in a new transaction (run, failedAlone).
 //     Nothing a write can find (a lost claim, an empty lane) is a failure.
 //   - No caller hears of success before the batch's COMMIT.
 //
@@ -254,8 +257,9 @@ func (lb *laneBatcher) take() []*laneWrite {
 // run executes batch and signals every write's outcome. A deadlock (with
 // the sweep or promotion recovery, which lock many rows in their own order)
 // aborts the whole transaction, so the batch is simply run again. A write
-// that ran out of lockWait on a row lock fails alone, and the rest run
-// again (see the top of this file).
+// that the database refuses alone (failedAlone: one that ran out of
+// lockWait on a row lock, see the top of this file) fails alone, and the
+// rest run again: one lane's refused write must not hold up every lane.
 func (lb *laneBatcher) run(batch []*laneWrite) {
 	// The transaction serves several callers: it is cancelled only once
 	// every one of them has given up, since cancelling it fails them all.
@@ -288,10 +292,13 @@ func (lb *laneBatcher) run(batch []*laneWrite) {
 	var err error
 	for attempt := 1; ; attempt++ {
 		err = lb.exec(ctx, batch)
-		if w := lockedOut(err); w != nil {
-			lb.locked.add(w, time.Now())
+		if w, locked := failedAlone(err); w != nil {
+			if locked {
+				lb.locked.add(w, time.Now())
+				err = fmt.Errorf("%w; it waited %s for a row lock that another session holds (an open transaction that updated or locked a queue row: find it with pg_blocking_pids in pg_stat_activity)", err, lb.lockWait)
+			}
 			w.completed, w.next, w.nextAhead, w.givenBack = false, nil, nil, 0
-			w.err = fmt.Errorf("%w; it waited %s for a row lock that another session holds (an open transaction that updated or locked a queue row: find it with pg_blocking_pids in pg_stat_activity); its lane tries again, the other lanes go on", err, lb.lockWait)
+			w.err = fmt.Errorf("%w; its lane tries again, the other lanes go on", err)
 			finish(w)
 			batch = slices.DeleteFunc(batch, func(b *laneWrite) bool { return b == w })
 			if len(batch) == 0 {
@@ -323,15 +330,24 @@ type writeError struct {
 func (e *writeError) Error() string { return e.err.Error() }
 func (e *writeError) Unwrap() error { return e.err }
 
-// lockedOut returns the write whose statement ran out of lock_timeout
-// (SQLSTATE 55P03) in err, if that is what err is.
-func lockedOut(err error) *laneWrite {
+// failedAlone returns the write whose own statement failed in err, when
+// the failure is that write's alone: the server refused its statement, for
+// a row lock held longer than the lock wait (locked), or for anything else
+// about its rows (an operator's trigger or constraint on mf_queue that
+// refuses them, say). A failure that any statement would meet (the
+// connection, the server's resources or shutdown, a cancel, a deadlock,
+// which is run again) is the whole batch's.
+func failedAlone(err error) (w *laneWrite, locked bool) {
 	var we *writeError
 	var pgErr *pgconn.PgError
-	if errors.As(err, &we) && errors.As(err, &pgErr) && pgErr.Code == "55P03" {
-		return we.w
+	if !errors.As(err, &we) || !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+		return nil, false
 	}
-	return nil
+	switch pgErr.Code[:2] {
+	case "08", "25", "40", "53", "57", "58", "XX":
+		return nil, false
+	}
+	return we.w, pgErr.Code == "55P03"
 }
 
 // exec sends the batch as one pipelined implicit transaction: the fence,

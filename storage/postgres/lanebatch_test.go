@@ -120,31 +120,19 @@ func TestALockedRowHoldsUpOnlyItsOwnLane(t *testing.T) {
 
 	// One batch of three lanes' writes, the locked lane's claim in the
 	// middle: it fails alone, and the two others commit.
-	lb := s.lanes
-	lb.mu.Lock()
-	lb.inFlight++ // the batch slot is the test's until it leads
-	lb.mu.Unlock()
 	type advanced struct {
 		a   storage.QueueAdvanced
 		err error
 	}
 	advance := make(chan advanced, 1)
-	go func() {
-		a, err := s.QueueAdvance(ctx, storage.QueueAdvanceParams{Fence: f, Claim: a1.Claim(), Lane: "d/a", Owner: "o", LeaseTTL: time.Minute})
-		advance <- advanced{a, err}
-	}()
-	until(t, ctx, "lane a's write queued", func() bool {
-		lb.mu.Lock()
-		defer lb.mu.Unlock()
-		return len(lb.queue) == 1
-	})
-	locked, b := claim("d/locked", 0), claim("d/b", 0)
-	until(t, ctx, "three writes queued", func() bool {
-		lb.mu.Lock()
-		defer lb.mu.Unlock()
-		return len(lb.queue) == 3
-	})
-	go lb.lead()
+	var locked, b chan result
+	lb := s.lanes
+	oneBatch(t, ctx, lb, func() {
+		go func() {
+			a, err := s.QueueAdvance(ctx, storage.QueueAdvanceParams{Fence: f, Claim: a1.Claim(), Lane: "d/a", Owner: "o", LeaseTTL: time.Minute})
+			advance <- advanced{a, err}
+		}()
+	}, func() { locked = claim("d/locked", 0) }, func() { b = claim("d/b", 0) })
 	var adv advanced
 	select {
 	case adv = <-advance:
@@ -223,5 +211,72 @@ func TestLockedSetKeepsAsideWhatTheWriteNamed(t *testing.T) {
 	}
 	if ls.holds(&laneWrite{complete: &storage.Claim{ID: 7}}, later) || ls.holds(&laneWrite{lane: "d/z"}, later) {
 		t.Errorf("a row or lane whose write ran out %s ago is still kept aside", lockedFor+2*time.Second)
+	}
+}
+
+// oneBatch makes the writes that each of starts begin (in a goroutine of
+// its own) go in one batch of lb, in that order: it holds lb's batch slot
+// until all of them are queued, then leads the batch.
+func oneBatch(t *testing.T, ctx context.Context, lb *laneBatcher, starts ...func()) {
+	t.Helper()
+	lb.mu.Lock()
+	lb.inFlight++ // the batch slot is the test's until it leads
+	lb.mu.Unlock()
+	for i, start := range starts {
+		start()
+		until(t, ctx, fmt.Sprintf("%d writes queued", i+1), func() bool {
+			lb.mu.Lock()
+			defer lb.mu.Unlock()
+			return len(lb.queue) == i+1
+		})
+	}
+	go lb.lead()
+}
+
+// A lane's write that the database refuses (here an operator's trigger on
+// mf_queue that raises for that lane's rows) fails alone: the other lanes'
+// writes of its batch commit, instead of failing with it at every retry.
+func TestAWriteTheDatabaseRefusesFailsAlone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, s, l := leaderStore(t, ctx)
+	f := storage.Fence{Owner: l.Owner, Term: l.Term}
+	for i, lane := range []string{"d/a", "d/refused", "d/b"} {
+		if _, err := s.MessageIngest(ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{{
+			Inbound: "in", ControlID: fmt.Sprint("M", i), Payload: []byte("MSH|^~\\&|M"), Status: storage.MessageRouted,
+			Deliveries: []storage.Delivery{{Destination: "d", Lane: lane}},
+		}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.pool.Exec(ctx, `
+		CREATE FUNCTION refuse_a_lane() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.lane = 'd/refused' THEN RAISE EXCEPTION 'the audit trigger refuses this row'; END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER refuse_a_lane BEFORE UPDATE ON mf_queue FOR EACH ROW EXECUTE FUNCTION refuse_a_lane()`); err != nil {
+		t.Fatal(err)
+	}
+	errs := map[string]chan error{}
+	var starts []func()
+	for _, lane := range []string{"d/a", "d/refused", "d/b"} {
+		errs[lane] = make(chan error, 1)
+		starts = append(starts, func() {
+			go func() {
+				_, err := s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: lane, Owner: "o", LeaseTTL: time.Minute})
+				errs[lane] <- err
+			}()
+		})
+	}
+	oneBatch(t, ctx, s.lanes, starts...)
+	for _, lane := range []string{"d/a", "d/b"} {
+		if err := <-errs[lane]; err != nil {
+			t.Errorf("lane %s's claim, in a batch with a claim the database refuses: %v", lane, err)
+		}
+	}
+	var pgErr *pgconn.PgError
+	if err := <-errs["d/refused"]; !errors.As(err, &pgErr) || pgErr.Code != "P0001" {
+		t.Errorf("the refused lane's claim: %v; want the trigger's error (SQLSTATE P0001)", err)
 	}
 }
