@@ -52,18 +52,22 @@ import (
 // write alike). The write that runs out fails alone, as its own store error:
 // its lane tries again a second later (lanes/lane.go, storeFailed), and the
 // rest of the batch runs again at once, a new transaction in which nothing
-// of the first took effect. The lane and rows of that write are then kept
-// aside (lockedSet): their writes go to a batcher of their own, one batch in
-// flight, so that each of their retries waits there and not in front of the
-// other lanes. They come back lockedFor after their last wait ran out, not
-// at their first write that succeeds: a lane whose one locked row lies
-// ahead of its head succeeds with its head alone and runs out again once it
-// claims a run of rows that reaches that row.
+// of the first took effect; there the writes wait at most lockWaitAgain
+// for a row lock, so that an UPDATE left open over many lanes' rows costs
+// the batch one laneLockWait, not one for each of those lanes. The lane and
+// rows of that write are then kept aside (asideSet), as are those of any
+// write the database refuses alone (failedAlone: an operator's trigger that
+// raises, say): their writes go to a batcher of their own, one batch in
+// flight, so that each of their retries fails there and not in front of the
+// other lanes. They come back asideFor after their last refusal, not at
+// their first write that succeeds: a lane whose one locked row lies ahead of
+// its head succeeds with its head alone and runs out again once it claims a
+// run of rows that reaches that row.
 // The two batchers touch distinct lanes, so their row locks cannot deadlock
 // each other (and a deadlock with anything else is run again, below). A
 // write's failure makes pgx forget the batch's prepared statements, so the
-// batch that runs again prepares them anew: a cost paid only while a row is
-// locked.
+// batch that runs again prepares them anew: a cost paid only while a write
+// is refused.
 
 // maxLaneBatch bounds the writes of one batch, so that a long queue does not
 // make one transaction (and its callers' wait) arbitrarily long.
@@ -91,12 +95,17 @@ const maxLaneBatchesInFlight = 1
 // unfinished row was the one aborted, once in three runs.
 const laneLockWait = 500 * time.Millisecond
 
-// lockedFor is how long a lane or row stays aside after a write of it last
-// ran out of laneLockWait. One that is still locked after that, with no
-// write of it having waited meanwhile, costs the other lanes one more
-// laneLockWait and is set aside again; one whose lock has gone spends that
-// long in transactions of its own.
-const lockedFor = 10 * time.Second
+// lockWaitAgain bounds the row lock waits of a batch that runs again after
+// one of its writes ran out of laneLockWait: a session that holds one lane's
+// rows locked often holds others' too.
+const lockWaitAgain = 50 * time.Millisecond
+
+// asideFor is how long a lane or row stays aside after the database last
+// refused a write of it alone. One that is still locked (or refused) after
+// that, with no write of it refused meanwhile, costs the other lanes one
+// more laneLockWait (or run) and is set aside again; one whose lock has gone
+// spends that long in the batches of the lanes set aside.
+const asideFor = 10 * time.Second
 
 // laneWrite is one lane's write: give back claims, complete a claim, claim
 // the lane's head (and rows ahead of it), in that order, any of them.
@@ -133,11 +142,11 @@ type laneBatcher struct {
 	// lockWait bounds a write's wait for a row lock (laneLockWait; tests
 	// lengthen it).
 	lockWait time.Duration
-	// locked names the lanes and rows set aside; aside is the batcher that
+	// kept names the lanes and rows set aside; aside is the batcher that
 	// takes their writes (nil in that batcher itself). Both batchers share
-	// locked.
-	locked *lockedSet
-	aside  *laneBatcher
+	// kept.
+	kept  *asideSet
+	aside *laneBatcher
 
 	mu       sync.Mutex
 	queue    []*laneWrite
@@ -149,14 +158,14 @@ type laneBatcher struct {
 // newLaneBatchers returns the batcher of the lanes' writes, with the one for
 // the writes set aside behind it.
 func newLaneBatchers(s *Store) *laneBatcher {
-	locked := &lockedSet{}
-	return &laneBatcher{s: s, lockWait: laneLockWait, locked: locked,
-		aside: &laneBatcher{s: s, lockWait: laneLockWait, locked: locked}}
+	kept := &asideSet{}
+	return &laneBatcher{s: s, lockWait: laneLockWait, kept: kept,
+		aside: &laneBatcher{s: s, lockWait: laneLockWait, kept: kept}}
 }
 
 // do runs w in a batch and returns once its outcome is durable (or failed).
 func (lb *laneBatcher) do(w *laneWrite) {
-	if lb.aside != nil && lb.locked.holds(w, time.Now()) {
+	if lb.aside != nil && lb.kept.holds(w, time.Now()) {
 		lb.aside.do(w)
 		return
 	}
@@ -257,9 +266,10 @@ func (lb *laneBatcher) take() []*laneWrite {
 // run executes batch and signals every write's outcome. A deadlock (with
 // the sweep or promotion recovery, which lock many rows in their own order)
 // aborts the whole transaction, so the batch is simply run again. A write
-// that the database refuses alone (failedAlone: one that ran out of
-// lockWait on a row lock, see the top of this file) fails alone, and the
-// rest run again: one lane's refused write must not hold up every lane.
+// that the database refuses alone (failedAlone: one that ran out of its
+// wait for a row lock, or one that a trigger refuses) fails alone and is
+// set aside, and the rest run again at once (see the top of this file):
+// one lane's refused write must not hold up every lane.
 func (lb *laneBatcher) run(batch []*laneWrite) {
 	// The transaction serves several callers: it is cancelled only once
 	// every one of them has given up, since cancelling it fails them all.
@@ -290,12 +300,14 @@ func (lb *laneBatcher) run(batch []*laneWrite) {
 		w.done <- true
 	}
 	var err error
+	wait := lb.lockWait
 	for attempt := 1; ; attempt++ {
-		err = lb.exec(ctx, batch)
+		err = lb.exec(ctx, batch, wait)
 		if w, locked := failedAlone(err); w != nil {
+			lb.kept.add(w, time.Now())
 			if locked {
-				lb.locked.add(w, time.Now())
-				err = fmt.Errorf("%w; it waited %s for a row lock that another session holds (an open transaction that updated or locked a queue row: find it with pg_blocking_pids in pg_stat_activity)", err, lb.lockWait)
+				err = fmt.Errorf("%w; it waited %s for a row lock that another session holds (an open transaction that updated or locked a queue row: find it with pg_blocking_pids in pg_stat_activity)", err, wait)
+				wait = min(wait, lockWaitAgain)
 			}
 			w.completed, w.next, w.nextAhead, w.givenBack = false, nil, nil, 0
 			w.err = fmt.Errorf("%w; its lane tries again, the other lanes go on", err)
@@ -331,29 +343,37 @@ func (e *writeError) Error() string { return e.err.Error() }
 func (e *writeError) Unwrap() error { return e.err }
 
 // failedAlone returns the write whose own statement failed in err, when
-// the failure is that write's alone: the server refused its statement, for
-// a row lock held longer than the lock wait (locked), or for anything else
-// about its rows (an operator's trigger or constraint on mf_queue that
-// refuses them, say). A failure that any statement would meet (the
-// connection, the server's resources or shutdown, a cancel, a deadlock,
-// which is run again) is the whole batch's.
+// the failure is that write's alone: the server refused its statement for
+// a row lock held longer than the lock wait (locked, SQLSTATE 55P03), or for
+// its rows' data (classes 22 data exception, 23 integrity constraint, 27
+// triggered data change, 44 check option, P0 raised by a trigger, XX001 and
+// XX002 a corrupt row or index page). Anything else (the connection, the
+// server's resources or shutdown, a cancel, a deadlock, which is run again,
+// a privilege revoked, a statement the server no longer has prepared) would
+// meet every write alike, and is the whole batch's.
 func failedAlone(err error) (w *laneWrite, locked bool) {
 	var we *writeError
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &we) || !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
 		return nil, false
 	}
-	switch pgErr.Code[:2] {
-	case "08", "25", "40", "53", "57", "58", "XX":
-		return nil, false
+	switch c := pgErr.Code; {
+	case c == "55P03":
+		return we.w, true
+	case c == "XX001", c == "XX002":
+		return we.w, false
 	}
-	return we.w, pgErr.Code == "55P03"
+	switch pgErr.Code[:2] {
+	case "22", "23", "27", "44", "P0":
+		return we.w, false
+	}
+	return nil, false
 }
 
 // exec sends the batch as one pipelined implicit transaction: the fence,
 // then every completion, then every claim, one statement each (see
 // queue_complete.sql for why not one statement for all).
-func (lb *laneBatcher) exec(ctx context.Context, batch []*laneWrite) error {
+func (lb *laneBatcher) exec(ctx context.Context, batch []*laneWrite, lockWait time.Duration) error {
 	var giveBacks, completes, claims []*laneWrite
 	for _, w := range batch {
 		// A re-run after a deadlock starts afresh.
@@ -370,7 +390,7 @@ func (lb *laneBatcher) exec(ctx context.Context, batch []*laneWrite) error {
 	}
 	return lb.s.fencedBatch(ctx, batch[0].fence, func(b *pgx.Batch) {
 		// After the fence, whose table locks may take as long as they must.
-		b.Queue(queries.Get("lanes_lock_wait"), fmt.Sprintf("%dms", lb.lockWait.Milliseconds()))
+		b.Queue(queries.Get("lanes_lock_wait"), fmt.Sprintf("%dms", lockWait.Milliseconds()))
 		for _, w := range giveBacks {
 			for _, c := range w.giveBack {
 				b.Queue(queries.Get("queue_give_back"), c.ID, c.Owner, c.Attempt)
@@ -437,9 +457,9 @@ func scanRun(br pgx.BatchResults) ([]storage.QueueClaim, error) {
 	return run, nil
 }
 
-// lockedSet names the lanes and rows whose writes ran out of the lock wait
-// lately (see the top of this file), each with when one last did.
-type lockedSet struct {
+// asideSet names the lanes and rows whose writes the database refused alone
+// lately (see the top of this file), each with when it last did.
+type asideSet struct {
 	mu     sync.Mutex
 	lanes  map[string]time.Time
 	rows   map[int64]time.Time
@@ -468,7 +488,7 @@ func laneOf(w *laneWrite) string {
 }
 
 // add sets aside w's lane and rows.
-func (ls *lockedSet) add(w *laneWrite, now time.Time) {
+func (ls *asideSet) add(w *laneWrite, now time.Time) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.lanes == nil {
@@ -483,8 +503,8 @@ func (ls *lockedSet) add(w *laneWrite, now time.Time) {
 }
 
 // holds reports whether w touches a lane or row set aside, forgetting those
-// set aside longer than lockedFor ago.
-func (ls *lockedSet) holds(w *laneWrite, now time.Time) bool {
+// set aside longer than asideFor ago.
+func (ls *asideSet) holds(w *laneWrite, now time.Time) bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if len(ls.lanes) == 0 && len(ls.rows) == 0 {
@@ -493,12 +513,12 @@ func (ls *lockedSet) holds(w *laneWrite, now time.Time) bool {
 	if now.Sub(ls.pruned) > time.Second {
 		ls.pruned = now
 		for lane, at := range ls.lanes {
-			if now.Sub(at) > lockedFor {
+			if now.Sub(at) > asideFor {
 				delete(ls.lanes, lane)
 			}
 		}
 		for id, at := range ls.rows {
-			if now.Sub(at) > lockedFor {
+			if now.Sub(at) > asideFor {
 				delete(ls.rows, id)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ func TestLaneBatcherSurvivesCallersGivingUp(t *testing.T) {
 // (a delivery recorded with the next claim, a claim) commit with their
 // outcomes; the lane's next writes are kept aside, so the other lanes no
 // longer wait behind them at all; once the lock goes, the lane's write
-// succeeds, and its lane comes back to the shared batches lockedFor later.
+// succeeds, and its lane comes back to the shared batches asideFor later.
 func TestALockedRowHoldsUpOnlyItsOwnLane(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -127,6 +128,7 @@ func TestALockedRowHoldsUpOnlyItsOwnLane(t *testing.T) {
 	advance := make(chan advanced, 1)
 	var locked, b chan result
 	lb := s.lanes
+	before := time.Now() // of the locked lane's wait
 	oneBatch(t, ctx, lb, func() {
 		go func() {
 			a, err := s.QueueAdvance(ctx, storage.QueueAdvanceParams{Fence: f, Claim: a1.Claim(), Lane: "d/a", Owner: "o", LeaseTTL: time.Minute})
@@ -171,16 +173,16 @@ func TestALockedRowHoldsUpOnlyItsOwnLane(t *testing.T) {
 		t.Fatalf("the locked lane's claim once the lock went: %v", g.err)
 	}
 	w := &laneWrite{lane: "d/locked"}
-	if !lb.locked.holds(w, time.Now()) || lb.locked.holds(w, time.Now().Add(lockedFor+2*time.Second)) {
-		t.Fatalf("the locked lane is not kept aside until %s after its wait ran out", lockedFor)
+	if !lb.kept.holds(w, before.Add(asideFor-time.Second)) || lb.kept.holds(w, time.Now().Add(asideFor+2*time.Second)) {
+		t.Fatalf("the locked lane is not kept aside until %s after its wait ran out", asideFor)
 	}
 }
 
 // The lanes and rows set aside are those the write named (its lane, given
-// or claimed, the rows it completes or gives back), until lockedFor after
+// or claimed, the rows it completes or gives back), until asideFor after
 // the last write of them ran out of its wait.
-func TestLockedSetKeepsAsideWhatTheWriteNamed(t *testing.T) {
-	var ls lockedSet
+func TestAsideSetKeepsAsideWhatTheWriteNamed(t *testing.T) {
+	var ls asideSet
 	now := time.Now()
 	if ls.holds(&laneWrite{lane: "d/x"}, now) {
 		t.Fatal("an empty set holds a lane")
@@ -205,12 +207,12 @@ func TestLockedSetKeepsAsideWhatTheWriteNamed(t *testing.T) {
 		}
 	}
 	ls.add(&laneWrite{lane: "d/x"}, now.Add(5*time.Second)) // ran out again
-	later := now.Add(lockedFor + 2*time.Second)
+	later := now.Add(asideFor + 2*time.Second)
 	if !ls.holds(&laneWrite{lane: "d/x"}, later) {
-		t.Errorf("a lane whose write ran out %s ago is no longer kept aside", lockedFor-3*time.Second)
+		t.Errorf("a lane whose write ran out %s ago is no longer kept aside", asideFor-3*time.Second)
 	}
 	if ls.holds(&laneWrite{complete: &storage.Claim{ID: 7}}, later) || ls.holds(&laneWrite{lane: "d/z"}, later) {
-		t.Errorf("a row or lane whose write ran out %s ago is still kept aside", lockedFor+2*time.Second)
+		t.Errorf("a row or lane whose write ran out %s ago is still kept aside", asideFor+2*time.Second)
 	}
 }
 
@@ -278,5 +280,53 @@ func TestAWriteTheDatabaseRefusesFailsAlone(t *testing.T) {
 	var pgErr *pgconn.PgError
 	if err := <-errs["d/refused"]; !errors.As(err, &pgErr) || pgErr.Code != "P0001" {
 		t.Errorf("the refused lane's claim: %v; want the trigger's error (SQLSTATE P0001)", err)
+	}
+	if !s.lanes.kept.holds(&laneWrite{lane: "d/refused"}, time.Now()) || s.lanes.kept.holds(&laneWrite{lane: "d/a"}, time.Now()) {
+		t.Error("the refused lane is not set aside, or another lane is")
+	}
+}
+
+// When a session holds several lanes' rows locked, a batch pays the full
+// lock wait for the first of them only: once a write has run out of it, the
+// batch runs again with a short wait, so that the other locked lanes' writes
+// fail quickly instead of one lock wait each.
+func TestABatchWaitsOutOneRowLockNotOneALane(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, s, l := leaderStore(t, ctx)
+	f := storage.Fence{Owner: l.Owner, Term: l.Term}
+	lanes := []string{"d/locked1", "d/free", "d/locked2"}
+	for i, lane := range lanes {
+		if _, err := s.MessageIngest(ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{{
+			Inbound: "in", ControlID: fmt.Sprint("M", i), Payload: []byte("MSH|^~\\&|M"), Status: storage.MessageRouted,
+			Deliveries: []storage.Delivery{{Destination: "d", Lane: lane}},
+		}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	operator, _ := openSession(t, ctx, s)
+	if _, err := operator.Exec(ctx, "UPDATE mf_queue SET last_error = 'looked at by hand' WHERE lane LIKE 'd/locked%'"); err != nil {
+		t.Fatal(err)
+	}
+	errs := map[string]chan error{}
+	var starts []func()
+	for _, lane := range lanes {
+		errs[lane] = make(chan error, 1)
+		starts = append(starts, func() {
+			go func() {
+				_, err := s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: lane, Owner: "o", LeaseTTL: time.Minute})
+				errs[lane] <- err
+			}()
+		})
+	}
+	oneBatch(t, ctx, s.lanes, starts...)
+	if err := <-errs["d/free"]; err != nil {
+		t.Fatalf("the free lane's claim: %v", err)
+	}
+	for lane, waited := range map[string]time.Duration{"d/locked1": laneLockWait, "d/locked2": lockWaitAgain} {
+		err := <-errs[lane]
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("it waited %s for a row lock", waited)) {
+			t.Errorf("lane %s's claim: %v; want it to have waited %s for its row lock", lane, err, waited)
+		}
 	}
 }
