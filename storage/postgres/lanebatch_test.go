@@ -78,14 +78,7 @@ func TestALockedRowHoldsUpOnlyItsOwnLane(t *testing.T) {
 	defer cancel()
 	_, s, l := leaderStore(t, ctx) // s: three connections, one for each batcher and one spare
 	f := storage.Fence{Owner: l.Owner, Term: l.Term}
-	for i, lane := range []string{"d/locked", "d/a", "d/b", "d/a", "d/a"} {
-		if _, err := s.MessageIngest(ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{{
-			Inbound: "in", ControlID: fmt.Sprint("M", i), Payload: []byte("MSH|^~\\&|M"), Status: storage.MessageRouted,
-			Deliveries: []storage.Delivery{{Destination: "d", Lane: lane}},
-		}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	storeIn(t, ctx, s, f, "d/locked", "d/a", "d/b", "d/a", "d/a")
 	type result struct {
 		c   storage.QueueClaim
 		err error
@@ -235,15 +228,10 @@ func oneBatch(t *testing.T, ctx context.Context, lb *laneBatcher, starts ...func
 	go lb.lead()
 }
 
-// A lane's write that the database refuses (here an operator's trigger on
-// mf_queue that raises for that lane's rows) fails alone: the other lanes'
-// writes of its batch commit, instead of failing with it at every retry.
-func TestAWriteTheDatabaseRefusesFailsAlone(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, s, l := leaderStore(t, ctx)
-	f := storage.Fence{Owner: l.Owner, Term: l.Term}
-	for i, lane := range []string{"d/a", "d/refused", "d/b"} {
+// storeIn stores one routed message for each of lanes, in that order.
+func storeIn(t *testing.T, ctx context.Context, s *Store, f storage.Fence, lanes ...string) {
+	t.Helper()
+	for i, lane := range lanes {
 		if _, err := s.MessageIngest(ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{{
 			Inbound: "in", ControlID: fmt.Sprint("M", i), Payload: []byte("MSH|^~\\&|M"), Status: storage.MessageRouted,
 			Deliveries: []storage.Delivery{{Destination: "d", Lane: lane}},
@@ -251,18 +239,15 @@ func TestAWriteTheDatabaseRefusesFailsAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.pool.Exec(ctx, `
-		CREATE FUNCTION refuse_a_lane() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-			IF NEW.lane = 'd/refused' THEN RAISE EXCEPTION 'the audit trigger refuses this row'; END IF;
-			RETURN NEW;
-		END $$;
-		CREATE TRIGGER refuse_a_lane BEFORE UPDATE ON mf_queue FOR EACH ROW EXECUTE FUNCTION refuse_a_lane()`); err != nil {
-		t.Fatal(err)
-	}
+}
+
+// claimsInOneBatch claims the head of each of lanes, all in one batch of
+// s's lanes, in that order, and returns where each claim's error will come.
+func claimsInOneBatch(t *testing.T, ctx context.Context, s *Store, f storage.Fence, lanes ...string) map[string]chan error {
+	t.Helper()
 	errs := map[string]chan error{}
 	var starts []func()
-	for _, lane := range []string{"d/a", "d/refused", "d/b"} {
+	for _, lane := range lanes {
 		errs[lane] = make(chan error, 1)
 		starts = append(starts, func() {
 			go func() {
@@ -272,6 +257,28 @@ func TestAWriteTheDatabaseRefusesFailsAlone(t *testing.T) {
 		})
 	}
 	oneBatch(t, ctx, s.lanes, starts...)
+	return errs
+}
+
+// A lane's write that the database refuses (here an operator's trigger on
+// mf_queue that raises for that lane's rows) fails alone: the other lanes'
+// writes of its batch commit, instead of failing with it at every retry.
+func TestAWriteTheDatabaseRefusesFailsAlone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, s, l := leaderStore(t, ctx)
+	f := storage.Fence{Owner: l.Owner, Term: l.Term}
+	storeIn(t, ctx, s, f, "d/a", "d/refused", "d/b")
+	if _, err := s.pool.Exec(ctx, `
+		CREATE FUNCTION refuse_a_lane() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.lane = 'd/refused' THEN RAISE EXCEPTION 'the audit trigger refuses this row'; END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER refuse_a_lane BEFORE UPDATE ON mf_queue FOR EACH ROW EXECUTE FUNCTION refuse_a_lane()`); err != nil {
+		t.Fatal(err)
+	}
+	errs := claimsInOneBatch(t, ctx, s, f, "d/a", "d/refused", "d/b")
 	for _, lane := range []string{"d/a", "d/b"} {
 		if err := <-errs[lane]; err != nil {
 			t.Errorf("lane %s's claim, in a batch with a claim the database refuses: %v", lane, err)
@@ -296,30 +303,12 @@ func TestABatchWaitsOutOneRowLockNotOneALane(t *testing.T) {
 	_, s, l := leaderStore(t, ctx)
 	f := storage.Fence{Owner: l.Owner, Term: l.Term}
 	lanes := []string{"d/locked1", "d/free", "d/locked2"}
-	for i, lane := range lanes {
-		if _, err := s.MessageIngest(ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{{
-			Inbound: "in", ControlID: fmt.Sprint("M", i), Payload: []byte("MSH|^~\\&|M"), Status: storage.MessageRouted,
-			Deliveries: []storage.Delivery{{Destination: "d", Lane: lane}},
-		}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	storeIn(t, ctx, s, f, lanes...)
 	operator, _ := openSession(t, ctx, s)
 	if _, err := operator.Exec(ctx, "UPDATE mf_queue SET last_error = 'looked at by hand' WHERE lane LIKE 'd/locked%'"); err != nil {
 		t.Fatal(err)
 	}
-	errs := map[string]chan error{}
-	var starts []func()
-	for _, lane := range lanes {
-		errs[lane] = make(chan error, 1)
-		starts = append(starts, func() {
-			go func() {
-				_, err := s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: lane, Owner: "o", LeaseTTL: time.Minute})
-				errs[lane] <- err
-			}()
-		})
-	}
-	oneBatch(t, ctx, s.lanes, starts...)
+	errs := claimsInOneBatch(t, ctx, s, f, lanes...)
 	if err := <-errs["d/free"]; err != nil {
 		t.Fatalf("the free lane's claim: %v", err)
 	}
