@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"runtime"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/messagefoundry/mf/config"
@@ -99,7 +98,7 @@ func (s *fileSender) Send(ctx context.Context, m Outgoing) error {
 			return retryableError(context.Cause(ctx), "file %s: writing queue id %d (control id %q) to %s did not finish in time (is the file system hung?); given up, to be written again", s.name, m.QueueID, m.ControlID, final)
 		}
 	}
-	if errors.Is(err, syscall.ENOSPC) {
+	if diskFull(err) {
 		return retryableError(err, "file %s: writing queue id %d (control id %q) to %s failed: the disk is full, free disk space on the file system of %s", s.name, m.QueueID, m.ControlID, final, s.dir)
 	}
 	if err != nil {

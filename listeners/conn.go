@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/messagefoundry/mf/hl7"
@@ -107,7 +106,7 @@ func (cn *conn) serve() {
 // closed (io.EOF) or reset the connection, as a TCP check does, rather than
 // on something it sent.
 func probed(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+	return errors.Is(err, io.EOF) || connReset(err)
 }
 
 // answer stores one message and writes its ACK, if its sender wants one;

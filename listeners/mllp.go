@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -106,7 +105,7 @@ func (l *MLLP) acceptLoop() {
 			}
 			if log, n := failing.Failed(time.Now()); log {
 				todo := "check the process's limits and the system's (dmesg)"
-				if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				if outOfFiles(err) {
 					todo = "the process is out of file descriptors: raise its limit (systemd LimitNOFILE, ulimit -n) above the inbounds' max_connections, [store] pool_size and the destinations' connections together"
 				}
 				l.log.Error().Err(err).Str("listen", l.cfg.Listen).Int("failures", n).

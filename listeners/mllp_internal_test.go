@@ -15,15 +15,15 @@ import (
 	"github.com/messagefoundry/mf/config"
 )
 
-// outOfFiles is a listener whose Accept fails as it does when the process
+// outOfFilesListener is a listener whose Accept fails as it does when the process
 // has no file descriptor left, while failing is set.
-type outOfFiles struct {
+type outOfFilesListener struct {
 	net.Listener
 	failing  atomic.Bool
 	failures atomic.Int64
 }
 
-func (l *outOfFiles) Accept() (net.Conn, error) {
+func (l *outOfFilesListener) Accept() (net.Conn, error) {
 	if l.failing.Load() {
 		l.failures.Add(1)
 		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
@@ -42,7 +42,7 @@ func TestAnAcceptThatKeepsFailingIsLoggedWhenItStartsAndEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := &outOfFiles{Listener: real}
+	ln := &outOfFilesListener{Listener: real}
 	ln.failing.Store(true)
 	var logs logbuf.Buffer
 	l := &MLLP{cfg: config.Inbound{Name: "adt_in", MaxConnections: 10}, log: zerolog.New(&logs), ln: ln,
