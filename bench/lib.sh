@@ -12,10 +12,16 @@ dburl() { python3 -c "import sys,urllib.parse as u; p=u.urlsplit(sys.argv[1]); p
 # (pg_stat_wal.wal_sync, server-wide, PostgreSQL 14 and later).
 walsyncs() { psql "$PGURL" -Atc "SELECT wal_sync FROM pg_stat_wal"; }
 # busy prints "BUSY:ALL": the CPU time all cores have spent busy since boot
-# (/proc/stat's user, nice, system, irq and softirq) and in all (idle, iowait
-# and steal too), in seconds, from one read, so that the busy share of an
-# interval does not depend on when a loaded machine ran this.
-busy() { awk -v hz="$(getconf CLK_TCK)" '/^cpu / {printf "%.2f:%.2f\n", ($2+$3+$4+$7+$8)/hz, ($2+$3+$4+$5+$6+$7+$8+$9)/hz}' /proc/stat; }
+# and the time they have had in all, in seconds, from one read, so that the
+# busy share of an interval does not depend on when a loaded machine ran
+# this. All is the time since boot (/proc/uptime) times the cores; busy is
+# all less /proc/stat's idle, iowait and steal. Not the sum of its user,
+# system and irq fields: on a tickless kernel those are sampled at the
+# timer tick, which misses short bursts of work between idle periods, while
+# idle is timed exactly; a lock-step run is such bursts, and its processes'
+# own CPU time (cpuof, which the scheduler times exactly) came out above the
+# cores' busy time by a tenth.
+busy() { awk -v hz="$(getconf CLK_TCK)" -v n="$(getconf _NPROCESSORS_ONLN)" 'FNR == NR {up = $1; next} /^cpu / {printf "%.2f:%.2f\n", up * n - ($5+$6+$9)/hz, up * n}' /proc/uptime /proc/stat; }
 # cpuof PID prints the CPU time (user and system) that PID has used, in seconds.
 cpuof() { awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); print ($12+$13)/hz}' "/proc/$1/stat"; }
 # timed FILE CMD...: runs CMD, then writes the CPU time (user and system) it
