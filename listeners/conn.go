@@ -7,7 +7,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/hl7"
 	"github.com/messagefoundry/mf/storage"
@@ -34,7 +37,7 @@ func (cn *conn) serve() {
 				l.log.Debug().Err(err).Str("remote", cn.c.RemoteAddr().String()).Msg("connection closed during the TLS handshake")
 				return
 			}
-			l.log.Warn().Err(err).Str("remote", cn.c.RemoteAddr().String()).Msg("TLS handshake failed; connection closed (check the sender's certificate)")
+			cn.fault("tls", nil).Err(err).Msg("TLS handshake failed; connection closed (check the sender's certificate)")
 			return
 		}
 		tc.SetDeadline(time.Time{})
@@ -69,7 +72,7 @@ func (cn *conn) serve() {
 		switch {
 		case errors.Is(err, hl7.ErrFrameTooLarge):
 			countRejected(l.cfg.Name, reasonOversize)
-			l.log.Warn().Int("max_message_bytes", l.cfg.MaxMessageBytes).Str("remote", cn.c.RemoteAddr().String()).
+			cn.fault("oversize", nil).Int("max_message_bytes", l.cfg.MaxMessageBytes).
 				Msg("message larger than max_message_bytes: answered AR and closed the connection (raise max_message_bytes if it is legitimate)")
 			cn.refuse(hl7.NakUnparsableCondition(hl7.ConditionOf(err), fmt.Sprintf("message larger than %d bytes", l.cfg.MaxMessageBytes)))
 		case errors.Is(err, hl7.ErrNotFramed):
@@ -77,20 +80,20 @@ func (cn *conn) serve() {
 			// The error says which rule broke (a stray byte, a start block
 			// inside a frame, an end block without its CR) in byte values and
 			// offsets only: the sender and the operator both need it.
-			l.log.Warn().Err(err).Str("remote", cn.c.RemoteAddr().String()).
+			cn.fault("framing", err).Err(err).
 				Msg("the stream broke MLLP framing (0x0B payload 0x1C 0x0D): answered AR and closed the connection")
 			cn.refuse(hl7.NakUnparsableCondition(hl7.ConditionOf(err), err.Error()))
 		case errors.Is(err, os.ErrDeadlineExceeded) && frames.AwaitingCR() && !l.stopping():
 			// The whole payload came, then 0x1C and nothing: the sender
 			// waits for an answer, and would resend the same frame forever.
 			countRejected(l.cfg.Name, reasonNotFramed)
-			l.log.Warn().Str("remote", cn.c.RemoteAddr().String()).Dur("read_timeout", l.cfg.ReadTimeout()).
+			cn.fault("no CR", nil).Dur("read_timeout", l.cfg.ReadTimeout()).
 				Msg("MLLP end block (0x1C) not followed by CR (0x0D) within read_timeout: answered AR and closed the connection (the sender must end each frame with 0x1C 0x0D)")
 			cn.write(hl7.NakUnparsable("MLLP frame not ended: end block (0x1C) not followed by CR (0x0D)"))
 		case errors.Is(err, os.ErrDeadlineExceeded) && inFrame && !l.stopping():
 			// Nothing to answer (the message is not all here), but the
 			// operator must learn why this sender's messages never arrive.
-			l.log.Warn().Str("remote", cn.c.RemoteAddr().String()).Dur("read_timeout", l.cfg.ReadTimeout()).
+			cn.fault("frame not ended", nil).Dur("read_timeout", l.cfg.ReadTimeout()).
 				Msg("an MLLP frame began but did not end (0x1C 0x0D) within read_timeout: connection closed without an answer (the sender will resend; a slow link or a large message needs a longer read_timeout_seconds)")
 		case errors.Is(err, io.EOF), errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, net.ErrClosed):
 			// closed by the sender, idle or stalled past its deadline, or
@@ -100,6 +103,27 @@ func (cn *conn) serve() {
 		}
 		return
 	}
+}
+
+// fault returns the WARN event for a fault of this connection, with the
+// sender's address, or nil, which zerolog discards, when the same fault
+// from the same host was logged within faultRepeat (faults). err, when not
+// nil, tells faults of a kind apart by what was broken: each framing rule
+// is its own fault, but not the offset at which it broke.
+func (cn *conn) fault(kind string, err error) *zerolog.Event {
+	if err != nil {
+		reason, _, _ := strings.Cut(err.Error(), ", at payload offset")
+		kind += ": " + reason
+	}
+	log, unlogged := cn.l.faults.note(kind, cn.c.RemoteAddr(), time.Now())
+	if !log {
+		return nil
+	}
+	e := cn.l.log.Warn().Str("remote", cn.c.RemoteAddr().String())
+	if unlogged > 0 {
+		e = e.Int("unlogged", unlogged).Dur("unlogged_within", faultRepeat)
+	}
+	return e
 }
 
 // probed reports whether a TLS handshake failed because the other end

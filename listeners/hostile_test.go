@@ -412,3 +412,27 @@ func TestEachFramingErrorIsAnsweredWithItsReason(t *testing.T) {
 		}
 	}
 }
+
+// A sender that reconnects and breaks framing the same way each time is
+// answered each time, but logged once a minute: each connection used to be
+// a WARN line of its own, and a partner set up wrong, reconnecting every few
+// seconds, drowned the log's other lines. The line after the first says how
+// many went unlogged.
+func TestASenderThatKeepsBreakingFramingIsLoggedOnce(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, hostileConfig(addr, ""))
+	for i := range 3 {
+		cl := enginetest.Dial(t, addr)
+		ack, err := cl.Raw([]byte(adt("BARE", "P1") + "\x1c\r"))
+		if err != nil || ack.Code != hl7.AR || !strings.Contains(ack.Text+ack.ErrorMessage, "start block (0x0B) was expected") {
+			t.Fatalf("connection %d: got %+v, %v; want the AR saying why", i, ack, err)
+		}
+	}
+	warned := grep(e.Logs.String(), "broke MLLP framing")
+	if n := strings.Count(warned, "\n"); n != 1 {
+		t.Fatalf("3 connections that broke framing the same way logged %d lines; want 1:\n%s", n, warned)
+	}
+	if ack := enginetest.Dial(t, addr).Send(adt("OK1", "P1")); ack.Code != hl7.AA {
+		t.Fatalf("a good sender afterwards: %s", ack.Code)
+	}
+}

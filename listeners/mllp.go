@@ -40,6 +40,7 @@ type MLLP struct {
 	conns    *connSet
 	retry    scheduler.CancelFunc
 	failures int
+	faults   faults // which connection faults to log
 }
 
 // NewMLLP returns the props of an MLLP listener actor.
