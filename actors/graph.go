@@ -26,7 +26,8 @@ type graphSpec struct {
 	log      zerolog.Logger
 	router   *lanes.Router
 	onFenced func(op string, err error)
-	done     chan struct{} // closed when the graph and all its children have stopped
+	binds    *listeners.Binds // the node's, across graphs
+	done     chan struct{}    // closed when the graph and all its children have stopped
 }
 
 // graphStarted, if set, runs at the end of every graph's Started: a test
@@ -71,7 +72,7 @@ func (g *graph) spawn(ctx actor.Context) {
 	lanePID, _ := ctx.SpawnNamed(lanes.NewManager(laneEnv), "lanes")
 
 	in := &listeners.Env{Ctx: s.ctx, Store: s.store, Fence: s.fence, Log: log, Router: s.router,
-		Lanes: lanePID, System: ctx.ActorSystem(), OnFenced: s.onFenced, LogPayloads: s.cfg.LogPayloads}
+		Lanes: lanePID, System: ctx.ActorSystem(), OnFenced: s.onFenced, LogPayloads: s.cfg.LogPayloads, Binds: s.binds}
 	in.Ingest, _ = ctx.SpawnNamed(listeners.NewIngest(in), "ingest")
 
 	for _, ic := range s.cfg.Inbound {

@@ -14,6 +14,7 @@ import (
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/lanes"
 	"github.com/messagefoundry/mf/leadership"
+	"github.com/messagefoundry/mf/listeners"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -53,6 +54,9 @@ type Status struct {
 	Since     time.Time
 	// ConfigVersion is the shared config version this node runs.
 	ConfigVersion int64
+	// Unbound lists the MLLP listeners of the running graph that are
+	// retrying to open their port (listeners.Binds).
+	Unbound []listeners.Unbound
 }
 
 // Engine is a running actor tree.
@@ -60,6 +64,7 @@ type Engine struct {
 	system *actor.ActorSystem
 	root   *actor.PID
 	status *atomic.Pointer[Status]
+	binds  *listeners.Binds
 	failed chan error
 }
 
@@ -100,17 +105,22 @@ func Start(o Options) (*Engine, error) {
 	status.Store(&Status{NodeID: o.NodeID, Clustered: clustered, ConfigVersion: o.ConfigVersion})
 	system := actor.NewActorSystem(WithZerolog(o.Log))
 	failed := make(chan error, 1)
-	r := &root{opts: o, router: router, status: status, started: o.Config, failed: failed}
+	binds := &listeners.Binds{}
+	r := &root{opts: o, router: router, status: status, binds: binds, started: o.Config, failed: failed}
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return r }), "root")
 	if err != nil {
 		return nil, err
 	}
 	registerLeaderMetrics(status)
-	return &Engine{system: system, root: pid, status: status, failed: failed}, nil
+	return &Engine{system: system, root: pid, status: status, binds: binds, failed: failed}, nil
 }
 
 // Status returns this node's current role.
-func (e *Engine) Status() Status { return *e.status.Load() }
+func (e *Engine) Status() Status {
+	s := *e.status.Load()
+	s.Unbound = e.binds.Unbound()
+	return s
+}
 
 // Failed receives why the engine stopped working by itself: the leadership
 // actor or the graph was stopped by its supervisor after repeated panics,
@@ -145,6 +155,7 @@ type root struct {
 	opts   Options
 	router *lanes.Router
 	status *atomic.Pointer[Status]
+	binds  *listeners.Binds
 	// started is the config the node started with, whose store, cluster
 	// and API sections no reload replaces.
 	started *config.Config
@@ -348,7 +359,7 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 	system, self := ctx.ActorSystem(), ctx.Self()
 	spec := &graphSpec{
 		ctx: gctx, cfg: r.opts.Config, store: r.opts.Store, fence: f, ended: ended, owner: r.opts.Instance, trust: r.opts.Trust,
-		log: r.opts.Log, router: r.router,
+		log: r.opts.Log, router: r.router, binds: r.binds,
 		done: make(chan struct{}),
 	}
 	spec.onFenced = func(op string, err error) {

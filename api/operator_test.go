@@ -136,8 +136,8 @@ func TestReadyFollowsTheStore(t *testing.T) {
 	}
 	px.Cut()
 	code, body := ready()
-	if code != http.StatusServiceUnavailable || body["reason"] == "" {
-		t.Fatalf("ready with the store cut off: %d %v; want 503 with a reason", code, body)
+	if code != http.StatusServiceUnavailable || body["reason"] == "" || body["error"] != body["reason"] {
+		t.Fatalf("ready with the store cut off: %d %v; want 503 with a reason, also as the error of every answer that is not 2xx", code, body)
 	}
 	t.Logf("while cut off: %d %v", code, body)
 	px.Restore(t)

@@ -355,7 +355,9 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// ready is 200 when the store answers and is migrated, else 503 with why.
+// ready is 200 when the store answers and is migrated and, on a primary,
+// every MLLP listener holds its port; else 503 with why, in "reason" and,
+// as every answer that is not 2xx, in "error".
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
@@ -367,13 +369,31 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		if log, n := s.unready.Failed(time.Now()); log {
 			s.o.Log.Warn().Err(err).Int("failures", n).Msg("not ready: " + reason + " (logged once a minute while it lasts)")
 		}
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": reason})
+		unavailable(w, reason)
 		return
 	}
 	if n := s.unready.Over(); n > 0 {
 		s.o.Log.Info().Int("failures", n).Msg("ready again: the store answers")
 	}
+	// Listeners run only on the leader; the listener logs each failure.
+	if s.o.Status == nil {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		return
+	}
+	if st := s.o.Status(); st.Leader && len(st.Unbound) > 0 {
+		reasons := make([]string, len(st.Unbound))
+		for i, u := range st.Unbound {
+			reasons[i] = u.Reason()
+		}
+		unavailable(w, strings.Join(reasons, "; "))
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// unavailable is /ready's 503.
+func unavailable(w http.ResponseWriter, reason string) {
+	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": reason, "error": reason})
 }
 
 // Lane is one entry of GET /lanes.

@@ -33,6 +33,9 @@ type Env struct {
 	// LogPayloads (config log_payloads) lets the line about a rejected
 	// message carry its bytes; otherwise no log line carries message content.
 	LogPayloads bool
+	// Binds hears from the MLLP listeners whether they hold their ports
+	// (nil: nobody asks; the metric is kept all the same).
+	Binds *Binds
 
 	// ingestStopped is closed by the ingest actor (NewIngest makes it) once
 	// it has stopped and has given every answer it will ever give.

@@ -57,7 +57,8 @@ func RegisterMetrics(inbounds []config.Inbound) {
 			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_rejected_total{inbound=%s,reason=%s}`, lanes.Label(in.Name), lanes.Label(reason)))
 		}
 		metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_ack_duration_seconds{inbound=%s}`, lanes.Label(in.Name)))
-		if in.Type == config.InboundMLLP { // only a listener has connections to refuse
+		if in.Type == config.InboundMLLP { // only a listener has connections to refuse, and a port
+			boundGauge(in.Name)
 			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_connections_refused_total{inbound=%s}`, lanes.Label(in.Name)))
 		}
 	}

@@ -72,6 +72,7 @@ func (l *MLLP) bind(ctx actor.Context) {
 	}
 	if err != nil {
 		l.failures++
+		l.env.Binds.failed(l.cfg.Name, l.cfg.Listen, time.Now())
 		delay := min(time.Duration(l.failures)*time.Second, 30*time.Second)
 		l.log.Error().Err(err).Str("listen", l.cfg.Listen).Dur("retry_in", delay).
 			Msg("cannot open the MLLP listener; retrying (is the port taken, or a certificate file unreadable?)")
@@ -79,6 +80,7 @@ func (l *MLLP) bind(ctx actor.Context) {
 		return
 	}
 	l.failures = 0
+	l.env.Binds.bound(l.cfg.Name)
 	if tlsCfg != nil {
 		l.ln = tls.NewListener(l.ln, tlsCfg)
 	}
@@ -149,6 +151,7 @@ func (l *MLLP) stop() {
 		l.accepted.Wait()
 		l.log.Info().Str("listen", l.cfg.Listen).Msg("MLLP listener closed")
 	}
+	l.env.Binds.stopped(l.cfg.Name)
 	l.conns.interruptReads()
 	if !l.conns.wait(Grace) {
 		l.log.Warn().Str("listen", l.cfg.Listen).Dur("grace", Grace).

@@ -1,0 +1,83 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/messagefoundry/mf/actors/enginetest"
+)
+
+// A primary whose MLLP port another process holds takes no message on that
+// inbound, and the VIP's check of the port fails; it used to answer /ready
+// 200, with no metric to show it, so only its log said so (DESIGN §3: "a
+// listener that cannot bind keeps retrying and is visible in logs, metrics
+// and /ready"). Once the port is free, the listener's retry opens it and
+// both say so.
+func TestAListenerThatCannotBindIsNotReady(t *testing.T) {
+	listen := enginetest.FreeAddr(t)
+	holder, err := net.Listen("tcp", listen) // another process's socket on the port
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	v := startWith(t, listen, fileOutbound+`
+[[inbound]]
+name = "held_in"
+type = "mllp"
+listen = "`+listen+`"
+
+[[route]]
+from = "held_in"
+to = ["emr"]
+`)
+	ready := func() (int, map[string]string) {
+		resp, err := http.Get(v.srv.URL + "/ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]string
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, body
+	}
+	bound := func() string {
+		var b bytes.Buffer
+		metrics.WritePrometheus(&b, false)
+		for _, line := range strings.Split(b.String(), "\n") {
+			if strings.HasPrefix(line, `mf_listener_bound{inbound="held_in"} `) {
+				return line
+			}
+		}
+		return "(no mf_listener_bound series for held_in)"
+	}
+
+	enginetest.WaitFor(t, "/ready to say the listener cannot open its port", 10*time.Second, func() bool {
+		code, _ := ready()
+		return code == http.StatusServiceUnavailable
+	})
+	code, body := ready()
+	if want := "the MLLP listener of inbound held_in cannot open " + listen; !strings.Contains(body["reason"], want) || body["error"] != body["reason"] {
+		t.Fatalf("/ready while the port is held: %d %v; want a reason (and error) saying %q", code, body, want)
+	}
+	if got := bound(); got != `mf_listener_bound{inbound="held_in"} 0` {
+		t.Fatalf("metric while the port is held: %s; want 0", got)
+	}
+
+	holder.Close()
+	enginetest.WaitFor(t, "/ready once the port is free", 15*time.Second, func() bool {
+		code, _ := ready()
+		return code == http.StatusOK
+	})
+	if got := bound(); got != `mf_listener_bound{inbound="held_in"} 1` {
+		t.Fatalf("metric once the listener holds its port: %s; want 1", got)
+	}
+}
