@@ -66,6 +66,10 @@ type Engine struct {
 	status *atomic.Pointer[Status]
 	binds  *listeners.Binds
 	failed chan error
+	// reload and started are Options.Reload and Options.Config, for
+	// CheckReload.
+	reload  func() (*config.Config, error)
+	started *config.Config
 }
 
 type shutdown struct{}
@@ -112,7 +116,7 @@ func Start(o Options) (*Engine, error) {
 		return nil, err
 	}
 	registerLeaderMetrics(status)
-	return &Engine{system: system, root: pid, status: status, binds: binds, failed: failed}, nil
+	return &Engine{system: system, root: pid, status: status, binds: binds, failed: failed, reload: o.Reload, started: o.Config}, nil
 }
 
 // Status returns this node's current role.
@@ -389,6 +393,40 @@ func (r *root) setStatus(change func(*Status)) {
 	r.status.Store(&s)
 }
 
+// reloaded re-reads the node's config file with reload and returns the
+// config in force from it and its router, with the sections it changes
+// that only a restart applies, or why it cannot be run.
+func reloaded(reload func() (*config.Config, error), started *config.Config) (*config.Config, *lanes.Router, []string, error) {
+	cfg, err := reload()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// The graph runs on the reloaded file's sections but [store],
+	// [cluster] and [api]: the lanes' row lease, the sweep and the purge
+	// as the node started, like its store, elector and API.
+	restart := config.RestartOnly(started, cfg)
+	if cfg, err = config.InForce(started, cfg); err != nil {
+		return nil, nil, nil, err
+	}
+	router, err := lanes.NewRouter(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, router, restart, nil
+}
+
+// CheckReload says whether a bump of the shared config version would
+// reload this node: its config file loads, and the config and routes in
+// force from it can run. The API asks before it bumps, as mf reload checks
+// its file before it does.
+func (e *Engine) CheckReload() error {
+	if e.reload == nil {
+		return errors.New("this node cannot reload its config (it was started without a config file to re-read)")
+	}
+	_, _, _, err := reloaded(e.reload, e.started)
+	return err
+}
+
 // reload applies a bump of the shared config version: this node re-reads
 // its own file (every node runs its own copy) and, if it leads, restarts its
 // graph on it, letting lanes finish the delivery in hand. A file that no
@@ -399,19 +437,7 @@ func (r *root) reload(ctx actor.Context, version int64) {
 		log.Warn().Msg("the shared config version moved, but this node cannot reload its config; restart it to apply the change")
 		return
 	}
-	cfg, err := r.opts.Reload()
-	var restart []string
-	if err == nil {
-		// The graph runs on the reloaded file's sections but [store],
-		// [cluster] and [api]: the lanes' row lease, the sweep and the
-		// purge as the node started, like its store, elector and API.
-		restart = config.RestartOnly(r.started, cfg)
-		cfg, err = config.InForce(r.started, cfg)
-	}
-	var router *lanes.Router
-	if err == nil {
-		router, err = lanes.NewRouter(cfg)
-	}
+	cfg, router, restart, err := reloaded(r.opts.Reload, r.started)
 	if err != nil {
 		log.Error().Err(err).Msg("config reload failed; this node keeps running its current config (fix the file, then run mf reload again)")
 		return

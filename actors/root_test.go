@@ -306,6 +306,33 @@ func TestConfigChangeRestartsTheGraph(t *testing.T) {
 	}
 }
 
+// CheckReload says, without reloading, whether a bump would reload this
+// node: POST /config/reload asks it, so that a file the node cannot follow
+// is refused before the shared version moves.
+func TestCheckReloadSaysWhetherTheFileWouldReload(t *testing.T) {
+	var broken atomic.Bool
+	h := start(t, func() (*config.Config, error) {
+		if broken.Load() {
+			return config.Parse([]byte("[[inbound]]\nname = \"adt_in\"\ntype = \"mllp\"\nlisten = ["), "test.toml")
+		}
+		c, err := config.Parse([]byte(graphConfig(enginetest.FreeAddr(t))), "test.toml")
+		if err == nil {
+			c.Outbound[0].Directory = filepath.Join(t.TempDir(), "out")
+		}
+		return c, err
+	})
+	if err := h.eng.CheckReload(); err != nil {
+		t.Fatalf("a file that loads: %v", err)
+	}
+	broken.Store(true)
+	if err := h.eng.CheckReload(); err == nil || !strings.Contains(err.Error(), "test.toml") {
+		t.Fatalf("a file that does not load: %v; want its error", err)
+	}
+	if err := start(t, nil).eng.CheckReload(); err == nil {
+		t.Fatal("a node without a file to re-read: no error")
+	}
+}
+
 // A reload applies the graph's sections only: the store, the cluster's
 // timings and the API (its listener, its tokens) stay as the node started.
 // A reloaded file that changes them says so at WARN, naming them, rather

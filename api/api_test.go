@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -306,5 +307,44 @@ func TestConfigReloadRefusedOnASingleNode(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != `{"config_version":1}` {
 		t.Fatalf("POST /config/reload on a clustered node: %d %s; want 200 {\"config_version\":1}", resp.StatusCode, body)
+	}
+}
+
+// POST /config/reload checks, as mf reload does, that this node's own file
+// would reload before it bumps the shared version: it used to bump at once,
+// answer 200, and leave the node on its old config with an error in its log
+// that the caller never saw.
+func TestConfigReloadRefusesAFileThisNodeCannotReload(t *testing.T) {
+	v := start(t, fileOutbound)
+	clustered := func() actors.Status { s := v.e.Status(); s.Clustered = true; return s }
+	var fileErr error
+	s := api.New(api.Options{Config: v.e.Config, Store: v.e.Store, Status: clustered, Log: zerolog.Nop(),
+		CheckReload: func() error { return fileErr }})
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	reload := func() (int, string) {
+		req, _ := http.NewRequest("POST", srv.URL+"/config/reload", nil)
+		req.Header.Set("Authorization", "Bearer "+tokens["admin"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	fileErr = errors.New("config: /etc/mf/mf.toml:21:12: toml: array is incomplete")
+	code, body := reload()
+	var e struct{ Error string }
+	if code != http.StatusUnprocessableEntity || json.Unmarshal([]byte(body), &e) != nil ||
+		!strings.Contains(e.Error, "array is incomplete") || !strings.Contains(e.Error, "not bumped") {
+		t.Fatalf("reload with a file this node cannot reload: %d %s; want 422 with the file's error, saying nothing was bumped", code, body)
+	}
+	if got, err := v.e.Store.ConfigVersionRead(context.Background(), storage.ConfigVersionReadParams{}); err != nil || got != 0 {
+		t.Fatalf("config version after a refused reload: %d %v, want 0", got, err)
+	}
+	fileErr = nil
+	if code, body := reload(); code != http.StatusOK || strings.TrimSpace(body) != `{"config_version":1}` {
+		t.Fatalf("reload once the file is fixed: %d %s; want 200 {\"config_version\":1}", code, body)
 	}
 }

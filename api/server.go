@@ -35,6 +35,10 @@ type Options struct {
 	Store  storage.Store
 	// Status reads the node's role (actors.Engine.Status).
 	Status func() actors.Status
+	// CheckReload says whether this node's config file would reload
+	// (actors.Engine.CheckReload); POST /config/reload asks it before it
+	// bumps the shared version. Nil: not asked.
+	CheckReload func() error
 	Log    zerolog.Logger
 }
 
@@ -601,6 +605,15 @@ func (s *Server) configReload(w http.ResponseWriter, r *http.Request) {
 	if !s.o.Status().Clustered {
 		writeError(w, http.StatusConflict, ErrSingleNodeReload.Error())
 		return
+	}
+	// As mf reload checks its file first: a bump that this node's own
+	// file cannot follow would answer 200 and leave the node on its old
+	// config, logging an error no caller sees.
+	if s.o.CheckReload != nil {
+		if err := s.o.CheckReload(); err != nil {
+			writeError(w, http.StatusUnprocessableEntity, "this node's config file cannot be reloaded, so the shared config version was not bumped (nothing changed on any node): "+err.Error())
+			return
+		}
 	}
 	ctx, cancel := storeCtx(r, s.limits.storeWrite)
 	defer cancel()

@@ -104,7 +104,7 @@ func runCommand() *cli.Command {
 				return err
 			}
 			// The API runs on every node, primary or standby.
-			srv := api.New(api.Options{Config: cfg, Store: st, Status: eng.Status, Log: log})
+			srv := api.New(api.Options{Config: cfg, Store: st, Status: eng.Status, CheckReload: eng.CheckReload, Log: log})
 			if err := srv.Start(); err != nil {
 				sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
