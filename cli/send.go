@@ -57,7 +57,7 @@ func sendCommand() *cli.Command {
 				// Likely the wrong file: sending the others and exiting 0
 				// would let a script take it for sent.
 				if len(split) == 0 {
-					return fmt.Errorf("send: %s holds no HL7 message (it is empty or holds only blank lines)", f)
+					return fmt.Errorf("send: %s holds no HL7 message (it is empty, holds only blank lines, or is a batch of no message)", f)
 				}
 				msgs = append(msgs, split...)
 			}

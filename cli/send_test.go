@@ -21,19 +21,28 @@ func TestSendOfAFileWithoutMessagesFails(t *testing.T) {
 	}
 	// Nothing listens there: the file must be refused before any sending.
 	out, err := runMF(t, "send", "--to", enginetest.FreeAddr(t), empty)
-	if err == nil || !strings.Contains(err.Error(), empty) || !strings.Contains(err.Error(), "no HL7 message (it is empty or holds only blank lines)") {
+	if err == nil || !strings.Contains(err.Error(), empty) || !strings.Contains(err.Error(), "no HL7 message (it is empty, holds only blank lines, or is a batch of no message)") {
 		t.Fatalf("mf send of a file without messages: error %v, printed %q; want one naming %s", err, out, empty)
 	}
-	// A file with no MSH but something else is one message, sent whole (the
-	// receiver answers AR), as a file inbound stores it: batch envelope
-	// segments alone too, which the error above used to say it refused.
+	// Batch envelope segments alone (BTS|0) are a batch of no message, as a
+	// file inbound reads them: refused the same way.
 	envelope := filepath.Join(dir, "envelope.hl7")
 	if err := os.WriteFile(envelope, []byte("FHS|^~\\&|A\rBHS|^~\\&|A\rBTS|0\rFTS|1\r"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, err = runMF(t, "send", "--to", enginetest.FreeAddr(t), "--timeout", "1s", envelope)
+	if err == nil || !strings.Contains(err.Error(), envelope) || !strings.Contains(err.Error(), "a batch of no message") {
+		t.Fatalf("mf send of a file of batch envelope segments alone: error %v, printed %q; want one naming %s", err, out, envelope)
+	}
+	// A file with no MSH but something else is one message, sent whole (the
+	// receiver answers AR), as a file inbound stores it.
+	junk := filepath.Join(dir, "junk.hl7")
+	if err := os.WriteFile(junk, []byte("NOT|HL7\r"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runMF(t, "send", "--to", enginetest.FreeAddr(t), "--timeout", "1s", junk)
 	if err == nil || strings.Contains(err.Error(), "no HL7 message") || !strings.Contains(out, "sent 1 messages") {
-		t.Fatalf("mf send of a file of batch envelope segments alone: error %v, printed %q; want it sent as one message", err, out)
+		t.Fatalf("mf send of a file of no MSH: error %v, printed %q; want it sent as one message", err, out)
 	}
 }
 

@@ -434,20 +434,23 @@ func (f *FilePoller) newMessage(raw []byte) storage.NewMessage {
 }
 
 // SplitMessages cuts a file into its HL7 messages: each MSH segment starts
-// one. Batch envelope segments (FHS, BHS, BTS, FTS) are dropped; a file
-// with no MSH is one (rejected) message. A UTF-8 byte order mark at the
+// one. Batch envelope segments (FHS, BHS, BTS, FTS) are dropped, and a
+// batch of no message (BTS|0: a feed with nothing to send) is none; any
+// other file with no MSH is one (rejected) message. A UTF-8 byte order mark at the
 // start (Windows editors write one) is dropped: it is not part of the first
 // message, which would otherwise not begin with MSH.
 func SplitMessages(b []byte) [][]byte {
 	b = bytes.TrimPrefix(b, []byte("\xEF\xBB\xBF"))
 	var out [][]byte
 	var cur []byte
+	envelope := false
 	for _, seg := range bytes.FieldsFunc(b, func(r rune) bool { return r == '\r' || r == '\n' }) {
 		switch {
 		case len(bytes.TrimSpace(seg)) == 0:
 			continue // a blank line (spaces, tabs) is no segment: before an MSH it made a junk message
 		case bytes.HasPrefix(seg, []byte("FHS")), bytes.HasPrefix(seg, []byte("BHS")),
 			bytes.HasPrefix(seg, []byte("BTS")), bytes.HasPrefix(seg, []byte("FTS")):
+			envelope = true
 			continue
 		case bytes.HasPrefix(seg, []byte("MSH")) && len(cur) > 0:
 			out = append(out, cur)
@@ -458,7 +461,7 @@ func SplitMessages(b []byte) [][]byte {
 	if len(cur) > 0 {
 		out = append(out, cur)
 	}
-	if len(out) == 0 && len(bytes.TrimSpace(b)) > 0 {
+	if len(out) == 0 && !envelope && len(bytes.TrimSpace(b)) > 0 {
 		out = append(out, b)
 	}
 	return out

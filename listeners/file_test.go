@@ -224,6 +224,20 @@ func TestSplitMessagesDropsAByteOrderMark(t *testing.T) {
 	}
 }
 
+// A batch file of no message (FHS, BHS, BTS|0, FTS: a nightly feed with
+// nothing to send) is valid HL7 and holds no message: it was stored whole as
+// one rejected message ("first segment is not MSH"), with a WARN telling the
+// operator to have its writer fix it. A file of segments that are neither
+// envelope nor MSH is still one rejected message.
+func TestSplitMessagesOfAnEmptyBatchIsNone(t *testing.T) {
+	if msgs := listeners.SplitMessages([]byte("FHS|^~\\&|S\rBHS|^~\\&|S\rBTS|0\rFTS|1\r")); len(msgs) != 0 {
+		t.Fatalf("an empty batch: %d messages %q; want none", len(msgs), msgs)
+	}
+	if msgs := listeners.SplitMessages([]byte("FHS|^~\\&|S\rNOT|HL7\rFTS|1\r")); len(msgs) != 1 || string(msgs[0]) != "NOT|HL7\r" {
+		t.Fatalf("a batch of a segment that is no message: %q; want that one segment as a message", msgs)
+	}
+}
+
 // Lines of only spaces or tabs (a padded file, an editor's last line) are
 // no segments: before an MSH one made a message of its own, stored as
 // rejected, and inside a message a segment the receiver could not parse.
