@@ -520,9 +520,10 @@ func ParseAck(b []byte) (Acknowledgment, error) {
 	}
 	get := func(p Path) string { return m.Get(p) }
 	text := func(p Path) string { return Unescape(m.Get(p), m.sep) }
+	control, _ := m.field("MSA", 1, 2) // whole, as Message.ControlID
 	a := Acknowledgment{
 		Code:      AckCode(get(Path{Segment: "MSA", Field: 1})),
-		ControlID: get(Path{Segment: "MSA", Field: 2}),
+		ControlID: string(control),
 		Text:      text(Path{Segment: "MSA", Field: 3}),
 	}
 	if !a.Code.Valid() {

@@ -1,6 +1,7 @@
 package hl7
 
 import (
+	"bytes"
 	"errors"
 	"regexp"
 	"strings"
@@ -500,5 +501,28 @@ func TestAckTimestampNeverSplitsTheHeader(t *testing.T) {
 				t.Errorf("%s: MSH-12 %q, want 2.5", c.name, got)
 			}
 		})
+	}
+}
+
+// MSA-2 = MSH-10, whole: a repetition separator in MSH-10 (not conformant
+// for an ST, but sent) was cut there, so the ACK echoed "CT" for "CT~RL1",
+// a sender matching by MSA-2 did not know its ACK, and the stored control
+// id was cut too. ParseAck reads MSA-2 whole likewise, so mf's own sender
+// knows a destination's ACK that echoes the field whole.
+func TestAControlIDWithARepetitionSeparatorIsEchoedWhole(t *testing.T) {
+	m, err := Parse([]byte("MSH|^~\\&|S|SF|R|RF|20240101||ADT^A01|CT~RL1|P|2.5\rPID|1||P1\r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.ControlID(); got != "CT~RL1" {
+		t.Fatalf("ControlID() = %q, want the whole field %q", got, "CT~RL1")
+	}
+	ack := Ack(m, AA, "")
+	if !bytes.Contains(ack, []byte("MSA|AA|CT~RL1")) {
+		t.Fatalf("ACK %q does not echo MSH-10 whole", ack)
+	}
+	a, err := ParseAck(ack)
+	if err != nil || a.ControlID != "CT~RL1" {
+		t.Fatalf("ParseAck: %+v, %v; want control id %q", a, err, "CT~RL1")
 	}
 }

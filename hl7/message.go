@@ -168,8 +168,13 @@ func (m *Message) Raw() []byte { return m.raw }
 // Separators returns the message's delimiters.
 func (m *Message) Separators() Separators { return m.sep }
 
-// ControlID returns MSH-10, the message control ID, raw.
-func (m *Message) ControlID() string { return m.Get(Path{Segment: "MSH", Field: 10}) }
+// ControlID returns MSH-10, the message control ID, raw and whole: a
+// repetition separator in it (not conformant, but sent) is kept, so that
+// MSA-2 echoes the field as it came and an ACK that echoes it so matches.
+func (m *Message) ControlID() string {
+	f, _ := m.field("MSH", 1, 10)
+	return string(f)
+}
 
 // MessageType returns MSH-9 as sent, e.g. "ADT^A01^ADT_A01".
 func (m *Message) MessageType() string { return m.Get(Path{Segment: "MSH", Field: 9}) }
