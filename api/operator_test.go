@@ -257,7 +257,64 @@ func TestRetryOrSkipOfARowNotPendingSaysWhatItIs(t *testing.T) {
 	s := api.New(api.Options{Config: v.e.Config, Store: reclaimedStore{v.e.Store}, Status: v.e.Status, Log: zerolog.New(zerolog.NewTestWriter(t))})
 	reclaimed := &env{e: v.e, srv: httptest.NewServer(s.Handler())}
 	t.Cleanup(reclaimed.srv.Close)
-	for _, action := range []string{"retry", "skip"} {
-		refused(reclaimed, action, 12, "queue row 12 was in flight and is pending again now: try again")
+	refused(reclaimed, "retry", 12, "queue row 12 was in flight and is pending again now: try again")
+	refused(reclaimed, "skip", 12, "queue row 12 was in flight, or behind its lane's head, as the skip ran and is pending at its lane's head now: try again")
+}
+
+// A skip sets aside only its lane's head. The audit's case: three rows queued
+// in one lane, nothing blocked, a skip of the second answered 200 and the
+// row was dead ("skipped by operator operator-token"), a good message
+// dropped by a mistyped id. It is a 409 naming the head, and the row stays
+// pending; the head is skipped (200), and then the next row, now the head.
+func TestSkipOfARowBehindItsLaneHeadIsRefused(t *testing.T) {
+	v := start(t, fileOutbound)
+	rows := v.ingest(t, 3) // a lane whose destination is unknown: its rows stay pending
+	ctx := context.Background()
+	skip := func(id int64) (int, string) {
+		t.Helper()
+		code, body := v.call(t, "POST", fmt.Sprintf("/queue/%d/skip", id), "operator")
+		var e struct{ Error string }
+		_ = json.Unmarshal(body, &e)
+		if code == http.StatusOK {
+			return code, string(body)
+		}
+		return code, e.Error
+	}
+	notHead := func(id, head int64) string {
+		return fmt.Sprintf("queue row %d is pending but is not the head of its lane: row %d is ahead of it; "+
+			"skip acts on a lane's head (deliver or skip the rows ahead first)", id, head)
+	}
+	lane := func() storage.LaneSummary {
+		t.Helper()
+		lanes, err := v.e.Store.QueueLanes(ctx)
+		if err != nil || len(lanes) != 1 {
+			t.Fatalf("lanes: %+v, %v; want the one lane", lanes, err)
+		}
+		return lanes[0]
+	}
+	for _, id := range rows[1:] {
+		if code, msg := skip(id); code != http.StatusConflict || msg != notHead(id, rows[0]) {
+			t.Errorf("skip of row %d behind head %d: %d %q; want 409 %q", id, rows[0], code, msg, notHead(id, rows[0]))
+		}
+	}
+	if l := lane(); l.Depth != 3 || l.Head.ID != rows[0] {
+		t.Fatalf("after the refused skips: depth %d head %d; want the lane's 3 rows still pending, head %d", l.Depth, l.Head.ID, rows[0])
+	}
+	if code, body := skip(rows[0]); code != http.StatusOK {
+		t.Fatalf("skip of the head %d: %d %s; want 200", rows[0], code, body)
+	}
+	if code, msg := skip(rows[2]); code != http.StatusConflict || msg != notHead(rows[2], rows[1]) {
+		t.Errorf("skip of row %d behind head %d: %d %q; want 409 %q", rows[2], rows[1], code, msg, notHead(rows[2], rows[1]))
+	}
+	if l := lane(); l.Depth != 2 || l.Head.ID != rows[1] {
+		t.Fatalf("after the head's skip: depth %d head %d; want 2 rows, head %d", l.Depth, l.Head.ID, rows[1])
+	}
+	for _, id := range rows[1:] {
+		if code, body := skip(id); code != http.StatusOK {
+			t.Fatalf("skip of row %d, its lane's head now: %d %s; want 200", id, code, body)
+		}
+	}
+	if lanes, err := v.e.Store.QueueLanes(ctx); err != nil || len(lanes) != 0 {
+		t.Fatalf("lanes after skipping every row: %+v, %v; want none", lanes, err)
 	}
 }

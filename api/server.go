@@ -552,7 +552,8 @@ func (s *Server) queueSkip(w http.ResponseWriter, r *http.Request) {
 }
 
 // queueAction runs an operator action on a queue row: 404 if there is no
-// such row, 409 if it is in flight or finished (notPending says which).
+// such row, 409 if it is in flight or finished (notPending says which) or,
+// for a skip, if it is pending behind its lane's head (notHead).
 func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action string, do func(context.Context, int64) error) {
 	id, ok := pathID(w, r)
 	if !ok {
@@ -571,17 +572,22 @@ func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action stri
 	case errors.Is(err, storage.ErrNotPending):
 		var np storage.NotPending
 		errors.As(err, &np) // a bare ErrNotPending leaves the status unknown
-		writeError(w, http.StatusConflict, notPending(id, np.Status))
+		writeError(w, http.StatusConflict, notPending(id, action, np.Status))
+	case errors.Is(err, storage.ErrNotHead):
+		var nh storage.NotHead
+		errors.As(err, &nh) // a bare ErrNotHead leaves the head unknown
+		writeError(w, http.StatusConflict, notHead(id, nh.Head))
 	default:
 		s.storeWriteFailed(w, "queue "+action, err)
 	}
 }
 
-// notPending is the error of the 409 to a retry or skip of queue row id,
-// whose status the store found was status (storage.NotPending): whether it
-// is being delivered (wait, and look again) or finished (nothing to retry),
-// or, if a delivery ended between the action and its look, pending again.
-func notPending(id int64, status string) string {
+// notPending is the error of the 409 to a retry or skip (action) of queue
+// row id, whose status the store found was status (storage.NotPending):
+// whether it is being delivered (wait, and look again) or finished (nothing
+// to retry), or, if a delivery ended between the action and its look, pending
+// again (for a skip, also if the rows ahead of it finished meanwhile).
+func notPending(id int64, action, status string) string {
 	row := "queue row " + strconv.FormatInt(id, 10)
 	const only = ": only a pending row can be retried or skipped"
 	switch status {
@@ -590,10 +596,26 @@ func notPending(id int64, status string) string {
 	case storage.QueueDone, storage.QueueDead:
 		return row + " is " + status + " (finished)" + only
 	case storage.QueuePending:
+		if action == "skip" {
+			return row + " was in flight, or behind its lane's head, as the skip ran and is pending at its lane's head now: try again"
+		}
 		return row + " was in flight and is pending again now: try again"
 	default:
 		return row + " is in flight or finished" + only
 	}
+}
+
+// notHead is the error of the 409 to a skip of queue row id, pending but
+// not its lane's head (storage.NotHead): head is the row ahead of it, 0 if
+// unknown. A skip sets aside only a lane's head, so that a mistyped id
+// cannot drop a message queued behind a healthy head.
+func notHead(id, head int64) string {
+	ahead := "a row of its lane is ahead of it"
+	if head != 0 {
+		ahead = "row " + strconv.FormatInt(head, 10) + " is ahead of it"
+	}
+	return "queue row " + strconv.FormatInt(id, 10) + " is pending but is not the head of its lane: " + ahead +
+		"; skip acts on a lane's head (deliver or skip the rows ahead first)"
 }
 
 // ErrSingleNodeReload is why a config reload is refused for a single node:

@@ -132,10 +132,25 @@ type Store interface {
 	// not fenced: operators act through the API of any node. A NotPending
 	// (ErrNotPending), with the row's status, if it is in flight or
 	// finished. It bumps the QueueVersionName version in the same transaction.
+	//
+	// Unlike QueueSkip it takes any pending row, its lane's head or not: a
+	// row behind the head that is made due now is still claimed only once
+	// every row ahead of it is done or dead (the claim starts at the head),
+	// so a retry of the wrong row changes no order and loses nothing; it
+	// only gives that row its fresh set of attempts early.
 	QueueRelease(ctx context.Context, p QueueReleaseParams) error
-	// QueueSkip is an operator's skip: a pending row is set aside as dead
-	// with p.Reason, and its lane moves on. Not fenced, and refused with a
-	// NotPending, like QueueRelease; it bumps the QueueVersionName version in the same transaction.
+	// QueueSkip is an operator's skip: a pending row that is its lane's
+	// head is set aside as dead with p.Reason, and its lane moves on. Only
+	// the head: a pending row with a lower id of its lane still unfinished
+	// (pending or in flight) ahead of it is refused with a NotHead
+	// (ErrNotHead) naming that head, and stays pending, so that a mistyped
+	// id cannot drop a message queued behind a healthy head. The check is
+	// in the skip's own statement (SQL Server's own batch), with no race:
+	// ids only grow and a finished row never comes back, so a row that is
+	// its lane's head stays the head until it is finished. Not fenced, and
+	// refused with a NotPending, like QueueRelease, when the row is in
+	// flight or finished; it bumps the QueueVersionName version in the same
+	// transaction.
 	QueueSkip(ctx context.Context, p QueueSkipParams) error
 	// QueueExtendLease pushes a claimed row's lease to db_now + p.TTL.
 	QueueExtendLease(ctx context.Context, p QueueExtendLeaseParams) error
@@ -202,6 +217,11 @@ var (
 	// in flight or finished, not pending. The dialects return it as a
 	// NotPending, which says which.
 	ErrNotPending = errors.New("storage: queue row is not pending (it is in flight or finished)")
+	// ErrNotHead means an operator's skip addressed a pending queue row that
+	// is not its lane's head: a row with a lower id of its lane is pending
+	// or in flight. The dialects return it as a NotHead, which names the
+	// head.
+	ErrNotHead = errors.New("storage: queue row is not the head of its lane")
 	// ErrClaimLost means the queue row is no longer in flight under the
 	// caller's claim (its lease expired and it was reclaimed, or it was
 	// finished). The caller's delivery may be repeated by the next claim.
@@ -227,8 +247,10 @@ type NotPending struct {
 	ID int64
 	// Status is QueueInflight, QueueDone or QueueDead; QueuePending only
 	// if the row was in flight and was re-pended (its lease reclaimed, a
-	// lane's retry or hold) between the action's update and its look, when
-	// the action may just be made again. A finished row stays finished.
+	// lane's retry or hold) between the action's update and its look, or,
+	// for a skip, if the rows ahead of it in its lane finished in between
+	// (it was not the head as the skip ran, and is now): then the action
+	// may just be made again. A finished row stays finished.
 	Status string
 }
 
@@ -238,6 +260,24 @@ func (e NotPending) Error() string {
 
 // Is makes a NotPending match ErrNotPending.
 func (e NotPending) Is(target error) bool { return target == ErrNotPending }
+
+// NotHead is the ErrNotHead of an operator's skip (QueueSkip) of a pending
+// row that is not its lane's head. The row is left pending.
+// errors.Is(err, ErrNotHead) holds for it.
+type NotHead struct {
+	ID int64
+	// Head is the lane's head as the skip's look found it right after: the
+	// lowest id of the row's lane that is pending or in flight. It is below
+	// ID.
+	Head int64
+}
+
+func (e NotHead) Error() string {
+	return fmt.Sprintf("storage: queue row %d is pending but is not the head of its lane: row %d is ahead of it", e.ID, e.Head)
+}
+
+// Is makes a NotHead match ErrNotHead.
+func (e NotHead) Is(target error) bool { return target == ErrNotHead }
 
 // Refused returns ErrRefused with what the database said, in its own terms
 // (an error code, a constraint's name): never the driver's message, which

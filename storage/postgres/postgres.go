@@ -696,18 +696,19 @@ func (s *Store) QueueHold(ctx context.Context, p storage.QueueHoldParams) error 
 
 // QueueRelease implements storage.Store.
 func (s *Store) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) error {
-	return s.operatorUpdate(ctx, "queue_release", p.ID)
+	return s.operatorUpdate(ctx, "queue_release", notPending, p.ID)
 }
 
 // QueueSkip implements storage.Store.
 func (s *Store) QueueSkip(ctx context.Context, p storage.QueueSkipParams) error {
-	return s.operatorUpdate(ctx, "queue_skip", p.ID, p.Reason)
+	return s.operatorUpdate(ctx, "queue_skip", notSkipped, p.ID, p.Reason)
 }
 
-// operatorUpdate runs an operator action on a pending row and tells
-// ErrNotFound from ErrNotPending when it matched nothing. A change bumps the
-// queue's version in the same transaction (storage.QueueVersionName).
-func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ...any) error {
+// operatorUpdate runs an operator action on a row and, when it matched
+// nothing, returns why as refused tells it (notPending, notSkipped). A change
+// bumps the queue's version in the same transaction
+// (storage.QueueVersionName).
+func (s *Store) operatorUpdate(ctx context.Context, op string, refused func(context.Context, queryRower, int64) error, id int64, args ...any) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, queries.Get(op), append([]any{id}, args...)...)
 		if err != nil {
@@ -717,9 +718,9 @@ func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ..
 			_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
 			return err
 		}
-		return notPending(ctx, tx, id)
+		return refused(ctx, tx, id)
 	})
-	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrNotPending) {
+	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrNotPending) || errors.Is(err, storage.ErrNotHead) {
 		return err
 	}
 	return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
@@ -747,6 +748,28 @@ func notPending(ctx context.Context, q queryRower, id int64) error {
 	status, err := queueStatus(ctx, q, id)
 	if err != nil {
 		return err
+	}
+	return storage.NotPending{ID: id, Status: status}
+}
+
+// notSkipped says why an operator's skip of queue row id matched nothing:
+// the row does not exist (ErrNotFound), it is not pending (storage.NotPending,
+// with the status it has), or a row of its lane is ahead of it
+// (storage.NotHead, naming the lane's head). A pending row with none ahead
+// any more was not the head as the skip ran and is now (or was in flight
+// and was re-pended): a NotPending with its pending status, to try again.
+func notSkipped(ctx context.Context, q queryRower, id int64) error {
+	var status string
+	var head *int64
+	err := q.QueryRow(ctx, queries.Get("queue_skip_refused"), id).Scan(&status, &head)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	if status == storage.QueuePending && head != nil {
+		return storage.NotHead{ID: id, Head: *head}
 	}
 	return storage.NotPending{ID: id, Status: status}
 }

@@ -23,6 +23,8 @@ func TestQueueStatementsUseIndexes(t *testing.T) {
 		"message_purge_queue":    "mf_queue_finished",
 		"message_purge_messages": "mf_messages_received_at",
 		"queue_by_message":       "mf_queue_message",
+		"queue_skip":             "mf_queue_lane_head",
+		"queue_skip_refused":     "mf_queue_lane_head",
 	}
 	for name, index := range wantIndex {
 		rows, err := s.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+queries.Get(name), placeholderArgs(name)...)

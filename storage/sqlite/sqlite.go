@@ -1063,17 +1063,17 @@ func (s *Store) QueueHold(ctx context.Context, p storage.QueueHoldParams) error 
 
 // QueueRelease implements storage.Store.
 func (s *Store) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) error {
-	return s.operatorUpdate(ctx, "queue_release", p.ID)
+	return s.operatorUpdate(ctx, "queue_release", notPending, p.ID)
 }
 
 // QueueSkip implements storage.Store.
 func (s *Store) QueueSkip(ctx context.Context, p storage.QueueSkipParams) error {
-	return s.operatorUpdate(ctx, "queue_skip", p.ID, p.Reason)
+	return s.operatorUpdate(ctx, "queue_skip", notSkipped, p.ID, p.Reason)
 }
 
-// operatorUpdate runs an operator action on a pending row and tells
-// ErrNotFound from ErrNotPending when it matched nothing.
-func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ...any) error {
+// operatorUpdate runs an operator action on a row and, when it matched
+// nothing, returns why as refused tells it (notPending, notSkipped).
+func (s *Store) operatorUpdate(ctx context.Context, op string, refused func(context.Context, *sql.Tx, int64) error, id int64, args ...any) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, queries.Get(op), append([]any{id}, args...)...)
 		if err != nil {
@@ -1087,7 +1087,7 @@ func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ..
 			_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
 			return err
 		}
-		return unchangedOr(notPending(ctx, tx, id))
+		return unchangedOr(refused(ctx, tx, id))
 	})
 	return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
 }
@@ -1238,10 +1238,11 @@ func wrap(op string, err error) error {
 }
 
 // unchangedOr marks missingOr's verdicts (ErrNotFound, ErrClaimLost,
-// ErrNotPending) unchanged: they follow an update that matched nothing. A
-// failed read stays a failure.
+// ErrNotPending, ErrNotHead) unchanged: they follow an update that matched
+// nothing. A failed read stays a failure.
 func unchangedOr(err error) error {
-	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrClaimLost) || errors.Is(err, storage.ErrNotPending) {
+	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrClaimLost) || errors.Is(err, storage.ErrNotPending) ||
+		errors.Is(err, storage.ErrNotHead) {
 		return unchanged{err}
 	}
 	return err
@@ -1264,6 +1265,27 @@ func notPending(ctx context.Context, tx *sql.Tx, id int64) error {
 	status, err := queueStatus(ctx, tx, id)
 	if err != nil {
 		return err
+	}
+	return storage.NotPending{ID: id, Status: status}
+}
+
+// notSkipped says why an operator's skip of queue row id matched nothing:
+// the row does not exist (ErrNotFound), it is not pending (storage.NotPending,
+// with the status it has), or a row of its lane is ahead of it
+// (storage.NotHead, naming the lane's head). The look runs under the skip's
+// write lock, so it sees what the skip saw.
+func notSkipped(ctx context.Context, tx *sql.Tx, id int64) error {
+	var status string
+	var head sql.NullInt64
+	err := tx.QueryRowContext(ctx, queries.Get("queue_skip_refused"), id).Scan(&status, &head)
+	if errors.Is(err, sql.ErrNoRows) {
+		return storage.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	if status == storage.QueuePending && head.Valid {
+		return storage.NotHead{ID: id, Head: head.Int64}
 	}
 	return storage.NotPending{ID: id, Status: status}
 }

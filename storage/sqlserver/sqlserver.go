@@ -846,18 +846,18 @@ func (s *Store) QueueHold(ctx context.Context, p storage.QueueHoldParams) error 
 
 // QueueRelease implements storage.Store.
 func (s *Store) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) error {
-	return s.operatorUpdate(ctx, "queue_release", p.ID)
+	return s.operatorUpdate(ctx, "queue_release", notPending, p.ID)
 }
 
 // QueueSkip implements storage.Store.
 func (s *Store) QueueSkip(ctx context.Context, p storage.QueueSkipParams) error {
-	return s.operatorUpdate(ctx, "queue_skip", p.ID, sql.Named("reason", mssql.NVarCharMax(p.Reason)))
+	return s.operatorUpdate(ctx, "queue_skip", notSkipped, p.ID, sql.Named("reason", mssql.NVarCharMax(p.Reason)))
 }
 
-// operatorUpdate runs an operator action on a pending row (the statement
-// returns how many rows it changed) and tells ErrNotFound from ErrNotPending
-// when it changed nothing.
-func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ...any) error {
+// operatorUpdate runs an operator action on a row (the statement returns how
+// many rows it changed) and, when it changed nothing, returns why as refused
+// tells it (notPending, notSkipped).
+func (s *Store) operatorUpdate(ctx context.Context, op string, refused func(context.Context, *sql.Tx, int64) error, id int64, args ...any) error {
 	all := append([]any{sql.Named("id", id)}, args...)
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var n int64
@@ -868,7 +868,7 @@ func (s *Store) operatorUpdate(ctx context.Context, op string, id int64, args ..
 			_, err := bumpVersion(ctx, tx, storage.QueueVersionName)
 			return err
 		}
-		return notPending(ctx, tx, id)
+		return refused(ctx, tx, id)
 	})
 	return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
 }
@@ -1080,6 +1080,28 @@ func notPending(ctx context.Context, tx *sql.Tx, id int64) error {
 	status, err := queueStatus(ctx, tx, id)
 	if err != nil {
 		return err
+	}
+	return storage.NotPending{ID: id, Status: status}
+}
+
+// notSkipped says why an operator's skip of queue row id changed nothing:
+// the row does not exist (ErrNotFound), it is not pending (storage.NotPending,
+// with the status it has), or a row of its lane is ahead of it
+// (storage.NotHead, naming the lane's head). A pending row with none ahead
+// any more was not the head as the skip ran and is now (or was in flight
+// and was re-pended): a NotPending with its pending status, to try again.
+func notSkipped(ctx context.Context, tx *sql.Tx, id int64) error {
+	var status string
+	var head sql.NullInt64
+	err := tx.QueryRowContext(ctx, queries.Get("queue_skip_refused"), sql.Named("id", id)).Scan(&status, &head)
+	if errors.Is(err, sql.ErrNoRows) {
+		return storage.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	if status == storage.QueuePending && head.Valid {
+		return storage.NotHead{ID: id, Head: head.Int64}
 	}
 	return storage.NotPending{ID: id, Status: status}
 }

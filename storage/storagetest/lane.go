@@ -441,6 +441,78 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, ids[2]))
 }
 
+// An operator's skip sets aside only its lane's head: a pending row behind
+// it, queued normally behind a healthy head (the audit's case: three rows,
+// nothing blocked, a skip of the second answered 200 and dropped it), is
+// refused with a NotHead naming the head, and stays pending, whether the head
+// is pending or in flight. The head itself is skipped, and then the next row,
+// now the head, can be. Rows of other lanes do not count, however low their
+// ids: another key of the destination, nor a key that differs only in a
+// trailing space (two lanes: SQL Server compares strings padded).
+func testSkipOnlyTheHead(t *testing.T, h *harness) {
+	other := h.fill(zero, "lab", "P2", 1)[0]
+	ids := h.fill(zero, "lab", "P1", 3)
+	spaced := h.fill(zero, "lab", "P1 ", 1)[0]
+	version := func() int64 {
+		t.Helper()
+		v, err := h.s.ConfigVersionRead(h.ctx, storage.ConfigVersionReadParams{Name: storage.QueueVersionName})
+		if err != nil {
+			t.Fatalf("read the queue version: %v", err)
+		}
+		return v
+	}
+	before := version()
+	skip := func(id int64) error {
+		return h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: id, Reason: "skipped by operator"})
+	}
+	h.mustNotBeHead("skip of the second row, its head pending", skip(ids[1]), ids[1], ids[0])
+	h.mustNotBeHead("skip of the third row, its head pending", skip(ids[2]), ids[2], ids[0])
+	if v := version(); v != before {
+		t.Fatalf("refused skips moved the queue version from %d to %d", before, v)
+	}
+	// Lane "lab/P1 " is another lane: lab/P1's rows ahead of it by id do
+	// not count.
+	if err := skip(spaced); err != nil {
+		t.Fatalf("skip of row %d, the head of lane \"lab/P1 \", with lab/P1's rows pending: %v", spaced, err)
+	}
+	// Refused the same way while the head is in flight.
+	c := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
+	h.mustNotBeHead("skip of the second row, its head in flight", skip(ids[1]), ids[1], ids[0])
+	h.mustNotBePending("skip of the head in flight", skip(ids[0]), ids[0], storage.QueueInflight)
+	// The head, held, is skipped; the lane's next row is its head now.
+	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: c.Claim(), Error: "AR"}); err != nil {
+		t.Fatalf("hold: %v", err)
+	}
+	h.mustNotBeHead("skip of the third row, its head held", skip(ids[2]), ids[2], ids[0])
+	if err := skip(ids[0]); err != nil {
+		t.Fatalf("skip of the held head %d: %v", ids[0], err)
+	}
+	h.mustNotBeHead("skip of the third row, the second now its head", skip(ids[2]), ids[2], ids[1])
+	if err := skip(ids[1]); err != nil {
+		t.Fatalf("skip of row %d, its lane's head now: %v", ids[1], err)
+	}
+	if err := skip(ids[2]); err != nil {
+		t.Fatalf("skip of row %d, its lane's head now: %v", ids[2], err)
+	}
+	for _, id := range ids {
+		if r := h.queueRow(id); r.Status != storage.QueueDead {
+			t.Fatalf("row %d after the skips: %+v; want dead", id, r)
+		}
+	}
+	h.mustNoWork(zero, "lab/P1")
+	// Lane lab/P2's head, ahead of them all by id, pending all along and
+	// skipped alone.
+	if r := h.queueRow(other); r.Status != storage.QueuePending {
+		t.Fatalf("row %d of lane lab/P2: %+v; want pending", other, r)
+	}
+	if err := skip(other); err != nil {
+		t.Fatalf("skip of row %d, the head of lane lab/P2: %v", other, err)
+	}
+	if err := skip(1 << 40); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("skip of a missing row: want ErrNotFound, got %v", err)
+	}
+}
+
 // An operator's retry (QueueRelease) gives the row a fresh set of attempts:
 // its claims count AttemptsSinceRetry from the retry, so a head held after
 // max_attempts and retried gets max_attempts more before it is held again.

@@ -51,6 +51,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Queue/RetryKeepsHeadAndHonoursDueTime", testRetry},
 		{"Queue/DeadMovesLaneOn", testDead},
 		{"Queue/HoldBlocksUntilReleaseOrSkip", testHoldReleaseSkip},
+		{"Queue/SkipActsOnlyOnTheLaneHead", testSkipOnlyTheHead},
 		{"Queue/ReleaseGivesAFreshSetOfAttempts", testReleaseFreshAttempts},
 		{"Queue/VersionMovesWithWhatNoLaneIsToldOf", testQueueVersion},
 		{"Queue/ClaimChecks", testClaimChecks},
@@ -192,6 +193,23 @@ func (h *harness) mustNotBePending(what string, err error, id int64, status stri
 	var np storage.NotPending
 	if !errors.Is(err, storage.ErrNotPending) || !errors.As(err, &np) || np != (storage.NotPending{ID: id, Status: status}) {
 		h.t.Fatalf("%s: %v; want a storage.NotPending of row %d with status %q", what, err, id, status)
+	}
+}
+
+// mustNotBeHead fails the test unless err is a skip's refusal of row id as
+// not its lane's head, naming head as the row ahead of it, and the row is
+// still pending, as it was.
+func (h *harness) mustNotBeHead(what string, err error, id, head int64) {
+	h.t.Helper()
+	var nh storage.NotHead
+	if !errors.Is(err, storage.ErrNotHead) || !errors.As(err, &nh) || nh != (storage.NotHead{ID: id, Head: head}) {
+		h.t.Fatalf("%s: %v; want a storage.NotHead of row %d naming row %d as its lane's head", what, err, id, head)
+	}
+	if errors.Is(err, storage.ErrNotPending) || errors.Is(err, storage.ErrNotFound) {
+		h.t.Fatalf("%s: %v matches ErrNotPending or ErrNotFound; the row is there and pending", what, err)
+	}
+	if r := h.queueRow(id); r.Status != storage.QueuePending || r.LastError != "" {
+		h.t.Fatalf("%s: the refused skip changed the row: %+v", what, r)
 	}
 }
 
