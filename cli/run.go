@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,6 +57,42 @@ func runCommand() *cli.Command {
 				return err
 			}
 			defer st.Close()
+			nodeID := cfg.Cluster.NodeID
+			if nodeID == "" {
+				nodeID = leadership.NewNodeID()
+			}
+			log = log.With().Str("node", nodeID).Logger()
+			// The API runs on every node, primary or standby, and from
+			// the start: while the node waits for its database, /health
+			// answers 200 (the process runs: a liveness probe must not
+			// kill a node that waits on purpose), /ready 503 with why,
+			// and /cluster/status a node that does not lead.
+			var eng atomic.Pointer[actors.Engine]
+			srv := api.New(api.Options{Config: cfg, Store: st, Log: log,
+				Status: func() actors.Status {
+					if e := eng.Load(); e != nil {
+						return e.Status()
+					}
+					return actors.Status{NodeID: nodeID, Clustered: cfg.Cluster.Enabled}
+				},
+				CheckReload: func() error {
+					if e := eng.Load(); e != nil {
+						return e.CheckReload()
+					}
+					return errors.New("this node is still starting (waiting for its database): try again once it runs")
+				},
+			})
+			if err := srv.Start(); err != nil {
+				return fmt.Errorf("api: %w", err)
+			}
+			apiDown := false
+			defer func() { // an error return before the engine ran
+				if !apiDown {
+					sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					_ = srv.Shutdown(sctx)
+				}
+			}()
 			// The database may not answer yet (a site coming back from a
 			// power cut, the database slower to boot than the nodes): wait
 			// for it here rather than exit, which leaves the node to a
@@ -85,11 +122,6 @@ func runCommand() *cli.Command {
 			}
 			warnAutovacuum(ctx, st, log)
 
-			nodeID := cfg.Cluster.NodeID
-			if nodeID == "" {
-				nodeID = leadership.NewNodeID()
-			}
-			log = log.With().Str("node", nodeID).Logger()
 			opts := actors.Options{Config: cfg, Store: st, Log: log, NodeID: nodeID, DrainTimeout: c.Duration("drain-timeout")}
 			if cfg.Cluster.Enabled {
 				if err := clustered(ctx, &opts, log); err != nil {
@@ -99,18 +131,11 @@ func runCommand() *cli.Command {
 					return err
 				}
 			}
-			eng, err := actors.Start(opts)
+			e, err := actors.Start(opts)
 			if err != nil {
 				return err
 			}
-			// The API runs on every node, primary or standby.
-			srv := api.New(api.Options{Config: cfg, Store: st, Status: eng.Status, CheckReload: eng.CheckReload, Log: log})
-			if err := srv.Start(); err != nil {
-				sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				_ = eng.Stop(sctx)
-				return fmt.Errorf("api: %w", err)
-			}
+			eng.Store(e)
 			ev := log.Info().Str("config", cfg.Path).Str("store", cfg.Store.Backend).Str("version", Version).Bool("clustered", cfg.Cluster.Enabled)
 			if cfg.Store.Backend == config.BackendSQLite {
 				ev = ev.Str("path", cfg.Store.Path)
@@ -123,7 +148,7 @@ func runCommand() *cli.Command {
 			var failed error
 			select {
 			case <-ctx.Done():
-			case failed = <-eng.Failed():
+			case failed = <-e.Failed():
 			}
 			// Catch no more signals: a second SIGINT or SIGTERM then has
 			// Go's default effect and ends the process at once, for an
@@ -140,9 +165,10 @@ func runCommand() *cli.Command {
 			}
 			sctx, cancel := context.WithTimeout(context.Background(), c.Duration("drain-timeout")+30*time.Second)
 			defer cancel()
-			if err := eng.Stop(sctx); err != nil {
+			if err := e.Stop(sctx); err != nil {
 				return err
 			}
+			apiDown = true
 			if err := srv.Shutdown(sctx); err != nil {
 				log.Warn().Err(err).Msg("the API did not shut down cleanly")
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -457,9 +458,26 @@ func TestANodeWarnsWhenPostgreSQLWillNotVacuumTheQueue(t *testing.T) {
 // nodes) waits for it, saying so, and becomes primary once it answers.
 // Exiting instead left the node to its service manager, whose restarts
 // (systemd's, 5 in 10 s) run out long before a database has booted.
+//
+// Its API answers meanwhile (DESIGN §8: /health 200 while the process runs):
+// it used to start only once the database answered, so a liveness probe
+// found nothing listening and could kill a node that waited on purpose.
 func TestANodeWaitsForItsDatabaseAtStart(t *testing.T) {
 	t.Parallel()
 	c, px, e := nodeWaitingForItsDatabase(t)
+	for _, want := range []struct {
+		path, body string
+		code       int
+	}{
+		{"/health", `"status":"ok"`, http.StatusOK},
+		{"/ready", `"status":"unavailable"`, http.StatusServiceUnavailable},
+		{"/cluster/status", `"role":"standby"`, http.StatusOK},
+	} {
+		code, body, err := e.get(want.path)
+		if err != nil || code != want.code || !strings.Contains(string(body), want.body) {
+			t.Fatalf("%s while the node waits for its database: %d %s %v; want %d with %s", want.path, code, body, err, want.code, want.body)
+		}
+	}
 	px.Restore(t)
 	if p := c.waitForPrimary(-1); p != 0 {
 		t.Fatalf("node-%d is primary; want node-0 (the only node)", p)
