@@ -1,6 +1,7 @@
 package listeners
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -158,6 +159,9 @@ func (cn *conn) answer(payload []byte) bool {
 // sender gets no ACK and will resend).
 func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 	l := cn.l
+	// A byte order mark before MSH (a Windows program's text) is no part
+	// of the message, as in a file inbound's file: without this, AR.
+	payload = bytes.TrimPrefix(payload, utf8BOM)
 	msg, perr := hl7.Parse(payload)
 	if perr != nil {
 		countRejected(l.cfg.Name, reasonParse)

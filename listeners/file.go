@@ -270,6 +270,9 @@ func (f *FilePoller) ingestFile(name string) bool {
 	return true
 }
 
+// utf8BOM is the byte order mark some Windows programs put before text.
+var utf8BOM = []byte("\xEF\xBB\xBF")
+
 // rejects counts the messages of a file stored as rejected (not HL7 v2),
 // and keeps the first one's id and reason.
 type rejects struct {
@@ -438,13 +441,17 @@ func (f *FilePoller) newMessage(raw []byte) storage.NewMessage {
 // batch of no message (BTS|0: a feed with nothing to send) is none; any
 // other file with no MSH is one (rejected) message. A UTF-8 byte order mark at the
 // start (Windows editors write one) is dropped: it is not part of the first
-// message, which would otherwise not begin with MSH.
+// message, which would otherwise not begin with MSH. So are MLLP block
+// characters (0x0B before a message, 0x1C after it): a file some systems
+// write is a capture of MLLP frames, and no HL7 content holds them (MLLP
+// could not carry it).
 func SplitMessages(b []byte) [][]byte {
-	b = bytes.TrimPrefix(b, []byte("\xEF\xBB\xBF"))
+	b = bytes.TrimPrefix(b, utf8BOM)
 	var out [][]byte
 	var cur []byte
 	envelope := false
 	for _, seg := range bytes.FieldsFunc(b, func(r rune) bool { return r == '\r' || r == '\n' }) {
+		seg = bytes.Trim(seg, "\x0b\x1c")
 		switch {
 		case len(bytes.TrimSpace(seg)) == 0:
 			continue // a blank line (spaces, tabs) is no segment: before an MSH it made a junk message

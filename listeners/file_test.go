@@ -2,6 +2,7 @@ package listeners_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -235,6 +236,22 @@ func TestSplitMessagesOfAnEmptyBatchIsNone(t *testing.T) {
 	}
 	if msgs := listeners.SplitMessages([]byte("FHS|^~\\&|S\rNOT|HL7\rFTS|1\r")); len(msgs) != 1 || string(msgs[0]) != "NOT|HL7\r" {
 		t.Fatalf("a batch of a segment that is no message: %q; want that one segment as a message", msgs)
+	}
+}
+
+// A file that is a capture of MLLP frames (0x0B message 0x1C CR, as some
+// systems write them) holds its messages: it was one message, stored as
+// rejected, block characters and all.
+func TestSplitMessagesOfMLLPFramesIsTheirMessages(t *testing.T) {
+	msgs := listeners.SplitMessages([]byte("\x0b" + adt("F1", "P1") + "\x1c\r\x0b" + adt("F2", "P1") + "\x1c\r"))
+	if len(msgs) != 2 {
+		t.Fatalf("%d messages %q; want 2", len(msgs), msgs)
+	}
+	for i, raw := range msgs {
+		m, err := hl7.Parse(raw)
+		if err != nil || bytes.ContainsAny(raw, "\x0b\x1c") || m.ControlID() != fmt.Sprintf("F%d", i+1) {
+			t.Fatalf("message %d: %q, %v", i+1, raw, err)
+		}
 	}
 }
 

@@ -436,3 +436,20 @@ func TestASenderThatKeepsBreakingFramingIsLoggedOnce(t *testing.T) {
 		t.Fatalf("a good sender afterwards: %s", ack.Code)
 	}
 }
+
+// A message with a UTF-8 byte order mark before its MSH (a Windows
+// program's text) is stored without it and answered AA, as a file inbound
+// reads such a file: it was answered AR, "first segment is not MSH".
+func TestAByteOrderMarkBeforeMSHIsDropped(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, hostileConfig(addr, ""))
+	frame, _ := hl7.AppendFrame(nil, []byte("\xEF\xBB\xBF"+adt("BOM1", "P1")))
+	ack, err := enginetest.Dial(t, addr).Raw(frame)
+	if err != nil || ack.Code != hl7.AA || ack.ControlID != "BOM1" {
+		t.Fatalf("got %+v, %v; want AA for BOM1", ack, err)
+	}
+	msgs := e.Messages(t)
+	if len(msgs) != 1 || !bytes.HasPrefix(msgs[0].Message.Payload, []byte("MSH|")) {
+		t.Fatalf("stored %+v; want one message that starts with MSH", msgs)
+	}
+}
