@@ -2,7 +2,9 @@ package lanes_test
 
 import (
 	"context"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,4 +103,90 @@ func lane(got []string, prefix string) string {
 		}
 	}
 	return strings.Join(out, ",")
+}
+
+// A message that came in with MSH-15 NE or ER goes out as it came, and asks
+// the destination for no ACK of its acceptance; an MLLP destination in
+// enhanced mode (as mf's own listener) sends none. The lane waited for one,
+// timed out, sent the message again and again, and nothing behind it moved.
+// Now each is delivered once written, in order, and the lane goes on; the
+// destination's refusal of an ER message (CR, which ER asks for) is logged
+// at WARN by the destination's sender, without the message.
+func TestAnMLLPDestinationIsNotWaitedOnForAnAckMSH15AsksNoneOf(t *testing.T) {
+	var mu sync.Mutex
+	var received []string
+	dest := enginetest.ServeTCP(t, func(c net.Conn) {
+		fr := hl7.NewFrameReader(c, 1<<20)
+		for {
+			p, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			m, err := hl7.Parse(p)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			received = append(received, m.ControlID())
+			mu.Unlock()
+			outcome := hl7.Accept
+			if m.ControlID() == "ER-BAD" {
+				outcome = hl7.Reject
+			}
+			if code := hl7.AcceptCode(m, outcome); hl7.ShouldAck(m, code) {
+				_ = hl7.WriteFrame(c, hl7.Ack(m, code, ""))
+			}
+		}
+	})
+	got := func() string { mu.Lock(); defer mu.Unlock(); return strings.Join(received, ",") }
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, `
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "`+addr+`"
+
+[[outbound]]
+name = "emr"
+type = "mllp"
+address = "`+dest+`"
+timeout_seconds = 2
+retry_base_seconds = 0.1
+retry_max_seconds = 0.2
+
+[[route]]
+from = "adt_in"
+to = ["emr"]
+`)
+	asking := func(id, ackType string) string {
+		return strings.Replace(enginetest.ADT(id, "P1"), "\r", "|||"+ackType+"\r", 1)
+	}
+	cl := enginetest.Dial(t, addr)
+	for _, m := range []struct{ id, ackType string }{{"NE1", "NE"}, {"ER-BAD", "ER"}, {"ER-OK", "ER"}, {"NE2", "NE"}} {
+		cl.Post(asking(m.id, m.ackType)) // mf's listener answers them as they ask: not at all
+	}
+	if ack := cl.Send(asking("AL1", "AL")); ack.Code != hl7.CA {
+		t.Fatalf("ack %+v", ack)
+	}
+	enginetest.WaitFor(t, "AL1 delivered", 10*time.Second, func() bool { return strings.HasSuffix(got(), "AL1") })
+	time.Sleep(500 * time.Millisecond) // a message sent again would come now
+	if g := got(); g != "NE1,ER-BAD,ER-OK,NE2,AL1" {
+		t.Fatalf("the destination got %s; want NE1,ER-BAD,ER-OK,NE2,AL1, once each", g)
+	}
+	enginetest.WaitFor(t, "every row done", 10*time.Second, func() bool {
+		lanes, err := e.Store.QueueLanes(context.Background())
+		return err == nil && len(lanes) == 0
+	})
+	var warned string
+	for _, line := range strings.Split(e.Logs.String(), "\n") {
+		if strings.Contains(line, `"level":"warn"`) && strings.Contains(line, "refused a message already counted delivered") {
+			warned += line
+		}
+	}
+	if !strings.Contains(warned, `"destination":"emr"`) || !strings.Contains(warned, `"control_id":"ER-BAD"`) || strings.Count(warned, "refused a message") != 1 {
+		t.Errorf("want one WARN of the destination's refusal of ER-BAD, got %q", warned)
+	}
+	if strings.Contains(warned, "DOE") {
+		t.Errorf("the WARN quotes the message: %s", warned)
+	}
 }

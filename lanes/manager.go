@@ -334,6 +334,9 @@ func (m *Manager) start(ctx actor.Context) {
 			m.env.Log.Error().Err(err).Str("destination", o.Name).Msg("cannot set up the destination; its lanes will not deliver until the config is fixed and reloaded")
 			continue
 		}
+		if ms, ok := s.(*mllpSender); ok {
+			ms.setLog(m.env.Log.With().Str("destination", o.Name).Logger())
+		}
 		m.dests[o.Name] = o
 		m.senders[o.Name] = s
 		m.failing[o.Name] = &outage{}

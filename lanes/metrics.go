@@ -31,6 +31,14 @@ func observeDelivery(dest, result string, took time.Duration) {
 	metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_delivery_duration_seconds{destination=%s}`, Label(dest))).Update(took.Seconds())
 }
 
+// countRefusedAfter counts an error or a rejection (AE, AR, CE, CR) an MLLP
+// destination answered to a message already counted delivered, sent with
+// MSH-15 NE or ER without waiting for its ACK. Not a result of
+// mf_deliveries_total, which counts each attempt once, by its outcome.
+func countRefusedAfter(dest string) {
+	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_deliveries_refused_after_total{destination=%s}`, Label(dest))).Inc()
+}
+
 // StoreError counts a store call by operation that failed with err under
 // ctx, unless the fence refused it or ctx was cancelled (the term ended, the
 // node or the request stops): those are the leadership changes and stops
@@ -60,6 +68,9 @@ func RegisterMetrics(outbounds []config.Outbound) {
 			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_deliveries_total{destination=%s,result=%s}`, Label(o.Name), Label(r)))
 		}
 		metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_delivery_duration_seconds{destination=%s}`, Label(o.Name)))
+		if o.Type == config.OutboundMLLP {
+			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_deliveries_refused_after_total{destination=%s}`, Label(o.Name)))
+		}
 	}
 	metrics.GetOrCreateCounter(`mf_store_errors_total{op="message_ingest"}`)
 	metrics.GetOrCreateGauge("mf_lanes_active", func() float64 { return float64(activeLanes.Load()) })

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rs/zerolog"
+
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/hl7"
 )
@@ -23,6 +25,18 @@ const mllpMaxAckBytes = 1 << 20
 
 // mllpReasonMax bounds the receiver's text quoted in a DeliveryError.
 const mllpReasonMax = 200
+
+// mllpMaxUnawaited bounds the messages a connection remembers having
+// carried without waiting for their ACK (see unawaitedSends).
+const mllpMaxUnawaited = 1024
+
+// A message sent without waiting for its ACK (MSH-15 NE, ER) is first
+// written on a new connection only once the connection has stood for
+// mllpSettle: twice what the dial took, within these bounds (see Send).
+const (
+	mllpSettleMin = 25 * time.Millisecond
+	mllpSettleMax = time.Second
+)
 
 var (
 	// errSenderClosed fails a Send on a closed sender.
@@ -63,11 +77,25 @@ var (
 // was seen to take: a fixed share is what an operator can reason about
 // (set timeout_seconds to twice the receiver's slowest ACK), and a Send
 // that finds a connection free at once still has the whole budget.
+//
+// A message whose MSH-15 (accept acknowledgment type) is NE or ER asks its
+// receiver, in HL7's enhanced mode, for no ACK when it accepts it: such a
+// receiver (mf's own listener) answers nothing, and a sender waiting for
+// the ACK timed out and sent it again, forever, the lane blocked behind it.
+// So such a message is delivered once it is written whole, and its
+// connection remembers it (unawaitedSends): an answer to it that comes
+// after all, from a receiver that ACKs anyway or refuses it (ER), is taken
+// off the connection instead of being read as the next message's ACK; a
+// refusal is logged at WARN and counted (mf_deliveries_refused_after_total),
+// since the message was counted delivered and nothing sends it again.
 type mllpSender struct {
 	name, addr string
 	timeout    time.Duration
 	dial       func(ctx context.Context) (net.Conn, error)
 	backoff    *dialBackoff
+	// log tells of answers to messages sent without waiting for them
+	// (strayAck); the lanes' manager sets it, else they are not logged.
+	log zerolog.Logger
 
 	slots  chan *mllpConn
 	ctx    context.Context // cancelled by Close: aborts every Send
@@ -98,6 +126,7 @@ func newMLLPSender(o config.Outbound) (*mllpSender, error) {
 		timeout: sendTimeout(o),
 		dial:    dial,
 		backoff: newDialBackoff(o.RetryBase(), o.RetryMax()),
+		log:     zerolog.Nop(),
 		slots:   make(chan *mllpConn, n),
 	}
 	for range n {
@@ -136,19 +165,28 @@ func OutboundTLSConfig(o config.Outbound) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// Send implements Sender: one message, one ACK.
+// Send implements Sender: one message, one ACK, unless the message asks
+// for none when accepted (MSH-15 NE, ER; see mllpSender).
 func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 	frame, err := hl7.AppendFrame(nil, m.Payload)
 	if err != nil {
 		return permanentError(err, "mllp %s: queue id %d cannot be sent over MLLP", s.name, m.QueueID)
 	}
+	msg, perr := hl7.Parse(m.Payload)
 	want := m.ControlID
 	if want == "" || strings.ContainsRune(want, utf8.RuneError) {
 		// None stored, or stored as valid UTF-8 (storage.ValidText): the
 		// ACK echoes the bytes as sent.
-		if msg, err := hl7.Parse(m.Payload); err == nil {
+		if perr == nil {
 			want = msg.ControlID()
 		}
+	}
+	// A receiver that honours MSH-15 answers an acceptance of this message
+	// only if ShouldAck says so: not for NE or ER. One that does not parse
+	// is waited for, as a receiver answers it (AR) whatever it says.
+	var unawaited *unawaitedSend
+	if perr == nil && !hl7.ShouldAck(msg, hl7.AcceptCode(msg, hl7.Accept)) {
+		unawaited = &unawaitedSend{controlID: want, queueID: m.QueueID, ackType: msg.AcceptAckType()}
 	}
 
 	ctx, cancel := withSendDeadline(ctx, s.timeout)
@@ -190,22 +228,53 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 	for {
 		fresh := c == nil
 		if fresh {
+			dialStart := time.Now()
 			nc, derr := s.connect(ctx)
 			if derr != nil {
 				return derr
 			}
-			c = newMLLPConn(nc)
+			c = newMLLPConn(nc, s.strayAck)
 			dialled = true
+			if unawaited != nil {
+				// Nothing will say whether the message arrived: a receiver
+				// that closes a connection at once (at its connection
+				// limit; TLS 1.3 refusing the client's certificate, which
+				// the client learns after its handshake) would take it
+				// unread, delivered. The connection must stand first.
+				settle := min(max(2*time.Since(dialStart), mllpSettleMin), mllpSettleMax)
+				if err := c.settle(ctx, min(settle, time.Until(writeBy))); err != nil {
+					c.close()
+					c = nil
+					if s.ctx.Err() != nil {
+						return retryableError(errSenderClosed, "mllp %s: queue id %d not sent", s.name, m.QueueID)
+					}
+					if ctx.Err() != nil {
+						return retryableError(err, "mllp %s: queue id %d (control id %q) not sent: interrupted while its new connection settled", s.name, m.QueueID, want)
+					}
+					return retryableError(err, "mllp %s: %s closed the new connection within %s, before control id %q (queue id %d) was written; not sent (sent with MSH-15 %s, it is not acknowledged, so only a connection that stands can carry it)",
+						s.name, s.addr, settle.Round(time.Millisecond), want, m.QueueID, unawaited.ackType)
+				}
+			}
 		}
 		if time.Now().After(writeBy) {
-			// The wait, or a slow dial, ate the time; a new connection is
-			// kept for the next Send.
+			// The wait, a slow dial or the settling ate the time; a new
+			// connection is kept for the next Send.
 			return tooLate(dialled)
 		}
-		reply, err := c.exchange(ctx, frame)
+		if unawaited == nil && c.unawaited.mayBeAnsweredAs(want) {
+			// The connection carried a message sent without waiting whose
+			// ACK could not be told from this one's (the same control id,
+			// or the same first 20 characters): on a new connection, whose
+			// next answer can only be this message's.
+			c.close()
+			c = nil
+			continue
+		}
+		reply, err := c.exchange(ctx, frame, unawaited)
 		if err != nil {
 			c.close()
 			unended := c.fr.AwaitingCR() // the reader has stopped: safe to ask
+			carried := c.unawaited.carried()
 			c = nil
 			if errors.Is(err, errIdleConnDead) && !fresh {
 				continue // nothing was written: send on a new connection
@@ -216,7 +285,7 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 				// counts for nothing, nor does a reply out of step; a
 				// refusal, or an error for this control ID, is the
 				// receiver's word on it.
-				if j := s.judge(early.payload, want, m.QueueID); j != nil && (j.Permanent || !j.closeConn) {
+				if j := s.judge(early.payload, want, m.QueueID, carried); j != nil && (j.Permanent || !j.closeConn) {
 					j.Err = early.writeErr
 					return j.DeliveryError
 				}
@@ -234,7 +303,10 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 			}
 			return retryableError(err, "mllp %s: exchange for control id %q (queue id %d) failed; connection closed", s.name, want, m.QueueID)
 		}
-		derr := s.judge(reply, want, m.QueueID)
+		if unawaited != nil {
+			return nil // written whole: delivered (see mllpSender)
+		}
+		derr := s.judge(reply, want, m.QueueID, c.unawaited.carried())
 		if derr != nil && derr.closeConn {
 			c.close()
 			c = nil
@@ -252,8 +324,10 @@ type judgement struct {
 	closeConn bool
 }
 
-// judge reads the receiver's reply to the message with control ID want.
-func (s *mllpSender) judge(reply []byte, want string, queueID int64) *judgement {
+// judge reads the receiver's reply to the message with control ID want;
+// carried says whether its connection carried messages sent without
+// waiting for their ACK (see unawaitedSends).
+func (s *mllpSender) judge(reply []byte, want string, queueID int64, carried bool) *judgement {
 	ack, err := hl7.ParseAck(reply)
 	if err != nil {
 		return &judgement{retryableError(err, "mllp %s: unreadable reply to control id %q (queue id %d); connection closed", s.name, want, queueID), true}
@@ -266,6 +340,14 @@ func (s *mllpSender) judge(reply []byte, want string, queueID int64) *judgement 
 		detail = strings.TrimSpace("error " + ack.ErrorCode + " " + detail)
 	}
 	detail = truncate(detail, mllpReasonMax)
+	if ack.ControlID == "" && want != "" && ack.Code.Outcome() == hl7.Reject && carried {
+		// It may answer a message sent before without waiting, which the
+		// receiver read only now: this one goes again on a new connection,
+		// where nothing comes before it.
+		de := retryableError(nil, "mllp %s: a rejection (%s) without a control id (MSA-2 empty) while waiting for control id %q (queue id %d), on a connection that also carried messages sent with MSH-15 NE or ER without waiting for their ACK: it may be theirs; connection closed, the message is sent again on a new one", s.name, ack.Code, want, queueID)
+		de.Detail = detail
+		return &judgement{de, true}
+	}
 	if ack.ControlID == "" && want != "" && ack.Code.Outcome() == hl7.Reject {
 		// A receiver that could not read the message (too large, not
 		// framed as it expects) cannot echo its control ID. It answered
@@ -304,10 +386,31 @@ const controlIDWidth = 20
 // receiver of those versions may echo it. Taken for another message's ACK,
 // such a message was sent again forever. A connection carries one message
 // at a time, and one closed on a timeout is not used again, so the prefix
-// cannot be an older message's.
+// cannot be an older message's: but for one sent without waiting for its
+// ACK (MSH-15 NE, ER), and a message that such an older one's ACK could
+// answer is sent on a new connection (see Send).
 func acknowledges(got, want string) bool {
 	return got == want || (len(want) > controlIDWidth && len(got) == controlIDWidth && strings.HasPrefix(want, got))
 }
+
+// strayAck handles an answer to a message sent without waiting for it
+// (MSH-15 NE, ER; see mllpSender), read from its connection: an acceptance
+// is dropped; an error or a rejection came after the message was counted
+// delivered, and nothing will send it again, so it is logged and counted.
+// The ACK's text stays out of the log: it may quote the message.
+func (s *mllpSender) strayAck(sent unawaitedSend, ack hl7.Acknowledgment) {
+	if ack.Code.Outcome() == hl7.Accept {
+		s.log.Debug().Int64("queue_id", sent.queueID).Str("control_id", sent.controlID).Str("ack_code", string(ack.Code)).
+			Msg("an ACK of a message sent with MSH-15 NE or ER, not waited for: dropped")
+		return
+	}
+	countRefusedAfter(s.name)
+	s.log.Warn().Int64("queue_id", sent.queueID).Str("control_id", sent.controlID).Str("accept_ack_type", sent.ackType).Str("ack_code", string(ack.Code)).
+		Msg("the destination refused a message already counted delivered: it was sent with MSH-15 NE or ER, so its ACK was not waited for, and it will not be sent again; the receiver's logs say why")
+}
+
+// setLog gives the sender the logger of its destination (see strayAck).
+func (s *mllpSender) setLog(log zerolog.Logger) { s.log = log }
 
 // connect dials the receiver, unless a recent dial failed and the backoff
 // has not elapsed: then it fails at once, saying when the next dial is
@@ -362,6 +465,12 @@ type mllpConn struct {
 	closing chan struct{}    // closed by close: the reader stops
 	done    chan struct{}    // closed when the reader has stopped
 	once    sync.Once
+
+	// unawaited are the messages the connection carried without waiting
+	// for their ACK; an answer to one of them goes to onStray, not to the
+	// Send in progress.
+	unawaited unawaitedSends
+	onStray   func(unawaitedSend, hl7.Acknowledgment)
 }
 
 type mllpReply struct {
@@ -369,17 +478,22 @@ type mllpReply struct {
 	err     error
 }
 
-func newMLLPConn(nc net.Conn) *mllpConn {
-	c := &mllpConn{nc: nc, fr: hl7.NewFrameReader(nc, mllpMaxAckBytes), replies: make(chan mllpReply, 1), closing: make(chan struct{}), done: make(chan struct{})}
+func newMLLPConn(nc net.Conn, onStray func(unawaitedSend, hl7.Acknowledgment)) *mllpConn {
+	c := &mllpConn{nc: nc, fr: hl7.NewFrameReader(nc, mllpMaxAckBytes), replies: make(chan mllpReply, 1), closing: make(chan struct{}), done: make(chan struct{}), onStray: onStray}
 	go c.read()
 	return c
 }
 
-// read hands each frame read to the Send in progress, until an error.
+// read hands each frame read to the Send in progress, until an error; an
+// answer to a message sent without waiting for it goes to onStray at once,
+// even while the connection is idle.
 func (c *mllpConn) read() {
 	defer close(c.done)
 	for {
 		p, err := c.fr.ReadFrame()
+		if err == nil && c.stray(p) {
+			continue
+		}
 		select {
 		case c.replies <- mllpReply{p, err}:
 		case <-c.closing:
@@ -391,18 +505,82 @@ func (c *mllpConn) read() {
 	}
 }
 
-// exchange writes frame and waits for the reply frame, within ctx.
-func (c *mllpConn) exchange(ctx context.Context, frame []byte) ([]byte, error) {
+// stray reports whether payload answers one of the messages the
+// connection carried without waiting for their ACK, and if so hands it to
+// onStray. The reader asks first; a Send asks again of the frames the
+// reader handed on, as the reader may read an answer before the message's
+// Send has added it to unawaited.
+func (c *mllpConn) stray(payload []byte) bool {
+	if c.unawaited.empty() {
+		return false
+	}
+	ack, err := hl7.ParseAck(payload)
+	if err != nil {
+		return false
+	}
+	sent, ok := c.unawaited.take(ack.ControlID)
+	if ok {
+		c.onStray(sent, ack)
+	}
+	return ok
+}
+
+// next returns the reader's next frame (or its error) that is not an answer
+// to a message sent without waiting for it; ok is false when ctx ended
+// first.
+func (c *mllpConn) next(ctx context.Context) (r mllpReply, ok bool) {
+	for {
+		select {
+		case r := <-c.replies:
+			if r.err == nil && c.stray(r.payload) {
+				continue
+			}
+			return r, true
+		case <-ctx.Done():
+			return mllpReply{}, false
+		}
+	}
+}
+
+// settle waits d for a new connection to be closed by the receiver (or to
+// deliver anything unasked for, as a closed one does): nil if it stood.
+func (c *mllpConn) settle(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case r := <-c.replies:
-		// The receiver spoke while the connection was idle: it closed the
-		// connection, or sent something unasked for. Either way it cannot
-		// carry this message.
 		if r.err != nil {
-			return nil, fmt.Errorf("%w: %w", errIdleConnDead, r.err)
+			return r.err
 		}
-		return nil, fmt.Errorf("%w: it sent an unsolicited frame", errIdleConnDead)
-	default:
+		return errors.New("it sent an unsolicited frame")
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+// exchange writes frame and waits for the reply frame, within ctx; for a
+// message sent without waiting for its ACK (unawaited not nil), it returns
+// no reply once the frame is written, and adds the message to the
+// connection's unawaited.
+func (c *mllpConn) exchange(ctx context.Context, frame []byte, unawaited *unawaitedSend) ([]byte, error) {
+	for idle := true; idle; {
+		select {
+		case r := <-c.replies:
+			if r.err == nil && c.stray(r.payload) {
+				continue
+			}
+			// The receiver spoke while the connection was idle: it closed
+			// the connection, or sent something unasked for. Either way it
+			// cannot carry this message.
+			if r.err != nil {
+				return nil, fmt.Errorf("%w: %w", errIdleConnDead, r.err)
+			}
+			return nil, fmt.Errorf("%w: it sent an unsolicited frame", errIdleConnDead)
+		default:
+			idle = false
+		}
 	}
 	deadline, _ := ctx.Deadline()
 	if err := c.nc.SetWriteDeadline(deadline); err != nil {
@@ -411,6 +589,11 @@ func (c *mllpConn) exchange(ctx context.Context, frame []byte) ([]byte, error) {
 	// A cancelled ctx (rather than an expired one) interrupts the write too.
 	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetWriteDeadline(time.Unix(1, 0)) })
 	defer stop()
+	if unawaited != nil {
+		// Before the write, so that the reader knows an answer that comes
+		// at once; taken for one only once written (see take).
+		c.unawaited.add(*unawaited)
+	}
 	if _, err := c.nc.Write(frame); err != nil {
 		werr := fmt.Errorf("writing the message: %w", err)
 		// A receiver may answer before it has read the whole message (a
@@ -418,25 +601,140 @@ func (c *mllpConn) exchange(ctx context.Context, frame []byte) ([]byte, error) {
 		// before the reset, and says more than the broken write. The
 		// connection is broken: the reader's next hand-over is prompt.
 		if ctx.Err() == nil {
-			select {
-			case r := <-c.replies:
-				if r.err == nil {
-					return nil, &earlyReply{payload: r.payload, writeErr: werr}
-				}
-			case <-ctx.Done():
+			if r, ok := c.next(ctx); ok && r.err == nil {
+				return nil, &earlyReply{payload: r.payload, writeErr: werr}
 			}
 		}
 		return nil, werr
 	}
-	select {
-	case r := <-c.replies:
-		if r.err != nil {
-			return nil, fmt.Errorf("reading the ACK: %w", r.err)
-		}
-		return r.payload, nil
-	case <-ctx.Done():
+	if unawaited != nil {
+		// Written whole, and handed to the kernel (a TLS connection
+		// buffers nothing of its own): nothing more to wait for.
+		c.unawaited.written()
+		return nil, nil
+	}
+	r, ok := c.next(ctx)
+	if !ok {
 		return nil, fmt.Errorf("waiting for the ACK: %w", context.Cause(ctx))
 	}
+	if r.err != nil {
+		return nil, fmt.Errorf("reading the ACK: %w", r.err)
+	}
+	return r.payload, nil
+}
+
+// unawaitedSend is a message sent without waiting for its ACK.
+type unawaitedSend struct {
+	controlID string // as the receiver echoes it in MSA-2
+	queueID   int64
+	ackType   string // MSH-15: NE or ER
+	// unwritten: its write is under way. An answer to it then is the
+	// receiver's word on a message not delivered, which its Send judges
+	// if the write fails (earlyReply).
+	unwritten bool
+}
+
+// unawaitedSends are the messages a connection carried without waiting for
+// their ACK (MSH-15 NE, ER), oldest first, the newest mllpMaxUnawaited of
+// them: a receiver that honours MSH-15 never answers most of them. A new
+// connection starts with none. The Send holding the connection adds to
+// them; its reader and that Send take answered ones off.
+type unawaitedSends struct {
+	mu    sync.Mutex
+	order []unawaitedSend
+	keys  map[string]int // ackKey of each control id in order: how many
+}
+
+// ackKey is the part of a control id an ACK that answers it must echo
+// (see acknowledges): two control ids one ACK could answer have the same.
+func ackKey(controlID string) string {
+	if len(controlID) > controlIDWidth {
+		return controlID[:controlIDWidth]
+	}
+	return controlID
+}
+
+func (u *unawaitedSends) add(s unawaitedSend) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.keys == nil {
+		u.keys = map[string]int{}
+	}
+	if len(u.order) == mllpMaxUnawaited {
+		u.forget(0)
+	}
+	s.unwritten = true
+	u.order = append(u.order, s)
+	u.keys[ackKey(s.controlID)]++
+}
+
+// written marks the newest, the one added last, as written whole.
+func (u *unawaitedSends) written() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if n := len(u.order); n > 0 {
+		u.order[n-1].unwritten = false
+	}
+}
+
+// forget removes order[i]; u.mu is held.
+func (u *unawaitedSends) forget(i int) {
+	k := ackKey(u.order[i].controlID)
+	if u.keys[k]--; u.keys[k] == 0 {
+		delete(u.keys, k)
+	}
+	if i == 0 {
+		// append reallocates once the front has eaten the capacity.
+		u.order[0] = unawaitedSend{}
+		u.order = u.order[1:]
+		return
+	}
+	copy(u.order[i:], u.order[i+1:])
+	u.order[len(u.order)-1] = unawaitedSend{}
+	u.order = u.order[:len(u.order)-1]
+}
+
+// take removes and returns the oldest message written whole that an ACK
+// with MSA-2 msa2 answers, if there is one.
+func (u *unawaitedSends) take(msa2 string) (unawaitedSend, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.keys[ackKey(msa2)] == 0 {
+		return unawaitedSend{}, false
+	}
+	for i, s := range u.order {
+		if !s.unwritten && acknowledges(msa2, s.controlID) {
+			u.forget(i)
+			return s, true
+		}
+	}
+	return unawaitedSend{}, false
+}
+
+// mayBeAnsweredAs reports whether an ACK of a message with control id want
+// could be taken for the answer to one of these.
+func (u *unawaitedSends) mayBeAnsweredAs(want string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.keys[ackKey(want)] > 0
+}
+
+func (u *unawaitedSends) empty() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.order) == 0
+}
+
+// carried reports whether any of them was written whole (the one being
+// written, if any, is the newest).
+func (u *unawaitedSends) carried() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := len(u.order)
+	if n > 0 && u.order[n-1].unwritten {
+		n--
+	}
+	return n > 0
 }
 
 // earlyReply is exchange's error when the write failed after the receiver

@@ -22,6 +22,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/actors/enginetest/logbuf"
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/hl7"
 )
@@ -34,6 +38,21 @@ func testMessage(id string) Outgoing {
 	payload := "MSH|^~\\&|MF|HOSP|LAB|LABFAC|20240115083015||ADT^A01^ADT_A01|" + id + "|P|2.5.1\r" +
 		"PID|1||123456^^^HOSP^MR||" + secret + "||19800101|F\r"
 	return Outgoing{QueueID: 42, ControlID: id, Payload: []byte(payload)}
+}
+
+// testMessageAsking returns testMessage(id) with MSH-15 (accept
+// acknowledgment type) ackType; with a field separator other than '|' when
+// sep is not 0, and '$' for components.
+func testMessageAsking(id, ackType string, sep byte) Outgoing {
+	m := testMessage(id)
+	msh, rest, _ := strings.Cut(string(m.Payload), "\r")
+	msh += "|||" + ackType // MSH-13, MSH-14 empty
+	if sep != 0 {
+		msh = strings.NewReplacer("|", string(sep), "^", "$").Replace(msh)
+		rest = strings.NewReplacer("|", string(sep), "^", "$").Replace(rest)
+	}
+	m.Payload = []byte(msh + "\r" + rest)
+	return m
 }
 
 // checkNoPayload fails the test if err quotes the payload.
@@ -88,6 +107,13 @@ type answer struct {
 	stall     bool        // never answer (but keep reading)
 	noCR      bool        // end the ACK's frame with 0x1C alone, no CR
 	delay     time.Duration
+	// enhanced answers as mf's listener does: in m's acknowledgment mode
+	// (CA for AA when MSH-15 is valued), and nothing when MSH-15 asks for
+	// no ACK of that outcome (hl7.ShouldAck: NE, ER on acceptance).
+	enhanced bool
+	// late holds the ACK back until the next message arrives, and sends it
+	// then, before that message's.
+	late bool
 }
 
 // mllpReceiver is an MLLP server for tests: it answers each message as its
@@ -169,11 +195,16 @@ func (r *mllpReceiver) serve(c net.Conn) {
 		}
 	}
 	fr := hl7.NewFrameReader(c, 1<<20)
+	var late [][]byte // ACKs held back (answer.late)
 	for {
 		payload, err := fr.ReadFrame()
 		if err != nil {
 			return
 		}
+		for _, ack := range late {
+			_ = hl7.WriteFrame(c, ack)
+		}
+		late = nil
 		m, err := hl7.Parse(payload)
 		if err != nil {
 			_ = hl7.WriteFrame(c, hl7.NakUnparsable(err.Error()))
@@ -202,6 +233,12 @@ func (r *mllpReceiver) serve(c net.Conn) {
 			code := a.code
 			if code == "" {
 				code = hl7.AA
+				if a.enhanced {
+					code = hl7.AcceptCode(m, hl7.Accept)
+				}
+			}
+			if a.enhanced && !hl7.ShouldAck(m, code) {
+				continue
 			}
 			ack := hl7.Ack(m, code, a.reason)
 			if a.controlID != nil {
@@ -209,6 +246,10 @@ func (r *mllpReceiver) serve(c net.Conn) {
 			}
 			if a.noCR {
 				_, _ = c.Write(append(append([]byte{hl7.StartBlock}, ack...), hl7.EndBlock))
+				continue
+			}
+			if a.late {
+				late = append(late, ack)
 				continue
 			}
 			_ = hl7.WriteFrame(c, ack)
@@ -1107,7 +1148,7 @@ func TestMLLPJudgeQuotesAShortenedReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := s.judge(hl7.Ack(m, hl7.AE, strings.Repeat("é", 300)), "MSG1", 42)
+	j := s.judge(hl7.Ack(m, hl7.AE, strings.Repeat("é", 300)), "MSG1", 42, false)
 	if j == nil || j.closeConn || j.Permanent {
 		t.Fatalf("judgement %+v", j)
 	}
@@ -1115,7 +1156,7 @@ func TestMLLPJudgeQuotesAShortenedReason(t *testing.T) {
 	if !strings.HasSuffix(msg, "...") || !utf8.ValidString(msg) || len(msg) > 300 {
 		t.Errorf("reason %q: want the receiver's text cut to about %d bytes, between characters", msg, mllpReasonMax)
 	}
-	if j := s.judge(hl7.Ack(m, hl7.AA, ""), "MSG1", 42); j != nil {
+	if j := s.judge(hl7.Ack(m, hl7.AA, ""), "MSG1", 42, false); j != nil {
 		t.Errorf("AA judged %v", j)
 	}
 }
@@ -1216,5 +1257,183 @@ func TestBackoffsOfTheLongestDurationsDoNotOverflow(t *testing.T) {
 				t.Fatalf("dial backoff from %v, failure %d: wait %v out of (0, %v]", base, i, d, longest)
 			}
 		}
+	}
+}
+
+// A message whose MSH-15 is NE or ER asks a receiver in enhanced mode for
+// no ACK when it accepts it, and mf's own listener sends none. Waited for,
+// each such message timed out, was sent again, and timed out again,
+// forever, its lane blocked behind it. Written whole, it is delivered; the
+// messages after it go on the same connection, in order, each once.
+func TestMLLPSenderDoesNotWaitForAnAckMSH15AsksNoneOf(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t, nil, func(*hl7.Message) answer { return answer{enhanced: true} })
+	o := mllpOutbound(r.addr)
+	o.TimeoutSeconds = 2
+	s := newTestMLLPSender(t, o)
+	for _, m := range []Outgoing{
+		testMessageAsking("NE1", "NE", 0),
+		testMessageAsking("ER1", "ER", '#'), // read with its own separators
+		testMessageAsking("NE2", "NE", 0),
+		testMessageAsking("AL1", "AL", 0), // answered CA, and waited for
+		testMessageAsking("NE3", "NE", '#'),
+		testMessageAsking("SU1", "SU", 0), // answered CA on acceptance
+	} {
+		start := time.Now()
+		if err := s.Send(t.Context(), m); err != nil {
+			t.Fatalf("%s: %v", m.ControlID, err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("%s took %v: it waited for an ACK its MSH-15 asks none of", m.ControlID, took)
+		}
+	}
+	accepted, _, received := r.stats()
+	if got := strings.Join(received, ","); got != "NE1,ER1,NE2,AL1,NE3,SU1" || accepted != 1 {
+		t.Errorf("the receiver got %s over %d connections; want NE1,ER1,NE2,AL1,NE3,SU1 once each, over 1", got, accepted)
+	}
+}
+
+// A receiver that ignores MSH-15 ACKs an NE message anyway, maybe late: its
+// ACK is the answer to a message sent before, not the next message's out
+// of step (which closed the connection and sent that message again) nor
+// taken for it. Here NE1's ACK comes only when AL1 arrives, just before
+// AL1's own; NE2's comes at once, while the connection is idle.
+func TestMLLPSenderTakesTheAckOfAMessageItDidNotWaitFor(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t, nil, func(m *hl7.Message) answer {
+		return answer{late: m.ControlID() == "NE1"}
+	})
+	o := mllpOutbound(r.addr)
+	o.TimeoutSeconds = 2
+	s := newTestMLLPSender(t, o)
+	for _, m := range []Outgoing{testMessageAsking("NE1", "NE", 0), testMessageAsking("AL1", "AL", 0), testMessageAsking("NE2", "NE", 0)} {
+		if err := s.Send(t.Context(), m); err != nil {
+			t.Fatalf("%s: %v", m.ControlID, err)
+		}
+	}
+	waitFor(t, "NE2's ACK to be read", func() bool {
+		c := <-s.slots
+		defer func() { s.slots <- c }()
+		return c != nil && (c.unawaited.empty() || len(c.replies) > 0)
+	})
+	if err := s.Send(t.Context(), testMessageAsking("AL2", "AL", 0)); err != nil {
+		t.Fatalf("AL2: %v", err)
+	}
+	accepted, _, received := r.stats()
+	if got := strings.Join(received, ","); got != "NE1,AL1,NE2,AL2" || accepted != 1 {
+		t.Errorf("the receiver got %s over %d connections; want NE1,AL1,NE2,AL2 once each, over 1", got, accepted)
+	}
+}
+
+// An ER message is delivered once written; a receiver that then refuses it
+// (AR) refuses a message counted delivered, which nothing will send again:
+// that is logged at WARN, with its queue id and control id but neither the
+// message nor the receiver's text (which may quote it), and counted.
+func TestMLLPSenderLogsARefusalOfAMessageItDidNotWaitFor(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t, nil, func(m *hl7.Message) answer {
+		if m.ControlID() == "ER1" {
+			return answer{code: hl7.AR, reason: "unknown patient " + secret}
+		}
+		return answer{}
+	})
+	o := mllpOutbound(r.addr)
+	o.Name = "lab-refused-after" // its own counter
+	s := newTestMLLPSender(t, o)
+	logs := &logbuf.Buffer{}
+	s.setLog(zerolog.New(logs))
+	refused := metrics.GetOrCreateCounter(`mf_deliveries_refused_after_total{destination="lab-refused-after"}`)
+	before := refused.Get() // -count runs the test again
+
+	if err := s.Send(t.Context(), testMessageAsking("ER1", "ER", 0)); err != nil {
+		t.Fatalf("ER1: %v", err)
+	}
+	// The AR comes before AL1's ACK: read by then.
+	if err := s.Send(t.Context(), testMessageAsking("AL1", "AL", 0)); err != nil {
+		t.Fatalf("AL1, after ER1's refusal: %v", err)
+	}
+	line := logs.String()
+	if !strings.Contains(line, `"level":"warn"`) {
+		t.Errorf("no WARN: %q", line)
+	}
+	for _, want := range []string{`"queue_id":42`, `"control_id":"ER1"`, `"ack_code":"AR"`, `"accept_ack_type":"ER"`, "refused a message already counted delivered"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the log %q does not say %s", line, want)
+		}
+	}
+	if strings.Contains(line, "SECRET") || strings.Contains(line, "123456") {
+		t.Errorf("the log quotes the message: %s", line)
+	}
+	if n := refused.Get() - before; n != 1 {
+		t.Errorf("mf_deliveries_refused_after_total = %d, want 1", n)
+	}
+	if accepted, _, _ := r.stats(); accepted != 1 {
+		t.Errorf("%d connections, want 1", accepted)
+	}
+}
+
+// Nothing acknowledges an NE or ER message: a receiver that closes each new
+// connection at once (at its connection limit), or refuses the client's
+// certificate after a TLS 1.3 handshake the client has already finished,
+// would take it unread, and it would count delivered. It is written only on
+// a connection that stood a moment; else it fails, and is sent again.
+func TestMLLPSenderWritesAnUnacknowledgedMessageOnlyOnAConnectionThatStands(t *testing.T) {
+	t.Parallel()
+	t.Run("closed at once", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		s := newTestMLLPSender(t, mllpOutbound(ln.Addr().String()))
+		err = s.Send(t.Context(), testMessageAsking("NE1", "NE", 0))
+		wantDeliveryError(t, err, false, "closed the new connection within ")
+		wantDeliveryError(t, err, false, `before control id "NE1" (queue id 42) was written; not sent`)
+	})
+	t.Run("TLS client certificate refused", func(t *testing.T) {
+		pki := newTestPKI(t, nil, []net.IP{net.ParseIP("127.0.0.1")})
+		r := startReceiver(t, pki.serverTLS(), func(*hl7.Message) answer { return answer{enhanced: true} })
+		o := mllpOutbound(r.addr)
+		o.TLS, o.TLSCA = true, pki.caFile // no client certificate
+		err := newTestMLLPSender(t, o).Send(t.Context(), testMessageAsking("NE1", "NE", 0))
+		wantDeliveryError(t, err, false, "mllp lab:")
+		o.TLSCert, o.TLSKey = pki.clientCert, pki.clientKey
+		if err := newTestMLLPSender(t, o).Send(t.Context(), testMessageAsking("NE2", "NE", 0)); err != nil {
+			t.Fatalf("with a client certificate: %v", err)
+		}
+		waitFor(t, "NE2 to arrive", func() bool { _, _, received := r.stats(); return len(received) > 0 })
+		if _, _, received := r.stats(); strings.Join(received, ",") != "NE2" {
+			t.Errorf("the receiver got %v, want NE2 alone", received)
+		}
+	})
+}
+
+// A message whose ACK could be taken for the answer to an NE message sent
+// before on the connection (the same control id) goes on a new connection:
+// on the old one, its ACK was taken for the NE message's, which a receiver
+// that honours MSH-15 never sends, and it waited until its time ran out.
+func TestMLLPSenderSendsAMessageTheAckOfAnEarlierCouldAnswerOnANewConnection(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t, nil, func(*hl7.Message) answer { return answer{enhanced: true} })
+	o := mllpOutbound(r.addr)
+	o.TimeoutSeconds = 2
+	s := newTestMLLPSender(t, o)
+	if err := s.Send(t.Context(), testMessageAsking("SAME", "NE", 0)); err != nil {
+		t.Fatalf("NE: %v", err)
+	}
+	if err := s.Send(t.Context(), testMessageAsking("SAME", "AL", 0)); err != nil {
+		t.Fatalf("AL with the NE message's control id: %v", err)
+	}
+	if accepted, _, received := r.stats(); accepted != 2 || len(received) != 2 {
+		t.Errorf("the receiver got %v over %d connections; want 2 messages over 2", received, accepted)
 	}
 }
