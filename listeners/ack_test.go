@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/hl7"
@@ -274,5 +275,31 @@ func TestALatin1MessageIsStoredWithValidText(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("the message was not stored as received")
+	}
+}
+
+// A message the store refuses (kept as rejected) whose sender asked for no
+// error ACK (MSH-15 NE) is logged at ERROR as refused: the line used to say
+// it was not stored and to ask the sender to resend it, which the store
+// would refuse again.
+func TestARefusedMessageWithoutAnErrorAckIsLoggedAsRefused(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, strings.ReplaceAll(ackConfig, "{{listen}}", addr))
+	refuse := "CTRLNE9"
+	e.Store.RefuseControlID.Store(&refuse)
+	cl := dial(t, addr)
+	cl.Post(strings.Replace(adt("CTRLNE9", "P9"), "|P|2.5.1\r", "|P|2.5.1|||NE|NE\r", 1))
+	var line string
+	enginetest.WaitFor(t, "the ERROR line about CTRLNE9", 10*time.Second, func() bool {
+		for _, l := range strings.Split(e.Logs.String(), "\n") {
+			if strings.Contains(l, `"level":"error"`) && strings.Contains(l, `"control_id":"CTRLNE9"`) {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(line, "refused by the store") || strings.Contains(line, "resend") {
+		t.Fatalf("ERROR line %s; want it to say the store refused the message, not to ask for a resend", line)
 	}
 }

@@ -216,7 +216,14 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 	}
 	code := hl7.AcceptCode(msg, outcome)
 	if !hl7.ShouldAck(msg, code) {
-		if res.Err != nil {
+		switch {
+		case errors.Is(res.Err, storage.ErrRefused):
+			// Kept as rejected (the ingest logged it, with its id); sent
+			// again, it would be refused again: no resend to ask for.
+			l.log.Error().Err(res.Err).Str("control_id", msg.ControlID()).Str("accept_ack_type", msg.AcceptAckType()).
+				Msg("message refused by the store (its bytes are kept as a rejected message), and its sender asked for no error ACK (MSH-15), so it does not know: " +
+					"tell the sender's operator, and ask the sender to use MSH-15 AL or ER")
+		case res.Err != nil:
 			// The sender asked for no ACK of this outcome (MSH-15 NE or SU):
 			// it will not send the message again, so this line is all that
 			// is left of it.
