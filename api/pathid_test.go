@@ -18,6 +18,8 @@ func TestBadIDsAre400(t *testing.T) {
 		{"GET", "/messages/-1", "operator"},
 		{"GET", "/messages/0", "operator"},
 		{"GET", "/messages/1.5", "operator"},
+		{"GET", "/messages/+1", "operator"},
+		{"POST", "/queue/+1/retry", "operator"},
 		{"GET", "/messages/9223372036854775808", "operator"},
 		{"GET", "/messages/99999999999999999999999", "operator"},
 		{"POST", "/queue/9223372036854775808/retry", "operator"},

@@ -649,8 +649,10 @@ func (s *Server) configReload(w http.ResponseWriter, r *http.Request) {
 }
 
 func pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
+	raw := r.PathValue("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	// Digits only: ParseInt takes "+1" too, and one row had two paths.
+	if err != nil || id <= 0 || strings.TrimLeft(raw, "0123456789") != "" {
 		// Past int64 is a positive integer too: say the bound.
 		writeError(w, http.StatusBadRequest, "the id must be a positive integer, at most "+strconv.FormatInt(math.MaxInt64, 10))
 		return 0, false

@@ -47,7 +47,11 @@ func getAPI(c *cli.Context, path string) ([]byte, http.Header, error) {
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, nil, fmt.Errorf("--tls-ca %s holds no PEM certificate", ca)
 		}
-		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+		// The default transport's settings (a proxy from HTTPS_PROXY,
+		// timeouts), with the CA: a bare Transport ignored the proxy.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		client.Transport = t
 	}
 	base := strings.TrimSuffix(c.String("api"), "/")
 	// host:port alone is how every other address is given (mf send --to);
@@ -84,7 +88,16 @@ func getAPI(c *cli.Context, path string) ([]byte, http.Header, error) {
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct{ Error string }
-		_ = json.Unmarshal(body, &e)
+		if json.Unmarshal(body, &e) != nil || e.Error == "" {
+			// Not mf's answer (a proxy's 502, say): what it said, briefly.
+			e.Error = strings.TrimSpace(string(body))
+			if len(e.Error) > 200 {
+				e.Error = e.Error[:200] + "…"
+			}
+			if e.Error == "" {
+				e.Error = "(no body)"
+			}
+		}
 		hint := ""
 		if resp.StatusCode == http.StatusUnauthorized {
 			hint = " (set " + TokenEnv + " to a token of role viewer or above; mf token new makes one)"

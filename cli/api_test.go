@@ -45,6 +45,19 @@ func TestAPITokenFromTheEnvironmentIsTrimmed(t *testing.T) {
 	}
 }
 
+// An answer that is not mf's JSON (a proxy's 502 page) is quoted in the
+// error, briefly: the error ended in "502 Bad Gateway: " with nothing after.
+func TestAnAnswerThatIsNotMfsIsQuoted(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "upstream connect error", http.StatusBadGateway)
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv(TokenEnv, "mf_tok")
+	if _, err := runMF(t, "status", "--api", srv.URL); err == nil || !strings.Contains(err.Error(), "502 Bad Gateway: upstream connect error") {
+		t.Fatalf("mf status behind a proxy answering 502: %v; want the proxy's words", err)
+	}
+}
+
 // --api given as host:port, the form of every other address flag (mf send
 // --to), is refused saying what it wants: net/url's "first path segment in
 // URL cannot contain colon" did not.
