@@ -671,11 +671,13 @@ func Backoff(n int64, base, max time.Duration) time.Duration {
 	if d > max {
 		d = max
 	}
-	// In float: 1.2 times a cap near the longest time.Duration is out of
-	// its range, and the conversion would come out negative (due at once).
+	// The jitter spreads the lanes' retries; the cap stays the cap
+	// (retry_max_seconds is the longest wait an operator is promised). In
+	// float: 1.2 times a wait near the longest time.Duration is out of its
+	// range, and the conversion would come out negative (due at once).
 	j := float64(d) * (0.8 + 0.4*rand.Float64())
-	if j >= math.MaxInt64 {
-		return math.MaxInt64
+	if j >= float64(max) {
+		return max
 	}
 	return time.Duration(j)
 }

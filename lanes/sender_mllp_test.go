@@ -1231,6 +1231,17 @@ func TestMLLPSenderWaitingOutTheDialBackoffWritesNothing(t *testing.T) {
 // jitter (up to 1.2 times the cap) came out of range as a negative
 // time.Duration. A negative retry is due at once, again and again, and
 // the dial's jitter panicked on one (rand.N of a negative number).
+// A wait is never longer than retry_max_seconds: the ±20% jitter was added
+// after the cap, so a lane at the cap (300 s by default) waited up to 360 s.
+func TestBackoffStaysWithinItsCap(t *testing.T) {
+	t.Parallel()
+	for range 1000 {
+		if d := Backoff(20, time.Second, 300*time.Second); d > 300*time.Second || d < 240*time.Second {
+			t.Fatalf("Backoff at the cap of 300s: %v; want within [240s, 300s]", d)
+		}
+	}
+}
+
 func TestBackoffsOfTheLongestDurationsDoNotOverflow(t *testing.T) {
 	t.Parallel()
 	longest := time.Duration(9_223_372_036) * time.Second // retry_max_seconds at its largest
