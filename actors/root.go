@@ -194,7 +194,7 @@ func (r *root) Receive(ctx actor.Context) {
 		// The elector, if it still thinks it leads, reports the loss as
 		// Changed{Reason: "fenced"}, which is where it is counted: counting
 		// here too made one loss two.
-		r.tellLeadership(ctx, leadership.Fenced{})
+		r.tellLeadership(ctx, leadership.Fenced{Fence: msg.spec.fence})
 	case *actor.Terminated:
 		r.terminated(ctx, msg.Who)
 	case shutdown:
@@ -297,7 +297,7 @@ func (r *root) changed(ctx actor.Context, c leadership.Changed) {
 		// The term is lost already: its graph would open the listener and
 		// claim rows until its first fenced write. The elector, if it still
 		// thinks it leads, reports the loss.
-		r.tellLeadership(ctx, leadership.Fenced{})
+		r.tellLeadership(ctx, leadership.Fenced{Fence: c.Fence})
 		return
 	}
 	r.startGraph(ctx, c.Fence, c.Ended)
@@ -327,7 +327,7 @@ func (r *root) recover(f storage.Fence, log zerolog.Logger) bool {
 		// ends a recovery, and that is a store error.
 		lanes.StoreError(context.Background(), "queue_recover_foreign", err)
 		if errors.Is(err, storage.ErrFenced) {
-			log.Error().Err(err).Msg("promotion recovery was fenced: another node already holds a newer term; not starting the graph for this term")
+			log.Error().Err(err).Msg("promotion recovery was fenced: the lease has moved past this term (to another node, or to a newer term of this node's own); not starting the graph for this term")
 			return false
 		}
 		log.Error().Err(err).Int("attempt", attempt).Msg("promotion recovery failed")

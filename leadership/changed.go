@@ -21,6 +21,13 @@ type Changed struct {
 	Reason string
 }
 
-// Fenced tells the leadership actor that a graph write failed with
-// storage.ErrFenced: another node holds a newer term.
-type Fenced struct{}
+// Fenced tells the leadership actor that a write of the term Fence was
+// refused by the fence (storage.ErrFenced), or that its promotion recovery
+// was: the lease has moved past that term. Root may tell it late (it works
+// through its messages in turn, and a recovery or a drain takes seconds),
+// after the leadership actor lost that term and won a newer one itself:
+// a Fenced for a term other than the one held says nothing of the one
+// held, and is ignored.
+type Fenced struct {
+	Fence storage.Fence
+}

@@ -39,7 +39,9 @@
 // A leader renews every heartbeat_seconds. Each change is sent to root as
 // Changed, in order: root runs promotion recovery and starts graph(T) on a
 // gain (none if the fence refused the recovery: the term is already lost,
-// and root tells the elector Fenced), and stops the graph, waiting for
+// and root tells the elector Fenced, naming that term: told late, after
+// the elector lost it and won a newer one, it leaves the newer one be),
+// and stops the graph, waiting for
 // every listener to close its port, on a loss. Root may be busy when a loss is sent (draining the graph for a
 // clean stop or a reload lasts up to the drain timeout, past TTL -
 // fence_timeout), so a gain also carries Changed.Ended, which the elector
@@ -112,10 +114,19 @@
 // locks, by the time the lease can expire. None of the engine's
 // transactions waits on anything but the database (no delivery happens
 // inside one), so only a frozen or cut-off client ever meets the timeout.
-// SQL Server has no such setting: there a frozen node delays elections
-// until its connections drop (a paused VM, a cut network: once the
-// server's TCP keepalive gives up) or, for a stopped process whose kernel
-// still answers keepalives, until it resumes or dies.
+// The timeout covers a session idle between a transaction's statements,
+// not one frozen in the middle of a pipelined batch (the fence and its
+// writes sent with one Sync at the end): until the server has answered a
+// Sync, the session counts as active and no timeout runs. A leader frozen
+// (or cut off) after the fence of such a batch reached the server and
+// before its Sync did holds the lease row as SQL Server's sessions do: the
+// window is the time to write one batch, short unless the batch is larger
+// than the socket's buffer (an ingest batch of large messages). SQL Server
+// has no such setting at all: there a frozen node delays elections until
+// its connections drop (a paused VM, a cut network: once the server's TCP
+// keepalive gives up) or, for a stopped process whose kernel still answers
+// keepalives, until it resumes or dies. Safety holds either way: the frozen
+// transaction commits before the election can, or not at all.
 //
 // A live leader's renewal must not wait behind its own writes either. With
 // the lease row held shared, a write that waited on anything (a maintenance

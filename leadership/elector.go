@@ -140,7 +140,7 @@ func (e *Elector) Receive(ctx actor.Context) {
 			e.schedule(ctx, e.cfg.Heartbeat())
 		}
 	case Fenced:
-		if e.leader {
+		if e.leader && msg.Fence == e.fence {
 			e.lose(ctx, "fenced", "a write was refused by the fence: another node holds a newer term")
 			e.schedule(ctx, e.cfg.Heartbeat())
 		}

@@ -361,6 +361,31 @@ func TestSlowSideCallsDoNotDelayRenewals(t *testing.T) {
 	}
 }
 
+// A Fenced for a term other than the one the elector holds is ignored.
+// Root tells it late: root works through its messages in turn, and a
+// promotion recovery can take seconds, during which the elector may lose
+// term T and win T+1 itself; a Fenced of T then made it give up T+1,
+// which nobody else had taken, and the cluster had no leader until that
+// lease ran out.
+func TestAFencedOfAnOlderTermLeavesTheTermHeld(t *testing.T) {
+	t.Parallel()
+	a := startNode(t, "a", openStore(t, pgtest.NewSchema(t)))
+	won := a.wantChanged(t, 5*time.Second, true, "elected")
+	child := actor.NewPID(a.system.Address(), a.pid.Id+"/leadership")
+	older := won.Fence
+	older.Term--
+	a.system.Root.Send(child, leadership.Fenced{Fence: older})
+	select {
+	case e := <-a.events:
+		t.Fatalf("after a Fenced of term %d while holding term %d: %#v", older.Term, won.Fence.Term, e)
+	case <-time.After(5 * fast.Heartbeat()):
+	}
+	a.system.Root.Send(child, leadership.Fenced{Fence: won.Fence})
+	if lost := a.wantChanged(t, 5*time.Second, false, "fenced"); lost.Fence != won.Fence {
+		t.Fatalf("lost %+v; want the term held, %+v", lost.Fence, won.Fence)
+	}
+}
+
 // A single node whose write was refused by the fence (a cluster has been
 // elected into its database) reports the loss once, however many writes
 // were refused.
