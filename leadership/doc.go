@@ -117,11 +117,14 @@
 // The timeout covers a session idle between a transaction's statements,
 // not one frozen in the middle of a pipelined batch (the fence and its
 // writes sent with one Sync at the end): until the server has answered a
-// Sync, the session counts as active and no timeout runs. A leader frozen
-// (or cut off) after the fence of such a batch reached the server and
-// before its Sync did holds the lease row as SQL Server's sessions do: the
-// window is the time to write one batch, short unless the batch is larger
-// than the socket's buffer (an ingest batch of large messages). SQL Server
+// Sync, the session counts as active and no timeout runs. A leader cut
+// off after the fence of such a batch reached the server and before its
+// Sync did is dropped by TCP keepalive, which the sessions set to end a
+// silent client within about the fence timeout; one frozen there (its
+// kernel still answering keepalives) holds the lease row as SQL Server's
+// sessions do. The window is the time to write one batch, short unless the
+// batch is larger than the socket's buffer (an ingest batch of large
+// messages). SQL Server
 // has no such setting at all: there a frozen node delays elections until
 // its connections drop (a paused VM, a cut network: once the server's TCP
 // keepalive gives up) or, for a stopped process whose kernel still answers

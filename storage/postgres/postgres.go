@@ -116,6 +116,19 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	if o.IdleInTransactionTimeout > 0 {
 		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(o.IdleInTransactionTimeout.Milliseconds())
+		// That timeout does not run for a session the server is reading a
+		// pipelined batch from (the fence and its writes, one Sync at the
+		// end: the session is active until the Sync). A client cut off in
+		// the middle of one (a network gone, a host powered off) is found
+		// by TCP keepalive, whose default is two hours: these make the
+		// server drop it within about the same timeout. A URL that sets
+		// them keeps its own.
+		secs := max(int64(o.IdleInTransactionTimeout/time.Second), 3)
+		for param, v := range map[string]int64{"tcp_keepalives_idle": secs / 2, "tcp_keepalives_interval": max(secs/6, 1), "tcp_keepalives_count": 3} {
+			if _, set := cfg.ConnConfig.RuntimeParams[param]; !set {
+				cfg.ConnConfig.RuntimeParams[param] = fmt.Sprint(v)
+			}
+		}
 	}
 	cfg.MaxConns = o.PoolSize
 	if cfg.MaxConns <= 0 {

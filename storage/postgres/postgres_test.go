@@ -183,3 +183,44 @@ func TestUnreachableOnPgxErrors(t *testing.T) {
 		}
 	}
 }
+
+// A clustered node's sessions end when their client is gone, within about
+// the fence timeout: idle in a transaction by idle_in_transaction_session_timeout,
+// and in the middle of a pipelined batch (which that timeout does not
+// cover) by TCP keepalive, whose default of two hours held the lease row
+// against the next election as long. A URL's own keepalive settings stay.
+func TestAClusteredNodesSessionsEndWhenItsClientIsGone(t *testing.T) {
+	url := pgtest.NewSchema(t)
+	show := func(s *postgres.Store, param string) string {
+		var v string
+		if err := s.Pool().QueryRow(context.Background(), "SHOW "+param).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	s, err := postgres.Open(context.Background(), postgres.Options{URL: url, PoolSize: 2, IdleInTransactionTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var socket bool // over a Unix socket the server keeps no TCP settings: SHOW says 0
+	if err := s.Pool().QueryRow(context.Background(), "SELECT inet_server_addr() IS NULL").Scan(&socket); err != nil {
+		t.Fatal(err)
+	}
+	if socket {
+		t.Fatalf("MF_TEST_POSTGRES_URL reaches the server over a Unix socket: this test needs TCP (host=127.0.0.1)")
+	}
+	for param, want := range map[string]string{"idle_in_transaction_session_timeout": "20s", "tcp_keepalives_idle": "10", "tcp_keepalives_interval": "3", "tcp_keepalives_count": "3"} {
+		if got := show(s, param); got != want {
+			t.Errorf("%s = %s; want %s", param, got, want)
+		}
+	}
+	own, err := postgres.Open(context.Background(), postgres.Options{URL: url + "&tcp_keepalives_idle=60", PoolSize: 2, IdleInTransactionTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	if got := show(own, "tcp_keepalives_idle"); got != "60" {
+		t.Errorf("tcp_keepalives_idle set in the URL = %s; want the URL's 60", got)
+	}
+}
