@@ -33,7 +33,7 @@ func App(stdout, stderr io.Writer) *cli.App {
 		Version:   Version,
 		Writer:    stdout,
 		ErrWriter: stderr,
-		Flags:     logFlags(),
+		Flags:     logFlags(true),
 		Commands: []*cli.Command{
 			runCommand(),
 			checkCommand(),
@@ -58,10 +58,18 @@ var configFlag = &cli.StringFlag{
 
 // logFlags are accepted before the command (mf --log-level debug run) and
 // after it (mf run --log-level debug); urfave/cli parses each level apart.
-func logFlags() []cli.Flag {
+// Only the global ones read the environment: a command's own copy that did
+// read it counted as set by it, and being the innermost, beat a flag given
+// before the command (MF_LOG_FORMAT=console mf --log-format json run logged
+// console).
+func logFlags(env bool) []cli.Flag {
+	var format, level []string
+	if env {
+		format, level = []string{"MF_LOG_FORMAT"}, []string{"MF_LOG_LEVEL"}
+	}
 	return []cli.Flag{
-		&cli.StringFlag{Name: "log-format", Value: "json", Usage: "log format: json or console", EnvVars: []string{"MF_LOG_FORMAT"}},
-		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log level: debug, info, warn, error", EnvVars: []string{"MF_LOG_LEVEL"}},
+		&cli.StringFlag{Name: "log-format", Value: "json", Usage: "log format: json or console", EnvVars: format},
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log level: debug, info, warn, error", EnvVars: level},
 	}
 }
 

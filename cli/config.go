@@ -16,7 +16,13 @@ import (
 )
 
 // loadConfig reads --config, else ./mf.toml, else the built-in default.
+// The commands that read a config take no argument: mf check prod.toml
+// checked the built-in default and said ok, and mf run prod.toml ran it.
 func loadConfig(c *cli.Context) (*config.Config, error) {
+	if c.NArg() > 0 {
+		return nil, fmt.Errorf("mf %s takes no argument, and was given %q: name the config file with --config %s (or MF_CONFIG)",
+			c.Command.Name, c.Args().First(), c.Args().First())
+	}
 	if p := c.String("config"); p != "" {
 		return config.Load(p)
 	}

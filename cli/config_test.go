@@ -209,6 +209,37 @@ func TestLogLevelIsOneOfFour(t *testing.T) {
 	}
 }
 
+// A config file given as an argument, not with --config, is refused: mf
+// check checked the built-in default and said ok, mf run ran it (binding
+// the default ports and creating ./mf.db), mf migrate migrated ./mf.db.
+func TestAConfigFileGivenAsAnArgumentIsRefused(t *testing.T) {
+	path := writeConfig(t)
+	for _, cmd := range []string{"check", "run", "migrate", "reload"} {
+		out, err := runMF(t, cmd, path)
+		if err == nil || !strings.Contains(err.Error(), "--config "+path) {
+			t.Errorf("mf %s %s: %v, printed %q; want it refused, saying --config %s", cmd, path, err, out, path)
+		}
+	}
+}
+
+// A log flag given on the command line beats its environment variable,
+// before the command or after it: run's own copy of the flags read the
+// variable too and, being the innermost, won over a flag given before run.
+func TestALogFlagBeatsItsEnvironmentVariable(t *testing.T) {
+	t.Setenv("MF_LOG_LEVEL", "bogus")
+	for _, args := range [][]string{
+		{"--log-level", "info", "run", "--config", "/nonexistent/mf.toml"},
+		{"run", "--log-level", "info", "--config", "/nonexistent/mf.toml"},
+	} {
+		if _, err := runMF(t, args...); err == nil || strings.Contains(err.Error(), "--log-level") {
+			t.Errorf("MF_LOG_LEVEL=bogus mf %s: %v; want the flag's info taken (and the missing config refused)", strings.Join(args, " "), err)
+		}
+	}
+	if _, err := runMF(t, "run", "--config", "/nonexistent/mf.toml"); err == nil || !strings.Contains(err.Error(), `--log-level "bogus"`) {
+		t.Errorf("MF_LOG_LEVEL=bogus mf run: %v; want the variable taken, and refused", err)
+	}
+}
+
 // The environment variables the README names for the flags: MF_CONFIG for
 // --config, MF_LOG_FORMAT and MF_LOG_LEVEL for the log flags, MF_API for
 // mf status and mf nodes.

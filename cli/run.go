@@ -27,7 +27,7 @@ func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "run",
 		Usage: "run the engine until SIGTERM or SIGINT",
-		Flags: append(logFlags(),
+		Flags: append(logFlags(false),
 			configFlag,
 			&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second,
 				Usage: "on stop, how long lanes may finish the delivery in hand"},
