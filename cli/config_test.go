@@ -267,3 +267,16 @@ func TestFlagsFromTheEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// A SQLite store that cannot be opened is named by its key and path:
+// SQLite's "unable to open database file (14)" named neither.
+func TestASQLiteStoreThatCannotBeOpenedIsNamed(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mf.toml")
+	if err := os.WriteFile(path, []byte("[store]\npath = \""+dir+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runMF(t, "migrate", "--config", path); err == nil || !strings.Contains(err.Error(), `store.path "`+dir+`"`) {
+		t.Fatalf("mf migrate of a store.path that is a directory: %v; want an error naming store.path and the path", err)
+	}
+}

@@ -25,7 +25,13 @@ func openStore(ctx context.Context, cfg *config.Config, engine bool, log zerolog
 	s, cluster := cfg.Store, cfg.Cluster
 	switch s.Backend {
 	case config.BackendSQLite:
-		return sqlite.Open(ctx, sqlite.Options{Path: s.Path, PoolSize: s.PoolSize, Exclusive: engine, Log: log})
+		st, err := sqlite.Open(ctx, sqlite.Options{Path: s.Path, PoolSize: s.PoolSize, Exclusive: engine, Log: log})
+		if err != nil {
+			// SQLite's own words ("unable to open database file") name
+			// neither the key nor the file.
+			return nil, fmt.Errorf("store.path %q: %w (its directory must exist and be writable, and the path must not be a directory)", s.Path, err)
+		}
+		return st, nil
 	case config.BackendPostgres:
 		o := postgres.Options{URL: s.URL, Password: s.Password, PoolSize: int32(s.PoolSize), Log: log}
 		if cluster.Enabled {
