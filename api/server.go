@@ -39,7 +39,7 @@ type Options struct {
 	// (actors.Engine.CheckReload); POST /config/reload asks it before it
 	// bumps the shared version. Nil: not asked.
 	CheckReload func() error
-	Log    zerolog.Logger
+	Log         zerolog.Logger
 }
 
 // Server is the API of one node.
