@@ -117,6 +117,16 @@ type Store interface {
 	// and returns how many it returned. A claim no longer current is
 	// skipped, not an error.
 	QueueGiveBack(ctx context.Context, p QueueGiveBackParams) (int64, error)
+	// QueueReleaseOwn returns to pending every row of p.Lane in flight
+	// under p.Owner's lease, live or not, exactly as QueueGiveBack returns
+	// a row (in place, its attempt taken back), and returns how many. A
+	// lane calls it, holding no row, when a write of its that claims rows
+	// may have committed without its caller hearing so (the reply lost):
+	// those rows are in flight under its lease and it knows nothing of
+	// them (lanes/lane.go, releaseOwn, says why none of them was sent).
+	// It does not move the queue's version: the lane that calls it claims
+	// next.
+	QueueReleaseOwn(ctx context.Context, p QueueReleaseOwnParams) (int64, error)
 	// QueueRetry puts a claimed row back to pending, due after p.Delay. It
 	// stays its lane's head, so the lane waits for it.
 	QueueRetry(ctx context.Context, p QueueRetryParams) error
@@ -647,6 +657,15 @@ type QueueGiveBackParams struct {
 	Claims []Claim
 	// Lane is the claims' lane, as in QueueCompleteParams. Optional.
 	Lane string
+}
+
+// QueueReleaseOwnParams are the arguments of Store.QueueReleaseOwn.
+type QueueReleaseOwnParams struct {
+	Fence Fence
+	Lane  string
+	// Owner is the row lease owner whose rows of Lane go back
+	// (QueueClaimNextParams.Owner).
+	Owner string
 }
 
 // QueueAdvanced is the outcome of Store.QueueAdvance.

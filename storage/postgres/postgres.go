@@ -660,6 +660,30 @@ func (s *Store) QueueGiveBack(ctx context.Context, p storage.QueueGiveBackParams
 	return w.givenBack, nil
 }
 
+// QueueReleaseOwn implements storage.Store: the fence and the statement in
+// one round trip straight through the pool, not in the lanes' batches
+// (lanebatch.go). A lane calls it only after a write whose outcome it never
+// heard of, so it is rare and needs none of the batches' economy; alone, it
+// also needs none of their handling of one write's failure (set aside, the
+// rest run again). It is safe beside them: a lane has one write outstanding
+// at a time, so no batch of this node's in flight holds this lane's rows; a row locked by
+// another session makes it wait, as the lanes' retries and holds do
+// (claimUpdate), and the lane waits with it (its other rows wait anyway).
+func (s *Store) QueueReleaseOwn(ctx context.Context, p storage.QueueReleaseOwnParams) (int64, error) {
+	var n int64
+	err := s.fencedBatch(ctx, p.Fence, func(b *pgx.Batch) {
+		b.Queue(queries.Get("queue_release_own"), p.Lane, p.Owner)
+	}, func(br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, wrap("queue release own", err) // not the lane: its key is often a patient id
+	}
+	return n, nil
+}
+
 // claimUpdate runs one of the statements that act on a current claim and
 // tells ErrNotFound from ErrClaimLost when it matched nothing.
 func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c storage.Claim, args ...any) error {

@@ -20,6 +20,7 @@ func TestQueueStatementsUseIndexes(t *testing.T) {
 		"queue_stats":            "mf_queue_dead",
 		"queue_reclaim_expired":  "mf_queue_inflight",
 		"queue_recover_foreign":  "mf_queue_inflight",
+		"queue_release_own":      "mf_queue_lane_head",
 		"message_purge_queue":    "mf_queue_finished",
 		"message_purge_messages": "mf_messages_received_at",
 		"queue_by_message":       "mf_queue_message",

@@ -971,6 +971,23 @@ func (s *Store) QueueGiveBack(ctx context.Context, p storage.QueueGiveBackParams
 	return total, nil
 }
 
+// QueueReleaseOwn implements storage.Store: one write of a group commit.
+func (s *Store) QueueReleaseOwn(ctx context.Context, p storage.QueueReleaseOwnParams) (int64, error) {
+	var n int64
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries.Get("queue_release_own"), p.Lane, p.Owner)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, wrap("queue release own", err) // not the lane: its key is often a patient id
+	}
+	return n, nil
+}
+
 // maxRun is the most rows one lane claim takes: the inner LIMIT of
 // queue_claim_run.sql, a constant there (see why in that file).
 const maxRun = 16

@@ -188,6 +188,7 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 	_, _ = s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: "lab/1", Owner: "node-a", LeaseTTL: time.Minute})
 	_ = s.QueueComplete(ctx, storage.QueueCompleteParams{Fence: f, Claim: c})
 	_, _ = s.QueueGiveBack(ctx, storage.QueueGiveBackParams{Fence: f, Claims: []storage.Claim{c}})
+	_, _ = s.QueueReleaseOwn(ctx, storage.QueueReleaseOwnParams{Fence: f, Lane: "lab/1", Owner: "node-a"})
 	_ = s.QueueRetry(ctx, storage.QueueRetryParams{Fence: f, Claim: c, Delay: time.Second, Error: "x"})
 	_ = s.QueueDead(ctx, storage.QueueDeadParams{Fence: f, Claim: c, Error: "x"})
 	_ = s.QueueExtendLease(ctx, storage.QueueExtendLeaseParams{Fence: f, Claim: c, TTL: time.Minute})

@@ -772,6 +772,18 @@ func (s *Store) QueueGiveBack(ctx context.Context, p storage.QueueGiveBackParams
 	return total, nil
 }
 
+// QueueReleaseOwn implements storage.Store.
+func (s *Store) QueueReleaseOwn(ctx context.Context, p storage.QueueReleaseOwnParams) (int64, error) {
+	var n int64
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, queries.Get("queue_release_own"), sql.Named("lane", p.Lane), sql.Named("owner", p.Owner)).Scan(&n)
+	})
+	if err != nil {
+		return 0, wrap("queue release own", err) // not the lane: its key is often a patient id
+	}
+	return n, nil
+}
+
 // claimRun runs the lane claim (queue_claim_next.sql) in tx: the claimed
 // head and up to ahead rows right behind it, in id order, or none when the
 // lane has nothing claimable.

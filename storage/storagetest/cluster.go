@@ -220,6 +220,10 @@ func testFencedOperations(t *testing.T, h *harness) {
 			_, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: f, Claims: []storage.Claim{held.Claim()}})
 			return err
 		},
+		"release own": func(f storage.Fence) error {
+			_, err := h.s.QueueReleaseOwn(h.ctx, storage.QueueReleaseOwnParams{Fence: f, Lane: "lab/A", Owner: ownerOf(old)})
+			return err
+		},
 		"retry": func(f storage.Fence) error {
 			return h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: f, Claim: held.Claim(), Delay: time.Second, Error: "x"})
 		},

@@ -912,3 +912,126 @@ func testFailuresNameNoLane(t *testing.T, h *harness) {
 		}
 	}
 }
+
+// QueueReleaseOwn gives back exactly the rows of one lane in flight under one
+// owner's lease, as QueueGiveBack gives back a claim: pending, no lease, the
+// claim's attempt taken back (a row tried before keeps that attempt). The
+// lane's rows of another owner, its pending and done rows, and the owner's
+// rows of another lane stay as they were; the queue's version does not move;
+// a stale fence changes nothing. A lane calls it after a claim whose reply
+// was lost: here the rows such a claim took.
+func testReleaseOwn(t *testing.T, h *harness) {
+	const me, other = "node-a:run-1", "node-a:run-0"
+	f := h.elect("node-a", time.Minute)
+	a := h.fill(f, "lab", "A", 6)
+	b := h.fill(f, "lab", "B", 1)
+	claimNext := func(lane, owner string) storage.QueueClaim {
+		t.Helper()
+		c, err := h.s.QueueClaimNext(h.ctx, storage.QueueClaimNextParams{Fence: f, Lane: lane, Owner: owner, LeaseTTL: time.Minute})
+		if err != nil {
+			t.Fatalf("claim %s for %s: %v", lane, owner, err)
+		}
+		return c
+	}
+	// advance claims a run of lab/A for owner (stale is done already: the
+	// advance only claims).
+	advance := func(stale storage.Claim, owner string, ahead int) []int64 {
+		t.Helper()
+		adv, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: f, Claim: stale, Lane: "lab/A", Owner: owner, LeaseTTL: time.Minute, Ahead: ahead})
+		if err != nil || adv.Completed || adv.Next == nil {
+			t.Fatalf("advance for %s: %+v, %v", owner, adv, err)
+		}
+		ids := []int64{adv.Next.Row.ID}
+		for _, c := range adv.Ahead {
+			ids = append(ids, c.Row.ID)
+		}
+		return ids
+	}
+	release := func(fence storage.Fence, lane, owner string) (int64, error) {
+		return h.s.QueueReleaseOwn(h.ctx, storage.QueueReleaseOwnParams{Fence: fence, Lane: lane, Owner: owner})
+	}
+
+	// lab/A: row 0 done; row 1 tried once and pending again; then rows 1 to
+	// 3 claimed by the other owner, who gives back 1 and 2, keeping 3 in
+	// flight; then rows 1 and 2 claimed by me, stopping at row 3.
+	first := claimNext("lab/A", me)
+	h.complete(f, first)
+	tried := claimNext("lab/A", me)
+	if err := h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: f, Claim: tried.Claim(), Error: "refused"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := advance(first.Claim(), other, 2); !slices.Equal(got, a[1:4]) {
+		t.Fatalf("the other owner's run: %v, want %v", got, a[1:4])
+	}
+	back := []storage.Claim{{ID: a[1], Owner: other, Attempt: 2}, {ID: a[2], Owner: other, Attempt: 1}}
+	if n, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: f, Claims: back}); err != nil || n != 2 {
+		t.Fatalf("give back: %d, %v", n, err)
+	}
+	if got := advance(first.Claim(), me, 5); !slices.Equal(got, a[1:3]) {
+		t.Fatalf("my run: %v, want %v (up to the other owner's row in flight)", got, a[1:3])
+	}
+	mineElsewhere := claimNext("lab/B", me)
+	version := func() int64 {
+		t.Helper()
+		v, err := h.s.ConfigVersionRead(h.ctx, storage.ConfigVersionReadParams{Name: storage.QueueVersionName})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := version()
+
+	if n, err := release(f, "lab/A", me); err != nil || n != 2 {
+		t.Fatalf("release own of lab/A: %d, %v; want 2", n, err)
+	}
+	pendingAt := func(id, attempts int64) {
+		t.Helper()
+		if r := h.queueRow(id); r.Status != storage.QueuePending || r.Attempts != attempts || r.LeaseOwner != "" || r.LeaseExpiresAt != nil {
+			t.Fatalf("row %d: %+v; want pending, %d attempts, no lease", id, r, attempts)
+		}
+	}
+	pendingAt(a[1], 1) // its attempt before my claim stays
+	pendingAt(a[2], 0)
+	pendingAt(a[4], 0)
+	pendingAt(a[5], 0)
+	if r := h.queueRow(a[0]); r.Status != storage.QueueDone || r.Attempts != 1 {
+		t.Fatalf("done row: %+v", r)
+	}
+	if r := h.queueRow(a[3]); r.Status != storage.QueueInflight || r.LeaseOwner != other || r.Attempts != 1 {
+		t.Fatalf("the other owner's row of the lane: %+v; want still in flight under %s", r, other)
+	}
+	if r := h.queueRow(b[0]); r.Status != storage.QueueInflight || r.LeaseOwner != me || r.Attempts != 1 {
+		t.Fatalf("my row of another lane: %+v; want still in flight under %s", r, me)
+	}
+	if v := version(); v != before {
+		t.Fatalf("the queue's version moved from %d to %d: the lane that releases claims next", before, v)
+	}
+	if n, err := release(f, "lab/A", me); err != nil || n != 0 {
+		t.Fatalf("release own again: %d, %v; want 0", n, err)
+	}
+	// A claim of the lane after a release finds the head it gave back.
+	if c := claimNext("lab/A", me); c.Row.ID != a[1] || c.Row.Attempts != 2 {
+		t.Fatalf("claim after the release: row %d attempt %d, want row %d attempt 2", c.Row.ID, c.Row.Attempts, a[1])
+	}
+
+	// Fenced by the term: once another node leads, the old term releases
+	// nothing.
+	if _, err := h.s.LeaseResign(h.ctx, storage.LeaseResignParams{Owner: f.Owner, Term: f.Term}); err != nil {
+		t.Fatal(err)
+	}
+	newer := h.elect("node-b", time.Minute)
+	for _, stale := range []storage.Fence{f, zero, {Owner: f.Owner, Term: newer.Term}} {
+		if n, err := release(stale, "lab/B", me); !errors.Is(err, storage.ErrFenced) || n != 0 {
+			t.Fatalf("release own with stale fence %+v: %d, %v; want ErrFenced", stale, n, err)
+		} else if strings.Contains(err.Error(), "lab/") {
+			t.Fatalf("the error names the lane: %v", err)
+		}
+	}
+	if r := h.queueRow(b[0]); r.Status != storage.QueueInflight || r.LeaseOwner != me || r.Attempts != mineElsewhere.Row.Attempts {
+		t.Fatalf("my row of lab/B after fenced releases: %+v; want unchanged", r)
+	}
+	if n, err := release(newer, "lab/B", me); err != nil || n != 1 {
+		t.Fatalf("release own of lab/B in the current term: %d, %v; want 1", n, err)
+	}
+	pendingAt(b[0], 0)
+}

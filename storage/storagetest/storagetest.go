@@ -42,6 +42,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Lane/ManyLanesAdvanceAtOnce", testAdvanceManyLanes},
 		{"Lane/AdvanceClaimsARunAheadAndGivesBack", testAdvanceAhead},
 		{"Lane/FailuresNameNoLane", testFailuresNameNoLane},
+		{"Lane/ReleaseOwnGivesBackOnlyTheLanesRowsOfTheOwner", testReleaseOwn},
 		{"Lease/Election", testLeaseElection},
 		{"Fence/OldTermWritesFailAndChangeNothing", testFencedOperations},
 		{"Recovery/OnlyForeignOwners", testRecoverForeign},

@@ -27,6 +27,10 @@
 --       its claim (that row is delivered again first), and once too little of
 --       their lease is left for a whole send (lanes/lane.go, aheadFor): a
 --       send that outlived its row's lease would be re-pended and sent again.
+--       A claim whose reply was lost (the write committed, its answer did
+--       not come) leaves rows in flight that the actor never heard of and
+--       never sent: it gives them back in place (QueueReleaseOwn,
+--       queue_release_own.sql) before it claims again, holding none.
 --       So row n+1 is sent only once row n is done or dead; and after a crash
 --       the rows of a run not yet sent are in flight under the same lease as
 --       the row being sent, and come back with it, behind it.
