@@ -121,6 +121,18 @@ type laneActor struct {
 	// Left in flight, it held the lane until its lease ran out (a minute by
 	// default) and was then sent again.
 	unrecorded *sentRow
+	// unsure is set when a write that claims rows (QueueAdvance,
+	// QueueClaimNext) failed in a way that leaves open whether it committed
+	// (unknownOutcome): a reply lost after the commit, as when PostgreSQL
+	// restarts or fails over, or a proxy drops the connection, during the
+	// COMMIT. The rows it claimed, if it did, are in flight under this
+	// node's lease and the lane knows nothing of them. Left so, they held
+	// the lane: its next claim found its head in flight under a live lease
+	// (its own) and nothing to claim, and the lane waited for that lease
+	// (lease_ttl_seconds) to run out; the rows then came back with an
+	// attempt never made. An unsure lane gives them back before its next
+	// claim (releaseOwn).
+	unsure bool
 	// floor is the id of the last row this lane claimed, or its
 	// predecessor's (Manager.floors): its head lookups start there
 	// (storage.QueueClaimNextParams.From).
@@ -287,6 +299,12 @@ func (l *laneActor) step(ctx actor.Context) {
 			l.wakeAfter(ctx, distrustPause)
 			return
 		}
+		if l.unsure {
+			if err := l.releaseOwn(); err != nil {
+				l.storeFailed(ctx, "release own", err)
+				return
+			}
+		}
 		claimed, err := l.env.Store.QueueClaimNext(l.env.Ctx, storage.QueueClaimNextParams{
 			Fence: l.env.Fence, Lane: l.lane, From: l.floor, Owner: l.env.Owner, LeaseTTL: l.env.Config.Store.LeaseTTL(),
 		})
@@ -296,6 +314,7 @@ func (l *laneActor) step(ctx actor.Context) {
 			l.drained(ctx, false)
 			return
 		case err != nil:
+			l.unsure = l.unsure || l.unknownOutcome(err)
 			l.storeFailed(ctx, "claim", err)
 			return
 		}
@@ -472,6 +491,7 @@ func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage
 		Fence: l.env.Fence, Claim: claim, Lane: l.lane, Owner: l.env.Owner, LeaseTTL: l.env.Config.Store.LeaseTTL(), Ahead: l.claimAhead(window, took),
 	})
 	if err != nil {
+		l.unsure = l.unsure || l.unknownOutcome(err)
 		l.recordFailed(log, claim, took, err)
 		l.storeFailed(ctx, "advance", err)
 		return
@@ -526,6 +546,46 @@ func (l *laneActor) recordAgain() error {
 	}
 	l.unrecorded = nil
 	l.storeWorked()
+	return nil
+}
+
+// unknownOutcome reports whether err, the failure of a write that claims
+// rows, leaves open whether the write committed: anything but a fence, a
+// claim lost or nothing to claim (answers the database gave), or the term's
+// end (every write of the term fails from then on, and the next leader's
+// promotion recovery re-pends what this one held).
+func (l *laneActor) unknownOutcome(err error) bool {
+	return !errors.Is(err, storage.ErrFenced) && !errors.Is(err, storage.ErrClaimLost) &&
+		!errors.Is(err, storage.ErrNoWork) && l.env.Ctx.Err() == nil
+}
+
+// releaseOwn gives back every row of the lane in flight under this node's
+// lease (QueueReleaseOwn), for an unsure lane that holds none: no head, no
+// rows ahead, none unsent, no delivery unrecorded, none in hand (step calls
+// it right before a claim). Why none of those rows was sent: a lane has one
+// actor, on the one primary, and it alone claims the lane's rows under this
+// owner (the process's run: no other process, nor a later run of this one,
+// leases under it), and it holds every row it claimed and heard of until
+// that row is recorded or given back. A row of the lane in flight under
+// this owner that the actor does not hold was therefore claimed by a write
+// whose reply it never got, and it never sent it. (The lane's previous
+// actor, if any: stopped idle, it held no row it had sent; stopped after a
+// panic, it gave back its row in hand, sent or not, and if that failed this
+// gives it back instead: sent again, in order, as it meant.) Given back in
+// place, its attempt taken back, each is claimed again by the lane's next
+// claim, in order, at once rather than once its lease runs out. (A write
+// whose connection dropped may still commit on the server after this runs;
+// the rows it claims then wait for their lease, as all did before.)
+func (l *laneActor) releaseOwn() error {
+	n, err := l.env.Store.QueueReleaseOwn(l.env.Ctx, storage.QueueReleaseOwnParams{Fence: l.env.Fence, Lane: l.lane, Owner: l.env.Owner})
+	if err != nil {
+		return err
+	}
+	l.unsure = false
+	if n > 0 {
+		l.log.Info().Int64("rows", n).
+			Msg("gave back messages that a claim whose answer was lost (the database connection dropped during the commit) had left in flight, never sent; they are delivered now, in order, not once their lease expires")
+	}
 	return nil
 }
 

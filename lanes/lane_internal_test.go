@@ -51,6 +51,14 @@ type countingStore struct {
 	// failCompleteOnce makes the next QueueComplete answer an error after
 	// its write committed, as when the connection drops before the reply.
 	failCompleteOnce atomic.Bool
+	// failAdvanceAfterCommitOnce and failClaimAfterCommitOnce make the next
+	// QueueAdvance, or the next QueueClaimNext that claims a row, answer an
+	// error after its write committed: the reply lost, as when the
+	// connection drops during the COMMIT (PostgreSQL restarting or failing
+	// over, a proxy restarting).
+	failAdvanceAfterCommitOnce, failClaimAfterCommitOnce atomic.Bool
+	// releasedOwn counts the rows QueueReleaseOwn gave back.
+	releasedOwn atomic.Int64
 	// failRecordOnce makes the next QueueComplete or QueueAdvance fail
 	// before it writes anything, as a database away or full would.
 	failRecordOnce atomic.Bool
@@ -104,6 +112,9 @@ func (c *countingStore) QueueClaimNext(ctx context.Context, p storage.QueueClaim
 		}
 	}
 	claimed, err := c.Store.QueueClaimNext(ctx, p)
+	if err == nil && c.failClaimAfterCommitOnce.CompareAndSwap(true, false) {
+		return storage.QueueClaim{}, errors.New("connection reset by peer (injected, after the commit)")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.floors == nil {
@@ -166,6 +177,9 @@ func (c *countingStore) QueueAdvance(ctx context.Context, p storage.QueueAdvance
 		return storage.QueueAdvanced{}, errors.New("injected: database or disk is full")
 	}
 	a, err := c.Store.QueueAdvance(ctx, p)
+	if err == nil && c.failAdvanceAfterCommitOnce.CompareAndSwap(true, false) {
+		return storage.QueueAdvanced{}, errors.New("connection reset by peer (injected, after the commit)")
+	}
 	if c.afterAdvance != nil && err == nil {
 		c.afterAdvance(a)
 	}
@@ -175,6 +189,12 @@ func (c *countingStore) QueueAdvance(ctx context.Context, p storage.QueueAdvance
 func (c *countingStore) QueueGiveBack(ctx context.Context, p storage.QueueGiveBackParams) (int64, error) {
 	n, err := c.Store.QueueGiveBack(ctx, p)
 	c.givenBack.Add(n)
+	return n, err
+}
+
+func (c *countingStore) QueueReleaseOwn(ctx context.Context, p storage.QueueReleaseOwnParams) (int64, error) {
+	n, err := c.Store.QueueReleaseOwn(ctx, p)
+	c.releasedOwn.Add(n)
 	return n, err
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -247,6 +248,67 @@ func TestADeliveryWhoseRecordFailedIsRecordedAgainNotSentAgain(t *testing.T) {
 			}
 			if n := requests.Load(); n != int64(tc.rows) {
 				t.Fatalf("%d sends for %d rows; want each sent once", n, tc.rows)
+			}
+		})
+	}
+}
+
+// A write that claims rows and commits, but whose reply is lost (the
+// connection reset during the COMMIT: PostgreSQL restarting or failing over,
+// a proxy restarting), leaves the rows it claimed in flight under this
+// node's lease, unknown to the lane. The lane gives them back before its
+// next claim (QueueReleaseOwn) and delivers them at once, each sent once,
+// its attempt counted once. Before, its next claim found its head in flight
+// under its own live lease, found nothing, and the lane waited for that
+// lease (lease_ttl_seconds, a minute by default) to run out; the rows then
+// came back with an attempt never made. On PostgreSQL one lost COMMIT is
+// every lane of the batch.
+func TestALaneWhoseClaimsReplyWasLostGivesBackWhatItClaimed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose func(*countingStore)
+	}{
+		// Row 0 delivered; the advance that records it claims rows 1 and 2.
+		{"advance", func(c *countingStore) { c.failAdvanceAfterCommitOnce.Store(true) }},
+		// The lane's first claim takes row 0.
+		{"claim", func(c *countingStore) { c.failClaimAfterCommitOnce.Store(true) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dest, requests := acceptingEverySend(t)
+			const rows = 3
+			f := newLaneFixture(t, dest.URL, "timeout_seconds = 1\n", rows, tc.lose)
+			defer f.system.Root.Stop(f.manager)
+			start := time.Now()
+			// Well under the rows' lease (lease_ttl_seconds, 60 by default).
+			for f.row(t, rows-1).Status != storage.QueueDone && time.Since(start) < 15*time.Second {
+				time.Sleep(10 * time.Millisecond)
+			}
+			took := time.Since(start).Round(time.Millisecond)
+			for i := range rows {
+				r := f.row(t, i)
+				t.Logf("row %d: %s, %d attempts, lease owner %q", i, r.Status, r.Attempts, r.LeaseOwner)
+			}
+			t.Logf("%d sends, %d rows given back by QueueReleaseOwn, after %v", requests.Load(), f.store.releasedOwn.Load(), took)
+			if f.store.failAdvanceAfterCommitOnce.Load() || f.store.failClaimAfterCommitOnce.Load() {
+				t.Fatal("no reply was lost: the test showed nothing")
+			}
+			for i := range rows {
+				if r := f.row(t, i); r.Status != storage.QueueDone || r.Attempts != 1 {
+					t.Fatalf("row %d: %s after %d attempts, %v after the lane started; want done at the first, at once (the lane waited for the lease of rows it had claimed without hearing so)", i, r.Status, r.Attempts, took)
+				}
+			}
+			if n := requests.Load(); n != rows {
+				t.Fatalf("%d sends for %d rows; want each sent once", n, rows)
+			}
+			want := int64(2) // rows 1 and 2, claimed by the advance
+			if tc.name == "claim" {
+				want = 1 // row 0
+			}
+			if n := f.store.releasedOwn.Load(); n != want {
+				t.Fatalf("%d rows given back by QueueReleaseOwn, want %d", n, want)
+			}
+			if !strings.Contains(f.logs.String(), `"rows":`+strconv.FormatInt(want, 10)+`,"message":"gave back messages that a claim whose answer was lost`) {
+				t.Fatalf("no INFO line says how many rows were given back:\n%s", f.logs.String())
 			}
 		})
 	}
