@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -324,13 +325,18 @@ func (f *FilePoller) troubled(what string) *zerolog.Event {
 
 // readAtMost reads a file, but no more than limit+1 bytes of it (a file that
 // grew past the limit since it was stat'ed then reads longer than its size).
+// limit+1 stops at the largest int64: it overflowed to a negative limit,
+// which reads nothing (config bounds max_file_bytes well below it).
 func readAtMost(path string, limit int64) ([]byte, error) {
 	r, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	return io.ReadAll(io.LimitReader(r, limit+1))
+	if limit < math.MaxInt64 {
+		limit++
+	}
+	return io.ReadAll(io.LimitReader(r, limit))
 }
 
 // oversize finds the first message larger than max_message_bytes: its

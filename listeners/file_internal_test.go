@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -285,5 +286,27 @@ func TestAFailureThatLastsIsLoggedOnceAMinute(t *testing.T) {
 	f.poll()
 	if n := strings.Count(logs.String(), "trouble has cleared"); n != 1 {
 		t.Fatalf("the directory listed again: the end of the failure logged %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// A limit of the largest int64 reads the whole file: limit+1 overflowed to
+// a negative limit, which read nothing, and a file inbound with
+// max_file_bytes = 9223372036854775807 (which config now refuses) stored
+// nothing and said nothing.
+func TestReadAtMostTakesTheLargestLimit(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "adt.hl7")
+	want := []byte("MSH|^~\\&|A|B|C|D|20240101000000||ADT^A01|C1|P|2.5.1\r")
+	if err := os.WriteFile(path, want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []int64{math.MaxInt64, math.MaxInt64 - 1, int64(len(want))} {
+		got, err := readAtMost(path, limit)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("readAtMost(limit %d) = %q, %v; want the file's %d bytes", limit, got, err, len(want))
+		}
+	}
+	if got, err := readAtMost(path, 10); err != nil || len(got) != 11 {
+		t.Errorf("readAtMost(limit 10) read %d bytes, %v; want 11 (the limit and one more)", len(got), err)
 	}
 }
