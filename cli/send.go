@@ -41,6 +41,10 @@ func sendCommand() *cli.Command {
 					return fmt.Errorf("send: --%s %d: want at least 1", name, n)
 				}
 			}
+			// The sender makes room for each connection at once.
+			if n := c.Int("connections"); n > config.MaxOutboundConnections {
+				return fmt.Errorf("send: --connections %d: want at most %d", n, config.MaxOutboundConnections)
+			}
 			if d := c.Duration("timeout"); d <= 0 {
 				return fmt.Errorf("send: --timeout %v: must be positive (how long to wait for each ACK)", d)
 			}

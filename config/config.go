@@ -50,7 +50,8 @@ type Store struct {
 	URL string `toml:"url"`
 	// Password is never read from the file: it comes from MF_STORE_PASSWORD.
 	Password string `toml:"-"`
-	// PoolSize is the number of database connections (default 5).
+	// PoolSize is the number of database connections (default 5; at most
+	// MaxPoolSize).
 	PoolSize int `toml:"pool_size"`
 	// LeaseTTLSeconds is the per-row delivery lease (default 60). A delivery
 	// that is not finished within it may be reclaimed and sent again, so
@@ -161,9 +162,9 @@ type Inbound struct {
 	// modification time is at least this old (default 1; 0 reads it at
 	// once), so that a file still being written is not read in part.
 	SettleSeconds float64 `toml:"settle_seconds"`
-	// MaxFileBytes bounds a file the file inbound reads (default 64 MiB): a
-	// larger one is not read, and holds up the later files until it is
-	// moved away or the bound raised.
+	// MaxFileBytes bounds a file the file inbound reads (default 64 MiB, at
+	// most MaxFileBytes): a larger one is not read, and holds up the later
+	// files until it is moved away or the bound raised.
 	MaxFileBytes int64 `toml:"max_file_bytes"`
 }
 
@@ -200,7 +201,8 @@ type Outbound struct {
 	ServerName string `toml:"server_name"`
 	// Connections is how many persistent MLLP connections the destination's
 	// lanes share (default 1: many receivers expect a single connection).
-	// Each lane still delivers one message at a time.
+	// Each lane still delivers one message at a time. At most
+	// MaxOutboundConnections.
 	Connections int `toml:"connections"`
 	// Directory is the file destination's directory.
 	Directory string `toml:"directory"`

@@ -550,3 +550,32 @@ func TestAReloadIsCheckedAgainstTheSectionsInForce(t *testing.T) {
 		t.Fatalf("a reloaded outbound timeout of 90 s under the started row lease of 60 s: %v; want it refused, saying why", err)
 	}
 }
+
+// max_file_bytes = 9223372036854775807 overflowed the read's limit of
+// max_file_bytes+1, and the inbound read nothing and said nothing; a file is
+// read whole into memory, so the bound is 1 GiB. connections =
+// 1099511627776 ran mf run out of memory at start, and pool_size =
+// 2147483648 was cut to an int32 on PostgreSQL (and became the default 5).
+func TestCountsHaveAnUpperBound(t *testing.T) {
+	const (
+		fileIn  = "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"in\"\n"
+		mllpOut = "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\n"
+	)
+	for _, tc := range []struct{ name, toml, want string }{
+		{"max_file_bytes of the largest int64", fileIn + "max_file_bytes = 9223372036854775807\n", "inbound[1].max_file_bytes: must be at most 1073741824 (1 GiB: a file is read whole into memory), got 9223372036854775807"},
+		{"max_file_bytes above 1 GiB", fileIn + "max_file_bytes = 1073741825\n", "inbound[1].max_file_bytes: must be at most 1073741824"},
+		{"a terabyte of connections", mllpOut + "connections = 1099511627776\n", "outbound[1].connections: must be at most 1000, got 1099511627776"},
+		{"1001 connections", mllpOut + "connections = 1001\n", "outbound[1].connections: must be at most 1000, got 1001"},
+		{"a pool beyond an int32", "[store]\npool_size = 2147483648\n", "store.pool_size: must be at most 1000 (database connections), got 2147483648"},
+		{"a pool of 1001", "[store]\nbackend = \"postgres\"\nurl = \"postgres://db/mf\"\npool_size = 1001\n", "store.pool_size: must be at most 1000 (database connections), got 1001"},
+	} {
+		_, err := config.Parse([]byte(minimal+tc.toml), "site.toml")
+		if err == nil || !strings.Contains(err.Error(), "site.toml: "+tc.want) {
+			t.Errorf("%s: error %v; want one containing %q", tc.name, err, "site.toml: "+tc.want)
+		}
+	}
+	at := minimal + "[store]\npool_size = 1000\n" + fileIn + "max_file_bytes = 1073741824\n" + mllpOut + "connections = 1000\n"
+	if _, err := config.Parse([]byte(at), "site.toml"); err != nil {
+		t.Fatalf("each count at its bound: %v", err)
+	}
+}

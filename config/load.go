@@ -52,6 +52,20 @@ const MaxOutboundNameBytes = 200
 // there, on that store only.
 const MaxNodeIDBytes = 200
 
+// MaxPoolSize bounds store.pool_size: PostgreSQL's pool counts its
+// connections in an int32 (2147483648 became the default of 5), and no
+// database serves thousands of connections from one client well.
+const MaxPoolSize = 1000
+
+// MaxOutboundConnections bounds an mllp outbound's connections: the sender
+// makes room for each at start, and 1099511627776 ran mf run out of memory.
+const MaxOutboundConnections = 1000
+
+// MaxFileBytes bounds a file inbound's max_file_bytes: a file is read whole
+// into memory, and the largest int64 overflowed the read's limit (the
+// inbound read nothing, and said nothing).
+const MaxFileBytes = 1 << 30
+
 // Parse decodes, defaults and validates a config; name is the file named in
 // errors.
 func Parse(b []byte, name string) (*Config, error) {
@@ -306,6 +320,8 @@ func (c *Config) Validate() error {
 	}
 	if s.PoolSize < 1 {
 		bad("store.pool_size", "must be at least 1, got %d", s.PoolSize)
+	} else if s.PoolSize > MaxPoolSize {
+		bad("store.pool_size", "must be at most %d (database connections), got %d", MaxPoolSize, s.PoolSize)
 	} else if s.Backend == BackendSQLite && s.PoolSize < 2 {
 		// One connection deadlocks the SQLite store: a write transaction
 		// holds it while a read (a background checkpoint, a statement
@@ -430,6 +446,8 @@ func (c *Config) Validate() error {
 		}
 		if in.MaxFileBytes < 1 {
 			bad(key+".max_file_bytes", "must be at least 1, got %d", in.MaxFileBytes)
+		} else if in.MaxFileBytes > MaxFileBytes {
+			bad(key+".max_file_bytes", "must be at most %d (1 GiB: a file is read whole into memory), got %d", MaxFileBytes, in.MaxFileBytes)
 		}
 	}
 
@@ -459,6 +477,8 @@ func (c *Config) Validate() error {
 			}
 			if o.Connections < 1 {
 				bad(key+".connections", "must be at least 1, got %d", o.Connections)
+			} else if o.Connections > MaxOutboundConnections {
+				bad(key+".connections", "must be at most %d, got %d", MaxOutboundConnections, o.Connections)
 			}
 		case OutboundFile:
 			if o.Directory == "" {
