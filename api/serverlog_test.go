@@ -20,7 +20,7 @@ import (
 // the standard library's logger: a plain-text line on stderr in the middle
 // of the JSON log, which a log pipeline parsing JSON drops or chokes on.
 func TestHTTPServerErrorsAreLoggedAsJSON(t *testing.T) {
-	cfg, _ := tlsAPIConfig(t, "127.0.0.1:0")
+	cfg, _ := tlsAPIConfig(t, enginetest.FreeAddr(t))
 	var logs enginetest.LogBuffer
 	s := api.New(api.Options{Config: cfg, Log: zerolog.New(&logs)})
 	if err := s.Start(); err != nil {

@@ -237,8 +237,8 @@ func (o benchOptions) withDefaults() benchOptions {
 
 // validate names the flag that is wrong.
 func (o benchOptions) validate() error {
-	if _, _, err := net.SplitHostPort(o.Target); err != nil {
-		return fmt.Errorf("--target %q: want host:port", o.Target)
+	if err := config.CheckHostPort(o.Target, false); err != nil {
+		return fmt.Errorf("--target: %w", err)
 	}
 	switch {
 	case o.Connections < 1:

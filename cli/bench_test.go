@@ -810,7 +810,8 @@ func TestBenchBuildsTheLargestMessageQuickly(t *testing.T) {
 // mf bench sent to its default target, 127.0.0.1:2575, where an engine of
 // its own may listen, mf bench sink listened on every interface at a port
 // of the kernel's choosing, where no engine would find it, and mf send
-// named a config key, not its flag.
+// named a config key, not its flag. So is a port outside 1 to 65535, as an
+// outbound's address refuses it.
 func TestBenchRefusesAnEmptyAddress(t *testing.T) {
 	// Not parallel: urfave/cli's apps share global flags (--help).
 	msg := enginetest.WriteFile(t, t.TempDir(), "adt.hl7", []byte(enginetest.ADT("C1", "P1")))
@@ -820,7 +821,13 @@ func TestBenchRefusesAnEmptyAddress(t *testing.T) {
 	}{
 		{[]string{"bench", "--target", "", "--count", "1", "--timeout", "1s"}, `--target ""`},
 		{[]string{"bench", "sink", "--listen", "", "--timeout", "1ms"}, `--listen ""`},
-		{[]string{"send", "--to", "", msg}, `--to ""`},
+		{[]string{"send", "--to", "", msg}, `--to: want host:port, got ""`},
+		// A port that is no port (config.CheckHostPort, as an outbound's
+		// address has it): net took the service name, and dialled port 0.
+		{[]string{"bench", "--target", "127.0.0.1:0", "--count", "1", "--timeout", "1s"}, `--target: want host:port with a port from 1 to 65535, got "127.0.0.1:0"`},
+		{[]string{"send", "--to", "127.0.0.1:99999", msg}, `--to: want host:port with a port from 1 to 65535, got "127.0.0.1:99999"`},
+		{[]string{"send", "--to", "localhost:http", msg}, `--to: want host:port with a port from 1 to 65535, got "localhost:http"`},
+		{[]string{"send", "--to", "127.0.0.1:2575", "--connections", "1001", msg}, `--connections 1001: want at most 1000`},
 	} {
 		out, err := runMF(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -48,8 +47,8 @@ func sendCommand() *cli.Command {
 			if d := c.Duration("timeout"); d <= 0 {
 				return fmt.Errorf("send: --timeout %v: must be positive (how long to wait for each ACK)", d)
 			}
-			if _, _, err := net.SplitHostPort(c.String("to")); err != nil {
-				return fmt.Errorf("send: --to %q: want host:port", c.String("to"))
+			if err := config.CheckHostPort(c.String("to"), false); err != nil {
+				return fmt.Errorf("send: --to: %w", err)
 			}
 			var msgs [][]byte
 			for _, f := range c.Args().Slice() {

@@ -123,7 +123,8 @@ type Inbound struct {
 	// Type is "mllp" (a TCP listener) or "file" (a polled directory).
 	Type string `toml:"type"`
 
-	// Listen is the MLLP listener's address, host:port.
+	// Listen is the MLLP listener's address, host:port (a port from 1 to
+	// 65535 that no other listener of the config binds).
 	Listen string `toml:"listen"`
 	// TLSCert and TLSKey (PEM) turn on TLS; ClientCA (PEM) also requires
 	// and verifies client certificates (mutual TLS).

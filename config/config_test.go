@@ -428,8 +428,9 @@ func TestOnlyLoopbackListensWithoutTLS(t *testing.T) {
 			return fmt.Sprintf("[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = %q\n%s", addr, more)
 		},
 	}
-	loopback := []string{"127.0.0.1:2575", "127.8.9.10:2575", "[::1]:2575", "localhost:2575", "[::ffff:127.0.0.1]:2575"}
-	network := []string{"0.0.0.0:2575", ":2575", "[::]:2575", "10.0.0.5:2575", "mf.internal:2575", "[fe80::1%eth0]:2575", "[::ffff:10.0.0.5]:2575"}
+	// Not minimal's port, which a second listener may not share.
+	loopback := []string{"127.0.0.1:2580", "127.8.9.10:2580", "[::1]:2580", "localhost:2580", "[::ffff:127.0.0.1]:2580"}
+	network := []string{"0.0.0.0:2580", ":2580", "[::]:2580", "10.0.0.5:2580", "mf.internal:2580", "[fe80::1%eth0]:2580", "[::ffff:10.0.0.5]:2580"}
 	tls := fmt.Sprintf("tls_cert = %q\ntls_key = %q\n", p.ServerCert, p.ServerKey)
 	for key, listener := range listeners {
 		for _, addr := range loopback {
@@ -548,6 +549,88 @@ func TestAReloadIsCheckedAgainstTheSectionsInForce(t *testing.T) {
 	}
 	if _, err := config.InForce(started, slow); err == nil || !strings.Contains(err.Error(), "outbound[1].timeout_seconds") || !strings.Contains(err.Error(), "started with") {
 		t.Fatalf("a reloaded outbound timeout of 90 s under the started row lease of 60 s: %v; want it refused, saying why", err)
+	}
+}
+
+// A listen address and an outbound address need a port that is a decimal
+// number from 1 to 65535: net.SplitHostPort alone took an empty port, 0,
+// 99999, -5 and a name, which failed only at start or at the first send;
+// and a listen on port 0 bound a port of the kernel's choosing, another at
+// every start, that no sender could be told. mf send --to and mf bench
+// --target take the same check (CheckHostPort).
+func TestPortsAreNumbersFrom1To65535(t *testing.T) {
+	keys := map[string]func(addr string) string{
+		"api.listen": func(addr string) string { return fmt.Sprintf("[api]\nlisten = %q\nallow_plaintext = true\n", addr) },
+		"inbound[1].listen": func(addr string) string {
+			return fmt.Sprintf("[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = %q\nallow_plaintext = true\n", addr)
+		},
+		"outbound[1].address": func(addr string) string {
+			return fmt.Sprintf("[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = %q\n", addr)
+		},
+	}
+	for _, tc := range []struct{ addr, why string }{
+		{"127.0.0.1:", "no port after the colon"},
+		{"127.0.0.1:0", ""}, // explained below
+		{"127.0.0.1:99999", "99999 is above 65535"},
+		{"127.0.0.1:-5", `the port "-5" is not a decimal number`},
+		{"127.0.0.1:+5", `the port "+5" is not a decimal number`},
+		{"localhost:abc", `the port "abc" is not a decimal number`},
+		{"10.0.0.1:70000", "70000 is above 65535"},
+		{"10.0.0.1:99999999999999999999", "99999999999999999999 is above 65535"},
+	} {
+		for key, file := range keys {
+			_, err := config.Parse([]byte(minimal+file(tc.addr)), "site.toml")
+			want := fmt.Sprintf("site.toml: %s: want host:port with a port from 1 to 65535, got %q: %s", key, tc.addr, tc.why)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s = %q: error %v; want one containing %q", key, tc.addr, err, want)
+			}
+		}
+	}
+	// Port 0 is explained as each use has it.
+	if err := config.CheckHostPort("127.0.0.1:0", true); err == nil || !strings.Contains(err.Error(), "a port of the kernel's choosing, another at every start") {
+		t.Errorf("a listen on port 0: %v", err)
+	}
+	if err := config.CheckHostPort("127.0.0.1:0", false); err == nil || !strings.Contains(err.Error(), "no receiver listens on port 0") {
+		t.Errorf("an address of port 0: %v", err)
+	}
+	for _, addr := range []string{"127.0.0.1:1", "127.0.0.1:65535", "[::1]:2590", "localhost:02590"} {
+		for key, file := range keys {
+			if _, err := config.Parse([]byte(minimal+file(addr)), "site.toml"); err != nil {
+				t.Errorf("%s = %q: %v; want it taken", key, addr, err)
+			}
+		}
+	}
+}
+
+// Two listeners of one config on one port were accepted, and the second
+// failed to bind at start: two inbounds on one listen, an inbound on the
+// API's. A port is one listener's when the hosts are the same or either
+// binds every interface; both keys are named.
+func TestListenersMayNotShareAPort(t *testing.T) {
+	inbound := func(addr string) string {
+		return fmt.Sprintf("[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = %q\nallow_plaintext = true\n", addr)
+	}
+	api := func(addr string) string { return fmt.Sprintf("[api]\nlisten = %q\nallow_plaintext = true\n", addr) }
+	for _, tc := range []struct{ name, toml, want string }{
+		{"two inbounds on one listen", inbound("127.0.0.1:2575"), `inbound[1].listen: "127.0.0.1:2575" and inbound[0].listen ("127.0.0.1:2575") both bind port 2575: one would fail to bind at start`},
+		{"an inbound on the api's listen", inbound("127.0.0.1:8765"), `inbound[1].listen: "127.0.0.1:8765" and api.listen ("127.0.0.1:8765") both bind port 8765`},
+		{"every interface", inbound("0.0.0.0:2575"), `inbound[1].listen: "0.0.0.0:2575" and inbound[0].listen ("127.0.0.1:2575") both bind port 2575 ("0.0.0.0:2575" binds it on every interface)`},
+		{"an empty host", inbound(":2575"), `inbound[1].listen: ":2575" and inbound[0].listen ("127.0.0.1:2575") both bind port 2575 (":2575" binds it on every interface)`},
+		{"every IPv6 interface", inbound("[::]:2575"), `inbound[1].listen: "[::]:2575" and inbound[0].listen`},
+		{"localhost", inbound("localhost:2575"), `inbound[1].listen: "localhost:2575" and inbound[0].listen ("127.0.0.1:2575") both bind port 2575`},
+		{"one address written two ways", inbound("[::ffff:127.0.0.1]:2575"), `inbound[1].listen: "[::ffff:127.0.0.1]:2575" and inbound[0].listen`},
+		{"the api on every interface", api("0.0.0.0:2575"), `inbound[0].listen: "127.0.0.1:2575" and api.listen ("0.0.0.0:2575") both bind port 2575 ("0.0.0.0:2575" binds it on every interface)`},
+	} {
+		_, err := config.Parse([]byte(minimal+tc.toml), "site.toml")
+		if err == nil || !strings.Contains(err.Error(), "site.toml: "+tc.want) {
+			t.Errorf("%s: error %v; want one containing %q", tc.name, err, "site.toml: "+tc.want)
+		}
+	}
+	// Another host, or another port, is another listener's.
+	for _, toml := range []string{inbound("127.0.0.2:2575"), inbound("127.0.0.1:2576"), inbound("[::1]:2575"), api("127.0.0.1:2576")} {
+		if _, err := config.Parse([]byte(minimal+toml), "site.toml"); err != nil {
+			t.Errorf("%q: %v; want it taken", toml, err)
+		}
 	}
 }
 

@@ -376,10 +376,27 @@ func (c *Config) Validate() error {
 		bad("cluster.node_id", "%d bytes long; at most %d", len(cl.NodeID), MaxNodeIDBytes)
 	}
 
+	// Two listeners on one port: the second fails to bind at start.
+	var listens []listenAddr
+	listen := func(key, addr string) {
+		l, ok := parseListen(key, addr)
+		if !ok {
+			return // checkListen refuses it
+		}
+		for _, o := range listens {
+			if why, clash := l.clashes(o); clash {
+				bad(key, "%q and %s (%q) both bind port %d%s: one would fail to bind at start; give each listener a port of its own", addr, o.key, o.addr, l.port, why)
+				break
+			}
+		}
+		listens = append(listens, l)
+	}
+
 	a := c.API
 	if err := checkListen(a.Listen, a.TLSCert, a.TLSKey, a.AllowPlaintext); err != nil {
 		bad("api.listen", "%v", err)
 	}
+	listen("api.listen", a.Listen)
 	checkKeyPair("api", a.TLSCert, a.TLSKey, bad)
 	// A token matches by its hash alone: two entries with one hash would
 	// give it two names and roles, the API taking the last.
@@ -415,6 +432,7 @@ func (c *Config) Validate() error {
 			if err := checkListen(in.Listen, in.TLSCert, in.TLSKey, in.AllowPlaintext); err != nil {
 				bad(key+".listen", "%v", err)
 			}
+			listen(key+".listen", in.Listen)
 			if in.ClientCA != "" && in.TLSCert == "" {
 				bad(key+".client_ca", "mutual TLS needs tls_cert and tls_key too")
 			}
@@ -466,8 +484,8 @@ func (c *Config) Validate() error {
 		outbound[o.Name] = true
 		switch o.Type {
 		case OutboundMLLP:
-			if _, _, err := net.SplitHostPort(o.Address); err != nil {
-				bad(key+".address", "want host:port: %v", err)
+			if err := CheckHostPort(o.Address, false); err != nil {
+				bad(key+".address", "%v", err)
 			}
 			if (o.TLSCert == "") != (o.TLSKey == "") {
 				bad(key+".tls_cert", "tls_cert and tls_key go together")
@@ -643,11 +661,83 @@ func storeURLHasPassword(raw string) bool {
 	return u.Query().Has("password")
 }
 
+// CheckHostPort checks addr, a host:port address a listener binds (listen)
+// or a destination is dialled at: its port must be a decimal number from 1
+// to 65535. net.SplitHostPort alone takes "h:", "h:0", "h:99999", "h:-5" and
+// "h:abc", which failed only at start or at the first send, or not at all:
+// a listen on port 0 binds a port of the kernel's choosing. The error names
+// addr and what is wanted.
+func CheckHostPort(addr string, listen bool) error {
+	_, _, err := splitHostPort(addr, listen)
+	return err
+}
+
+func splitHostPort(addr string, listen bool) (string, int, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			err = errors.New(ae.Err) // net's own error repeats addr
+		}
+		return "", 0, fmt.Errorf("want host:port, got %q: %v", addr, err)
+	}
+	want := "want host:port with a port from 1 to 65535"
+	n, err := strconv.Atoi(port)
+	switch {
+	case port == "":
+		return "", 0, fmt.Errorf("%s, got %q: no port after the colon", want, addr)
+	case strings.Trim(port, "0123456789") != "":
+		return "", 0, fmt.Errorf("%s, got %q: the port %q is not a decimal number", want, addr, port)
+	case err != nil || n > 65535:
+		return "", 0, fmt.Errorf("%s, got %q: %s is above 65535", want, addr, port)
+	case n == 0 && listen:
+		return "", 0, fmt.Errorf("%s, got %q: port 0 binds a port of the kernel's choosing, another at every start, which no sender could be told; give the port senders connect to", want, addr)
+	case n == 0:
+		return "", 0, fmt.Errorf("%s, got %q: no receiver listens on port 0", want, addr)
+	}
+	return host, n, nil
+}
+
+// listenAddr is a listener's address, as Validate compares them.
+type listenAddr struct {
+	key, addr, host string
+	port            int
+}
+
+// parseListen reads a listen address of key; ok is false for one that
+// checkListen refuses.
+func parseListen(key, addr string) (l listenAddr, ok bool) {
+	host, port, err := splitHostPort(addr, true)
+	if err != nil {
+		return listenAddr{}, false
+	}
+	if host == "localhost" {
+		host = "127.0.0.1" // what net.Listen binds for it
+	}
+	return listenAddr{key: key, addr: addr, host: host, port: port}, true
+}
+
+// clashes reports whether l and o cannot both bind: one port, and the same
+// host or either one every interface ("", 0.0.0.0, ::). why is what to say
+// of a wildcard.
+func (l listenAddr) clashes(o listenAddr) (why string, clash bool) {
+	if l.port != o.port {
+		return "", false
+	}
+	for _, a := range []listenAddr{l, o} {
+		if ip := net.ParseIP(a.host); a.host == "" || (ip != nil && ip.IsUnspecified()) {
+			return fmt.Sprintf(" (%q binds it on every interface)", a.addr), true
+		}
+	}
+	lip, oip := net.ParseIP(l.host), net.ParseIP(o.host)
+	return "", strings.EqualFold(l.host, o.host) || (lip != nil && lip.Equal(oip))
+}
+
 // checkListen applies the fail-closed rule: a listener on a non-loopback
 // address needs TLS unless plaintext is explicitly allowed.
 func checkListen(addr, cert, key string, allowPlaintext bool) error {
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return fmt.Errorf("want host:port, got %q: %v", addr, err)
+	if err := CheckHostPort(addr, true); err != nil {
+		return err
 	}
 	if (cert == "") != (key == "") {
 		return fmt.Errorf("tls_cert and tls_key go together")

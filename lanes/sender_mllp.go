@@ -104,8 +104,8 @@ type mllpSender struct {
 }
 
 func newMLLPSender(o config.Outbound) (*mllpSender, error) {
-	if _, _, err := net.SplitHostPort(o.Address); err != nil {
-		return nil, fmt.Errorf("address: want host:port: %w", err)
+	if err := config.CheckHostPort(o.Address, false); err != nil {
+		return nil, fmt.Errorf("address: %w", err)
 	}
 	nd := &net.Dialer{KeepAlive: 30 * time.Second}
 	dial := func(ctx context.Context) (net.Conn, error) { return nd.DialContext(ctx, "tcp", o.Address) }

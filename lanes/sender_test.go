@@ -46,6 +46,8 @@ func TestNewSenderErrors(t *testing.T) {
 	}{
 		{config.Outbound{Name: "x", Type: "ftp"}, `outbound "x": type "ftp" is not one of mllp, file, http`},
 		{config.Outbound{Name: "x", Type: "mllp", Address: "nohost"}, `outbound "x": address: want host:port`},
+		{config.Outbound{Name: "x", Type: "mllp", Address: "h:0"}, `outbound "x": address: want host:port with a port from 1 to 65535, got "h:0"`},
+		{config.Outbound{Name: "x", Type: "mllp", Address: "h:http"}, `outbound "x": address: want host:port with a port from 1 to 65535, got "h:http"`},
 		{config.Outbound{Name: "x", Type: "mllp", Address: "h:1", TLSCA: notPEM}, "need tls = true (refusing to send in plaintext)"},
 		{config.Outbound{Name: "x", Type: "mllp", Address: "h:1", ServerName: "h"}, "need tls = true"},
 		{config.Outbound{Name: "x", Type: "mllp", Address: "h:1", TLS: true, TLSCA: filepath.Join(dir, "missing.pem")}, "tls_ca: open"},
@@ -92,6 +94,8 @@ func TestNewSenderBuildsWhatTheConfigAccepts(t *testing.T) {
 		{"type = \"http\"\nurl = \"https://api.internal/%zz\"\n", false},
 		{"type = \"mllp\"\naddress = \"lab.internal:2576\"\n", true},
 		{"type = \"mllp\"\naddress = \"lab.internal\"\n", false},
+		{"type = \"mllp\"\naddress = \"lab.internal:99999\"\n", false},
+		{"type = \"mllp\"\naddress = \"lab.internal:0\"\n", false},
 		{"type = \"mllp\"\naddress = \"lab.internal:2576\"\ntls_key = \"k.pem\"\n", false},
 		{"type = \"mllp\"\naddress = \"lab.internal:2576\"\nserver_name = \"lab\"\n", false},
 		{"type = \"mllp\"\naddress = \"lab.internal:2576\"\ntls = true\ntls_cert = \"c.pem\"\n", false},
