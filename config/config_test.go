@@ -634,6 +634,47 @@ func TestListenersMayNotShareAPort(t *testing.T) {
 	}
 }
 
+// A directory a file inbound reads must not receive what mf writes: an
+// archive_directory that is the inbound's directory re-ingested the same
+// file every poll, and a file outbound writing into an inbound's directory
+// fed that inbound (routed back, 3 messages became 33 files in 5 s). Two
+// file outbounds in one directory: each one's sweep of leftover temporary
+// files at its first send could remove the other's file mid-write. Paths
+// compare cleaned and absolute.
+func TestFileDirectoriesThatFeedAnInboundOrEachOtherAreRefused(t *testing.T) {
+	abs, err := filepath.Abs("in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileIn := func(dir, more string) string {
+		return fmt.Sprintf("[[inbound]]\nname = %q\ntype = \"file\"\ndirectory = %q\n%s", "in_"+filepath.Base(dir), dir, more)
+	}
+	fileOut := func(name, dir string) string {
+		return fmt.Sprintf("[[outbound]]\nname = %q\ntype = \"file\"\ndirectory = %q\n", name, dir)
+	}
+	for _, tc := range []struct{ name, toml, want string }{
+		{"archive into the directory", fileIn("in", "archive_directory = \"in\"\n"), `inbound[1].archive_directory: "in" is this inbound's directory too: each file archived would be read again at the next poll`},
+		{"archive into the directory written another way", fileIn("in", "archive_directory = \"./in/\"\n"), `inbound[1].archive_directory: "./in/" is this inbound's directory too`},
+		{"archive into the absolute directory", fileIn("in", fmt.Sprintf("archive_directory = %q\n", abs)), fmt.Sprintf("inbound[1].archive_directory: %q is this inbound's directory too", abs)},
+		{"an outbound into an inbound's directory", fileIn("in", "") + fileOut("drop", "./in"), `outbound[1].directory: "./in" is inbound[1].directory: every message written there would be read in again by that inbound`},
+		{"an outbound into an inbound's absolute directory", fileIn("in", "") + fileOut("drop", abs), fmt.Sprintf("outbound[1].directory: %q is inbound[1].directory", abs)},
+		{"two outbounds in one directory", fileOut("a", "out") + fileOut("b", "out/"), `outbound[2].directory: "out/" is outbound[1].directory too: each destination removes the temporary files it finds there at its first send`},
+		{"two inbounds on one directory", fileIn("in", "") + strings.Replace(fileIn("./in", ""), `name = "in_in"`, `name = "in_2"`, 1), `inbound[2].directory: "./in" is inbound[1].directory too: both inbounds would read each file`},
+		{"archive into another inbound's directory", fileIn("in", "archive_directory = \"other\"\n") + fileIn("other", ""), `inbound[1].archive_directory: "other" is inbound[2].directory: each file archived would be read again by that inbound`},
+	} {
+		_, err := config.Parse([]byte(minimal+tc.toml), "site.toml")
+		if err == nil || !strings.Contains(err.Error(), "site.toml: "+tc.want) {
+			t.Errorf("%s: error %v; want one containing %q", tc.name, err, "site.toml: "+tc.want)
+		}
+	}
+	// Directories of their own, the default archive among them, are taken;
+	// so is an outbound writing into an archive, which nothing reads.
+	ok := minimal + fileIn("in", "") + fileIn("in2", "archive_directory = \"done\"\n") + fileOut("a", "out") + fileOut("b", "in/archive") + fileOut("c", "done")
+	if _, err := config.Parse([]byte(ok), "site.toml"); err != nil {
+		t.Fatalf("directories of their own: %v", err)
+	}
+}
+
 // max_file_bytes = 9223372036854775807 overflowed the read's limit of
 // max_file_bytes+1, and the inbound read nothing and said nothing; a file is
 // read whole into memory, so the bound is 1 GiB. connections =

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -418,6 +419,9 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	// The directories file inbounds read, by absolute path: nothing mf
+	// writes may land in one, or it is read in again.
+	polled := map[string]string{}
 	inbound := map[string]bool{}
 	for i, in := range c.Inbound {
 		key := fmt.Sprintf("inbound[%d]", i)
@@ -441,6 +445,10 @@ func (c *Config) Validate() error {
 		case InboundFile:
 			if in.Directory == "" {
 				bad(key+".directory", "required for type = \"file\"")
+			} else if other, dup := polled[absDir(in.Directory)]; dup {
+				bad(key+".directory", "%q is %s too: both inbounds would read each file, storing its messages twice, and one's archiving of it would fail; give each inbound a directory of its own", in.Directory, other)
+			} else {
+				polled[absDir(in.Directory)] = key + ".directory"
 			}
 		default:
 			bad(key+".type", "%q is not one of mllp, file", in.Type)
@@ -468,7 +476,22 @@ func (c *Config) Validate() error {
 			bad(key+".max_file_bytes", "must be at most %d (1 GiB: a file is read whole into memory), got %d", MaxFileBytes, in.MaxFileBytes)
 		}
 	}
+	// An archived file moved into a directory a file inbound reads is read
+	// again at its next poll: its messages stored again, every poll.
+	for i, in := range c.Inbound {
+		if in.Type != InboundFile || in.Directory == "" || in.ArchiveDirectory == "" {
+			continue
+		}
+		key := fmt.Sprintf("inbound[%d]", i)
+		if absDir(in.ArchiveDirectory) == absDir(in.Directory) {
+			bad(key+".archive_directory", "%q is this inbound's directory too: each file archived would be read again at the next poll, its messages stored again and again; give it a directory of its own (default %s)",
+				in.ArchiveDirectory, filepath.Join(in.Directory, "archive"))
+		} else if other, fed := polled[absDir(in.ArchiveDirectory)]; fed {
+			bad(key+".archive_directory", "%q is %s: each file archived would be read again by that inbound, its messages stored twice; give it a directory of its own", in.ArchiveDirectory, other)
+		}
+	}
 
+	written := map[string]string{} // file outbounds' directories, by absolute path
 	outbound := map[string]bool{}
 	for i, o := range c.Outbound {
 		key := fmt.Sprintf("outbound[%d]", i)
@@ -499,8 +522,15 @@ func (c *Config) Validate() error {
 				bad(key+".connections", "must be at most %d, got %d", MaxOutboundConnections, o.Connections)
 			}
 		case OutboundFile:
+			dir := absDir(o.Directory)
 			if o.Directory == "" {
 				bad(key+".directory", "required for type = \"file\"")
+			} else if in, fed := polled[dir]; fed {
+				bad(key+".directory", "%q is %s: every message written there would be read in again by that inbound (a loop, if a route leads it back here); give the destination a directory of its own", o.Directory, in)
+			} else if other, dup := written[dir]; dup {
+				bad(key+".directory", "%q is %s too: each destination removes the temporary files it finds there at its first send, and could remove one the other is writing; give each destination a directory of its own", o.Directory, other)
+			} else {
+				written[dir] = key + ".directory"
 			}
 		case OutboundHTTP:
 			checkHTTPOutbound(o, func(field, format string, args ...any) { bad(key+"."+field, format, args...) })
@@ -763,6 +793,16 @@ func IsLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// absDir is a directory of the config as the engine finds it: relative to
+// the working directory, cleaned, so that "in", "./in/" and its absolute
+// path are one directory.
+func absDir(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return filepath.Clean(dir)
 }
 
 // Warnings lists the settings of a valid config that weaken its safety on
