@@ -35,7 +35,9 @@ func loadConfig(c *cli.Context) (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.Store.Password = os.Getenv(config.PasswordEnv)
+	if cfg.Store.Password, err = config.StorePassword(); err != nil {
+		return nil, err
+	}
 	return cfg, nil
 }
 

@@ -703,3 +703,69 @@ func TestCountsHaveAnUpperBound(t *testing.T) {
 		t.Fatalf("each count at its bound: %v", err)
 	}
 }
+
+// A password in a connection string of keys and values (PostgreSQL's
+// "host=db password=…", SQL Server's "server=db;password=…") drew no
+// warning, unlike one in a postgres:// URL; the warning never shows it.
+func TestAPasswordInAConnectionStringIsWarnedOf(t *testing.T) {
+	for _, tc := range []struct{ backend, url string }{
+		{"postgres", "host=db user=u password=S3cretPW sslmode=require"},
+		{"postgres", "host=db user=u PASSWORD = 'S3cretPW' sslmode=require"},
+		{"postgres", "password=S3cretPW host=db"},
+		{"sqlserver", "server=db;user id=sa;password=S3cretPW;encrypt=strict"},
+		{"sqlserver", "server=db; User ID=sa; Pwd = S3cretPW; encrypt=strict"},
+		{"sqlserver", "odbc:server=db;uid=sa;pwd={S3cretPW};encrypt=strict"},
+	} {
+		c, err := config.Parse([]byte(fmt.Sprintf("[store]\nbackend = %q\nurl = %q\n%s", tc.backend, tc.url, minimal)), "mf.toml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := strings.Join(c.Warnings(), "\n")
+		if !strings.Contains(w, "store.url carries a password") || !strings.Contains(w, "MF_STORE_PASSWORD") {
+			t.Errorf("%s: warnings %q do not name store.url and MF_STORE_PASSWORD", tc.url, w)
+		}
+		if strings.Contains(w, "S3cretPW") {
+			t.Errorf("%s: warnings %q show the password", tc.url, w)
+		}
+	}
+	for _, tc := range []struct{ backend, url string }{
+		{"postgres", "host=db user=u passfile=/etc/mf/pgpass sslmode=require"},
+		{"postgres", "host=db user=password sslmode=require"},
+		{"sqlserver", "server=db;user id=sa;encrypt=strict"},
+	} {
+		c, err := config.Parse([]byte(fmt.Sprintf("[store]\nbackend = %q\nurl = %q\n%s", tc.backend, tc.url, minimal)), "mf.toml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := c.Warnings(); len(w) != 0 {
+			t.Errorf("%s: a connection string without a password warns %q", tc.url, w)
+		}
+	}
+}
+
+// MF_STORE_PASSWORD is trimmed of the white space around it, as
+// MF_API_TOKEN is: a password kept in a file often ends in a newline, which
+// the database took as part of it. One with a control character inside is
+// refused, naming the variable and not the value.
+func TestTheStorePasswordIsTrimmed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mf.toml")
+	if err := os.WriteFile(path, []byte(minimal), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, pw := range []string{"S3cretPW", "S3cretPW\n", "S3cretPW\r\n", " \tS3cretPW \n"} {
+		t.Setenv(config.PasswordEnv, pw)
+		c, err := config.Load(path)
+		if err != nil || c.Store.Password != "S3cretPW" {
+			t.Errorf("%s=%q: password %q, %v; want %q", config.PasswordEnv, pw, c.Store.Password, err, "S3cretPW")
+		}
+	}
+	for _, pw := range []string{"S3cret\nPW", "S3cret\x01PW", "S3cret\x7fPW"} {
+		t.Setenv(config.PasswordEnv, pw)
+		_, err := config.Load(path)
+		if err == nil || !strings.Contains(err.Error(), config.PasswordEnv+" holds a control character") {
+			t.Errorf("%s=%q: error %v; want one naming %s", config.PasswordEnv, pw, err, config.PasswordEnv)
+		} else if strings.Contains(err.Error(), "S3cret") {
+			t.Errorf("%s=%q: error %q shows the password", config.PasswordEnv, pw, err)
+		}
+	}
+}

@@ -14,10 +14,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -28,7 +30,7 @@ import (
 const PasswordEnv = "MF_STORE_PASSWORD"
 
 // Load reads, defaults and validates the file at path. The store password is
-// taken from MF_STORE_PASSWORD.
+// taken from MF_STORE_PASSWORD (StorePassword).
 func Load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -38,8 +40,24 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.Store.Password = os.Getenv(PasswordEnv)
+	if c.Store.Password, err = StorePassword(); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// StorePassword is the store password of MF_STORE_PASSWORD, without the
+// white space around it: a password kept in a file often ends in a newline
+// (an env file, a secret mount), which the database would take as part of
+// it and refuse the login, with an error that does not say why. One that
+// holds a control character inside (a line break in the middle) is refused,
+// naming the variable and never the value.
+func StorePassword() (string, error) {
+	pw := strings.TrimSpace(os.Getenv(PasswordEnv))
+	if strings.ContainsFunc(pw, unicode.IsControl) {
+		return "", fmt.Errorf("config: %s holds a control character (a line break inside the password?): set it to the password alone", PasswordEnv)
+	}
+	return pw, nil
 }
 
 // MaxOutboundNameBytes bounds an outbound's name: SQL Server's destination
@@ -678,12 +696,21 @@ func CleanURL(raw string) string {
 	return clean.String()
 }
 
+// connStringPassword finds a password key in a connection string: a key
+// at its start or after a separator (white space, ';', or the "odbc:" of
+// go-mssqldb's ODBC form), in any case, before an '=' (with or without
+// spaces around it).
+var connStringPassword = regexp.MustCompile(`(?i)(?:^|[\s;:])\s*(?:password|pwd)\s*=`)
+
 // storeURLHasPassword reports whether a store url carries a password, as
-// user:password@ or a password query parameter (both drivers read either).
+// user:password@ or a password query parameter of a URL (both drivers read
+// either), or as a password (or pwd) setting of a connection string of
+// keys and values, PostgreSQL's "host=db password=…" and SQL Server's
+// "server=db;password=…".
 func storeURLHasPassword(raw string) bool {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return false
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql" && u.Scheme != "sqlserver") {
+		return connStringPassword.MatchString(raw)
 	}
 	if _, ok := u.User.Password(); ok {
 		return true
