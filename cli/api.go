@@ -16,10 +16,12 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/messagefoundry/mf/api"
+	"github.com/messagefoundry/mf/config"
 )
 
 // TokenEnv names the environment variable that holds the API token of mf
@@ -235,11 +237,15 @@ func tokenCommand() *cli.Command {
 				if name == "" {
 					name = role
 				}
+				// Written into a TOML file: TOML holds UTF-8 only.
+				if !utf8.ValidString(name) {
+					return errors.New("token new: --name is not valid UTF-8")
+				}
 				tok, sum, err := api.NewToken()
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(c.App.Writer, "token: %s\n\nGive the token to its user (it is shown only now), and add these lines to every node's\nconfig, which keeps only its SHA-256; then restart the nodes (the API reads its tokens at start):\n\n[[api.tokens]]\nname = %q\nrole = %q\nsha256 = %q\n", tok, name, role, sum)
+				fmt.Fprintf(c.App.Writer, "token: %s\n\nGive the token to its user (it is shown only now), and add these lines to every node's\nconfig, which keeps only its SHA-256; then restart the nodes (the API reads its tokens at start):\n\n[[api.tokens]]\nname = %s\nrole = %q\nsha256 = %q\n", tok, config.TOMLString(name), role, sum)
 				return nil
 			},
 		}},

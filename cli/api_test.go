@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/messagefoundry/mf/api"
+	"github.com/messagefoundry/mf/config"
 )
 
 // A token in MF_API_TOKEN with a trailing newline (as an env file or a
@@ -127,5 +128,36 @@ func TestNodesCountsAgesOnTheDatabaseClock(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("mf nodes with the database clock an hour behind this machine's printed\n%s\nwant %q", out, want)
 		}
+	}
+}
+
+// The lines mf token new prints are a config mf check takes, whatever the
+// name: they wrote it with Go's %q, whose \a, \v and \x escapes TOML has
+// not, and the file was refused.
+func TestTokenNewPrintsLinesTheConfigTakes(t *testing.T) {
+	for _, name := range []string{"", "grafana", "bell\a", "vt\v del\x7f", `quote" back\slash`} {
+		out, err := runMF(t, "token", "new", "--role", "viewer", "--name", name)
+		if err != nil {
+			t.Fatalf("--name %q: %v", name, err)
+		}
+		_, lines, ok := strings.Cut(out, "\n\n[[api.tokens]]\n")
+		if !ok {
+			t.Fatalf("--name %q printed no [[api.tokens]] lines: %q", name, out)
+		}
+		c, err := config.Parse([]byte("[[api.tokens]]\n"+lines), "mf.toml")
+		if err != nil {
+			t.Errorf("--name %q: the lines printed are refused: %v\n%s", name, err, lines)
+			continue
+		}
+		want := name
+		if want == "" {
+			want = "viewer"
+		}
+		if got := c.API.Tokens[0].Name; got != want {
+			t.Errorf("--name %q read back as %q", name, got)
+		}
+	}
+	if _, err := runMF(t, "token", "new", "--role", "viewer", "--name", "bad\xff"); err == nil || !strings.Contains(err.Error(), "--name is not valid UTF-8") {
+		t.Errorf("--name of invalid UTF-8: %v", err)
 	}
 }

@@ -743,6 +743,27 @@ func TestAPasswordInAConnectionStringIsWarnedOf(t *testing.T) {
 	}
 }
 
+// A token's name is who an operator action is logged as: an empty one, or
+// one two tokens share, was accepted (only a shared hash was refused).
+func TestTokenNamesAreRequiredAndUnique(t *testing.T) {
+	token := func(name, hex string) string {
+		return fmt.Sprintf("[[api.tokens]]\nname = %q\nrole = \"viewer\"\nsha256 = %q\n", name, strings.Repeat(hex, 64))
+	}
+	for _, tc := range []struct{ name, toml, want string }{
+		{"no name", "[[api.tokens]]\nrole = \"viewer\"\nsha256 = \"" + strings.Repeat("a", 64) + "\"\n", "api.tokens[0].name: required"},
+		{"an empty name", token("", "a"), "api.tokens[0].name: required"},
+		{"one name twice", token("grafana", "a") + token("grafana", "b"), `api.tokens[1].name: "grafana" is the name of api.tokens[0] too`},
+	} {
+		_, err := config.Parse([]byte(minimal+tc.toml), "site.toml")
+		if err == nil || !strings.Contains(err.Error(), "site.toml: "+tc.want) {
+			t.Errorf("%s: error %v; want one containing %q", tc.name, err, "site.toml: "+tc.want)
+		}
+	}
+	if _, err := config.Parse([]byte(minimal+token("grafana", "a")+token("ops", "b")), "site.toml"); err != nil {
+		t.Fatalf("two tokens of their own names: %v", err)
+	}
+}
+
 // MF_STORE_PASSWORD is trimmed of the white space around it, as
 // MF_API_TOKEN is: a password kept in a file often ends in a newline, which
 // the database took as part of it. One with a control character inside is
@@ -766,6 +787,23 @@ func TestTheStorePasswordIsTrimmed(t *testing.T) {
 			t.Errorf("%s=%q: error %v; want one naming %s", config.PasswordEnv, pw, err, config.PasswordEnv)
 		} else if strings.Contains(err.Error(), "S3cret") {
 			t.Errorf("%s=%q: error %q shows the password", config.PasswordEnv, pw, err)
+		}
+	}
+}
+
+// mf token new writes a token's name as TOMLString quotes it: Go's %q
+// wrote escapes TOML has not (\a, \v, \x00, \x7f), and mf check refused
+// the lines it printed.
+func TestTOMLStringIsReadBackAsWritten(t *testing.T) {
+	for _, name := range []string{"grafana", "bell\a", "tab\tvt\v", "nul\x00del\x7f", `quote" back\slash`, "line\r\nbreak", "ünïcødé ✓", "c1\u0085"} {
+		file := "[[api.tokens]]\nname = " + config.TOMLString(name) + "\nrole = \"viewer\"\nsha256 = \"" + strings.Repeat("a", 64) + "\"\n"
+		c, err := config.Parse([]byte(file), "mf.toml")
+		if err != nil {
+			t.Errorf("name %q written %s: %v", name, config.TOMLString(name), err)
+			continue
+		}
+		if got := c.API.Tokens[0].Name; got != name {
+			t.Errorf("name %q written %s read back as %q", name, config.TOMLString(name), got)
 		}
 	}
 }

@@ -418,10 +418,20 @@ func (c *Config) Validate() error {
 	listen("api.listen", a.Listen)
 	checkKeyPair("api", a.TLSCert, a.TLSKey, bad)
 	// A token matches by its hash alone: two entries with one hash would
-	// give it two names and roles, the API taking the last.
+	// give it two names and roles, the API taking the last. Its name is
+	// who an operator action is logged as: empty or shared, the log could
+	// not tell who acted.
 	tokenAt := map[string]int{}
+	tokenNamed := map[string]int{}
 	for i, t := range a.Tokens {
 		key := fmt.Sprintf("api.tokens[%d]", i)
+		if t.Name == "" {
+			bad(key+".name", "required: operator actions are logged with the name of the token that made them")
+		} else if j, dup := tokenNamed[t.Name]; dup {
+			bad(key+".name", "%q is the name of api.tokens[%d] too: operator actions are logged with the token's name, so give each token a name of its own", t.Name, j)
+		} else {
+			tokenNamed[t.Name] = i
+		}
 		if j, dup := tokenAt[strings.ToLower(t.SHA256)]; dup {
 			bad(key+".sha256", "is the hash of api.tokens[%d] too (%q): one token would have two names and roles; give each user a token of its own (mf token new)", j, a.Tokens[j].Name)
 		} else {
@@ -680,6 +690,42 @@ func readTLSFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: the file must be readable by the user mf runs as, and mf check run as that user", err)
 	}
 	return b, err
+}
+
+// TOMLString quotes s as a TOML basic string, for a config line mf prints
+// for the operator to paste (mf token new): Go's %q writes escapes TOML does
+// not have (\a, \v, \x07), and the file was then refused. A control
+// character is written \uXXXX; invalid UTF-8, which no TOML file holds,
+// becomes U+FFFD.
+func TOMLString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\r':
+			b.WriteString(`\r`)
+		default:
+			if unicode.IsControl(r) {
+				fmt.Fprintf(&b, `\u%04X`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // CleanURL is raw as an error or a log line may show it: scheme, host and
