@@ -121,6 +121,15 @@ type laneActor struct {
 	// Left in flight, it held the lane until its lease ran out (a minute by
 	// default) and was then sent again.
 	unrecorded *sentRow
+	// unrecordedFailure is a row whose send failed and whose record of the
+	// failure (QueueRetry, QueueHold, QueueDead) failed: recorded again,
+	// as unrecorded is, under the claim it was sent with at the lane's next
+	// step, before anything else, and then the lane does what the first
+	// record would have had it do. Left in flight, it held the lane until
+	// its lease ran out and was then sent again at once: without its
+	// backoff, and, after its last allowed attempt, once beyond
+	// max_attempts.
+	unrecordedFailure *failedRow
 	// unsure is set when a write that claims rows (QueueAdvance,
 	// QueueClaimNext) failed in a way that leaves open whether it committed
 	// (unknownOutcome): a reply lost after the commit, as when PostgreSQL
@@ -206,6 +215,9 @@ func (l *laneActor) giveBack() {
 	if l.unrecorded != nil && l.env.Ctx.Err() == nil {
 		l.recordAgain() // once: if it fails, the row is sent again after its lease
 	}
+	if l.unrecordedFailure != nil && l.env.Ctx.Err() == nil {
+		l.recordFailureAgain() // once, as above
+	}
 	held, head := l.inHand, l.head
 	l.inHand, l.head = nil, nil
 	if err := l.giveBackUnsent(held, head); err != nil && l.env.Ctx.Err() == nil {
@@ -274,6 +286,21 @@ func (l *laneActor) step(ctx actor.Context) {
 			l.storeFailed(ctx, "complete", err)
 			return
 		}
+	}
+	if f := l.unrecordedFailure; f != nil {
+		// The lane's oldest unfinished row as well: nothing behind it is
+		// claimed or sent before its failure is recorded.
+		recorded, err := l.recordFailureAgain()
+		if err != nil {
+			l.storeFailed(ctx, f.op, err)
+			return
+		}
+		if f.op != opDead {
+			l.failureRecordedAgain(ctx, f, recorded)
+			return
+		}
+		// Set aside: the lane moves on (the rows claimed behind it, unsent
+		// since the failure, are given back below and claimed again).
 	}
 	c := l.head
 	l.head = nil
@@ -418,17 +445,21 @@ func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 			// sooner is only refused again.
 			delay = max(delay, min(de.RetryAfter, l.dest.RetryMax()))
 		}
-		err = l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: claim, Delay: delay, Error: reason, Detail: detail})
+		f := &failedRow{claim: claim, log: log, op: opRetry, reason: reason, detail: detail, delay: delay, first: time.Now()}
+		err = l.recordFailure(f)
+		l.failureUnrecorded(f, err)
 		observeDelivery(l.dest.Name, "retry", elapsed)
 		l.sendFailed(log, sendErr, delay, "delivery failed; the lane waits and retries this message (order is kept)")
-		if l.finished(ctx, log, "retry", err) {
+		if l.finished(ctx, log, opRetry, err) {
 			l.wakeAfter(ctx, delay)
 			l.parked = err == nil
 		}
 		return
 	}
 	if l.dest.OnExhausted == config.ExhaustedDead {
-		err = l.env.Store.QueueDead(l.env.Ctx, storage.QueueDeadParams{Fence: l.env.Fence, Claim: claim, Error: reason, Detail: detail})
+		f := &failedRow{claim: claim, log: log, op: opDead, reason: reason, detail: detail}
+		err = l.recordFailure(f)
+		l.failureUnrecorded(f, err)
 		if errors.Is(err, storage.ErrClaimLost) {
 			// The row is pending again and is delivered again first: the
 			// rows behind it may not be sent before it (FIFO), so they go back.
@@ -439,13 +470,15 @@ func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 		}
 		observeDelivery(l.dest.Name, "dead", elapsed)
 		log.Error().Err(forLog(sendErr, l.env.logPayloads())).Bool("rejected", permanent).Msg("delivery given up: message set aside as dead, the lane moves on; inspect it with GET /messages/{id}")
-		l.finished(ctx, log, "dead", err)
+		l.finished(ctx, log, opDead, err)
 		return
 	}
-	err = l.env.Store.QueueHold(l.env.Ctx, storage.QueueHoldParams{Fence: l.env.Fence, Claim: claim, Error: reason, Detail: detail})
+	f := &failedRow{claim: claim, log: log, op: opHold, reason: reason, detail: detail}
+	err = l.recordFailure(f)
+	l.failureUnrecorded(f, err)
 	observeDelivery(l.dest.Name, "blocked", elapsed)
 	log.Error().Err(forLog(sendErr, l.env.logPayloads())).Bool("rejected", permanent).Msg("delivery given up: the lane is blocked until an operator retries or skips this message (POST /queue/{id}/retry or /skip)")
-	if l.finished(ctx, log, "hold", err) {
+	if l.finished(ctx, log, opHold, err) {
 		l.drained(ctx, err == nil)
 	}
 }
@@ -522,10 +555,16 @@ type sentRow struct {
 // says the record cannot be made: the claim is lost (the row is sent
 // again), or the term is over (the next leader sends it again).
 func (l *laneActor) recordFailed(log zerolog.Logger, claim storage.Claim, took time.Duration, err error) {
-	if err == nil || errors.Is(err, storage.ErrClaimLost) || errors.Is(err, storage.ErrFenced) || l.env.Ctx.Err() != nil {
-		return
+	if l.recordable(err) {
+		l.unrecorded = &sentRow{claim: claim, log: log, took: took}
 	}
-	l.unrecorded = &sentRow{claim: claim, log: log, took: took}
+}
+
+// recordable reports whether a record that failed with err is to be made
+// again under its claim: not when the claim is lost (the row is sent
+// again), nor at the term's end (the next leader's recovery re-pends it).
+func (l *laneActor) recordable(err error) bool {
+	return err != nil && !errors.Is(err, storage.ErrClaimLost) && !errors.Is(err, storage.ErrFenced) && l.env.Ctx.Err() == nil
 }
 
 // recordAgain records l.unrecorded under the claim it was sent with. A
@@ -549,6 +588,90 @@ func (l *laneActor) recordAgain() error {
 	return nil
 }
 
+// The records of a failed send, which are also finished's ops.
+const (
+	opRetry = "retry" // QueueRetry: due again after a backoff
+	opHold  = "hold"  // QueueHold: held for an operator (on_exhausted = "block")
+	opDead  = "dead"  // QueueDead: set aside (on_exhausted = "dead")
+)
+
+// failedRow is a failed send and the record it calls for
+// (laneActor.unrecordedFailure while that record is not made).
+type failedRow struct {
+	claim          storage.Claim
+	log            zerolog.Logger
+	op             string // opRetry, opHold or opDead
+	reason, detail string
+	// delay is a retry's backoff, counted from first, the first attempt to
+	// record it: a record made again is due no later than the first would
+	// have been. wait is what the last attempt asked for, what was left of
+	// delay then; the lane's timer, set after the record, waits as long, so
+	// that it fires once the row is due on the store's clock. (What is left
+	// after the record, a few milliseconds less, had the lane claim before
+	// the row was due, find nothing and go idle.)
+	delay, wait time.Duration
+	first       time.Time
+}
+
+// recordFailure records the failed send f under the claim it was sent with.
+func (l *laneActor) recordFailure(f *failedRow) error {
+	switch f.op {
+	case opRetry:
+		f.wait = max(0, f.delay-time.Since(f.first))
+		return l.env.Store.QueueRetry(l.env.Ctx, storage.QueueRetryParams{Fence: l.env.Fence, Claim: f.claim, Delay: f.wait, Error: f.reason, Detail: f.detail})
+	case opDead:
+		return l.env.Store.QueueDead(l.env.Ctx, storage.QueueDeadParams{Fence: l.env.Fence, Claim: f.claim, Error: f.reason, Detail: f.detail})
+	default:
+		return l.env.Store.QueueHold(l.env.Ctx, storage.QueueHoldParams{Fence: l.env.Fence, Claim: f.claim, Error: f.reason, Detail: f.detail})
+	}
+}
+
+// failureUnrecorded keeps a failed send whose record failed with err, as
+// recordFailed keeps a delivery.
+func (l *laneActor) failureUnrecorded(f *failedRow, err error) {
+	if l.recordable(err) {
+		l.unrecordedFailure = f
+	}
+}
+
+// recordFailureAgain records l.unrecordedFailure under the claim it was
+// sent with, and reports whether it did. A claim no longer current is not
+// an error, as for recordAgain: the first record may have been made after
+// all, or the lease ran out and the row was re-pended (it is sent again).
+func (l *laneActor) recordFailureAgain() (bool, error) {
+	f := l.unrecordedFailure
+	err := l.recordFailure(f)
+	switch {
+	case err == nil:
+		f.log.Debug().Str("op", f.op).Dur("late", time.Since(f.first)).Msg("failed delivery recorded")
+	case errors.Is(err, storage.ErrClaimLost), errors.Is(err, storage.ErrNotFound):
+		f.log.Warn().Str("op", f.op).Msg("a failed delivery whose record had failed could not be recorded again: its claim is no longer current (either the first record was made after all, or the row lease expired and the message will be delivered again)")
+	default:
+		return false, err
+	}
+	l.unrecordedFailure = nil
+	l.storeWorked()
+	return err == nil, nil
+}
+
+// failureRecordedAgain goes on, from a step, as the failed send f's first
+// record would have had the lane go on had it worked: a retry waits what is
+// left of its backoff, parked; a held head drains the lane. The rows
+// claimed behind the head, unsent since, go back first; if they cannot,
+// they wait in flight behind it, as after deliver's give back.
+func (l *laneActor) failureRecordedAgain(ctx actor.Context, f *failedRow, recorded bool) {
+	if err := l.giveBackUnsent(nil); err != nil && l.env.Ctx.Err() == nil {
+		StoreError(l.env.Ctx, "give back", err)
+		f.log.Warn().Err(err).Msg("could not give back the messages claimed behind a failed one; the lane tries again at its next step, and they are delivered after it")
+	}
+	if f.op == opRetry {
+		l.wakeAfter(ctx, f.wait)
+		l.parked = recorded
+		return
+	}
+	l.drained(ctx, recorded)
+}
+
 // unknownOutcome reports whether err, the failure of a write that claims
 // rows, leaves open whether the write committed: anything but a fence, a
 // claim lost or nothing to claim (answers the database gave), or the term's
@@ -561,7 +684,7 @@ func (l *laneActor) unknownOutcome(err error) bool {
 
 // releaseOwn gives back every row of the lane in flight under this node's
 // lease (QueueReleaseOwn), for an unsure lane that holds none: no head, no
-// rows ahead, none unsent, no delivery unrecorded, none in hand (step calls
+// rows ahead, none unsent, nothing unrecorded, none in hand (step calls
 // it right before a claim). Why none of those rows was sent: a lane has one
 // actor, on the one primary, and it alone claims the lane's rows under this
 // owner (the process's run: no other process, nor a later run of this one,
@@ -669,7 +792,7 @@ func (l *laneActor) finished(ctx actor.Context, log zerolog.Logger, op string, e
 		l.storeFailed(ctx, op, err)
 		return false
 	}
-	if op == "complete" || op == "dead" {
+	if op == "complete" || op == opDead {
 		ctx.Send(ctx.Self(), next{})
 	}
 	return true

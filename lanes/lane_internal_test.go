@@ -62,6 +62,12 @@ type countingStore struct {
 	// failRecordOnce makes the next QueueComplete or QueueAdvance fail
 	// before it writes anything, as a database away or full would.
 	failRecordOnce atomic.Bool
+	// failFailureRecordOnce makes the next QueueRetry, QueueHold or
+	// QueueDead, the record of a failed send, fail before it writes
+	// anything, as a database away or full would; failureRecords counts
+	// those calls.
+	failFailureRecordOnce atomic.Bool
+	failureRecords        atomic.Int64
 	// doubtOnce makes the fixture's Trust answer false once: leadership in
 	// doubt at that moment.
 	doubtOnce atomic.Bool
@@ -198,7 +204,31 @@ func (c *countingStore) QueueReleaseOwn(ctx context.Context, p storage.QueueRele
 	return n, err
 }
 
+// failFailureRecord reports whether a record of a failed send is to fail,
+// counting it.
+func (c *countingStore) failFailureRecord() bool {
+	c.failureRecords.Add(1)
+	return c.failFailureRecordOnce.CompareAndSwap(true, false)
+}
+
+func (c *countingStore) QueueRetry(ctx context.Context, p storage.QueueRetryParams) error {
+	if c.failFailureRecord() {
+		return errors.New("injected: database or disk is full")
+	}
+	return c.Store.QueueRetry(ctx, p)
+}
+
+func (c *countingStore) QueueHold(ctx context.Context, p storage.QueueHoldParams) error {
+	if c.failFailureRecord() {
+		return errors.New("injected: database or disk is full")
+	}
+	return c.Store.QueueHold(ctx, p)
+}
+
 func (c *countingStore) QueueDead(ctx context.Context, p storage.QueueDeadParams) error {
+	if c.failFailureRecord() {
+		return errors.New("injected: database or disk is full")
+	}
 	if c.loseNextDead.CompareAndSwap(true, false) {
 		if err := c.Store.QueueRetry(ctx, storage.QueueRetryParams{Fence: p.Fence, Claim: p.Claim, Error: "lease ran out"}); err != nil {
 			return err

@@ -253,6 +253,112 @@ func TestADeliveryWhoseRecordFailedIsRecordedAgainNotSentAgain(t *testing.T) {
 	}
 }
 
+// A failed send whose record fails (the database away or full for a
+// moment) is recorded again at the lane's next step, a second later, under
+// the claim it was sent with and before the lane claims anything else; the
+// lane then goes on as the first record would have had it: a retry waits
+// what is left of its backoff, counted from the first record, a held head
+// holds the lane, a row set aside lets it move on. Each attempt is counted
+// once. Before, nothing recorded it again: the lane's next claim found the
+// row in flight under its own live lease, and the lane waited for that
+// lease (lease_ttl_seconds, a minute by default) to run out; the row was
+// then sent again at once, without its backoff, and after its last allowed
+// attempt once more beyond max_attempts.
+func TestAFailedSendWhoseRecordFailedIsRecordedAgain(t *testing.T) {
+	// retry_base_seconds = retry_max_seconds: a backoff of 3.2 to 4 s.
+	const backoff = 4 * time.Second
+	for _, tc := range []struct {
+		name, extra string
+		sent        []int // the rows the destination gets, in order
+	}{
+		{"retry", "retry_base_seconds = 4\nretry_max_seconds = 4", []int{0, 0, 1}},
+		{"hold", "max_attempts = 1", []int{0}},
+		{"dead", "max_attempts = 1\non_exhausted = \"dead\"", []int{0, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				mu     sync.Mutex
+				sentAt []time.Time
+				got    sends
+			)
+			dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				sentAt = append(sentAt, time.Now())
+				first := len(sentAt) == 1
+				mu.Unlock()
+				got.add(r)
+				if first {
+					w.WriteHeader(http.StatusServiceUnavailable)
+				}
+			}))
+			defer dest.Close()
+			sent := func(i int) time.Time {
+				mu.Lock()
+				defer mu.Unlock()
+				return sentAt[i]
+			}
+			const rows = 2 // the second waits behind the first
+			f := newLaneFixture(t, dest.URL, "timeout_seconds = 1\n"+tc.extra, rows, func(c *countingStore) { c.failFailureRecordOnce.Store(true) })
+			defer f.system.Root.Stop(f.manager)
+
+			// Well under the row's lease (lease_ttl_seconds, 60 by default).
+			waitUntil(t, "the failed send recorded", 15*time.Second, func() bool {
+				r := f.row(t, 0)
+				switch tc.name {
+				case "retry":
+					return r.Status == storage.QueuePending && r.LastError != ""
+				case "hold":
+					return r.Held
+				}
+				return r.Status == storage.QueueDead
+			})
+			if f.store.failFailureRecordOnce.Load() {
+				t.Fatal("no record of a failed send failed: the test showed nothing")
+			}
+			if took := time.Since(sent(0)); took > 3*time.Second {
+				t.Fatalf("the failed send recorded %v after it; want about a second, the lane's pause after a store failure", took)
+			}
+			if r := f.row(t, 0); r.Attempts != 1 {
+				t.Fatalf("row 0 recorded with %d attempts after one send, want 1", r.Attempts)
+			}
+			switch tc.name {
+			case "retry":
+				// Due when the first record would have made it due: the
+				// backoff counts from the first send, not from the record
+				// made again a second later.
+				r := f.row(t, 0)
+				if due := r.NextAttemptAt.Sub(sent(0)); due < backoff*8/10-100*time.Millisecond || due > backoff+150*time.Millisecond {
+					t.Fatalf("row 0 due %v after its failed send; want its backoff, 3.2 to 4 s", due)
+				}
+				waitUntil(t, "every row delivered", 15*time.Second, func() bool { return f.row(t, rows-1).Status == storage.QueueDone })
+				if again := sent(1).Sub(sent(0)); again < backoff*8/10-100*time.Millisecond {
+					t.Fatalf("row 0 sent again %v after its failed send; want no sooner than its backoff, 3.2 to 4 s", again)
+				}
+			case "hold":
+				waitUntil(t, "the lane parked behind its held head", 15*time.Second, func() bool { return f.inspect(t).parked[fixtureLane] })
+			case "dead":
+				waitUntil(t, "the row behind delivered", 15*time.Second, func() bool { return f.row(t, rows-1).Status == storage.QueueDone })
+			}
+			var want []string
+			for _, i := range tc.sent {
+				want = append(want, strconv.FormatInt(f.ids[i], 10))
+			}
+			if got := got.get(); !slices.Equal(got, want) {
+				t.Fatalf("the destination got %v, want %v", got, want)
+			}
+			wantAttempts := map[string][rows]int64{"retry": {2, 1}, "hold": {1, 0}, "dead": {1, 1}}[tc.name]
+			for i := range rows {
+				if r := f.row(t, i); r.Attempts != wantAttempts[i] {
+					t.Fatalf("row %d: %s after %d attempts, want %d", i, r.Status, r.Attempts, wantAttempts[i])
+				}
+			}
+			if n := f.store.failureRecords.Load(); n != 2 {
+				t.Fatalf("%d records of the failed send, want 2 (the one that failed, then the one made again)", n)
+			}
+		})
+	}
+}
+
 // A write that claims rows and commits, but whose reply is lost (the
 // connection reset during the COMMIT: PostgreSQL restarting or failing over,
 // a proxy restarting), leaves the rows it claimed in flight under this
