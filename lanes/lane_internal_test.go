@@ -263,6 +263,13 @@ func newLaneFixture(t *testing.T, url, extra string, rows int, setup ...func(*co
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	var endMu sync.Mutex
+	ended := false
+	t.Cleanup(func() { // runs before cancel
+		endMu.Lock()
+		ended = true
+		endMu.Unlock()
+	})
 	cfg, err := config.Parse([]byte(`
 [[inbound]]
 name = "adt_in"
@@ -296,7 +303,16 @@ to = ["emr"]
 		set(f.store)
 	}
 	f.env = &Env{Ctx: ctx, Store: f.store, Owner: "test#1", Trust: func() bool { return !f.store.doubtOnce.Swap(false) }, Config: cfg,
-		Log: zerolog.New(f.logs).Level(zerolog.InfoLevel), OnFenced: func(string, error) { t.Error("fenced") }}
+		Log: zerolog.New(f.logs).Level(zerolog.InfoLevel), OnFenced: func(op string, err error) {
+			// A lane still at work when the test returns fails on the
+			// cancelled context, which is no fence; and a t.Error after
+			// the test has ended panics the whole package's run.
+			endMu.Lock()
+			defer endMu.Unlock()
+			if !ended {
+				t.Errorf("fenced: %s: %v", op, err)
+			}
+		}}
 	f.manager = f.system.Root.Spawn(NewManager(f.env)) // its first rescan wakes the lane
 	return f
 }
