@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"github.com/messagefoundry/mf/actors/enginetest"
 	"io"
 	"net"
 	"os"
@@ -29,10 +30,13 @@ func TestStorePasswordComesFromTheEnvironment(t *testing.T) {
 backend = "postgres"
 url = "postgres://mf@`+db.addr+`/mf?sslmode=disable&connect_timeout=5"
 
+[api]
+listen = "`+enginetest.FreeAddr(t)+`"
+
 [[inbound]]
 name = "adt_in"
 type = "mllp"
-listen = "127.0.0.1:2575"
+listen = "`+enginetest.FreeAddr(t)+`"
 
 [[outbound]]
 name = "out"
