@@ -96,6 +96,9 @@ type mllpSender struct {
 	// log tells of answers to messages sent without waiting for them
 	// (strayAck); the lanes' manager sets it, else they are not logged.
 	log zerolog.Logger
+	// warnUnawaitable says once that messages asking for no ACK are
+	// waited for all the same, on a destination of several connections.
+	warnUnawaitable sync.Once
 
 	slots  chan *mllpConn
 	ctx    context.Context // cancelled by Close: aborts every Send
@@ -184,9 +187,23 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 	// A receiver that honours MSH-15 answers an acceptance of this message
 	// only if ShouldAck says so: not for NE or ER. One that does not parse
 	// is waited for, as a receiver answers it (AR) whatever it says.
+	//
+	// Only on a destination of one connection: there the lane's next
+	// message follows this one on the same connection, which the receiver
+	// reads in order. With more, it would go on another, which the receiver
+	// may read first: the lane's order would be lost. There such a message
+	// is waited for as any other (and, from a receiver that honours MSH-15,
+	// times out), and the sender says so once.
 	var unawaited *unawaitedSend
 	if perr == nil && !hl7.ShouldAck(msg, hl7.AcceptCode(msg, hl7.Accept)) {
-		unawaited = &unawaitedSend{controlID: want, queueID: m.QueueID, ackType: msg.AcceptAckType()}
+		if cap(s.slots) == 1 {
+			unawaited = &unawaitedSend{controlID: want, queueID: m.QueueID, ackType: msg.AcceptAckType()}
+		} else {
+			s.warnUnawaitable.Do(func() {
+				s.log.Warn().Int("connections", cap(s.slots)).Str("accept_ack_type", msg.AcceptAckType()).Int64("queue_id", m.QueueID).
+					Msg("a message asks for no ACK (MSH-15 NE or ER), but this destination has more than one connection: not waiting for its ACK could deliver its lane out of order, so it is waited for, and a receiver that honours MSH-15 sends none (the send times out and is retried); set connections = 1 for this destination")
+			})
+		}
 	}
 
 	ctx, cancel := withSendDeadline(ctx, s.timeout)
@@ -344,6 +361,7 @@ func (s *mllpSender) judge(reply []byte, want string, queueID int64, carried boo
 		// It may answer a message sent before without waiting, which the
 		// receiver read only now: this one goes again on a new connection,
 		// where nothing comes before it.
+		s.strayAck(unawaitedSend{}, ack) // it may refuse one of them: said and counted
 		de := retryableError(nil, "mllp %s: a rejection (%s) without a control id (MSA-2 empty) while waiting for control id %q (queue id %d), on a connection that also carried messages sent with MSH-15 NE or ER without waiting for their ACK: it may be theirs; connection closed, the message is sent again on a new one", s.name, ack.Code, want, queueID)
 		de.Detail = detail
 		return &judgement{de, true}
@@ -405,6 +423,12 @@ func (s *mllpSender) strayAck(sent unawaitedSend, ack hl7.Acknowledgment) {
 		return
 	}
 	countRefusedAfter(s.name)
+	if sent.controlID == "" {
+		// Unnamed (MSA-2 empty): a receiver that could not read a message.
+		s.log.Warn().Str("ack_code", string(ack.Code)).
+			Msg("the destination refused a message it could not name (MSA-2 empty) on a connection that carried messages sent with MSH-15 NE or ER, counted delivered without waiting for their ACK: it may be one of them, and it will not be sent again; the receiver's logs say which")
+		return
+	}
 	s.log.Warn().Int64("queue_id", sent.queueID).Str("control_id", sent.controlID).Str("accept_ack_type", sent.ackType).Str("ack_code", string(ack.Code)).
 		Msg("the destination refused a message already counted delivered: it was sent with MSH-15 NE or ER, so its ACK was not waited for, and it will not be sent again; the receiver's logs say why")
 }
@@ -576,6 +600,14 @@ func (c *mllpConn) exchange(ctx context.Context, frame []byte, unawaited *unawai
 			// cannot carry this message.
 			if r.err != nil {
 				return nil, fmt.Errorf("%w: %w", errIdleConnDead, r.err)
+			}
+			if c.unawaited.carried() {
+				if ack, err := hl7.ParseAck(r.payload); err == nil && ack.ControlID == "" && ack.Code.Outcome() != hl7.Accept {
+					// A receiver that cannot read a message (too large, not
+					// framed as it expects) cannot name it: this may refuse
+					// one sent without waiting.
+					c.onStray(unawaitedSend{}, ack)
+				}
 			}
 			return nil, fmt.Errorf("%w: it sent an unsolicited frame", errIdleConnDead)
 		default:

@@ -1277,6 +1277,29 @@ func TestBackoffsOfTheLongestDurationsDoNotOverflow(t *testing.T) {
 // forever, its lane blocked behind it. Written whole, it is delivered; the
 // messages after it go on the same connection, in order, each once.
 func TestMLLPSenderDoesNotWaitForAnAckMSH15AsksNoneOf(t *testing.T) {
+	t.Run("one connection", testMLLPSenderDoesNotWaitForAnAckMSH15AsksNoneOf)
+	// With several connections the lane's next message could go on another
+	// connection, read by the receiver before this one: it is waited for.
+	t.Run("several connections: waited for", func(t *testing.T) {
+		t.Parallel()
+		r := startReceiver(t, nil, func(*hl7.Message) answer { return answer{enhanced: true} })
+		o := mllpOutbound(r.addr)
+		o.TimeoutSeconds, o.Connections = 1, 2
+		s := newTestMLLPSender(t, o)
+		var logs logbuf.Buffer
+		s.setLog(zerolog.New(&logs))
+		for range 2 {
+			if err := s.Send(t.Context(), testMessageAsking("NE1", "NE", 0)); err == nil || !strings.Contains(err.Error(), "no ACK") {
+				t.Fatalf("NE1 over 2 connections: %v; want it waited for, and no ACK in time", err)
+			}
+		}
+		if n := strings.Count(logs.String(), "set connections = 1"); n != 1 {
+			t.Fatalf("%d warnings; want one:\n%s", n, logs.String())
+		}
+	})
+}
+
+func testMLLPSenderDoesNotWaitForAnAckMSH15AsksNoneOf(t *testing.T) {
 	t.Parallel()
 	r := startReceiver(t, nil, func(*hl7.Message) answer { return answer{enhanced: true} })
 	o := mllpOutbound(r.addr)
@@ -1380,6 +1403,46 @@ func TestMLLPSenderLogsARefusalOfAMessageItDidNotWaitFor(t *testing.T) {
 	}
 	if accepted, _, _ := r.stats(); accepted != 1 {
 		t.Errorf("%d connections, want 1", accepted)
+	}
+}
+
+// A receiver that cannot read a message cannot name it: its AR has MSA-2
+// empty. Coming for a message sent without waiting (here while the
+// connection is idle), it was dropped without a word, the message counted
+// delivered and lost; it is now said, counted, and the next message goes
+// on a new connection as before.
+func TestMLLPSenderLogsAnUnnamedRefusalOnAConnectionThatCarriedUnawaitedSends(t *testing.T) {
+	t.Parallel()
+	empty := ""
+	r := startReceiver(t, nil, func(m *hl7.Message) answer {
+		if m.ControlID() == "ER1" {
+			return answer{code: hl7.AR, controlID: &empty}
+		}
+		return answer{}
+	})
+	o := mllpOutbound(r.addr)
+	o.Name = "lab-refused-unnamed" // its own counter
+	s := newTestMLLPSender(t, o)
+	logs := &logbuf.Buffer{}
+	s.setLog(zerolog.New(logs))
+	refused := metrics.GetOrCreateCounter(`mf_deliveries_refused_after_total{destination="lab-refused-unnamed"}`)
+	before := refused.Get()
+	if err := s.Send(t.Context(), testMessageAsking("ER1", "ER", 0)); err != nil {
+		t.Fatalf("ER1: %v", err)
+	}
+	// The AR reaches the connection before AL1 is written (it is dropped
+	// then, AL1 going on a new connection) or after (AL1 is sent again on a
+	// new one): either way it is said once, and AL1 is delivered.
+	if err := s.Send(t.Context(), testMessageAsking("AL1", "AL", 0)); err != nil {
+		if err := s.Send(t.Context(), testMessageAsking("AL1", "AL", 0)); err != nil {
+			t.Fatalf("AL1, sent again after the unnamed AR: %v", err)
+		}
+	}
+	if !strings.Contains(logs.String(), `"level":"warn"`) || !strings.Contains(logs.String(), "could not name") {
+		t.Errorf("no WARN about the unnamed refusal: %q", logs.String())
+	}
+	if n := refused.Get() - before; n != 1 {
+		t.Errorf("mf_deliveries_refused_after_total = %d, want 1", n)
 	}
 }
 
