@@ -696,7 +696,12 @@ func (l *laneActor) unknownOutcome(err error) bool {
 // panic, it gave back its row in hand, sent or not, and if that failed this
 // gives it back instead: sent again, in order, as it meant.) Given back in
 // place, its attempt taken back, each is claimed again by the lane's next
-// claim, in order, at once rather than once its lease runs out. (A write
+// claim, in order, at once rather than once its lease runs out. (One row
+// of the lane may have been sent: a delivery whose record failed, and
+// failed again at its actor's stop, stays in flight under this owner; a
+// later actor of the lane that becomes unsure gives it back too, and it
+// is sent again, in order, as at least once allows, its attempt uncounted.
+// A write
 // whose connection dropped may still commit on the server after this runs;
 // the rows it claims then wait for their lease, as all did before.)
 func (l *laneActor) releaseOwn() error {

@@ -68,6 +68,9 @@ type countingStore struct {
 	// those calls.
 	failFailureRecordOnce atomic.Bool
 	failureRecords        atomic.Int64
+	// failedFailureRecordAt is when that first record was tried (and
+	// failed), in Unix nanoseconds.
+	failedFailureRecordAt atomic.Int64
 	// doubtOnce makes the fixture's Trust answer false once: leadership in
 	// doubt at that moment.
 	doubtOnce atomic.Bool
@@ -208,7 +211,11 @@ func (c *countingStore) QueueReleaseOwn(ctx context.Context, p storage.QueueRele
 // counting it.
 func (c *countingStore) failFailureRecord() bool {
 	c.failureRecords.Add(1)
-	return c.failFailureRecordOnce.CompareAndSwap(true, false)
+	if c.failFailureRecordOnce.CompareAndSwap(true, false) {
+		c.failedFailureRecordAt.Store(time.Now().UnixNano())
+		return true
+	}
+	return false
 }
 
 func (c *countingStore) QueueRetry(ctx context.Context, p storage.QueueRetryParams) error {

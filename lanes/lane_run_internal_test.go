@@ -315,8 +315,11 @@ func TestAFailedSendWhoseRecordFailedIsRecordedAgain(t *testing.T) {
 			if f.store.failFailureRecordOnce.Load() {
 				t.Fatal("no record of a failed send failed: the test showed nothing")
 			}
-			if took := time.Since(sent(0)); took > 3*time.Second {
-				t.Fatalf("the failed send recorded %v after it; want about a second, the lane's pause after a store failure", took)
+			// About a second, the lane's pause after a store failure; the
+			// bound only tells it from the row's lease, a loaded machine
+			// being slow.
+			if took := time.Since(sent(0)); took > 20*time.Second {
+				t.Fatalf("the failed send recorded %v after it; want about a second, the lane's pause after a store failure, not its lease", took)
 			}
 			if r := f.row(t, 0); r.Attempts != 1 {
 				t.Fatalf("row 0 recorded with %d attempts after one send, want 1", r.Attempts)
@@ -326,9 +329,13 @@ func TestAFailedSendWhoseRecordFailedIsRecordedAgain(t *testing.T) {
 				// Due when the first record would have made it due: the
 				// backoff counts from the first send, not from the record
 				// made again a second later.
+				// Measured from the first record's try, which the lane
+				// counts from; counted from the one made again (a second
+				// or more later) it would be due later than the backoff.
 				r := f.row(t, 0)
-				if due := r.NextAttemptAt.Sub(sent(0)); due < backoff*8/10-100*time.Millisecond || due > backoff+150*time.Millisecond {
-					t.Fatalf("row 0 due %v after its failed send; want its backoff, 3.2 to 4 s", due)
+				first := time.Unix(0, f.store.failedFailureRecordAt.Load())
+				if due := r.NextAttemptAt.Sub(first); due < backoff*8/10-100*time.Millisecond || due > backoff+100*time.Millisecond {
+					t.Fatalf("row 0 due %v after the first try to record its failed send; want its backoff, 3.2 to 4 s", due)
 				}
 				waitUntil(t, "every row delivered", 15*time.Second, func() bool { return f.row(t, rows-1).Status == storage.QueueDone })
 				if again := sent(1).Sub(sent(0)); again < backoff*8/10-100*time.Millisecond {

@@ -1224,13 +1224,6 @@ func TestMLLPSenderWaitingOutTheDialBackoffWritesNothing(t *testing.T) {
 	}
 }
 
-// The backoffs of an outbound whose retry_base_seconds and
-// retry_max_seconds are as long as the config takes (the engine's longest
-// time, about 292 years) stay positive and within their cap: doubling a
-// wait over half the longest time wrapped it negative, and the lane's
-// jitter (up to 1.2 times the cap) came out of range as a negative
-// time.Duration. A negative retry is due at once, again and again, and
-// the dial's jitter panicked on one (rand.N of a negative number).
 // A wait is never longer than retry_max_seconds: the ±20% jitter was added
 // after the cap, so a lane at the cap (300 s by default) waited up to 360 s.
 func TestBackoffStaysWithinItsCap(t *testing.T) {
@@ -1242,6 +1235,13 @@ func TestBackoffStaysWithinItsCap(t *testing.T) {
 	}
 }
 
+// The backoffs of an outbound whose retry_base_seconds and
+// retry_max_seconds are as long as the config takes (the engine's longest
+// time, about 292 years) stay positive and within their cap: doubling a
+// wait over half the longest time wrapped it negative, and the lane's
+// jitter (up to 1.2 times the cap) came out of range as a negative
+// time.Duration. A negative retry is due at once, again and again, and
+// the dial's jitter panicked on one (rand.N of a negative number).
 func TestBackoffsOfTheLongestDurationsDoNotOverflow(t *testing.T) {
 	t.Parallel()
 	longest := time.Duration(9_223_372_036) * time.Second // retry_max_seconds at its largest
