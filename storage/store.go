@@ -289,6 +289,18 @@ func (e NotHead) Error() string {
 // Is makes a NotHead match ErrNotHead.
 func (e NotHead) Is(target error) bool { return target == ErrNotHead }
 
+// SkipRefused is why an operator's skip of queue row id changed nothing,
+// from what the dialect's look found (queue_skip_refused.sql): the row's
+// status, and the lane's head ahead of it if any (ahead). A pending row with
+// a head ahead is a NotHead; any other is a NotPending with its status (a
+// pending one with none ahead any more may just be skipped again).
+func SkipRefused(id int64, status string, head int64, ahead bool) error {
+	if status == QueuePending && ahead {
+		return NotHead{ID: id, Head: head}
+	}
+	return NotPending{ID: id, Status: status}
+}
+
 // Refused returns ErrRefused with what the database said, in its own terms
 // (an error code, a constraint's name): never the driver's message, which
 // may quote the value refused, a field of a patient's message.

@@ -805,10 +805,10 @@ func notSkipped(ctx context.Context, q queryRower, id int64) error {
 	if err != nil {
 		return err
 	}
-	if status == storage.QueuePending && head != nil {
-		return storage.NotHead{ID: id, Head: *head}
+	if head == nil {
+		return storage.SkipRefused(id, status, 0, false)
 	}
-	return storage.NotPending{ID: id, Status: status}
+	return storage.SkipRefused(id, status, *head, true)
 }
 
 // queueStatus returns the status of queue row id, or ErrNotFound.

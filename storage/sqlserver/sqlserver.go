@@ -1112,10 +1112,7 @@ func notSkipped(ctx context.Context, tx *sql.Tx, id int64) error {
 	if err != nil {
 		return err
 	}
-	if status == storage.QueuePending && head.Valid {
-		return storage.NotHead{ID: id, Head: head.Int64}
-	}
-	return storage.NotPending{ID: id, Status: status}
+	return storage.SkipRefused(id, status, head.Int64, head.Valid)
 }
 
 // queueStatus returns the status of queue row id, or ErrNotFound.
