@@ -120,7 +120,14 @@ func (l *MLLP) acceptLoop() {
 		if n := failing.Over(); n > 0 {
 			l.log.Info().Str("listen", l.cfg.Listen).Int("failures", n).Msg("accepting connections again")
 		}
-		if !l.conns.add(c, l.cfg.MaxConnections) {
+		switch l.conns.add(c, l.cfg.MaxConnections) {
+		case connAdded:
+		case connStopping:
+			// The port stays open while a clean stop answers the messages
+			// in hand (stop): a connection that comes now is not served.
+			c.Close()
+			continue
+		case connFull:
 			c.Close()
 			countRefusedConn(l.cfg.Name)
 			refused++
@@ -138,28 +145,69 @@ func (l *MLLP) acceptLoop() {
 	}
 }
 
-// stop closes the port first (no new connections), lets the connections
-// finish the message in hand for up to Grace, then closes them all, and
-// returns only when every connection goroutine has ended.
+// stop ends the listener, and returns only when every connection goroutine
+// has ended and the port is closed. Connections read no further message;
+// each finishes the one in hand (waits for its commit and writes its ACK)
+// for up to Grace, then all are closed.
+//
+// On a clean stop (SIGTERM, a reload) the port closes only after that: a
+// load balancer that checks the port and cuts the sessions of a node whose
+// check fails (HAProxy's on-marked-down shutdown-sessions, as README
+// advises) would otherwise cut a connection between its message's commit
+// and its ACK, and the sender would send that message again to the next
+// primary, which delivers it a second time. The node still holds the lease
+// until the graph has stopped, so the port open a little longer delays no
+// one. On a loss of leadership (the term's context is cancelled) the port
+// closes first: the messages in hand fail against the fence anyway, and
+// the load balancer must move at once.
 func (l *MLLP) stop() {
 	if l.retry != nil {
 		l.retry()
 	}
 	close(l.closing)
-	if l.ln != nil {
-		l.ln.Close()
-		l.accepted.Wait()
-		l.log.Info().Str("listen", l.cfg.Listen).Msg("MLLP listener closed")
+	termEnded := l.env.Ctx.Done()
+	if l.env.Ctx.Err() != nil {
+		l.closePort()
+		termEnded = nil
 	}
-	l.env.Binds.stopped(l.cfg.Name)
-	l.conns.interruptReads()
-	if !l.conns.wait(Grace) {
+	l.conns.stop()
+	ended, grace := l.conns.ended(), time.NewTimer(Grace)
+	defer grace.Stop()
+	finished := false
+wait:
+	for {
+		select {
+		case <-ended:
+			finished = true
+			break wait
+		case <-termEnded:
+			// The term ended during the clean stop: as on any loss.
+			l.closePort()
+			termEnded = nil
+		case <-grace.C:
+			break wait
+		}
+	}
+	l.closePort()
+	if !finished {
 		l.log.Warn().Str("listen", l.cfg.Listen).Dur("grace", Grace).
 			Msg("connections still had a message in hand when the stop's grace ran out; closing them (their senders get no ACK and send again)")
 		close(l.killed)
 		l.conns.closeAll()
 		l.conns.wait(time.Minute)
 	}
+}
+
+// closePort closes the listening socket and waits for the accept loop to
+// end; once done, a second call does nothing.
+func (l *MLLP) closePort() {
+	if l.ln != nil {
+		l.ln.Close()
+		l.accepted.Wait()
+		l.ln = nil
+		l.log.Info().Str("listen", l.cfg.Listen).Msg("MLLP listener closed")
+	}
+	l.env.Binds.stopped(l.cfg.Name)
 }
 
 // stopping reports whether the listener has begun to stop.
@@ -174,20 +222,33 @@ func (l *MLLP) stopping() bool {
 
 // connSet tracks a listener's open connections.
 type connSet struct {
-	mu sync.Mutex
-	m  map[net.Conn]struct{}
-	wg sync.WaitGroup
+	mu       sync.Mutex
+	m        map[net.Conn]struct{}
+	wg       sync.WaitGroup
+	stopping bool // no connection is added once the listener stops
 }
 
-func (s *connSet) add(c net.Conn, limit int) bool {
+// addResult is what connSet.add did with a connection.
+type addResult int
+
+const (
+	connAdded    addResult = iota
+	connFull               // at max_connections
+	connStopping           // the listener is stopping
+)
+
+func (s *connSet) add(c net.Conn, limit int) addResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.m) >= limit {
-		return false
+	switch {
+	case s.stopping:
+		return connStopping
+	case len(s.m) >= limit:
+		return connFull
 	}
 	s.m[c] = struct{}{}
 	s.wg.Add(1)
-	return true
+	return connAdded
 }
 
 func (s *connSet) remove(c net.Conn) {
@@ -198,11 +259,13 @@ func (s *connSet) remove(c net.Conn) {
 	s.wg.Done()
 }
 
-// interruptReads makes every blocked read return now; a connection waiting
-// for its commit is not reading and still writes its ACK.
-func (s *connSet) interruptReads() {
+// stop adds no connection from now on, and makes every blocked read return
+// now; a connection waiting for its commit is not reading and still writes
+// its ACK.
+func (s *connSet) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.stopping = true
 	for c := range s.m {
 		c.SetReadDeadline(time.Now())
 	}
@@ -216,11 +279,17 @@ func (s *connSet) closeAll() {
 	}
 }
 
-func (s *connSet) wait(d time.Duration) bool {
+// ended returns a channel closed once every connection has ended. Call it
+// only after stop, when no connection can be added any more.
+func (s *connSet) ended() <-chan struct{} {
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
+	return done
+}
+
+func (s *connSet) wait(d time.Duration) bool {
 	select {
-	case <-done:
+	case <-s.ended():
 		return true
 	case <-time.After(d):
 		return false

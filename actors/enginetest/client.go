@@ -80,6 +80,16 @@ func (cl *Client) Post(payload string) {
 	}
 }
 
+// ReadAck reads one ACK frame, waiting at most within for it.
+func (cl *Client) ReadAck(within time.Duration) (hl7.Acknowledgment, error) {
+	cl.c.SetReadDeadline(time.Now().Add(within))
+	f, err := cl.fr.ReadFrame()
+	if err != nil {
+		return hl7.Acknowledgment{}, err
+	}
+	return hl7.ParseAck(f)
+}
+
 // Closed reports whether the other side has closed the connection.
 func (cl *Client) Closed() bool {
 	cl.c.SetReadDeadline(time.Now().Add(5 * time.Second))

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,6 +35,10 @@ type Engine struct {
 	// Logs holds every line the engine logged, at debug level and up.
 	Logs *LogBuffer
 	eng  *actors.Engine
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed when the clean stop has ended
+	stopErr  error
 }
 
 // LogBuffer collects log lines safely across goroutines.
@@ -106,12 +111,11 @@ func Start(t testing.TB, cfg string) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Engine{Config: c, Store: fs, Dir: dir, Logs: logs, eng: eng}
+	e := &Engine{Config: c, Store: fs, Dir: dir, Logs: logs, eng: eng, stopped: make(chan struct{})}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := eng.Stop(ctx); err != nil {
-			t.Errorf("engine stop: %v", err)
+		<-e.Stop()
+		if e.stopErr != nil {
+			t.Errorf("engine stop: %v", e.stopErr)
 		}
 		st.Close()
 	})
@@ -128,6 +132,20 @@ func Start(t testing.TB, cfg string) *Engine {
 		}
 	}
 	return e
+}
+
+// Stop begins the engine's clean stop (as SIGTERM does), once, and returns
+// a channel closed when it has ended. The test's end stops the engine too.
+func (e *Engine) Stop() <-chan struct{} {
+	e.stopOnce.Do(func() {
+		go func() {
+			defer close(e.stopped)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			e.stopErr = e.eng.Stop(ctx)
+		}()
+	})
+	return e.stopped
 }
 
 // Status is the engine's current role.
@@ -179,7 +197,28 @@ type FaultStore struct {
 	// a routed or unrouted message of that control id, as a database refuses
 	// a value it cannot store (storage.ErrRefused).
 	RefuseControlID atomic.Pointer[string]
+
+	hold atomic.Pointer[chan struct{}]
+	held atomic.Int32
 }
+
+// HoldIngest makes every MessageIngest from now on wait, before it stores
+// anything, until release is called (or its context ends): a commit that
+// takes its time.
+func (f *FaultStore) HoldIngest() (release func()) {
+	ch := make(chan struct{})
+	f.hold.Store(&ch)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.hold.Store(nil)
+			close(ch)
+		})
+	}
+}
+
+// IngestsHeld is how many MessageIngest calls HoldIngest keeps waiting now.
+func (f *FaultStore) IngestsHeld() int { return int(f.held.Load()) }
 
 // ErrInjected is the failure FaultStore injects.
 var ErrInjected = &injected{}
@@ -190,6 +229,14 @@ func (*injected) Error() string { return "enginetest: injected store failure" }
 
 // MessageIngest implements storage.Store.
 func (f *FaultStore) MessageIngest(ctx context.Context, p storage.MessageIngestParams) ([]storage.IngestedMessage, error) {
+	if hold := f.hold.Load(); hold != nil {
+		f.held.Add(1)
+		select {
+		case <-*hold:
+		case <-ctx.Done():
+		}
+		f.held.Add(-1)
+	}
 	if f.FailIngest.Load() {
 		return nil, ErrInjected
 	}
