@@ -44,7 +44,8 @@ var spawnGraph = func(ctx actor.Context, props *actor.Props, name string) (*acto
 // children are restarted with exponential backoff when they crash; when the
 // graph stops, all of them stop first (listeners close their ports).
 type graph struct {
-	spec *graphSpec
+	spec      *graphSpec
+	listeners []*actor.PID
 }
 
 func newGraph(spec *graphSpec) *actor.Props {
@@ -59,6 +60,8 @@ func (g *graph) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		g.spawn(ctx)
+	case *actor.Stopping:
+		g.stopListeners(ctx)
 	case *actor.Stopped:
 		close(g.spec.done)
 	}
@@ -76,16 +79,39 @@ func (g *graph) spawn(ctx actor.Context) {
 	in.Ingest, _ = ctx.SpawnNamed(listeners.NewIngest(in), "ingest")
 
 	for _, ic := range s.cfg.Inbound {
+		var pid *actor.PID
 		switch ic.Type {
 		case config.InboundMLLP:
-			ctx.SpawnNamed(listeners.NewMLLP(in, ic), "listener-"+ic.Name)
+			pid, _ = ctx.SpawnNamed(listeners.NewMLLP(in, ic), "listener-"+ic.Name)
 		case config.InboundFile:
-			ctx.SpawnNamed(listeners.NewFilePoller(in, ic), "listener-"+ic.Name)
+			pid, _ = ctx.SpawnNamed(listeners.NewFilePoller(in, ic), "listener-"+ic.Name)
+		}
+		if pid != nil {
+			g.listeners = append(g.listeners, pid)
 		}
 	}
 	ctx.SpawnNamed(newSweeper(s, log), "sweeper")
 	log.Info().Int("inbounds", len(s.cfg.Inbound)).Int("outbounds", len(s.cfg.Outbound)).Msg("graph started: this node is processing messages")
 	if graphStarted != nil {
 		graphStarted()
+	}
+}
+
+// stopListeners stops the inbounds first, and waits for them, before the
+// graph's other children get their stop: each listener finishes the
+// messages in hand (their commit and their ACK) through an ingest actor
+// that still runs. Stopped all at once, as protoactor stops children, the
+// ingest actor turned away what it had queued (AE) while the listeners
+// were still waiting for it, and a clean switchover answered AE to
+// messages this node could have stored.
+func (g *graph) stopListeners(ctx actor.Context) {
+	futures := make([]actor.Future, 0, len(g.listeners))
+	for _, pid := range g.listeners {
+		futures = append(futures, ctx.StopFuture(pid))
+	}
+	for _, f := range futures {
+		if err := f.Wait(); err != nil {
+			g.spec.log.Warn().Err(err).Msg("a listener did not stop in time; stopping the rest of the graph anyway")
+		}
 	}
 }

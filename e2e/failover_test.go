@@ -68,6 +68,10 @@ type fault struct {
 	target time.Duration // the outage to stay under; 0: measured only
 	// keepsLeader: the primary must lead through the fault (no election).
 	keepsLeader bool
+	// clean: a clean switchover, which stores and answers every message
+	// the old primary read (no AE), and records every delivery it made
+	// before the new one starts (no duplicate).
+	clean bool
 	// inject runs the fault (the partner is sending) and returns when a
 	// new primary has acknowledged for a little while.
 	inject func(t *testing.T, fc *failoverCluster, pt *partner) injected
@@ -83,7 +87,7 @@ type injected struct {
 func failoverFaults() []fault {
 	return []fault{
 		{name: "kill-9", nodes: 3, timing: quick, check: checkTCP, target: crashTarget, inject: killPrimary(1)},
-		{name: "sigterm", nodes: 2, timing: quick, check: checkTCP, target: handOverTarget, inject: stopPrimary},
+		{name: "sigterm", nodes: 2, timing: quick, check: checkTCP, target: handOverTarget, clean: true, inject: stopPrimary},
 		{name: "sigstop", nodes: 2, timing: quick, check: checkTCP, inject: freezePrimary},
 		{name: "sigstop-role-check", nodes: 2, timing: quick, check: checkRole, inject: freezePrimary},
 		{name: "db-cut", nodes: 2, timing: quick, check: checkTCP, inject: cutPrimary},
@@ -93,7 +97,7 @@ func failoverFaults() []fault {
 		{name: "queue-rows-locked", nodes: 2, timing: quick, check: checkTCP, keepsLeader: true, inject: lockQueueRows},
 		{name: "lane-rows-locked", nodes: 2, timing: quick, check: checkTCP, keepsLeader: true, inject: lockLaneRows},
 		{name: "kill-9-defaults", nodes: 2, timing: defaults, check: checkTCP, target: crashTargetDefaults, inject: killPrimary(1)},
-		{name: "sigterm-defaults", nodes: 2, timing: defaults, check: checkTCP, target: handOverTarget, inject: stopPrimary},
+		{name: "sigterm-defaults", nodes: 2, timing: defaults, check: checkTCP, target: handOverTarget, clean: true, inject: stopPrimary},
 		{name: "kill-9-x20", nodes: 3, timing: quick, check: checkTCP, target: crashTarget, inject: killPrimary(20)},
 	}
 }
@@ -202,6 +206,10 @@ func (s *failoverSuite) run(t *testing.T, f fault) {
 	if !d.inFlightOnly() {
 		t.Errorf("%d of %d duplicates are not repeats of the lane's delivery just before (rows in flight); e.g.:\n%s",
 			d.Duplicates-d.Adjacent, d.Duplicates, strings.Join(d.Examples, "\n"))
+	}
+	if f.clean && (d.Duplicates > 0 || naks > 0) {
+		t.Errorf("a clean switchover gave %d duplicates and %d AEs; want none: the old primary answers what it read and records what it delivered before it resigns; e.g.:\n%s",
+			d.Duplicates, naks, strings.Join(d.Examples, "\n"))
 	}
 	if f.keepsLeader && elections != 0 {
 		t.Errorf("%d elections during the fault; the primary must lead through it", elections)

@@ -5,12 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/hl7"
 )
 
-// A clean stop (SIGTERM, a reload) answers the message in hand before its
-// port closes. The test plays a load balancer that checks the port every
+// A clean stop (SIGTERM, a reload) stores and answers the messages in hand,
+// and only then closes its port. Two are in hand: one in the commit under
+// way, one queued behind it for the next (its ingest must not turn it away
+// as the graph stops). The test plays a load balancer that checks the port every
 // 10 ms and cuts its sessions to a node whose check fails (HAProxy's
 // on-marked-down shutdown-sessions, as README advises): the sender's ACK
 // must be on its connection by the time the port closes. If the port closed
@@ -25,10 +29,15 @@ func TestACleanStopAnswersTheMessageInHandBeforeItsPortCloses(t *testing.T) {
 		t.Fatalf("first message: %s, want AA", ack.Code)
 	}
 
+	queued := dial(t, addr)
+	received := metrics.GetOrCreateCounter(`mf_messages_received_total{inbound="adt_in"}`)
 	release := e.Store.HoldIngest()
 	defer release()
 	cl.Post(adt("INHAND", "P1"))
 	enginetest.WaitFor(t, "the message's commit to be in hand", 10*time.Second, func() bool { return e.Store.IngestsHeld() > 0 })
+	before := received.Get()
+	queued.Post(adt("QUEUED", "P2"))
+	enginetest.WaitFor(t, "the second message to be read", 10*time.Second, func() bool { return received.Get() > before })
 	stopped := e.Stop()
 	enginetest.WaitFor(t, "the clean stop to begin", 10*time.Second, func() bool { return !e.Status().Leader })
 
@@ -66,6 +75,13 @@ func TestACleanStopAnswersTheMessageInHandBeforeItsPortCloses(t *testing.T) {
 	}
 	if ack.Code != hl7.AA || ack.ControlID != "INHAND" {
 		t.Fatalf("ACK %s for %q, want AA for INHAND", ack.Code, ack.ControlID)
+	}
+	ack, err = queued.ReadAck(100 * time.Millisecond)
+	if err != nil {
+		t.Fatalf("no ACK for the message queued behind it when the port closed: %v", err)
+	}
+	if ack.Code != hl7.AA || ack.ControlID != "QUEUED" {
+		t.Fatalf("ACK %s for %q (%s), want AA for QUEUED: the node could store it, and turned it away", ack.Code, ack.ControlID, ack.Text)
 	}
 	select {
 	case <-stopped:
