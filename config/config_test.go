@@ -677,17 +677,21 @@ func TestFileDirectoriesThatFeedAnInboundOrEachOtherAreRefused(t *testing.T) {
 
 // max_file_bytes = 9223372036854775807 overflowed the read's limit of
 // max_file_bytes+1, and the inbound read nothing and said nothing; a file is
-// read whole into memory, so the bound is 1 GiB. connections =
-// 1099511627776 ran mf run out of memory at start, and pool_size =
-// 2147483648 was cut to an int32 on PostgreSQL (and became the default 5).
+// read whole into memory and stored in one transaction, so the bound is
+// 512 MiB, as for max_message_bytes (PostgreSQL takes at most 1 GB at
+// once). connections = 1099511627776 ran mf run out of memory at start, and
+// pool_size = 2147483648 was cut to an int32 on PostgreSQL (and became the
+// default 5).
 func TestCountsHaveAnUpperBound(t *testing.T) {
 	const (
 		fileIn  = "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"in\"\n"
 		mllpOut = "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\n"
 	)
 	for _, tc := range []struct{ name, toml, want string }{
-		{"max_file_bytes of the largest int64", fileIn + "max_file_bytes = 9223372036854775807\n", "inbound[1].max_file_bytes: must be at most 1073741824 (1 GiB: a file is read whole into memory), got 9223372036854775807"},
-		{"max_file_bytes above 1 GiB", fileIn + "max_file_bytes = 1073741825\n", "inbound[1].max_file_bytes: must be at most 1073741824"},
+		{"max_file_bytes of the largest int64", fileIn + "max_file_bytes = 9223372036854775807\n", "inbound[1].max_file_bytes: must be at most 536870912 (512 MiB: a file is read whole into memory, and stored in one transaction), got 9223372036854775807"},
+		{"max_file_bytes above 512 MiB", fileIn + "max_file_bytes = 536870913\n", "inbound[1].max_file_bytes: must be at most 536870912"},
+		{"max_message_bytes above 512 MiB", fileIn + "max_message_bytes = 536870913\n", "inbound[1].max_message_bytes: must be at most 536870912 (512 MiB: the largest message every store can take), got 536870913"},
+		{"max_message_bytes of a gigabyte, mllp", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:2576\"\nmax_message_bytes = 1073741824\n", "inbound[1].max_message_bytes: must be at most 536870912"},
 		{"a terabyte of connections", mllpOut + "connections = 1099511627776\n", "outbound[1].connections: must be at most 1000, got 1099511627776"},
 		{"1001 connections", mllpOut + "connections = 1001\n", "outbound[1].connections: must be at most 1000, got 1001"},
 		{"a pool beyond an int32", "[store]\npool_size = 2147483648\n", "store.pool_size: must be at most 1000 (database connections), got 2147483648"},
@@ -698,7 +702,7 @@ func TestCountsHaveAnUpperBound(t *testing.T) {
 			t.Errorf("%s: error %v; want one containing %q", tc.name, err, "site.toml: "+tc.want)
 		}
 	}
-	at := minimal + "[store]\npool_size = 1000\n" + fileIn + "max_file_bytes = 1073741824\n" + mllpOut + "connections = 1000\n"
+	at := minimal + "[store]\npool_size = 1000\n" + fileIn + "max_file_bytes = 536870912\nmax_message_bytes = 536870912\n" + mllpOut + "connections = 1000\n"
 	if _, err := config.Parse([]byte(at), "site.toml"); err != nil {
 		t.Fatalf("each count at its bound: %v", err)
 	}

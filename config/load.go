@@ -81,9 +81,17 @@ const MaxPoolSize = 1000
 const MaxOutboundConnections = 1000
 
 // MaxFileBytes bounds a file inbound's max_file_bytes: a file is read whole
-// into memory, and the largest int64 overflowed the read's limit (the
-// inbound read nothing, and said nothing).
-const MaxFileBytes = 1 << 30
+// into memory (the largest int64 overflowed the read's limit: the inbound
+// read nothing, and said nothing), and its messages are stored in one
+// transaction, which PostgreSQL takes in one protocol message of at most
+// 1 GB: a larger file could never be stored there.
+const MaxFileBytes = 512 << 20
+
+// MaxMessageBytes bounds an inbound's max_message_bytes: PostgreSQL takes a
+// message in one protocol message of at most 1 GB, and a client library
+// refuses a larger one before it is sent: the sender was answered AE, and
+// sent it again, forever.
+const MaxMessageBytes = 512 << 20
 
 // Parse decodes, defaults and validates a config; name is the file named in
 // errors.
@@ -483,6 +491,8 @@ func (c *Config) Validate() error {
 		}
 		if in.MaxMessageBytes < 64 {
 			bad(key+".max_message_bytes", "must be at least 64, got %d", in.MaxMessageBytes)
+		} else if in.MaxMessageBytes > MaxMessageBytes {
+			bad(key+".max_message_bytes", "must be at most %d (512 MiB: the largest message every store can take), got %d", MaxMessageBytes, in.MaxMessageBytes)
 		}
 		if in.MaxConnections < 1 {
 			bad(key+".max_connections", "must be at least 1, got %d", in.MaxConnections)
@@ -501,7 +511,7 @@ func (c *Config) Validate() error {
 		if in.MaxFileBytes < 1 {
 			bad(key+".max_file_bytes", "must be at least 1, got %d", in.MaxFileBytes)
 		} else if in.MaxFileBytes > MaxFileBytes {
-			bad(key+".max_file_bytes", "must be at most %d (1 GiB: a file is read whole into memory), got %d", MaxFileBytes, in.MaxFileBytes)
+			bad(key+".max_file_bytes", "must be at most %d (512 MiB: a file is read whole into memory, and stored in one transaction), got %d", MaxFileBytes, in.MaxFileBytes)
 		}
 	}
 	// An archived file moved into a directory a file inbound reads is read

@@ -249,6 +249,37 @@ func TestIngestCutsTransactionsOnlyBetweenGroups(t *testing.T) {
 	}
 }
 
+// A transaction carries at most MaxBatchBytes of messages, unless one
+// message or group alone is larger: PostgreSQL refuses a batch of more than
+// 1 GB whole.
+func TestIngestCutsTransactionsAtMaxBatchBytes(t *testing.T) {
+	in := &Ingest{}
+	add := func(n, size int) {
+		for i := range n {
+			in.pending = append(in.pending, queued{Submit: Submit{Msg: storage.NewMessage{Payload: make([]byte, size)}}, more: n - 1 - i})
+		}
+	}
+	const mib = 1 << 20
+	for range 100 { // 100 senders of a 10 MiB document
+		add(1, 10*mib)
+	}
+	add(1, MaxBatchBytes+1) // one alone larger than a transaction
+	add(3, MaxBatchBytes/2) // a group larger than a transaction, whole
+	add(2, 1)
+	var sizes []string
+	for len(in.pending) > 0 {
+		b, total := in.next(), 0
+		for _, q := range b {
+			total += len(q.Msg.Payload)
+		}
+		sizes = append(sizes, fmt.Sprintf("%d/%dMiB", len(b), total/mib))
+	}
+	want := "[6/60MiB 6/60MiB 6/60MiB 6/60MiB 6/60MiB 6/60MiB 6/60MiB 6/60MiB 6/60MiB 6/60MiB 6/60MiB 6/60MiB 6/60MiB 6/60MiB 6/60MiB 6/60MiB 4/40MiB 1/64MiB 3/96MiB 2/0MiB]"
+	if got := fmt.Sprint(sizes); got != want {
+		t.Fatalf("transactions (messages/size) %s; want %s", got, want)
+	}
+}
+
 // TestAFailureThatLastsIsLoggedOnceAMinute: a directory that cannot be
 // listed fails every poll (every second by default); it is logged at error
 // level when it starts, once a minute while it lasts, and when it clears,

@@ -17,6 +17,14 @@ import (
 // MaxBatch bounds the messages of one ingest transaction.
 const MaxBatch = 512
 
+// MaxBatchBytes bounds the bytes of the messages of one ingest transaction;
+// a message or a group larger than it goes alone. PostgreSQL takes a
+// batch's payloads as one array parameter of one protocol message, which
+// may not exceed 1 GB: a larger batch (100 connections each sending a
+// 10 MiB document) failed whole, every sender in it was answered AE, and
+// the resends formed such a batch again.
+const MaxBatchBytes = 64 << 20
+
 // ErrShuttingDown answers a message that arrived while the graph stopped: it
 // was not stored, and the sender must send it again (to the next leader).
 var ErrShuttingDown = errors.New("the engine is stopping or no longer the leader; message not stored")
@@ -151,14 +159,20 @@ func (in *Ingest) Receive(ctx actor.Context) {
 }
 
 // next takes the messages of the next transaction from the queue: up to
-// MaxBatch, cut only between SubmitGroups.
+// MaxBatch messages and MaxBatchBytes, cut only between SubmitGroups. The
+// first group goes whole, whatever its size.
 func (in *Ingest) next() []queued {
-	n := min(len(in.pending), MaxBatch)
-	for n > 0 && in.pending[n-1].more > 0 {
-		n--
-	}
-	if n == 0 {
-		n = 1 + in.pending[0].more // a group larger than MaxBatch, whole
+	n, size := 0, 0
+	for n < len(in.pending) {
+		g := 1 + in.pending[n].more // the group starting at n
+		gsize := 0
+		for _, q := range in.pending[n : n+g] {
+			gsize += len(q.Msg.Payload)
+		}
+		if n > 0 && (n+g > MaxBatch || size+gsize > MaxBatchBytes) {
+			break
+		}
+		n, size = n+g, size+gsize
 	}
 	batch := in.pending[:n:n]
 	in.pending = in.pending[n:]
