@@ -3,6 +3,7 @@ package listeners
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/postgres"
+	"github.com/messagefoundry/mf/storage/postgres/pgtest"
 	"github.com/messagefoundry/mf/storage/sqlite"
 )
 
@@ -97,6 +100,104 @@ func TestARefusedMessageFailsNoOtherOfItsBatch(t *testing.T) {
 	}
 }
 
+// A message that an operator's trigger turns away (PL/pgSQL RAISE, SQLSTATE
+// P0001; SQLite's RAISE(ABORT)) is refused alone, like one a CHECK refuses:
+// the others of its batch are stored and it is answered AR. It failed the
+// whole batch with AE, every sender of it resending for as long as the
+// trigger stood. The trigger is the database's own, in the test's schema.
+func TestAMessageAnOperatorsTriggerRefusesFailsNoOtherOfItsBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		open    func(t *testing.T) (storage.Store, func(q string) error)
+		trigger []string
+	}{
+		{"postgres mf_messages", openPostgresSQL, []string{
+			`CREATE FUNCTION mf_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+			   IF NEW.control_id = 'M2' THEN RAISE EXCEPTION 'the audit trigger refuses %', NEW.payload; END IF;
+			   RETURN NEW;
+			 END $$`,
+			`CREATE TRIGGER mf_test_refuse BEFORE INSERT ON mf_messages FOR EACH ROW EXECUTE FUNCTION mf_test_refuse()`,
+		}},
+		{"postgres mf_queue", openPostgresSQL, []string{
+			`CREATE FUNCTION mf_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+			   IF NEW.lane = 'lab/P2' THEN RAISE EXCEPTION 'the audit trigger refuses lane %', NEW.lane; END IF;
+			   RETURN NEW;
+			 END $$`,
+			`CREATE TRIGGER mf_test_refuse BEFORE INSERT ON mf_queue FOR EACH ROW EXECUTE FUNCTION mf_test_refuse()`,
+		}},
+		{"sqlite mf_messages", openSQLiteSQL, []string{
+			`CREATE TRIGGER mf_test_refuse BEFORE INSERT ON mf_messages WHEN NEW.control_id = 'M2'
+			 BEGIN SELECT RAISE(ABORT, 'the audit trigger refuses this message'); END`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st, exec := tc.open(t)
+			for _, q := range tc.trigger {
+				if err := exec(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			in := &Ingest{env: &Env{Ctx: ctx, Store: st, Log: zerolog.Nop()}}
+			msgs := []storage.NewMessage{laneMsg("M0", "lab/P0"), laneMsg("M1", "lab/P1"), laneMsg("M2", "lab/P2"), laneMsg("M3", "lab/P3")}
+			results, touched, err := in.store(msgs)
+			if err != nil {
+				t.Fatalf("store: %v; want no batch error", err)
+			}
+			for i, r := range results {
+				if i == 2 {
+					continue
+				}
+				if r.Err != nil || r.MessageID == 0 {
+					t.Fatalf("message %d of the batch: %+v; want stored", i, r)
+				}
+			}
+			if !errors.Is(results[2].Err, storage.ErrRefused) || results[2].MessageID == 0 || strings.Contains(results[2].Err.Error(), "audit trigger") {
+				t.Fatalf("the message the trigger refuses: %+v; want ErrRefused, in the database's terms only, and the id of its bytes kept", results[2])
+			}
+			if strings.Join(touched.Lanes, ",") != "lab/P0,lab/P1,lab/P3" {
+				t.Fatalf("lanes told of: %v; want lab/P0,lab/P1,lab/P3", touched.Lanes)
+			}
+		})
+	}
+}
+
+// openPostgresSQL opens a migrated store in the test's own schema, and a
+// function that runs SQL there outside the engine.
+func openPostgresSQL(t *testing.T) (storage.Store, func(q string) error) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, postgres.Options{URL: pgtest.NewSchema(t), PoolSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st, func(q string) error {
+		_, err := st.Pool().Exec(ctx, q)
+		return err
+	}
+}
+
+// openSQLiteSQL opens a migrated SQLite store, and a function that runs SQL
+// on its file outside the engine.
+func openSQLiteSQL(t *testing.T) (storage.Store, func(q string) error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mf.db")
+	st := openSQLiteAt(t, path)
+	return st, func(q string) error {
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		_, err = db.Exec(q)
+		return err
+	}
+}
+
 // scriptedStore refuses every batch holding a message whose control id is
 // refuse, and fails its calls numbered in fail (1-based) with that error.
 type scriptedStore struct {
@@ -121,8 +222,13 @@ func (s *scriptedStore) MessageIngest(ctx context.Context, p storage.MessageInge
 
 func openSQLite(t *testing.T) storage.Store {
 	t.Helper()
+	return openSQLiteAt(t, filepath.Join(t.TempDir(), "mf.db"))
+}
+
+func openSQLiteAt(t *testing.T, path string) storage.Store {
+	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -345,26 +345,23 @@ func (e *writeError) Unwrap() error { return e.err }
 // failedAlone returns the write whose own statement failed in err, when
 // the failure is that write's alone: the server refused its statement for
 // a row lock held longer than the lock wait (locked, SQLSTATE 55P03), or for
-// its rows' data (classes 22 data exception, 23 integrity constraint, 27
-// triggered data change, 44 check option, P0 raised by a trigger, XX001 and
-// XX002 a corrupt row or index page). Anything else (the connection, the
-// server's resources or shutdown, a cancel, a deadlock, which is run again,
-// a privilege revoked, a statement the server no longer has prepared) would
-// meet every write alike, and is the whole batch's.
+// its rows (refusedRows, the ingest's refusals), or for what the ingest does
+// not take as the message's own but a lane may: a unique violation and a
+// corrupt row or index page (XX001, XX002). The lane only tries again, where
+// a message refused is answered AR and not sent again. Anything else (the
+// connection, the server's resources or shutdown, a cancel, a deadlock,
+// which is run again, a privilege revoked, a statement the server no longer
+// has prepared) would meet every write alike, and is the whole batch's.
 func failedAlone(err error) (w *laneWrite, locked bool) {
 	var we *writeError
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &we) || !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+	if !errors.As(err, &we) || !errors.As(err, &pgErr) {
 		return nil, false
 	}
 	switch c := pgErr.Code; {
 	case c == "55P03":
 		return we.w, true
-	case c == "XX001", c == "XX002":
-		return we.w, false
-	}
-	switch pgErr.Code[:2] {
-	case "22", "23", "27", "44", "P0":
+	case c == "23505", c == "XX001", c == "XX002", refusedRows(c):
 		return we.w, false
 	}
 	return nil, false

@@ -537,26 +537,41 @@ func (s *Store) MessageIngest(ctx context.Context, p storage.MessageIngestParams
 }
 
 // refusal returns storage.ErrRefused for an error of the data the write
-// carried (SQLSTATE classes 22 data exception and 54 program limit exceeded,
-// e.g. an index row too large; a NOT NULL or CHECK violation), and nil for
-// any other error: the fence, a lost connection, a timeout, and a unique
-// violation, which comes of the database's state (a sequence behind its
-// table), not of the message, and must not turn every message away as AR.
+// carried (refusedRows), and nil for any other error: the fence, a lost
+// connection, a timeout, and errors of the database's state.
 func refusal(err error) error {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+	if !errors.As(err, &pgErr) || !refusedRows(pgErr.Code) {
 		return nil
 	}
-	if c := pgErr.Code; c[:2] == "22" || c[:2] == "54" || c == "23502" || c == "23514" {
-		what := "SQLSTATE " + pgErr.Code
-		for _, name := range []string{pgErr.TableName, pgErr.ColumnName, pgErr.ConstraintName} {
-			if name != "" {
-				what += " " + name
-			}
+	what := "SQLSTATE " + pgErr.Code
+	for _, name := range []string{pgErr.TableName, pgErr.ColumnName, pgErr.ConstraintName} {
+		if name != "" {
+			what += " " + name
 		}
-		return storage.Refused(what)
 	}
-	return nil
+	return storage.Refused(what)
+}
+
+// refusedRows says whether SQLSTATE code refuses a statement for the rows it
+// writes, so that other rows would pass: classes 22 data exception (a value
+// the column cannot hold), 23 integrity constraint violation (NOT NULL,
+// CHECK, an operator's foreign key or exclusion), 27 triggered data change,
+// 44 check option, 54 program limit exceeded (an index row too large) and P0
+// raised by PL/pgSQL (an operator's trigger turning a row away). The ingest
+// answers such a message AR, which its sender does not resend, so the codes
+// of those classes that come of the database's state and would meet every
+// row alike are not: a unique violation (23505, a sequence behind its table)
+// and a sequence used up (2200H).
+func refusedRows(code string) bool {
+	if len(code) != 5 || code == "23505" || code == "2200H" {
+		return false
+	}
+	switch code[:2] {
+	case "22", "23", "27", "44", "54", "P0":
+		return true
+	}
+	return false
 }
 
 func queueRowDest(r *storage.QueueRow) []any {

@@ -800,9 +800,10 @@ func (s *Store) MessageIngest(ctx context.Context, p storage.MessageIngestParams
 }
 
 // refusal returns storage.ErrRefused for an error of the data the write
-// carried (SQLITE_TOOBIG, SQLITE_MISMATCH, a CHECK or NOT NULL constraint),
-// and nil for any other error, a unique or primary key violation included:
-// that comes of the database's state, not of the message (see postgres).
+// carried (SQLITE_TOOBIG, SQLITE_MISMATCH, a CHECK or NOT NULL constraint,
+// an operator's trigger raising ABORT, FAIL or ROLLBACK for a row), and nil
+// for any other error, a unique or primary key violation included: that
+// comes of the database's state, not of the message (see postgres).
 func refusal(err error) error {
 	var e *sqlite.Error
 	if !errors.As(err, &e) {
@@ -810,7 +811,7 @@ func refusal(err error) error {
 	}
 	switch c := e.Code(); {
 	case c&0xff == sqlite3.SQLITE_TOOBIG, c&0xff == sqlite3.SQLITE_MISMATCH,
-		c == sqlite3.SQLITE_CONSTRAINT_CHECK, c == sqlite3.SQLITE_CONSTRAINT_NOTNULL:
+		c == sqlite3.SQLITE_CONSTRAINT_CHECK, c == sqlite3.SQLITE_CONSTRAINT_NOTNULL, c == sqlite3.SQLITE_CONSTRAINT_TRIGGER:
 		return storage.Refused(fmt.Sprintf("SQLite error %d", e.Code()))
 	}
 	return nil
