@@ -120,9 +120,12 @@
 // Sync, the session counts as active and no timeout runs. A leader cut
 // off after the fence of such a batch reached the server and before its
 // Sync did is dropped by TCP keepalive, which the sessions set to end a
-// silent client within about the fence timeout; one frozen there (its
-// kernel still answering keepalives) holds the lease row as SQL Server's
-// sessions do. The window is the time to write one batch, short unless the
+// silent client within about the fence timeout, and by tcp_user_timeout
+// (PostgreSQL 12 and later), set to the same, when the server has sent it
+// results it never acknowledged: keepalive probes nothing then, and the
+// retransmissions alone would hold the row for about 15 minutes. One frozen
+// there (its kernel still answering keepalives and acknowledging) holds the
+// lease row as SQL Server's sessions do. The window is the time to write one batch, short unless the
 // batch is larger than the socket's buffer (an ingest batch of large
 // messages). SQL Server
 // has no such setting at all: there a frozen node delays elections until

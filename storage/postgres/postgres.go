@@ -129,6 +129,17 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 				cfg.ConnConfig.RuntimeParams[param] = fmt.Sprint(v)
 			}
 		}
+		// Keepalive probes nothing while the server has output the client
+		// has not acknowledged (results of the batch's first statements):
+		// the retransmissions give up after about 15 minutes. This makes
+		// them give up within the same timeout. Set after connecting, as
+		// a server older than 12 refuses it as a startup parameter (the
+		// lease pool and the listener copy this config, hook included).
+		if _, set := cfg.ConnConfig.RuntimeParams["tcp_user_timeout"]; !set {
+			cfg.ConnConfig.AfterConnect = func(ctx context.Context, c *pgconn.PgConn) error {
+				return setTCPUserTimeout(ctx, c, secs*1000, tcpUserTimeoutSince)
+			}
+		}
 	}
 	cfg.MaxConns = o.PoolSize
 	if cfg.MaxConns <= 0 {
@@ -478,6 +489,19 @@ func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
 		return out, fmt.Errorf("postgres: node list: %w", err)
 	}
 	return out, nil
+}
+
+// tcpUserTimeoutSince is the first server_version_num with tcp_user_timeout.
+const tcpUserTimeoutSince = 120000
+
+// setTCPUserTimeout sets c's tcp_user_timeout to ms if the server's
+// server_version_num is at least since, and leaves it alone otherwise.
+func setTCPUserTimeout(ctx context.Context, c *pgconn.PgConn, ms int64, since int) error {
+	args := [][]byte{[]byte(fmt.Sprint(ms)), []byte(fmt.Sprint(since))}
+	if err := c.ExecParams(ctx, queries.Get("session_tcp_user_timeout"), args, nil, nil, nil).Read().Err; err != nil {
+		return fmt.Errorf("postgres: set tcp_user_timeout: %w", err)
+	}
+	return nil
 }
 
 // MessageIngest implements storage.Store: the fence, the ingest lock and

@@ -188,7 +188,9 @@ func TestUnreachableOnPgxErrors(t *testing.T) {
 // the fence timeout: idle in a transaction by idle_in_transaction_session_timeout,
 // and in the middle of a pipelined batch (which that timeout does not
 // cover) by TCP keepalive, whose default of two hours held the lease row
-// against the next election as long. A URL's own keepalive settings stay.
+// against the next election as long, and by tcp_user_timeout when the
+// server has output the client never acknowledged (keepalive waits for the
+// retransmissions, about 15 minutes). A URL's own settings stay.
 func TestAClusteredNodesSessionsEndWhenItsClientIsGone(t *testing.T) {
 	url := pgtest.NewSchema(t)
 	show := func(s *postgres.Store, param string) string {
@@ -210,17 +212,20 @@ func TestAClusteredNodesSessionsEndWhenItsClientIsGone(t *testing.T) {
 	if socket {
 		t.Fatalf("MF_TEST_POSTGRES_URL reaches the server over a Unix socket: this test needs TCP (host=127.0.0.1)")
 	}
-	for param, want := range map[string]string{"idle_in_transaction_session_timeout": "20s", "tcp_keepalives_idle": "10", "tcp_keepalives_interval": "3", "tcp_keepalives_count": "3"} {
+	for param, want := range map[string]string{"idle_in_transaction_session_timeout": "20s", "tcp_keepalives_idle": "10", "tcp_keepalives_interval": "3", "tcp_keepalives_count": "3", "tcp_user_timeout": "20000"} {
 		if got := show(s, param); got != want {
 			t.Errorf("%s = %s; want %s", param, got, want)
 		}
 	}
-	own, err := postgres.Open(context.Background(), postgres.Options{URL: url + "&tcp_keepalives_idle=60", PoolSize: 2, IdleInTransactionTimeout: 20 * time.Second})
+	own, err := postgres.Open(context.Background(), postgres.Options{URL: url + "&tcp_keepalives_idle=60&tcp_user_timeout=90000", PoolSize: 2, IdleInTransactionTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer own.Close()
 	if got := show(own, "tcp_keepalives_idle"); got != "60" {
 		t.Errorf("tcp_keepalives_idle set in the URL = %s; want the URL's 60", got)
+	}
+	if got := show(own, "tcp_user_timeout"); got != "90000" {
+		t.Errorf("tcp_user_timeout set in the URL = %s; want the URL's 90000", got)
 	}
 }
