@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/messagefoundry/mf/actors"
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/hl7"
@@ -98,5 +100,61 @@ func TestAFencedRecoveryStartsNoGraph(t *testing.T) {
 	}
 	if h.eng.Status().Leader || open(h.listen) {
 		t.Fatalf("after a fenced recovery: status %+v, port open %v", h.eng.Status(), open(h.listen))
+	}
+}
+
+// unansweredRecovery is a store whose promotion recovery never answers, as
+// a database that stopped answering would not: each attempt lasts until its
+// deadline.
+type unansweredRecovery struct {
+	storage.Store
+	calls chan struct{}
+}
+
+func (u *unansweredRecovery) QueueRecoverForeign(ctx context.Context, _ storage.QueueRecoverForeignParams) (int64, error) {
+	select {
+	case u.calls <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// A term that ends during its promotion recovery ends the recovery: root
+// goes on to what came after (the loss, a newer term, a shutdown) at once.
+// It used to go on retrying for the term gone, three attempts of up to 10 s
+// each, with nothing read from its mailbox meanwhile.
+func TestATermEndedDuringRecoveryFreesRootAtOnce(t *testing.T) {
+	listen := enginetest.FreeAddr(t)
+	cfg := slowOutbound(t, "", listen, "http://127.0.0.1:1")
+	calls := make(chan struct{}, 1)
+	e := startScripted(t, cfg, func(o *actors.Options) {
+		o.Store = &unansweredRecovery{Store: o.Store, calls: calls}
+		o.Reload = func() (*config.Config, error) { return cfg, nil }
+	})
+	ended := make(chan struct{})
+	e.tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Ended: ended, Reason: "elected"})
+	select {
+	case <-calls:
+	case <-time.After(10 * time.Second):
+		t.Fatal("promotion recovery never started")
+	}
+	close(ended)
+	e.tell(leadership.Changed{Leader: false, Fence: storage.Fence{}, Reason: "renew-lost"})
+	// Root answers the reload only after it has handled everything before it.
+	e.tell(leadership.ConfigChanged{Version: 2})
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case m := <-e.got:
+			if m == (leadership.ConfigLoaded{Version: 2}) {
+				if strings.Contains(e.logs.String(), "graph started") || open(listen) {
+					t.Fatal("the graph of a term that ended during its recovery started")
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("root was still busy 5 s after the term ended during its promotion recovery")
+		}
 	}
 }

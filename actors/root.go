@@ -293,11 +293,13 @@ func (r *root) changed(ctx actor.Context, c leadership.Changed) {
 		return
 	}
 	log.Info().Str("owner", c.Fence.Owner).Msg("leadership gained: recovering the previous leader's deliveries")
-	if !r.recover(c.Fence, log) {
+	if !r.recover(c.Fence, c.Ended, log) {
 		// The term is lost already: its graph would open the listener and
 		// claim rows until its first fenced write. The elector, if it still
-		// thinks it leads, reports the loss.
-		r.tellLeadership(ctx, leadership.Fenced{Fence: c.Fence})
+		// thinks it leads, reports the loss (one whose term ended knows).
+		if !closed(c.Ended) {
+			r.tellLeadership(ctx, leadership.Fenced{Fence: c.Fence})
+		}
 		return
 	}
 	r.startGraph(ctx, c.Fence, c.Ended)
@@ -311,10 +313,15 @@ func (r *root) changed(ctx actor.Context, c leadership.Changed) {
 // after losing its lease would leave the deliveries it had in hand, and
 // their lanes, to wait lease_ttl_seconds. Should it fail, those rows still
 // come back when their leases expire (stranded-head reclaim, sweep). It
-// reports false only when the fence refused it: term f is over.
-func (r *root) recover(f storage.Fence, log zerolog.Logger) bool {
-	for attempt := 1; attempt <= 3; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// reports false when term f is over: the fence refused it, or ended was
+// closed meanwhile, which ends the attempt in hand and the retries at once.
+// Root reads no message while it runs: retrying for a term gone kept it
+// from the loss, a newer term or a shutdown for up to three attempts of 10 s.
+func (r *root) recover(f storage.Fence, ended <-chan struct{}, log zerolog.Logger) bool {
+	term, stop := termContext(ended)
+	defer stop()
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(term, 10*time.Second)
 		n, err := r.opts.Store.QueueRecoverForeign(ctx, storage.QueueRecoverForeignParams{Fence: f, Owner: ""})
 		cancel()
 		if err == nil {
@@ -322,6 +329,10 @@ func (r *root) recover(f storage.Fence, log zerolog.Logger) bool {
 				log.Warn().Int64("rows", n).Msg("re-pended deliveries the previous leader left in flight; they will be delivered again, each before anything newer of its lane")
 			}
 			return true
+		}
+		if term.Err() != nil {
+			log.Warn().Msg("leadership of this term ended during promotion recovery; not starting the graph for this term")
+			return false
 		}
 		// Not the attempt's context, cancelled by now: only its deadline
 		// ends a recovery, and that is a store error.
@@ -331,10 +342,31 @@ func (r *root) recover(f storage.Fence, log zerolog.Logger) bool {
 			return false
 		}
 		log.Error().Err(err).Int("attempt", attempt).Msg("promotion recovery failed")
-		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+		if attempt == 3 {
+			log.Error().Msg("promotion recovery gave up; the previous leader's in-flight rows return when their leases expire")
+			return true
+		}
+		select {
+		case <-term.Done():
+		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+		}
 	}
-	log.Error().Msg("promotion recovery gave up; the previous leader's in-flight rows return when their leases expire")
-	return true
+}
+
+// termContext returns a context cancelled the moment ended is closed (never,
+// if it is nil), even while root is busy, and the function that releases it.
+func termContext(ended <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if ended != nil {
+		go func() {
+			select {
+			case <-ended:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return ctx, cancel
 }
 
 // startGraph starts graph(T) unless term T has already ended (ended is
@@ -346,20 +378,11 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 		return
 	default:
 	}
-	gctx, cancel := context.WithCancel(context.Background())
-	if ended != nil {
-		// The term's end cancels its graph at once, even while root is
-		// busy (a drain, promotion recovery): deliveries in hand are
-		// abandoned then, as on any demotion, not at the end of the drain,
-		// when a standby may already be sending them.
-		go func() {
-			select {
-			case <-ended:
-				cancel()
-			case <-gctx.Done():
-			}
-		}()
-	}
+	// The term's end cancels its graph at once, even while root is busy (a
+	// drain, promotion recovery): deliveries in hand are abandoned then, as
+	// on any demotion, not at the end of the drain, when a standby may
+	// already be sending them.
+	gctx, cancel := termContext(ended)
 	system, self := ctx.ActorSystem(), ctx.Self()
 	spec := &graphSpec{
 		ctx: gctx, cfg: r.opts.Config, store: r.opts.Store, fence: f, ended: ended, owner: r.opts.Instance, trust: r.opts.Trust,
