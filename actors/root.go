@@ -305,8 +305,9 @@ func (r *root) changed(ctx actor.Context, c leadership.Changed) {
 	r.startGraph(ctx, c.Fence, c.Ended)
 }
 
-// recover is promotion recovery: every row left in flight goes back to
-// pending at once, so failover does not wait out its row lease. Another
+// recover is promotion recovery, also run between a reload's two graphs:
+// every row left in flight goes back to pending at once, so failover (or a
+// reload) does not wait out its row lease. Another
 // owner has stopped (the fence guarantees it), and so has this process's
 // own previous graph, if it led before (changed stops it, and waits, before
 // it recovers): no owner is excluded (Owner ""), or a node elected again
@@ -326,7 +327,7 @@ func (r *root) recover(f storage.Fence, ended <-chan struct{}, log zerolog.Logge
 		cancel()
 		if err == nil {
 			if n > 0 {
-				log.Warn().Int64("rows", n).Msg("re-pended deliveries the previous leader left in flight; they will be delivered again, each before anything newer of its lane")
+				log.Warn().Int64("rows", n).Msg("re-pended deliveries the previous leader (or graph, after a reload) left in flight; they will be delivered again, each before anything newer of its lane")
 			}
 			return true
 		}
@@ -469,7 +470,16 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	if r.spec != nil {
 		fence, ended := r.spec.fence, r.spec.ended
 		r.stopGraph(ctx, true)
-		r.startGraph(ctx, fence, ended)
+		// The old graph has stopped (stopGraph waits for it): no lane holds
+		// a row now, and under this term only this process claims, so every
+		// row in flight is one the old graph left there (a send abandoned
+		// at the drain timeout, rows claimed ahead it could not give back).
+		// Left to their row lease, the new graph's lanes waited for it.
+		if r.recover(fence, ended, log.With().Str("after", "reload").Logger()) {
+			r.startGraph(ctx, fence, ended)
+		} else if !closed(ended) {
+			r.tellLeadership(ctx, leadership.Fenced{Fence: fence})
+		}
 	}
 	r.setStatus(func(s *Status) { s.ConfigVersion = version })
 	log.Info().Msg("config reloaded")

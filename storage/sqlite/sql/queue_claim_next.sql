@@ -34,9 +34,11 @@
 --       group commit, or an earlier one); no claimer can see id n+1 while id
 --       n is still uncommitted. (AUTOINCREMENT also means an id is never
 --       reused after a purge.)
---   (c) A head left inflight by a crashed or fenced leader (a stranded head)
---       is still the head: it is reclaimed by this statement as soon as its
---       lease expires (or re-pended by promotion recovery at once) and
+--   (c) A head left inflight by a crashed or fenced leader, or by the graph
+--       a reload stopped (a stranded head), is still the head: it is
+--       reclaimed by this statement as soon as its lease expires (or
+--       re-pended at once by promotion recovery, which root also runs once
+--       that graph has stopped and before the next starts) and
 --       re-delivered before anything newer of its lane. Retry and recovery
 --       re-pend a row in place, keeping its id.
 --   (d) Two claimers of one lane cannot both win: BEGIN IMMEDIATE takes the

@@ -38,9 +38,11 @@
 --       (the mf_ingest application lock in message_ingest.sql, held to
 --       commit), so no claimer can see id n+1 while id n is still
 --       uncommitted.
---   (c) A head left inflight by a crashed or fenced leader (a stranded head)
---       is reclaimed to pending by step 1 as soon as its lease expires, or by
---       promotion recovery at once, and is then the head again: it is
+--   (c) A head left inflight by a crashed or fenced leader, or by the graph
+--       a reload stopped (a stranded head), is reclaimed to pending by step 1
+--       as soon as its lease expires, or at once by promotion recovery (which
+--       root also runs between a reload's two graphs), and is then the head
+--       again: it is
 --       re-delivered before anything newer of its lane. Retry and recovery
 --       re-pend a row in place, keeping its id.
 --   (d) Two claimers of one lane cannot both win: each takes an update lock
