@@ -811,3 +811,44 @@ func TestTOMLStringIsReadBackAsWritten(t *testing.T) {
 		}
 	}
 }
+
+// SQL Server adds a time to its clock with DATEADD, whose count is an INT:
+// storage/sqlserver passes whole seconds, and clamps anything beyond
+// 2147483647 of them (about 68 years). A time the engine counts but the
+// database cannot is refused there at load, naming the key: clamped, a
+// leader lease TTL of 100 years was 68 on the database while the fence
+// timeout (90 years) still trusted the leader, and a standby could take
+// over from a leader still acting. The other dialects take them all.
+func TestSQLServerTimesFitItsClock(t *testing.T) {
+	urls := map[string]string{"postgres": "postgres://db.internal:5432/mf", "sqlserver": "sqlserver://db.internal:1433?database=mf"}
+	file := func(backend, outbound, tail string) []byte {
+		out := strings.Replace(minimal, `address = "lab.internal:2576"`, `address = "lab.internal:2576"`+"\n"+outbound, 1)
+		return []byte(out + fmt.Sprintf("[store]\nbackend = %q\nurl = %q\n", backend, urls[backend]) + tail)
+	}
+	for _, tc := range []struct{ name, outbound, tail, want string }{
+		{"leader lease beyond an INT of seconds", "",
+			"[cluster]\nheartbeat_seconds = 1e9\nleader_fence_timeout_seconds = 2.5e9\nleader_lease_ttl_seconds = 3e9\nnode_timeout_seconds = 3e9\n",
+			"cluster.leader_lease_ttl_seconds"},
+		{"row lease beyond an INT of seconds", "", "lease_ttl_seconds = 3e9\n", "store.lease_ttl_seconds"},
+		{"retention beyond an INT of seconds", "", "retention_days = 30000\n", "store.retention_days"},
+		{"retry max beyond an INT of seconds", "retry_max_seconds = 3e9", "", "outbound[0].retry_max_seconds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := config.Parse(file("postgres", tc.outbound, tc.tail), "site.toml"); err != nil {
+				t.Fatalf("postgres refused it: %v", err)
+			}
+			c, err := config.Parse(file("sqlserver", tc.outbound, tc.tail), "site.toml")
+			if err == nil {
+				t.Fatalf("sqlserver accepted: leader lease ttl %v, fence timeout %v, row lease %v, retention %v, retry max %v",
+					c.Cluster.LeaderLeaseTTL(), c.Cluster.LeaderFenceTimeout(), c.Store.LeaseTTL(), c.Store.Retention(), c.Outbound[0].RetryMax())
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "2147483647") {
+				t.Fatalf("error %q does not name %s and the bound", err, tc.want)
+			}
+		})
+	}
+	// The bound itself is taken.
+	if _, err := config.Parse(file("sqlserver", "retry_max_seconds = 2147483647", "lease_ttl_seconds = 2147483647\n"), "site.toml"); err != nil {
+		t.Fatalf("sqlserver refused times of 2147483647 s: %v", err)
+	}
+}

@@ -65,6 +65,12 @@ func StorePassword() (string, error) {
 // storage.MaxLaneBytes (800), which a long name would leave little of.
 const MaxOutboundNameBytes = 200
 
+// MaxSQLServerSeconds bounds, with backend = "sqlserver", the times the
+// store adds to its clock (lease_ttl_seconds, leader_lease_ttl_seconds,
+// retention_days, retry_max_seconds): DATEADD takes an INT count, and
+// storage/sqlserver passes whole seconds (about 68 years at most).
+const MaxSQLServerSeconds = math.MaxInt32
+
 // MaxNodeIDBytes bounds cluster.node_id: it is stored as a node's key and,
 // with a suffix, as a lease and row owner, which SQL Server keeps in
 // NVARCHAR(450) columns; a longer one failed every heartbeat and election
@@ -366,12 +372,28 @@ func (c *Config) Validate() error {
 			int64(float64(math.MaxInt64)/float64(time.Second)/unitSeconds), unit, v)
 		return true
 	}
+	// The times the store adds to its clock must fit that store too:
+	// SQL Server's DATEADD counts whole seconds in an INT, and
+	// storage/sqlserver clamps beyond it. Clamped, a leader lease TTL was
+	// shorter on the database than the fence timeout the leader trusts
+	// itself for, and a row lease shorter than the delivery timeout.
+	dbTooLong := func(key string, v, unitSeconds float64, unit string) bool {
+		if s.Backend != BackendSQLServer || v*unitSeconds <= MaxSQLServerSeconds {
+			return false
+		}
+		bad(key, "must be at most %d seconds with backend = \"sqlserver\" (%d %s: SQL Server adds it to its clock as an INT of seconds), got %v",
+			int64(MaxSQLServerSeconds), int64(MaxSQLServerSeconds/unitSeconds), unit, v)
+		return true
+	}
+	counted := func(key string, v, unitSeconds float64, unit string) bool {
+		return !tooLong(key, v, unitSeconds, unit) && !dbTooLong(key, v, unitSeconds, unit)
+	}
 	// Checked as the durations the engine runs with: a positive number
 	// under a nanosecond is 0.
-	if !tooLong("store.lease_ttl_seconds", s.LeaseTTLSeconds, 1, "seconds") && s.LeaseTTL() <= 0 {
+	if counted("store.lease_ttl_seconds", s.LeaseTTLSeconds, 1, "seconds") && s.LeaseTTL() <= 0 {
 		bad("store.lease_ttl_seconds", "must be positive, got %v", s.LeaseTTLSeconds)
 	}
-	if !tooLong("store.retention_days", s.RetentionDays, 86400, "days") && s.Retention() <= 0 {
+	if counted("store.retention_days", s.RetentionDays, 86400, "days") && s.Retention() <= 0 {
 		bad("store.retention_days", "must be positive, got %v", s.RetentionDays)
 	}
 
@@ -388,7 +410,7 @@ func (c *Config) Validate() error {
 	// (leadership/doc.go), not only on the numbers written.
 	timings := !tooLong("cluster.heartbeat_seconds", cl.HeartbeatSeconds, 1, "seconds")
 	timings = !tooLong("cluster.leader_fence_timeout_seconds", cl.LeaderFenceTimeoutSeconds, 1, "seconds") && timings
-	timings = !tooLong("cluster.leader_lease_ttl_seconds", cl.LeaderLeaseTTLSeconds, 1, "seconds") && timings
+	timings = counted("cluster.leader_lease_ttl_seconds", cl.LeaderLeaseTTLSeconds, 1, "seconds") && timings
 	if timings && !(cl.Heartbeat() > 0 && cl.Heartbeat() < cl.LeaderFenceTimeout() && cl.LeaderFenceTimeout() < cl.LeaderLeaseTTL()) {
 		bad("cluster", "need 0 < heartbeat_seconds (%v) < leader_fence_timeout_seconds (%v) < leader_lease_ttl_seconds (%v)",
 			cl.HeartbeatSeconds, cl.LeaderFenceTimeoutSeconds, cl.LeaderLeaseTTLSeconds)
@@ -586,7 +608,7 @@ func (c *Config) Validate() error {
 			bad(key+".on_exhausted", "%q is not one of block, dead", o.OnExhausted)
 		}
 		retries := !tooLong(key+".retry_base_seconds", o.RetryBaseSeconds, 1, "seconds")
-		retries = !tooLong(key+".retry_max_seconds", o.RetryMaxSeconds, 1, "seconds") && retries
+		retries = counted(key+".retry_max_seconds", o.RetryMaxSeconds, 1, "seconds") && retries
 		if retries && (o.RetryBase() <= 0 || o.RetryMax() < o.RetryBase()) {
 			bad(key, "need 0 < retry_base_seconds (%v) <= retry_max_seconds (%v)", o.RetryBaseSeconds, o.RetryMaxSeconds)
 		}

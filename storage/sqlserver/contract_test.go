@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -328,6 +329,10 @@ func TestSpan(t *testing.T) {
 		{-1500 * time.Millisecond, -1, -500000},
 		{30 * 24 * time.Hour, 30 * 24 * 3600, 0}, // beyond a millisecond INT
 		{200 * 365 * 24 * time.Hour, 1<<31 - 1, 0},
+		// The longest times config takes for this store pass unclamped,
+		// to the microsecond.
+		{config.MaxSQLServerSeconds * time.Second, config.MaxSQLServerSeconds, 0},
+		{(config.MaxSQLServerSeconds-1)*time.Second + 999999*time.Microsecond, config.MaxSQLServerSeconds - 1, 999999},
 	} {
 		args := span("x", tc.d)
 		s := args[0].(sql.NamedArg)

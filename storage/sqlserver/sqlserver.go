@@ -352,7 +352,9 @@ func errorNumber(err error, match func(int32) bool) (int32, bool) {
 // (@name_s) and the remaining microseconds (@name_us), which they add with
 // DATEADD to the database clock. DATEADD takes an INT: a single count of
 // microseconds would overflow past 35 minutes, of milliseconds past 24 days.
-// Durations beyond ±68 years are clamped.
+// Durations beyond ±68 years are clamped; config refuses such times with
+// this store (config.MaxSQLServerSeconds), since a clamped lease TTL could
+// fall below the fence timeout.
 func span(name string, d time.Duration) []any {
 	secs := storage.Seconds(d)
 	whole := math.Trunc(secs)
