@@ -125,10 +125,10 @@
 // results it never acknowledged: keepalive probes nothing then, and the
 // retransmissions alone would hold the row for about 15 minutes. One frozen
 // there (its kernel still answering keepalives and acknowledging) holds the
-// lease row as SQL Server's sessions do. The window is the time to write one batch, short unless the
-// batch is larger than the socket's buffer (an ingest batch of large
-// messages). SQL Server
-// has no such setting at all: there a frozen node delays elections until
+// lease row as SQL Server's sessions do. The window is the time to write
+// one batch, short unless the batch is larger than the socket's buffer (an
+// ingest batch of large messages). SQL Server has no such setting at all:
+// there a frozen node delays elections until
 // its connections drop (a paused VM, a cut network: once the server's TCP
 // keepalive gives up) or, for a stopped process whose kernel still answers
 // keepalives, until it resumes or dies. Safety holds either way: the frozen
