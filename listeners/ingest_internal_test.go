@@ -399,3 +399,36 @@ func TestARefusedMessageIsLoggedWithItsInboundAndControlID(t *testing.T) {
 		})
 	}
 }
+
+// A queue row an operator's trigger skips (PostgreSQL: BEFORE INSERT
+// returning NULL) leaves a committed message with fewer queue rows than
+// deliveries: said at ERROR, with no lane told of a row it may not have.
+// Before, the ingest indexed past the queue ids it got and the panic, off
+// the actor's goroutine, ended the process.
+func TestAMessageStoredWithoutSomeOfItsQueueRowsIsSaid(t *testing.T) {
+	ctx := context.Background()
+	st, exec := openPostgresSQL(t)
+	for _, q := range []string{
+		`CREATE FUNCTION mf_test_skip() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+		   IF NEW.lane = 'lab/P2' THEN RETURN NULL; END IF;
+		   RETURN NEW;
+		 END $$`,
+		`CREATE TRIGGER mf_test_skip BEFORE INSERT ON mf_queue FOR EACH ROW EXECUTE FUNCTION mf_test_skip()`,
+	} {
+		if err := exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs bytes.Buffer
+	in := &Ingest{env: &Env{Ctx: ctx, Store: st, Log: zerolog.New(&logs)}}
+	results, touched, err := in.store([]storage.NewMessage{laneMsg("M1", "lab/P1"), laneMsg("M2", "lab/P2")})
+	if err != nil || results[0].Err != nil || results[1].Err != nil {
+		t.Fatalf("store: %v, %+v", err, results)
+	}
+	if got := strings.Join(touched.Lanes, ","); got != "lab/P1" {
+		t.Fatalf("lanes told of: %q; want lab/P1 only", got)
+	}
+	if !strings.Contains(logs.String(), `"control_id":"M2","deliveries":1,"queue_rows":0`) {
+		t.Fatalf("no ERROR naming M2's missing queue row; logs:\n%s", logs.String())
+	}
+}

@@ -818,10 +818,19 @@ func refusal(err error) error {
 }
 
 // insertID runs a one-row INSERT and returns the id it gave the row.
+// insertID runs one INSERT and returns the new row's id. A row not
+// inserted (an operator's trigger doing RAISE(IGNORE)) is a refusal: the
+// last insert id would then be an earlier row's, and a queue row would
+// name another message, or a message be stored without its delivery.
 func insertID(ctx context.Context, stmt *sql.Stmt, args ...any) (int64, error) {
 	res, err := stmt.ExecContext(ctx, args...)
 	if err != nil {
 		return 0, err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return 0, err
+	} else if n != 1 {
+		return 0, storage.Refused(fmt.Sprintf("the row was not inserted (%d rows; a trigger's RAISE(IGNORE)?)", n))
 	}
 	return res.LastInsertId()
 }

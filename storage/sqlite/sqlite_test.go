@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -255,5 +256,42 @@ func TestAnExistingDatabaseKeepsItsModeAndOneOthersCanReadIsLogged(t *testing.T)
 	}
 	if !strings.Contains(logged.String(), `"level":"warn"`) || !strings.Contains(logged.String(), "readable by every local user") {
 		t.Fatalf("logged %q; want a WARN that the store is readable by every local user", logged.String())
+	}
+}
+
+// A row an operator's trigger skips (RAISE(IGNORE)) is a refusal. Taken
+// for inserted, the skipped message's id was the one before it (the last
+// insert id), and its queue row delivered that other message; a skipped
+// queue row left a message stored without its delivery.
+func TestARowATriggerSkipsIsRefused(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ name, trigger string }{
+		{"message", `CREATE TRIGGER mf_test_skip BEFORE INSERT ON mf_messages WHEN NEW.control_id = 'M2' BEGIN SELECT RAISE(IGNORE); END`},
+		{"queue row", `CREATE TRIGGER mf_test_skip BEFORE INSERT ON mf_queue WHEN NEW.lane = 'lab/P2' BEGIN SELECT RAISE(IGNORE); END`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := opener(t)().(*sqlite.Store)
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.DB().ExecContext(ctx, tc.trigger); err != nil {
+				t.Fatal(err)
+			}
+			msg := func(id, lane string) storage.NewMessage {
+				return storage.NewMessage{Inbound: "in", ControlID: id, MessageType: "ADT^A01", Payload: []byte("MSH|" + id),
+					Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "out", Lane: lane}}}
+			}
+			out, err := s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{msg("M1", "lab/P1"), msg("M2", "lab/P2")}})
+			if err == nil {
+				for _, m := range out {
+					d, rerr := s.MessageRead(ctx, m.MessageID)
+					t.Logf("message %d: %q, %d queue rows (read: %v)", m.MessageID, d.Message.ControlID, len(d.Queue), rerr)
+				}
+				t.Fatalf("ingest with a row skipped by a trigger: %+v, no error; want storage.ErrRefused", out)
+			}
+			if !errors.Is(err, storage.ErrRefused) {
+				t.Fatalf("ingest with a row skipped by a trigger: %v; want storage.ErrRefused", err)
+			}
+		})
 	}
 }
