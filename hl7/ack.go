@@ -249,6 +249,8 @@ var now = time.Now
 //
 //	ERR|^^^207&<reason>&HL70357
 //
+// (or ERR|^^^207 when m's MSH-2 omits the subcomponent separator).
+//
 // A nil m is answered like NakUnparsable, with code.
 func Ack(m *Message, code AckCode, reason string) []byte {
 	cond := CondInternalError
@@ -286,10 +288,13 @@ func AckCondition(m *Message, code AckCode, cond Condition, reason string) []byt
 }
 
 // escapeBlockChars hex-escapes (\X0B\, \X1C\) the MLLP block characters
-// in a raw value.
+// in a raw value; without an escape character they become spaces.
 func escapeBlockChars(s string, sep Separators) string {
 	if !strings.ContainsAny(s, "\x0b\x1c") {
 		return s
+	}
+	if sep.Escape == 0 {
+		return strings.NewReplacer("\x0b", " ", "\x1c", " ").Replace(s)
 	}
 	e := string(sep.Escape)
 	return strings.NewReplacer("\x0b", e+"X0B"+e, "\x1c", e+"X1C"+e).Replace(s)
@@ -418,7 +423,10 @@ func buildAck(h ackHeader, code AckCode, cond Condition, reason string) []byte {
 		text := esc(truncate(reason, maxReason))
 		code := strconv.Itoa(int(cond))
 		if versionBefore(h.versionN, 2, 5, 0) {
-			b.WriteString("ERR" + fs + cs + cs + cs + code + ss + text + ss + "HL70357")
+			b.WriteString("ERR" + fs + cs + cs + cs + code)
+			if sep.Subcomponent != 0 { // else the CE has no room for text: MSA-3 has it
+				b.WriteString(ss + text + ss + "HL70357")
+			}
 		} else {
 			severity := "E"
 			if cond == CondAccepted {

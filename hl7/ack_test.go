@@ -274,23 +274,23 @@ func TestNakUnparsable(t *testing.T) {
 func TestAckUnparsableEchoesTheControlIDOnlyWhenSafe(t *testing.T) {
 	t.Parallel()
 	cases := []struct{ name, payload, want string }{
-		{"MSH-2 too short", "MSH|^~|A|B|C|D|20260101||ADT^A01|CTRL6|P|2.5\r", "CTRL6"},
+		{"MSH-2 too short", "MSH|^|A|B|C|D|20260101||ADT^A01|CTRL6|P|2.5\r", "CTRL6"},
 		{"MSH-2 too long", "MSH|^~\\&#!|A|B|C|D|20260101||ADT^A01|C-7.x|P|2.5\rPID|1\r", "C-7.x"},
 		{"MSH-2 repeats a separator", "MSH|^^\\&|A|B|C|D|20260101||ADT|X 1|P|2.5", "X 1"},
-		{"another field separator", "\r\nMSH#^~|#A#B#C#D#20260101##ADT^A01#CTRL8#P#2.5\r", "CTRL8"},
-		{"MSH-10 the last field", "MSH|^~|A|B|C|D|20260101||ADT|CTRL9", "CTRL9"},
-		{"no MSH-10", "MSH|^~|A|B|C|D|20260101||ADT\rPID|1||CTRL|x|y|z|w|v|u|t\r", ""},
-		{"empty MSH-10", "MSH|^~|A|B|C|D|20260101||ADT||P|2.5", ""},
+		{"another field separator", "\r\nMSH#^#A#B#C#D#20260101##ADT^A01#CTRL8#P#2.5\r", "CTRL8"},
+		{"MSH-10 the last field", "MSH|^|A|B|C|D|20260101||ADT|CTRL9", "CTRL9"},
+		{"no MSH-10", "MSH|^|A|B|C|D|20260101||ADT\rPID|1||CTRL|x|y|z|w|v|u|t\r", ""},
+		{"empty MSH-10", "MSH|^|A|B|C|D|20260101||ADT||P|2.5", ""},
 		{"MSH-1 alphanumeric", "MSHX^~\\&XAXBXCXDX2026XXADTXCTRLXP", ""},
 		{"MSH-1 a space", "MSH ^~\\& A B C D 2026  ADT CTRL P", ""},
 		{"no MSH-1", "MSH", ""},
 		{"no MSH", "PID|^~|A|B|C|D|20260101||ADT|CTRL|P", ""},
-		{"MSH-10 holds a default delimiter", "MSH#^~|#A#B#C#D#20260101##ADT#CT|RL#P#2.5", ""},
-		{"MSH-10 holds a component separator", "MSH|^~|A|B|C|D|20260101||ADT|CT^RL|P|2.5", ""},
-		{"MSH-10 not ASCII", "MSH|^~|A|B|C|D|20260101||ADT|CTR\xc4|P|2.5", ""},
-		{"MSH-10 a block character", "MSH|^~|A|B|C|D|20260101||ADT|CT\x1cRL|P|2.5", ""},
-		{"MSH-10 too long", "MSH|^~|A|B|C|D|20260101||ADT|" + strings.Repeat("C", 200) + "|P|2.5", ""},
-		{"MSH-10 of 199 characters", "MSH|^~|A|B|C|D|20260101||ADT|" + strings.Repeat("C", 199) + "|P|2.5", strings.Repeat("C", 199)},
+		{"MSH-10 holds a default delimiter", "MSH#^#A#B#C#D#20260101##ADT#CT|RL#P#2.5", ""},
+		{"MSH-10 holds a component separator", "MSH|^|A|B|C|D|20260101||ADT|CT^RL|P|2.5", ""},
+		{"MSH-10 not ASCII", "MSH|^|A|B|C|D|20260101||ADT|CTR\xc4|P|2.5", ""},
+		{"MSH-10 a block character", "MSH|^|A|B|C|D|20260101||ADT|CT\x1cRL|P|2.5", ""},
+		{"MSH-10 too long", "MSH|^|A|B|C|D|20260101||ADT|" + strings.Repeat("C", 200) + "|P|2.5", ""},
+		{"MSH-10 of 199 characters", "MSH|^|A|B|C|D|20260101||ADT|" + strings.Repeat("C", 199) + "|P|2.5", strings.Repeat("C", 199)},
 	}
 	for _, c := range cases {
 		if _, err := Parse([]byte(c.payload)); err == nil {

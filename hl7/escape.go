@@ -10,7 +10,9 @@ import (
 // sequence (\F\ field, \S\ component, \T\ subcomponent, \R\ repetition,
 // \E\ escape, \P\ truncation; written with sep.Escape), and each control
 // character (CR, LF, tab, MLLP block characters, ...) becomes a space, so
-// that the result can never break a segment or an MLLP frame.
+// that the result can never break a segment or an MLLP frame. Without an
+// escape character (MSH-2 omits it) a delimiter cannot be escaped and
+// becomes a space too.
 func Escape(s string, sep Separators) string {
 	var b strings.Builder
 	b.Grow(len(s))
@@ -18,23 +20,27 @@ func Escape(s string, sep Separators) string {
 		c := s[i]
 		var code byte
 		switch {
+		case c < 0x20 || c == 0x7f:
+			b.WriteByte(' ')
+			continue
 		case c == sep.Escape:
 			code = 'E'
 		case c == sep.Field:
 			code = 'F'
 		case c == sep.Component:
 			code = 'S'
-		case c == sep.Subcomponent:
+		case sep.Subcomponent != 0 && c == sep.Subcomponent:
 			code = 'T'
 		case c == sep.Repetition:
 			code = 'R'
 		case sep.Truncation != 0 && c == sep.Truncation:
 			code = 'P'
-		case c < 0x20 || c == 0x7f:
-			b.WriteByte(' ')
-			continue
 		default:
 			b.WriteByte(c)
+			continue
+		}
+		if sep.Escape == 0 {
+			b.WriteByte(' ')
 			continue
 		}
 		b.WriteByte(sep.Escape)
@@ -45,9 +51,10 @@ func Escape(s string, sep Separators) string {
 }
 
 // Unescape decodes the delimiter escape sequences of a raw value (\F\, \S\,
-// \T\, \R\, \E\, and \P\ when sep has a truncation character) and hexadecimal
-// data (\Xhh...\). Other sequences (formatting such as \.br\ or \H\,
-// character-set switches) and unterminated ones are left as they are.
+// \R\, \E\; \T\ when sep has a subcomponent separator, \P\ when it has a
+// truncation character) and hexadecimal data (\Xhh...\). Other sequences
+// (formatting such as \.br\ or \H\, character-set switches) and
+// unterminated ones are left as they are.
 func Unescape(s string, sep Separators) string {
 	esc := sep.Escape
 	if esc == 0 || strings.IndexByte(s, esc) < 0 {
@@ -74,7 +81,7 @@ func Unescape(s string, sep Separators) string {
 			b.WriteByte(sep.Field)
 		case seq == "S":
 			b.WriteByte(sep.Component)
-		case seq == "T":
+		case seq == "T" && sep.Subcomponent != 0:
 			b.WriteByte(sep.Subcomponent)
 		case seq == "R":
 			b.WriteByte(sep.Repetition)

@@ -17,14 +17,19 @@ var (
 )
 
 // Separators are a message's delimiters, read from MSH-1 and MSH-2.
+//
+// HL7 lets MSH-2 omit the subcomponent separator when the message has no
+// subcomponents, and the escape character too when it has no escape
+// sequence (v2.3 Figure 2-1, v2.5 Table 2-1): an omitted one is 0, and the
+// byte it would have been is plain data.
 type Separators struct {
 	Field        byte // MSH-1, usually '|'
 	Component    byte // MSH-2[0], usually '^'
 	Repetition   byte // MSH-2[1], usually '~'
-	Escape       byte // MSH-2[2], usually '\'
-	Subcomponent byte // MSH-2[3], usually '&'
+	Escape       byte // MSH-2[2], usually '\'; 0 when omitted
+	Subcomponent byte // MSH-2[3], usually '&'; 0 when omitted
 	// Truncation is MSH-2[4] (HL7 v2.7 and later, usually '#'), or 0 when
-	// MSH-2 has only four characters.
+	// MSH-2 has fewer than five characters.
 	Truncation byte
 }
 
@@ -32,11 +37,14 @@ type Separators struct {
 var DefaultSeparators = Separators{Field: '|', Component: '^', Repetition: '~', Escape: '\\', Subcomponent: '&'}
 
 // EncodingCharacters returns MSH-2: the component, repetition, escape and
-// subcomponent characters, and the truncation character if there is one.
+// subcomponent characters, and the truncation character if there is one;
+// an omitted one is left out.
 func (s Separators) EncodingCharacters() string {
-	b := []byte{s.Component, s.Repetition, s.Escape, s.Subcomponent}
-	if s.Truncation != 0 {
-		b = append(b, s.Truncation)
+	b := []byte{s.Component, s.Repetition}
+	for _, c := range []byte{s.Escape, s.Subcomponent, s.Truncation} {
+		if c != 0 {
+			b = append(b, c)
+		}
 	}
 	return string(b)
 }
@@ -59,8 +67,10 @@ type Message struct {
 // accepted too, and empty lines are skipped. The first segment must be MSH
 // (else the error wraps ErrNoMSH), and MSH-1 and MSH-2 must define distinct,
 // non-alphanumeric, printable ASCII delimiters: the field separator and four
-// encoding characters, or five with the truncation character of v2.7+ (else
-// the error wraps ErrBadSeparators and says why). Nothing else is checked:
+// encoding characters, or five with the truncation character of v2.7+, or
+// two or three when the message omits the subcomponent separator and the
+// escape character, as HL7 allows (else the error wraps ErrBadSeparators
+// and says why). Nothing else is checked:
 // an engine passes on what it cannot interpret.
 //
 // The Message refers to b, which the caller must not modify afterwards.
@@ -120,8 +130,8 @@ func parseSeparators(msh []byte) (Separators, error) {
 		enc = enc[:i]
 	}
 	switch {
-	case len(enc) < 4:
-		return bad("MSH-2 has %d encoding characters, want 4 (component, repetition, escape, subcomponent)", len(enc))
+	case len(enc) < 2:
+		return bad("MSH-2 has %d encoding characters, want 4 (component, repetition, escape, subcomponent), or at least the first 2", len(enc))
 	case len(enc) > 5:
 		return bad("MSH-2 has %d encoding characters, want 4, or 5 with the truncation character", len(enc))
 	}
@@ -138,9 +148,11 @@ func parseSeparators(msh []byte) (Separators, error) {
 			}
 		}
 	}
-	s := Separators{Field: fs, Component: enc[0], Repetition: enc[1], Escape: enc[2], Subcomponent: enc[3]}
-	if len(enc) == 5 {
-		s.Truncation = enc[4]
+	s := Separators{Field: fs, Component: enc[0], Repetition: enc[1]}
+	for i, c := range []*byte{&s.Escape, &s.Subcomponent, &s.Truncation} {
+		if 2+i < len(enc) {
+			*c = enc[2+i]
+		}
 	}
 	return s, nil
 }
@@ -229,6 +241,13 @@ func (m *Message) get(p Path) []byte {
 		return v
 	}
 	if v, ok = nth(v, m.sep.Component, comp-1); !ok || sub == 0 {
+		return v
+	}
+	if m.sep.Subcomponent == 0 {
+		// No subcomponent separator: a component is its one subcomponent.
+		if sub > 1 {
+			return nil
+		}
 		return v
 	}
 	v, _ = nth(v, m.sep.Subcomponent, sub-1)

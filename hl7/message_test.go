@@ -234,7 +234,7 @@ func TestParseErrors(t *testing.T) {
 		{"lower-case msh", "msh|^~\\&|A\r", ErrNoMSH, `"msh"`},
 		{"MSH only", "MSH\rPID|1", ErrBadSeparators, "ends before its field separator"},
 		{"no encoding characters", "MSH||A|B", ErrBadSeparators, "MSH-2 has 0 encoding characters"},
-		{"three encoding characters", "MSH|^~\\|A", ErrBadSeparators, "MSH-2 has 3 encoding characters, want 4"},
+		{"one encoding character", "MSH|^|A", ErrBadSeparators, "MSH-2 has 1 encoding characters, want 4"},
 		{"six encoding characters", "MSH|^~\\&#!|A", ErrBadSeparators, "MSH-2 has 6 encoding characters"},
 		{"duplicate", "MSH|^^\\&|A", ErrBadSeparators, `repetition separator (MSH-2.2) '^' is also the component separator (MSH-2.1)`},
 		{"duplicate truncation", "MSH|^~\\&^|A", ErrBadSeparators, "truncation character (MSH-2.5) '^' is also the component separator"},
@@ -243,7 +243,7 @@ func TestParseErrors(t *testing.T) {
 		{"space", "MSH|^ \\&|A", ErrBadSeparators, "repetition separator (MSH-2.2) is a space"},
 		{"tab", "MSH|^~\\\t|A", ErrBadSeparators, "subcomponent separator (MSH-2.4) is the control character 0x09"},
 		{"non-ASCII", "MSH\xa6^~\\&\xa6A", ErrBadSeparators, "non-ASCII byte 0xa6"},
-		{"line break after MSH-2", "MSH|^~\\\r&|A", ErrBadSeparators, "MSH-2 has 3 encoding characters"},
+		{"line break in MSH-2", "MSH|^\r~\\&|A", ErrBadSeparators, "MSH-2 has 1 encoding characters"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -286,5 +286,74 @@ func TestGetZeroPath(t *testing.T) {
 		if got := m.Get(p); got != "" {
 			t.Errorf("Get(%+v) = %q, want empty", p, got)
 		}
+	}
+}
+
+// HL7 v2 (v2.3 Figure 2-1, v2.5 Table 2-1, "Delimiter values") lets a
+// message omit the subcomponent separator when it has no subcomponents,
+// and the escape character too when it uses no escape sequence: MSH-2 of
+// "^~\" or "^~" is conformant. Such a message is parsed, read and
+// acknowledged with its own encoding characters; '&' (and '\' without an
+// escape character) is plain data in it.
+func TestParseOmittedEncodingCharacters(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, enc string
+		sep       Separators
+		pid3      string // PID-3 raw
+	}{
+		{"no subcomponent separator", `^~\`, Separators{Field: '|', Component: '^', Repetition: '~', Escape: '\\'}, `A&B\S\1^^^H&X`},
+		{"no escape character", "^~", Separators{Field: '|', Component: '^', Repetition: '~'}, `A&B\S\1^^^H&X`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := "MSH|" + tc.enc + "|APP|FAC|RAPP|RFAC|20260101||ADT^A01^ADT_A01|CTL-9|P|2.3.1\rPID|1||" + tc.pid3 + "~OTHER\r"
+			m, err := Parse([]byte(raw))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if m.Separators() != tc.sep || m.Separators().EncodingCharacters() != tc.enc {
+				t.Fatalf("Separators() = %+v (%q), want %+v", m.Separators(), m.Separators().EncodingCharacters(), tc.sep)
+			}
+			checkFields(t, m, map[string]string{
+				"MSH-2":      tc.enc,
+				"PID-3":      tc.pid3,
+				"PID-3.1":    `A&B\S\1`,
+				"PID-3.1.1":  `A&B\S\1`, // no subcomponents: the whole component
+				"PID-3.1.2":  "",
+				"PID-3.4":    "H&X",
+				"PID-3[2].1": "OTHER",
+			})
+			wantKey := `A&B^1` // \S\ decoded
+			if tc.sep.Escape == 0 {
+				wantKey = `A&B\S\1` // no escape character: a '\' is data
+			}
+			if got := Unescape(m.Get(MustParsePath("PID-3.1")), m.Separators()); got != wantKey {
+				t.Errorf("Unescape(PID-3.1) = %q, want %q", got, wantKey)
+			}
+			if got := Unescape(`x\T\y`, m.Separators()); tc.sep.Escape != 0 && got != `x\T\y` {
+				t.Errorf(`Unescape(x\T\y) = %q: \T\ has no subcomponent separator to stand for`, got)
+			}
+			for _, v := range []string{"2.3.1", "2.5"} {
+				m := mustParse(t, []byte(strings.Replace(raw, "|2.3.1\r", "|"+v+"\r", 1)))
+				ack := Ack(m, AE, `reason with | ^ ~ \ & in it`)
+				if bytes.IndexByte(ack, 0) >= 0 {
+					t.Fatalf("v%s: ACK holds a NUL byte: %q", v, ack)
+				}
+				am, err := Parse(ack)
+				if err != nil {
+					t.Fatalf("v%s: the ACK does not parse: %v\n%q", v, err, ack)
+				}
+				if am.Separators() != tc.sep {
+					t.Errorf("v%s: ACK separators %+v, want the message's %+v", v, am.Separators(), tc.sep)
+				}
+				a, err := ParseAck(ack)
+				if err != nil || a.Code != AE || a.ControlID != "CTL-9" || a.ErrorCode != "207" {
+					t.Errorf("v%s: ACK read back %+v, %v\n%q", v, a, err, ack)
+				}
+				if len(am.segs) != 3 || am.Get(MustParsePath("MSA-3")) == "" {
+					t.Errorf("v%s: want MSH, MSA with its text, ERR: %q", v, ack)
+				}
+			}
+		})
 	}
 }

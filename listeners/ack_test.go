@@ -131,7 +131,7 @@ func TestAckTable(t *testing.T) {
 		stillWorks()
 	})
 	t.Run("bad separators: AR with the reason and the control ID, stored rejected", func(t *testing.T) {
-		ack := dial(t, addr).Send("MSH|^~|EPIC|HOSP|LAB|HOSP|20261121090000||ADT^A01|CTRL6|P|2.5.1\r")
+		ack := dial(t, addr).Send("MSH|^|EPIC|HOSP|LAB|HOSP|20261121090000||ADT^A01|CTRL6|P|2.5.1\r")
 		if ack.Code != hl7.AR || !strings.Contains(strings.ToLower(ack.Text+ack.ErrorMessage), "separator") ||
 			ack.ErrorCode != "102" { // data type error: MSH-2 holds the wrong kind of data
 			t.Fatalf("got %+v", ack)

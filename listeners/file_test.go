@@ -358,7 +358,7 @@ func rejectedOversize(t *testing.T) float64 {
 // their content.
 func TestRejectedMessagesOfAnInboundFileAreLogged(t *testing.T) {
 	e, in := startFileInbound(t, "settle_seconds = 0")
-	bad := strings.Replace(adt("BAD1", "SECRETMRN4711"), "|^~\\&|", "|^~|", 1)
+	bad := strings.Replace(adt("BAD1", "SECRETMRN4711"), "|^~\\&|", "|^|", 1)
 	drop(t, in, "mixed.hl7", adt("OK1", "P1")+bad+bad)
 	enginetest.WaitFor(t, "mixed.hl7 archived", 10*time.Second, func() bool { return archived(in, "mixed.hl7") })
 	var first int64

@@ -229,7 +229,7 @@ lane_key = "PID-3.1"
 	cl.Send(fmt.Sprintf(msh, "OK1") + pid)                         // accepted; delivered to emr, refused by lab
 	cl.Send(fmt.Sprintf(msh, "POISON1") + pid + "NTE|1||POISON\r") // refused by both destinations, dead
 	cl.Send(pid)                                                   // not HL7: rejected
-	cl.Send(strings.Replace(fmt.Sprintf(msh, "BAD"), "|^~\\&|", "|^~|", 1) + pid)
+	cl.Send(strings.Replace(fmt.Sprintf(msh, "BAD"), "|^~\\&|", "|^|", 1) + pid)
 	e.Store.FailIngest.Store(true)
 	cl.Send(fmt.Sprintf(msh, "AE1") + pid) // not stored: AE
 	e.Store.FailIngest.Store(false)
