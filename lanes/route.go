@@ -3,6 +3,7 @@ package lanes
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/hl7"
@@ -75,11 +76,7 @@ func (r *Router) Route(inbound string, m *hl7.Message) []storage.Delivery {
 			seen[dest] = true
 			lane := dest
 			if rt.laneKey != nil {
-				// Decoded: the same MRN is escaped differently under other
-				// separators (A#1 becomes A\P\1 once MSH-2 adds the v2.7
-				// truncation character), and a raw key would split one
-				// patient over two lanes, with no order between them.
-				lane = LaneName(dest, hl7.Unescape(m.Get(*rt.laneKey), m.Separators()))
+				lane = LaneName(dest, laneKeyValue(m, *rt.laneKey))
 			}
 			out = append(out, storage.Delivery{Destination: dest, Lane: lane})
 		}
@@ -96,8 +93,47 @@ func (rt route) matches(m *hl7.Message) bool {
 	return true
 }
 
+// laneKeyValue is the value at p in m as a lane key: what HL7 says it
+// means, not how the sender wrote it, since two spellings of one MRN would
+// split one patient over two lanes, with no order between them. Each
+// component and subcomponent is decoded (the same MRN is escaped
+// differently under other separators: A#1 becomes A\P\1 once MSH-2 adds
+// the v2.7 truncation character) and loses its trailing blanks, and empty
+// trailing components and subcomponents are dropped: HL7 v2.3 section 2.10
+// permits padding to fixed lengths (ST is "left justified with trailing
+// blanks optional") and makes |ABC^DEF^^| and |ABC^DEF| equivalent. The
+// parts are joined with ^ and &, whatever the message's separators.
+func laneKeyValue(m *hl7.Message, p hl7.Path) string {
+	raw, sep := m.Get(p), m.Separators()
+	if p.Segment == "MSH" && p.Field <= 2 {
+		return raw // the delimiters themselves
+	}
+	leaf := func(v string) string { return strings.TrimRight(hl7.Unescape(v, sep), " ") }
+	subs := func(v string) string {
+		if p.Subcomponent > 0 || sep.Subcomponent == 0 {
+			return leaf(v)
+		}
+		return joinTrimmed(strings.Split(v, string(sep.Subcomponent)), "&", leaf)
+	}
+	if p.Component > 0 {
+		return subs(raw)
+	}
+	return joinTrimmed(strings.Split(raw, string(sep.Component)), "^", subs)
+}
+
+// joinTrimmed joins f of each part with sep, less the empty ones at the end.
+func joinTrimmed(parts []string, sep string, f func(string) string) string {
+	for i := range parts {
+		parts[i] = f(parts[i])
+	}
+	for len(parts) > 0 && parts[len(parts)-1] == "" {
+		parts = parts[:len(parts)-1]
+	}
+	return strings.Join(parts, sep)
+}
+
 // LaneName is the lane of destination dest for lane key value key:
-// "dest/key", key decoded (hl7.Unescape). A route without lane_key uses the
-// bare destination name.
+// "dest/key", key as laneKeyValue reads it. A route without lane_key uses
+// the bare destination name.
 // (The ingest stores it as every dialect can: storage.NewMessage.Storable.)
 func LaneName(dest, key string) string { return dest + "/" + key }

@@ -72,3 +72,35 @@ func TestALaneKeyIsTheValueNotItsEscaping(t *testing.T) {
 		t.Errorf("two patients in one lane: %q", a)
 	}
 }
+
+// HL7 gives a value's trailing blanks and its trailing empty components no
+// meaning: ST is "left justified with trailing blanks optional" (v2.5
+// 2.A.74), and components or subcomponents not valued at the end of a field
+// "need not be represented" by their separators (v2.5 2.5.5). A sender that
+// pads its MRNs, or writes the empty components the standard lets another
+// leave out, names the same patient: one lane, or its messages lose their
+// order.
+func TestALaneKeyIgnoresWhatHL7GivesNoMeaning(t *testing.T) {
+	t.Parallel()
+	const msh = "MSH|^~\\&|EPIC|HOSP|LAB|HOSP|20260101||ADT^A01|C1|P|2.5.1\r"
+	for _, tc := range []struct{ key, a, b string }{
+		{"PID-3.1", "PID|1||123^^^HOSP^MR\r", "PID|1||123  ^^^HOSP^MR\r"},
+		{"PID-3.1", "PID|1||123^^^HOSP^MR\r", "PID|1||123\\X20\\^^^HOSP^MR\r"},
+		{"PID-3", "PID|1||123^^^HOSP^MR\r", "PID|1||123^^^HOSP^MR^^\r"},
+		{"PID-3", "PID|1||123^^^HOSP^MR\r", "PID|1||123 ^^^HOSP &^MR \r"},
+		{"PID-3.4", "PID|1||123^^^HOSP\r", "PID|1||123^^^HOSP&&\r"},
+	} {
+		if a, b := routeOne(t, tc.key, msh+tc.a), routeOne(t, tc.key, msh+tc.b); a != b {
+			t.Errorf("%s: one patient in two lanes: %q and %q", tc.key, a, b)
+		}
+	}
+	for _, tc := range []struct{ key, a, b string }{
+		{"PID-3.1", "PID|1||123^^^HOSP^MR\r", "PID|1|| 123^^^HOSP^MR\r"}, // leading blanks are data
+		{"PID-3", "PID|1||123^^^HOSP^MR\r", "PID|1||123^^^HOSP^PI\r"},
+		{"PID-3", "PID|1||123^^^HOSP\r", "PID|1||123^^^HOSP&1\r"},
+	} {
+		if a, b := routeOne(t, tc.key, msh+tc.a), routeOne(t, tc.key, msh+tc.b); a == b {
+			t.Errorf("%s: two patients in one lane: %q", tc.key, a)
+		}
+	}
+}
