@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,8 +32,10 @@ const (
 // whole or not at all: the message is written to a hidden temporary file in
 // the same directory, synced, renamed into place, and the directory synced,
 // so that neither a reader nor a crash ever sees half a message. A crash
-// before the rename leaves the hidden temporary file: the first Send
-// removes such leftovers (the messages they hold are delivered again).
+// before the rename leaves the hidden temporary file: the first Send that
+// can list the directory removes such leftovers (the messages they hold
+// are delivered again). Its own temporary files carry the sender's tag, so
+// that a sweep that comes after its first writes leaves them alone.
 //
 // A message written where its reader does not look counts as delivered and
 // reaches nobody, so the sender is careful with its directory, which is
@@ -44,7 +48,9 @@ type fileSender struct {
 	name, dir string
 	create    bool
 	timeout   time.Duration
-	swept     sync.Once
+	tag       string // in the names of this sender's temporary files
+	sweepMu   sync.Mutex
+	swept     bool // a sweep has listed the directory
 	mu        sync.Mutex
 	home      os.FileInfo // the directory first written to; nil before
 	// syncFile is (*os.File).Sync; a test makes it hang as a dead file
@@ -52,14 +58,17 @@ type fileSender struct {
 	syncFile func(*os.File) error
 }
 
-// fileSenderTemp matches the names of the file sender's temporary files.
-var fileSenderTemp = regexp.MustCompile(`^\.[0-9]{20}\.hl7\.[0-9]+\.tmp$`)
+// fileSenderTemp matches the names of the file sender's temporary files,
+// with a sender's tag (16 hex digits) or without (the names of earlier
+// versions).
+var fileSenderTemp = regexp.MustCompile(`^\.[0-9]{20}\.hl7\.(?:[0-9a-f]{16}-)?[0-9]+\.tmp$`)
 
 func newFileSender(o config.Outbound) (*fileSender, error) {
 	if o.Directory == "" {
 		return nil, errors.New("directory: required for type = \"file\"")
 	}
-	return &fileSender{name: o.Name, dir: o.Directory, create: o.CreateDirectory, timeout: sendTimeout(o), syncFile: (*os.File).Sync}, nil
+	return &fileSender{name: o.Name, dir: o.Directory, create: o.CreateDirectory, timeout: sendTimeout(o),
+		tag: fmt.Sprintf("%016x", rand.Uint64()), syncFile: (*os.File).Sync}, nil
 }
 
 // fileSenderName is the name the file sender gives the message of queue row id.
@@ -83,9 +92,13 @@ func (s *fileSender) Send(ctx context.Context, m Outgoing) error {
 	final := filepath.Join(s.dir, fileSenderName(m.QueueID))
 	done := make(chan error, 1)
 	go func() {
-		// Before any write of this sender, so that no temporary file of
-		// its own is taken for a leftover.
-		s.swept.Do(s.sweep)
+		// Until a sweep could list the directory: one that could not (a
+		// share not mounted yet) left the leftovers there.
+		s.sweepMu.Lock()
+		if !s.swept {
+			s.swept = s.sweep()
+		}
+		s.sweepMu.Unlock()
 		done <- s.write(ctx, final, m.Payload)
 	}()
 	var err error
@@ -113,7 +126,7 @@ func (s *fileSender) write(ctx context.Context, final string, payload []byte) (e
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.dir, "."+filepath.Base(final)+".*.tmp")
+	tmp, err := os.CreateTemp(s.dir, "."+filepath.Base(final)+"."+s.tag+"-*.tmp")
 	if err != nil {
 		return err
 	}
@@ -184,18 +197,21 @@ func (s *fileSender) directory() (os.FileInfo, error) {
 // sweep removes the temporary files an earlier process left in the
 // directory when it stopped between writing one and renaming it: each holds
 // some or all of a message (PHI), which no retention would ever remove.
-// Best effort: a directory not there yet holds none, and a failure here
-// must not hold up deliveries.
-func (s *fileSender) sweep() {
+// The sender's own (its tag in their names) are writes in progress. Best
+// effort: a failure here must not hold up deliveries; false when the
+// directory could not be listed, to try again at the next send.
+func (s *fileSender) sweep() bool {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
-		return
+		return false
 	}
 	for _, e := range entries {
-		if e.Type().IsRegular() && fileSenderTemp.MatchString(e.Name()) {
-			_ = os.Remove(filepath.Join(s.dir, e.Name()))
+		name := e.Name()
+		if e.Type().IsRegular() && fileSenderTemp.MatchString(name) && !strings.Contains(name, "."+s.tag+"-") {
+			_ = os.Remove(filepath.Join(s.dir, name))
 		}
 	}
+	return true
 }
 
 // syncDir makes a rename in dir durable. Windows cannot sync a directory

@@ -165,14 +165,30 @@ func TestFileSenderRemovesTemporaryFilesACrashLeftBehind(t *testing.T) {
 	if got, want := fmt.Sprint(listDir(t, dir)), "[.pickup.lock 00000000000000000007.hl7]"; got != want {
 		t.Errorf("directory holds %s, want %s (the crashed write's temporary file removed)", got, want)
 	}
-	// The names it removes are those its writes make.
-	tmp, err := os.CreateTemp(dir, "."+fileSenderName(42)+".*.tmp")
-	if err != nil {
-		t.Fatal(err)
+	// The names it removes are those its writes make, but for its own: a
+	// sweep after a write began must not take that write's file away.
+	fs := s.(*fileSender)
+	other := newTestFileSender(t, dir).(*fileSender)
+	var mine, theirsTmp string
+	for _, w := range []struct {
+		s    *fileSender
+		name *string
+	}{{fs, &mine}, {other, &theirsTmp}} {
+		tmp, err := os.CreateTemp(dir, "."+fileSenderName(42)+"."+w.s.tag+"-*.tmp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmp.Close()
+		*w.name = filepath.Base(tmp.Name())
+		if !fileSenderTemp.MatchString(*w.name) {
+			t.Errorf("fileSenderTemp does not match %q, a temporary file of the sender", *w.name)
+		}
 	}
-	tmp.Close()
-	if name := filepath.Base(tmp.Name()); !fileSenderTemp.MatchString(name) {
-		t.Errorf("fileSenderTemp does not match %q, a temporary file of the sender", name)
+	if !fs.sweep() {
+		t.Fatal("sweep could not list the directory")
+	}
+	if got, want := fmt.Sprint(listDir(t, dir)), fmt.Sprint([]string{mine, ".pickup.lock", "00000000000000000007.hl7"}); got != want {
+		t.Errorf("after a sweep, the directory holds %s, want %s (the sender's own write kept, another's leftover removed)", got, want)
 	}
 }
 
@@ -316,5 +332,32 @@ func TestFileSenderOnAFullDiskLeavesNoFileAndIsRetried(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(dir, fileSenderName(42)))
 	if err != nil || string(got) != string(m.Payload) {
 		t.Fatalf("the file written once there is space: %q, %v; want the whole message", got, err)
+	}
+}
+
+// A destination whose directory is not there at its first send (a share not
+// mounted yet at start, with create_directory = false) must still remove
+// the temporary files a crash left on the share once it is mounted: the
+// first send's sweep found nothing to list, and no later send swept again,
+// so the leftovers (PHI) stayed for good.
+func TestFileSenderRemovesTheLeftoversOfADirectoryMountedLate(t *testing.T) {
+	t.Parallel()
+	mountPoint := t.TempDir()
+	dir := filepath.Join(mountPoint, "lab")
+	s := newTestFileSenderOf(t, config.Outbound{Name: "drop", Type: config.OutboundFile, Directory: dir})
+	err := s.Send(t.Context(), testMessage("MSG1"))
+	wantDeliveryError(t, err, false, "does not exist and create_directory = false")
+	// The share is mounted, with what the crashed process left on it.
+	if err := os.Mkdir(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".00000000000000000041.hl7.1234567.tmp"), []byte("MSH|"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(t.Context(), testMessage("MSG1")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(listDir(t, dir)), "[00000000000000000042.hl7]"; got != want {
+		t.Errorf("directory holds %s, want %s (the crashed write's temporary file removed)", got, want)
 	}
 }
