@@ -253,6 +253,15 @@ func (f *FilePoller) ingestFile(name string) bool {
 			return false
 		}
 	}
+	// A writer that went on while the messages were stored: archived now,
+	// what it added would never be read. Read again whole, the file's
+	// first messages are stored twice (at least once), none lost.
+	if after, err := os.Stat(path); err == nil && !id.is(idOf(name, after)) {
+		f.log.Warn().Str("file", name).Int("messages", len(msgs)).
+			Msg("an inbound file changed while its messages were stored: it is not archived, and is read again whole once it settles, so its messages stored so far are stored again " +
+				"(have its writer write under a temporary name, starting with . or ending in .tmp, and rename it when done)")
+		return false
+	}
 	archived, err := f.archive(name)
 	if err != nil {
 		f.unarchived = id

@@ -341,3 +341,46 @@ func TestReadAtMostTakesTheLargestLimit(t *testing.T) {
 		t.Errorf("readAtMost(limit 10) read %d bytes, %v; want 11 (the limit and one more)", len(got), err)
 	}
 }
+
+// appendWhileStored appends more to a file the first time messages are
+// stored: a writer that goes on after the poller read the file and found it
+// unchanged, while its messages are being stored.
+type appendWhileStored struct {
+	storage.Store
+	more string
+	path atomic.Pointer[string] // set once the inbound directory is known
+	once atomic.Bool
+}
+
+func (s *appendWhileStored) MessageIngest(ctx context.Context, p storage.MessageIngestParams) ([]storage.IngestedMessage, error) {
+	if s.once.CompareAndSwap(false, true) {
+		w, err := os.OpenFile(*s.path.Load(), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return nil, err
+		}
+		_, err = w.WriteString(s.more)
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return s.Store.MessageIngest(ctx, p)
+}
+
+// A file that changes after it was read, while its messages are stored, is
+// not archived as it is now: what was added was never read. It is read
+// again whole (its first messages stored again: at least once). Before, the
+// file went to the archive with W2 in it, and W2 was never stored.
+func TestAFileThatChangedWhileStoredIsNotArchivedUnread(t *testing.T) {
+	st := &appendWhileStored{Store: openSQLite(t), more: adt("W2", "P1")}
+	in := startPoller(t, st, "settle_seconds = 0", nil)
+	path := filepath.Join(in, "lab.hl7")
+	st.path.Store(&path)
+	drop(t, in, "lab.hl7", adt("W1", "P1"))
+	waitFor(t, "lab.hl7 archived", 10*time.Second, func() bool { return isArchived(in, "lab.hl7") })
+	if got := stored(t, st); got != "W1/0,W1/0,W2/0" {
+		t.Fatalf("stored %s (control id/OBX count); want W1/0,W1/0,W2/0 (W1, then the file read again whole)", got)
+	}
+}
