@@ -1,0 +1,141 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/postgres/pgtest"
+)
+
+// A purge call reads about as many rows as it deletes, not the tables, when
+// a backlog of finished rows is older than the cut-off (retention lowered
+// to free disk, or a purge that could not run for a while), in the custom
+// plans of the first executions of a prepared statement and in the generic
+// plan PostgreSQL may keep after them. The statements read their candidates
+// in index order, but were written as joins the planner costed against the
+// whole table: a hash join over every row of mf_queue for the queue rows,
+// and a hash anti join over every row of both tables for the messages. So
+// each call of a backlog's purge read all of both tables (1.2 s a call at a
+// million rows, and as many calls as the backlog has batches).
+func TestAPurgeCallReadsWhatItDeletesNotTheTables(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := Open(ctx, Options{URL: pgtest.NewSchema(t), PoolSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const rows, limit = 60000, 500
+	// Finished a month ago, oldest first, in id order.
+	fill := []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO mf_messages (inbound, payload, status, received_at)
+		  SELECT 'in', '\x4d5348'::bytea, 'routed', now() - interval '30 days' + g * interval '1 second'
+		    FROM generate_series(1, $1::int) g`, []any{rows}},
+		{`INSERT INTO mf_queue (message_id, destination, lane, status, updated_at)
+		  SELECT id, 'd', 'd/' || (id % 100), 'done', received_at FROM mf_messages`, nil},
+		{`ANALYZE mf_messages`, nil},
+		{`ANALYZE mf_queue`, nil},
+	}
+	for _, f := range fill {
+		if _, err := s.pool.Exec(ctx, f.sql, f.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	older := storage.Seconds(7 * 24 * time.Hour)
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		t.Run(mode, func(t *testing.T) {
+			tx, err := s.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(context.Background()) }()
+			if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode); err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{"message_purge_queue", "message_purge_messages"} {
+				if _, err := tx.Exec(ctx, "PREPARE "+name+"_"+mode+" AS "+queries.Get(name)); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				// Run for real (the messages' purge finds what the queue
+				// rows' purge left), in the transaction rolled back.
+				var plan []byte
+				err := tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s_%s(%v, %d)", name, mode, older, limit)).Scan(&plan)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				var root []struct{ Plan planNode }
+				if err := json.Unmarshal(plan, &root); err != nil || len(root) != 1 {
+					t.Fatalf("%s: plan %s: %v", name, plan, err)
+				}
+				deleted, read := root[0].Plan.tableRows()
+				if deleted != limit {
+					t.Fatalf("%s deleted %v rows, want %d", name, deleted, limit)
+				}
+				if read > 6*limit {
+					t.Errorf("%s read %v rows of mf_queue and mf_messages (a backlog of %d) to delete %d:\n%s",
+						name, read, rows, limit, root[0].Plan.String())
+				}
+			}
+		})
+	}
+}
+
+// planNode is one node of an EXPLAIN (ANALYZE, FORMAT JSON) plan.
+type planNode struct {
+	NodeType string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Rows     float64    `json:"Actual Rows"`
+	Loops    float64    `json:"Actual Loops"`
+	Filtered float64    `json:"Rows Removed by Filter"`
+	Rechecks float64    `json:"Rows Removed by Index Recheck"`
+	Plans    []planNode `json:"Plans"`
+}
+
+// String draws the plan one node a line, with the rows each read.
+func (n planNode) String() string {
+	var b strings.Builder
+	var draw func(planNode, string)
+	draw = func(n planNode, indent string) {
+		fmt.Fprintf(&b, "%s%s", indent, n.NodeType)
+		if n.Relation != "" {
+			fmt.Fprintf(&b, " on %s", n.Relation)
+		}
+		fmt.Fprintf(&b, " (rows %v, removed %v, loops %v)\n", n.Rows, n.Filtered+n.Rechecks, n.Loops)
+		for _, c := range n.Plans {
+			draw(c, indent+"  ")
+		}
+	}
+	draw(n, "")
+	return b.String()
+}
+
+// tableRows returns the rows the plan's top ModifyTable deleted (the rows
+// its child fed it) and the rows its scans of mf_queue and mf_messages read,
+// those their filters dropped included.
+func (n planNode) tableRows() (deleted, read float64) {
+	if n.NodeType == "ModifyTable" && len(n.Plans) > 0 {
+		deleted = n.Plans[0].Rows * n.Plans[0].Loops
+	}
+	var walk func(planNode)
+	walk = func(n planNode) {
+		if n.NodeType != "ModifyTable" && (n.Relation == "mf_queue" || n.Relation == "mf_messages") {
+			read += (n.Rows + n.Filtered + n.Rechecks) * n.Loops
+		}
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(n)
+	return deleted, read
+}
