@@ -603,31 +603,46 @@ func queueRowDest(r *storage.QueueRow) []any {
 		&r.LeaseOwner, &r.LeaseExpiresAt, &r.LastError, &r.CreatedAt, &r.UpdatedAt, &r.Held}
 }
 
-// MessageRead implements storage.Store.
+// MessageRead implements storage.Store. The message and its queue rows come
+// from one snapshot (a read-only REPEATABLE READ transaction, which never
+// fails to serialise): read in two, a purge committed in between left the
+// message without its rows, a message delivered shown as sent nowhere.
 func (s *Store) MessageRead(ctx context.Context, id int64) (storage.MessageDetail, error) {
 	var d storage.MessageDetail
-	m := &d.Message
-	err := s.pool.QueryRow(ctx, queries.Get("message_read"), id).Scan(
-		&m.ID, &m.Inbound, &m.ReceivedAt, &m.ControlID, &m.MessageType, &m.Payload, &m.Status, &m.Error)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return d, storage.ErrNotFound
-	}
-	if err != nil {
-		return d, fmt.Errorf("postgres: message read %d: %w", id, err)
-	}
-	rows, err := s.pool.Query(ctx, queries.Get("queue_by_message"), id)
-	if err != nil {
-		return d, fmt.Errorf("postgres: queue rows of message %d: %w", id, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var r storage.QueueRow
-		if err := rows.Scan(append(queueRowDest(&r), &r.LastErrorDetail)...); err != nil {
-			return d, fmt.Errorf("postgres: queue rows of message %d: %w", id, err)
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		m := &d.Message
+		err := tx.QueryRow(ctx, queries.Get("message_read"), id).Scan(
+			&m.ID, &m.Inbound, &m.ReceivedAt, &m.ControlID, &m.MessageType, &m.Payload, &m.Status, &m.Error)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return storage.ErrNotFound
 		}
-		d.Queue = append(d.Queue, r)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, queries.Get("queue_by_message"), id)
+		if err != nil {
+			return fmt.Errorf("queue rows: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r storage.QueueRow
+			if err := rows.Scan(append(queueRowDest(&r), &r.LastErrorDetail)...); err != nil {
+				return fmt.Errorf("queue rows: %w", err)
+			}
+			d.Queue = append(d.Queue, r)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("queue rows: %w", err)
+		}
+		return nil
+	})
+	if errors.Is(err, storage.ErrNotFound) {
+		return storage.MessageDetail{}, err
 	}
-	return d, rows.Err()
+	if err != nil {
+		return storage.MessageDetail{}, fmt.Errorf("postgres: message read %d: %w", id, err)
+	}
+	return d, nil
 }
 
 // MessagePurge implements storage.Store.

@@ -1,0 +1,77 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/postgres/pgtest"
+)
+
+// A message and its queue rows are read as of one moment, as SQLite reads
+// them: a purge that commits between the read of the message and the read
+// of its rows left the message without its deliveries, a message routed
+// and delivered shown as sent nowhere (GET /messages/{id}). Here the read of
+// the rows waits on a lock the purge's session holds, so that the purge
+// commits in between.
+func TestAMessageIsReadWithItsQueueRowsAsOfOneMoment(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := Open(ctx, Options{URL: pgtest.NewSchema(t), PoolSize: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	in, err := s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{{
+		Inbound: "in", Payload: []byte("MSH|^~\\&|x"), Status: storage.MessageRouted,
+		Deliveries: []storage.Delivery{{Destination: "d", Lane: "d/1"}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Lane: "d/1", Owner: "n", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.QueueComplete(ctx, storage.QueueCompleteParams{Claim: c.Claim()}); err != nil {
+		t.Fatal(err)
+	}
+
+	purge, pid := openSession(t, ctx, s)
+	if _, err := purge.Exec(ctx, "LOCK TABLE mf_queue IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	type read struct {
+		d   storage.MessageDetail
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		d, err := s.MessageRead(ctx, in[0].MessageID)
+		done <- read{d, err}
+	}()
+	waitForBlockedBy(t, ctx, s, pid)
+	// The retention purge, every finished row past a cut-off an hour ahead.
+	older := storage.Seconds(-time.Hour)
+	for _, name := range []string{"message_purge_queue", "message_purge_messages"} {
+		if tag, err := purge.Exec(ctx, queries.Get(name), older, 10); err != nil || tag.RowsAffected() != 1 {
+			t.Fatalf("%s: %v, %v; want 1 row", name, tag, err)
+		}
+	}
+	if err := purge.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	switch {
+	case errors.Is(r.err, storage.ErrNotFound):
+	case r.err != nil:
+		t.Fatalf("message read: %v", r.err)
+	case len(r.d.Queue) != 1:
+		t.Fatalf("message %d (%s) read with %d queue rows, want its 1 (or none of it: purged)", r.d.Message.ID, r.d.Message.Status, len(r.d.Queue))
+	}
+}
