@@ -90,7 +90,7 @@ func CheckURL(url string) (warning string, err error) {
 func parseURL(url string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: parse store url: %w", err)
+		return nil, fmt.Errorf("postgres: parse store url: %s", withoutConnString(err))
 	}
 	// pgxpool reads a pool size from the URL, which PoolSize ([store]
 	// pool_size, 5 unless set) would replace without a word.
@@ -100,6 +100,24 @@ func parseURL(url string) (*pgxpool.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// withoutConnString is the text of pgx's error about a store url that does
+// not parse, without the url: pgx quotes it whole and masks only the
+// passwords it recognises (not "password = S3cret", which libpq takes), and
+// the error reaches mf check's and mf run's output. What follows the url is
+// pgx's reason; the last "`: " is cut at, so a password holding one is cut
+// away too.
+func withoutConnString(err error) string {
+	var pce *pgconn.ParseConfigError
+	if !errors.As(err, &pce) {
+		return err.Error()
+	}
+	text := pce.Error()
+	if i := strings.LastIndex(text, "`: "); i >= 0 {
+		return text[i+len("`: "):]
+	}
+	return "it does not parse"
 }
 
 // Open connects a pool. It does not migrate: call Migrate.
