@@ -513,6 +513,11 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, "message read", err)
 		return
 	}
+	// An access log of patient data shown, as a hospital's audit of PHI
+	// access asks: who (the token's name), which message, from where; never
+	// what it holds.
+	s.o.Log.Info().Int64("message_id", id).Str("token", principalOf(r).name).Str("remote", r.RemoteAddr).
+		Msg("message read: its content (PHI) was shown")
 	m := d.Message
 	out := Message{ID: m.ID, Inbound: m.Inbound, ReceivedAt: epoch(m.ReceivedAt), ControlID: m.ControlID,
 		MessageType: m.MessageType, Status: m.Status, Error: m.Error, Payload: string(m.Payload), Queue: []QueueRow{}}
