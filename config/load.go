@@ -926,6 +926,22 @@ func (c *Config) Warnings() []string {
 			plain(fmt.Sprintf("inbound[%d].listen", i), in.Listen, in.TLSCert, in.AllowPlaintext)
 		}
 	}
+	// Outbounds send without TLS unless told (receivers of plain MLLP are
+	// the common case), so this is a warning, not a refusal as for a
+	// listener; but a hospital's security review must find every feed of
+	// PHI that crosses the network unencrypted.
+	for i, o := range c.Outbound {
+		switch o.Type {
+		case OutboundMLLP:
+			if host, _, err := net.SplitHostPort(o.Address); err == nil && !o.TLS && !IsLoopback(host) {
+				w = append(w, fmt.Sprintf("outbound[%d] (%s): sends to %s in plaintext (tls = false): its messages (patient data) cross the network unencrypted; set tls = true where the receiver takes TLS", i, o.Name, o.Address))
+			}
+		case OutboundHTTP:
+			if u, err := url.Parse(o.URL); err == nil && u.Scheme == "http" && !IsLoopback(u.Hostname()) {
+				w = append(w, fmt.Sprintf("outbound[%d] (%s): posts to %s in plaintext (http://): its messages (patient data) cross the network unencrypted; use https://", i, o.Name, u.Host))
+			}
+		}
+	}
 	if storeURLHasPassword(c.Store.URL) {
 		w = append(w, "store.url carries a password, which makes the config file a secret: remove it from the url and set "+PasswordEnv+" (it takes precedence over the url's)")
 	}
