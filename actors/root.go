@@ -524,11 +524,14 @@ func (r *root) stopGraph(ctx actor.Context, drain bool) {
 }
 
 // RegisterMetrics creates the leadership series at zero, so that a scrape
-// shows them before any change.
+// shows them before any change: mf_is_leader and mf_leader_term too, before
+// the engine starts (a node waiting for its database leads not, and an
+// alert on sum(mf_is_leader) < 1 needs its 0).
 func RegisterMetrics() {
 	for _, reason := range []string{"single-node", "elected", "renew-lost", "fenced"} {
 		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_leadership_changes_total{reason=%s}`, lanes.Label(reason)))
 	}
+	leaderGauges()
 }
 
 func countChange(reason string) {
@@ -540,6 +543,12 @@ var leaderStatus atomic.Pointer[atomic.Pointer[Status]]
 
 func registerLeaderMetrics(s *atomic.Pointer[Status]) {
 	leaderStatus.Store(s)
+	leaderGauges()
+}
+
+// leaderGauges creates mf_is_leader and mf_leader_term, which read the
+// status registerLeaderMetrics last stored (none yet: 0).
+func leaderGauges() {
 	metrics.GetOrCreateGauge("mf_is_leader", func() float64 {
 		if p := leaderStatus.Load(); p != nil && p.Load().Leader {
 			return 1

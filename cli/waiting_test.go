@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/actors/enginetest"
+)
+
+// waitingNode runs mf run on a PostgreSQL url nobody answers (a database
+// still booting), so that the node waits for it, and returns its API's
+// address; the run is stopped, and its return waited for, when the test
+// ends.
+func waitingNode(t *testing.T, clustered bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	api := enginetest.FreeAddr(t)
+	cfg := "[store]\nbackend = \"postgres\"\npool_size = 3\nurl = \"postgres://mf@" + enginetest.FreeAddr(t) + "/mf?sslmode=disable\"\n"
+	if clustered {
+		cfg += "[cluster]\nenabled = true\n"
+	}
+	cfg += "[api]\nlisten = \"" + api + "\"\nmetrics_public = true\n"
+	path := filepath.Join(dir, "mf.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var out enginetest.LogBuffer // the API and the wait log at once
+	go func() { done <- App(&out, &out).RunContext(ctx, []string{"mf", "run", "--config", path}) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("mf run stopped while waiting: %v\n%s", err, out.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("mf run did not stop within 10s of its cancellation")
+		}
+	})
+	enginetest.WaitFor(t, "the API of the waiting node", 10*time.Second, func() bool {
+		resp, err := http.Get("http://" + api + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return api
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// A node waiting for its database exports mf_is_leader and mf_leader_term
+// at 0. They were registered only once the engine started, so while every
+// node of a site waited for its database (after a power cut) the scrapes
+// had no mf_is_leader at all: an alert on sum(mf_is_leader) < 1, the one
+// that says no node leads, had no series to fire on.
+func TestANodeWaitingForItsDatabaseExportsItLeadsNot(t *testing.T) {
+	for _, clustered := range []bool{true, false} {
+		api := waitingNode(t, clustered)
+		body := get(t, "http://"+api+"/metrics")
+		for _, want := range []string{"mf_is_leader 0\n", "mf_leader_term 0\n"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("clustered %v: /metrics of a node waiting for its database has no line %q", clustered, strings.TrimSpace(want))
+			}
+		}
+	}
+}
