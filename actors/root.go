@@ -393,8 +393,12 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 	spec.onFenced = func(op string, err error) {
 		system.Root.Send(self, fenced{spec: spec, op: op, err: err})
 	}
+	// Leader before the graph spawns: its listeners open ports at once,
+	// and /cluster/status and mf_is_leader must not say otherwise then.
+	r.setStatus(func(s *Status) { s.Leader, s.Fence, s.Since = true, f, time.Now() })
 	pid, err := spawnGraph(ctx, newGraph(spec), fmt.Sprintf("graph-%d", f.Term))
 	if err != nil {
+		r.setStatus(func(s *Status) { s.Leader, s.Fence, s.Since = false, storage.Fence{}, time.Now() })
 		// Only a bug gets here. Leading on with no graph would hold the
 		// lease with nothing listening or delivering, and no standby could
 		// take over: give the lease up and stop, as after a graph that
@@ -407,7 +411,6 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 		return
 	}
 	r.graph, r.spec, r.cancel = pid, spec, cancel
-	r.setStatus(func(s *Status) { s.Leader, s.Fence, s.Since = true, f, time.Now() })
 }
 
 // setStatus publishes a changed copy of the status.

@@ -84,8 +84,10 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 			role = RolePrimary
 		}
 	}
+	// A single node leads while its graph runs, as a primary does: not
+	// while it waits for its database (README), when mf_is_leader is 0.
 	writeJSON(w, http.StatusOK, ClusterStatus{
-		NodeID: st.NodeID, Clustered: st.Clustered, IsLeader: st.Leader || !st.Clustered,
+		NodeID: st.NodeID, Clustered: st.Clustered, IsLeader: st.Leader,
 		Role: role, ConfigVersion: st.ConfigVersion, Term: st.Fence.Term,
 	})
 }

@@ -2,6 +2,10 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -19,13 +23,15 @@ import (
 // ends.
 func waitingNode(t *testing.T, clustered bool) string {
 	t.Helper()
+	sha := sha256.Sum256([]byte(waitingToken))
 	dir := t.TempDir()
 	api := enginetest.FreeAddr(t)
 	cfg := "[store]\nbackend = \"postgres\"\npool_size = 3\nurl = \"postgres://mf@" + enginetest.FreeAddr(t) + "/mf?sslmode=disable\"\n"
 	if clustered {
 		cfg += "[cluster]\nenabled = true\n"
 	}
-	cfg += "[api]\nlisten = \"" + api + "\"\nmetrics_public = true\n"
+	cfg += "[api]\nlisten = \"" + api + "\"\nmetrics_public = true\n" +
+		"[[api.tokens]]\nname = \"viewer\"\nrole = \"viewer\"\nsha256 = \"" + hex.EncodeToString(sha[:]) + "\"\n"
 	path := filepath.Join(dir, "mf.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -56,9 +62,17 @@ func waitingNode(t *testing.T, clustered bool) string {
 	return api
 }
 
+// waitingToken is the viewer token of waitingNode's API.
+const waitingToken = "mf_waiting-node-viewer"
+
 func get(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+waitingToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,13 +93,34 @@ func get(t *testing.T, url string) string {
 // had no mf_is_leader at all: an alert on sum(mf_is_leader) < 1, the one
 // that says no node leads, had no series to fire on.
 func TestANodeWaitingForItsDatabaseExportsItLeadsNot(t *testing.T) {
+	// One node at a time: each subtest's end stops its node.
 	for _, clustered := range []bool{true, false} {
-		api := waitingNode(t, clustered)
-		body := get(t, "http://"+api+"/metrics")
-		for _, want := range []string{"mf_is_leader 0\n", "mf_leader_term 0\n"} {
-			if !strings.Contains(body, want) {
-				t.Errorf("clustered %v: /metrics of a node waiting for its database has no line %q", clustered, strings.TrimSpace(want))
+		t.Run(fmt.Sprintf("clustered=%v", clustered), func(t *testing.T) {
+			api := waitingNode(t, clustered)
+			body := get(t, "http://"+api+"/metrics")
+			for _, want := range []string{"mf_is_leader 0\n", "mf_leader_term 0\n"} {
+				if !strings.Contains(body, want) {
+					t.Errorf("/metrics of a node waiting for its database has no line %q", strings.TrimSpace(want))
+				}
 			}
-		}
+		})
+	}
+}
+
+// A node waiting for its database says on /cluster/status that it does
+// not lead, as README says and mf_is_leader does: a single node (cluster
+// disabled, on PostgreSQL) said is_leader true, running no graph.
+func TestANodeWaitingForItsDatabaseSaysItDoesNotLead(t *testing.T) {
+	for _, clustered := range []bool{true, false} {
+		t.Run(fmt.Sprintf("clustered=%v", clustered), func(t *testing.T) {
+			api := waitingNode(t, clustered)
+			var st struct {
+				IsLeader *bool `json:"is_leader"`
+			}
+			body := get(t, "http://"+api+"/cluster/status")
+			if err := json.Unmarshal([]byte(body), &st); err != nil || st.IsLeader == nil || *st.IsLeader {
+				t.Errorf("/cluster/status of a node waiting for its database: %s; want is_leader false", body)
+			}
+		})
 	}
 }
