@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/lanes"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -246,7 +247,7 @@ func (e *Elector) elect(ctx actor.Context) time.Duration {
 	l, elected, err := e.store.LeaseAttemptElect(cctx, storage.LeaseAttemptElectParams{Owner: e.nodeID, TTL: e.cfg.LeaderLeaseTTL()})
 	cancel()
 	if err != nil {
-		e.callFailed(&e.electing, "election attempt", err)
+		e.callFailed(&e.electing, "lease_elect", "election attempt", err)
 		return e.cfg.Heartbeat()
 	}
 	e.worksAgain(&e.electing, "election")
@@ -278,6 +279,9 @@ func (e *Elector) renew(ctx actor.Context) (next time.Duration, renewed bool) {
 	_, err := e.store.LeaseAttemptRenew(cctx, storage.LeaseAttemptRenewParams{Owner: e.nodeID, Term: e.fence.Term, TTL: e.cfg.LeaderLeaseTTL()})
 	cancel()
 	renewDuration.UpdateDuration(start)
+	if err != nil && !errors.Is(err, storage.ErrLeaseLost) { // a lost lease is a leadership change
+		lanes.StoreError(context.Background(), "lease_renew", err)
+	}
 	switch {
 	case err == nil:
 		e.trusted(ctx, start)
@@ -339,7 +343,7 @@ func (e *Elector) heartbeat() {
 		NodeID: e.nodeID, Host: e.host, PID: e.pid, IsLeader: e.leader, ConfigVersion: e.configLoaded, Started: !e.beaten,
 	})
 	if err != nil {
-		e.callFailed(&e.beating, "membership heartbeat", err)
+		e.callFailed(&e.beating, "node_heartbeat", "membership heartbeat", err)
 		return
 	}
 	e.beaten = true
@@ -347,8 +351,10 @@ func (e *Elector) heartbeat() {
 }
 
 // callFailed counts a failure of call, one of the calls a node makes every
-// heartbeat, in o, and logs it when o says so.
-func (e *Elector) callFailed(o *storage.Outage, call string, err error) {
+// heartbeat, in o and in mf_store_errors_total{op}, and logs it when o says
+// so.
+func (e *Elector) callFailed(o *storage.Outage, op, call string, err error) {
+	lanes.StoreError(context.Background(), op, err)
 	if log, n := o.Failed(time.Now()); log {
 		e.log.Warn().Err(err).Int("failures", n).
 			Msg(call + " failed; retrying every heartbeat, logged once a minute while it lasts (check the database)")
@@ -371,7 +377,7 @@ func (e *Elector) watchConfig(ctx actor.Context) {
 	v, err := e.store.ConfigVersionRead(cctx, storage.ConfigVersionReadParams{})
 	cancel()
 	if err != nil {
-		e.callFailed(&e.reading, "reading the shared config version", err)
+		e.callFailed(&e.reading, "config_version_read", "reading the shared config version", err)
 		return
 	}
 	e.worksAgain(&e.reading, "shared config version")

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
@@ -604,4 +605,41 @@ func TestADatabaseAwayIsLoggedWhenItStartsAndEnds(t *testing.T) {
 	enginetest.WaitFor(t, "the end of each call's failures logged", 5*time.Second, func() bool {
 		return strings.Count(logs.String(), "works again") == 3
 	})
+}
+
+// storeErrors reads mf_store_errors_total{op}.
+func storeErrors(op string) uint64 {
+	return metrics.GetOrCreateCounter(`mf_store_errors_total{op="` + op + `"}`).Get()
+}
+
+// The elector's store calls that fail are counted in mf_store_errors_total,
+// the counter README says to alert on: they were not, so a standby whose
+// database was away, or a primary whose renewals failed until it fenced,
+// counted nothing there. A renewal that finds another term is a leadership
+// change, not a failure, and is not counted.
+func TestFailedLeaderStoreCallsAreCounted(t *testing.T) {
+	renews := storeErrors("lease_renew")
+	st := &flakyStore{Store: openStore(t, pgtest.NewSchema(t))}
+	a := startNode(t, "a", st)
+	a.wantChanged(t, 5*time.Second, true, "elected")
+	st.failRenew.Store(true)
+	a.wantChanged(t, 5*time.Second, false, "fenced")
+	if n := storeErrors("lease_renew"); n <= renews {
+		t.Errorf("mf_store_errors_total{op=\"lease_renew\"} %d after renewals failed until the fence, want more than %d", n, renews)
+	}
+
+	ops := []string{"lease_elect", "node_heartbeat", "config_version_read"}
+	before := map[string]uint64{}
+	for _, op := range ops {
+		before[op] = storeErrors(op)
+	}
+	away := &awayStore{Store: openStore(t, pgtest.NewSchema(t)), refusal: errors.New("injected: connection refused")}
+	away.away.Store(true)
+	startNode(t, "b", away)
+	enginetest.WaitFor(t, "three failed election attempts", 10*time.Second, func() bool { return away.elects.Load() >= 3 })
+	for _, op := range ops {
+		if n := storeErrors(op); n <= before[op] {
+			t.Errorf("mf_store_errors_total{op=%q} %d while the database was away, want more than %d", op, n, before[op])
+		}
+	}
 }
