@@ -219,3 +219,30 @@ func TestTheReadmeNamesEveryMetric(t *testing.T) {
 		}
 	}
 }
+
+// Every op of mf_store_errors_total has its series at 0 from the start. A
+// series born at 1 by its first failure is one that increase() and rate()
+// cannot see grow until a second one: a single failed lease renewal, claim
+// or purge, which README's alert on this counter is for, went unseen.
+func TestEveryStoreErrorSeriesStartsAtZero(t *testing.T) {
+	v := start(t, fileOutbound)
+	families, _ := v.scrape(t)
+	zero := map[string]bool{}
+	for _, m := range families["mf_store_errors_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "op" {
+				zero[l.GetValue()] = true
+			}
+		}
+	}
+	for _, op := range []string{
+		"message_ingest", "metrics_queue", // listeners, api
+		"claim", "advance", "complete", "retry", "hold", "dead", "give back", "release own", "queue_lanes", // lanes
+		"queue_reclaim_expired", "message_purge", "queue_recover_foreign", // actors
+		"lease_elect", "lease_renew", "node_heartbeat", "config_version_read", // leadership
+	} {
+		if !zero[op] {
+			t.Errorf(`no mf_store_errors_total{op=%q} in a scrape before any failure`, op)
+		}
+	}
+}

@@ -60,6 +60,16 @@ func setActiveLanes(n int) { activeLanes.Store(int64(n)) }
 // Delivery results, a closed set (metric label values).
 var deliveryResults = []string{"delivered", "retry", "dead", "blocked"}
 
+// storeOps are the ops StoreError is called with, in every package: each
+// gets its mf_store_errors_total series at zero, since a series born at 1
+// hides its first failure from increase() and rate(). A new op belongs here.
+var storeOps = []string{
+	"message_ingest", "metrics_queue", // listeners, api
+	"claim", "advance", "complete", opRetry, opHold, opDead, "give back", "release own", "queue_lanes", // lanes
+	"queue_reclaim_expired", "message_purge", "queue_recover_foreign", // actors
+	"lease_elect", "lease_renew", "node_heartbeat", "config_version_read", // leadership
+}
+
 // RegisterMetrics creates the delivery series at zero, so that a scrape
 // shows them before any traffic.
 func RegisterMetrics(outbounds []config.Outbound) {
@@ -72,6 +82,8 @@ func RegisterMetrics(outbounds []config.Outbound) {
 			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_deliveries_refused_after_total{destination=%s}`, Label(o.Name)))
 		}
 	}
-	metrics.GetOrCreateCounter(`mf_store_errors_total{op="message_ingest"}`)
+	for _, op := range storeOps {
+		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_store_errors_total{op=%s}`, Label(op)))
+	}
 	metrics.GetOrCreateGauge("mf_lanes_active", func() float64 { return float64(activeLanes.Load()) })
 }
