@@ -97,21 +97,26 @@ func (g *graph) spawn(ctx actor.Context) {
 	}
 }
 
-// stopListeners stops the inbounds first, and waits for them, before the
-// graph's other children get their stop: each listener finishes the
-// messages in hand (their commit and their ACK) through an ingest actor
-// that still runs. Stopped all at once, as protoactor stops children, the
-// ingest actor turned away what it had queued (AE) while the listeners
-// were still waiting for it, and a clean switchover answered AE to
-// messages this node could have stored.
+// stopListeners drains the inbounds (listeners.Drain), and waits for them,
+// before the graph's children get their stop: each finishes the messages
+// in hand (their commit and their ACK) through an ingest actor that still
+// runs. Stopped all at once, as protoactor stops children, the ingest
+// actor turned away what it had queued (AE) while the listeners were still
+// waiting for it, and a clean switchover answered AE to messages this node
+// could have stored. Drained rather than stopped here: stopped, each would
+// be sent a second stop with the rest, a dead letter logged at every stop.
 func (g *graph) stopListeners(ctx actor.Context) {
 	futures := make([]actor.Future, 0, len(g.listeners))
 	for _, pid := range g.listeners {
-		futures = append(futures, ctx.StopFuture(pid))
+		futures = append(futures, ctx.RequestFuture(pid, listeners.Drain{}, drainListenerTimeout))
 	}
 	for _, f := range futures {
-		if err := f.Wait(); err != nil {
-			g.spec.log.Warn().Err(err).Msg("a listener did not stop in time; stopping the rest of the graph anyway")
+		if _, err := f.Result(); err != nil {
+			g.spec.log.Warn().Err(err).Msg("an inbound did not finish its messages in hand in time; stopping the rest of the graph anyway (its senders get AE and send again)")
 		}
 	}
 }
+
+// drainListenerTimeout bounds a listener's drain: its connections' grace
+// (listeners.Grace), their closing, and some.
+const drainListenerTimeout = listeners.Grace + 5*time.Second

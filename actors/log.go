@@ -42,6 +42,9 @@ type panicRedacting struct{ slog.Handler }
 var panicKeys = map[string]bool{"reason": true, "exception": true}
 
 func (h panicRedacting) Handle(ctx context.Context, r slog.Record) error {
+	if staleStop(r) {
+		return nil
+	}
 	redacted := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		if panicKeys[a.Key] {
@@ -51,6 +54,25 @@ func (h panicRedacting) Handle(ctx context.Context, r slog.Record) error {
 		return true
 	})
 	return h.Handler.Handle(ctx, redacted)
+}
+
+// staleStop reports whether r is the dead letter of a stop that reached an
+// actor already gone: a lane that ended itself idle as its manager
+// stopped, which protoactor then stops again with the manager's children.
+// Nothing was lost, and at every clean stop the line only worried.
+func staleStop(r slog.Record) bool {
+	if r.Message != "[DeadLetter]" {
+		return false
+	}
+	stop := false
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "message" {
+			_, stop = a.Value.Any().(*actor.Stop)
+			return false
+		}
+		return true
+	})
+	return stop
 }
 
 func (h panicRedacting) WithAttrs(as []slog.Attr) slog.Handler {

@@ -84,3 +84,23 @@ func TestAPanicsValueIsLoggedByItsTypeUnlessARuntimeError(t *testing.T) {
 		t.Fatalf("the runtime error's text is not logged:\n%s", got)
 	}
 }
+
+// A stop that reaches an actor already gone (a lane that ended itself idle
+// as its manager stopped) is not logged: nothing was lost. Any other dead
+// letter still is.
+func TestAStaleStopIsNoDeadLetterLine(t *testing.T) {
+	var logs enginetest.LogBuffer
+	sys := actor.NewActorSystem(actors.WithZerolog(zerolog.New(&logs)), actor.WithDeadLetterThrottleCount(100))
+	pid := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	sys.Root.Stop(pid)
+	sys.Root.Send(pid, lanes.Ingested{Lanes: []string{"lab/1"}, Newest: []int64{7}})
+	enginetest.WaitFor(t, "the other dead letter to be logged", 10*time.Second, func() bool {
+		return strings.Contains(logs.String(), "DeadLetter")
+	})
+	if n := strings.Count(logs.String(), "DeadLetter"); n != 1 {
+		t.Fatalf("%d dead letter lines; want 1 (the Ingested, not the stop):\n%s", n, logs.String())
+	}
+}

@@ -37,6 +37,8 @@ type FilePoller struct {
 	cfg   config.Inbound
 	log   zerolog.Logger
 	timer scheduler.CancelFunc
+	// drained: the graph is stopping; no file is read any more (Drain).
+	drained bool
 
 	// unarchived is the file whose messages are all stored but whose move
 	// to the archive failed (zero: none). Polls only retry its move until
@@ -120,7 +122,17 @@ func (f *FilePoller) Receive(ctx actor.Context) {
 		}
 		f.timer = scheduler.NewTimerScheduler(ctx).SendRepeatedly(0, f.cfg.PollInterval(), ctx.Self(), poll{})
 	case poll:
-		f.poll()
+		if !f.drained {
+			f.poll()
+		}
+	case Drain:
+		// A poll runs whole within the actor, so none is under way: the
+		// messages of the last file read are stored and the file archived.
+		f.drained = true
+		if f.timer != nil {
+			f.timer()
+		}
+		ctx.Respond(Drained{})
 	case *actor.Stopping, *actor.Restarting:
 		if f.timer != nil {
 			f.timer()

@@ -24,6 +24,16 @@ const Grace = 5 * time.Second
 
 type bind struct{}
 
+// Drain asks an inbound actor to stop taking messages in: it stores and
+// answers what it has read, lets go of its port or directory, and responds
+// Drained. The graph drains every inbound before it stops the rest, the
+// ingest actor among them, which the inbound needs until then. A drained
+// inbound stops later like any actor, with nothing left to do.
+type Drain struct{}
+
+// Drained is the response to Drain.
+type Drained struct{}
+
 // MLLP is the listener actor of one [[inbound]] of type mllp. It binds its
 // port in Started and closes it, and every connection, in Stopping: the port
 // is open exactly while the graph runs, that is only on the leader, which is
@@ -60,6 +70,9 @@ func (l *MLLP) Receive(ctx actor.Context) {
 		l.bind(ctx)
 	case bind:
 		l.bind(ctx)
+	case Drain:
+		l.stop()
+		ctx.Respond(Drained{})
 	case *actor.Stopping, *actor.Restarting:
 		l.stop()
 	}
@@ -161,6 +174,9 @@ func (l *MLLP) acceptLoop() {
 // closes first: the messages in hand fail against the fence anyway, and
 // the load balancer must move at once.
 func (l *MLLP) stop() {
+	if l.stopping() {
+		return // drained already
+	}
 	if l.retry != nil {
 		l.retry()
 	}

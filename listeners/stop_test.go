@@ -2,6 +2,7 @@ package listeners_test
 
 import (
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +88,11 @@ func TestACleanStopAnswersTheMessageInHandBeforeItsPortCloses(t *testing.T) {
 	case <-stopped:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the engine did not stop within 30 s")
+	}
+	// The listener stopped before the rest of the graph, not told to stop
+	// twice: a second stop reached it dead, and protoactor logged a dead
+	// letter at every clean stop.
+	if strings.Contains(e.Logs.String(), "DeadLetter") {
+		t.Fatalf("the stop logged a dead letter:\n%s", e.Logs.String())
 	}
 }
