@@ -40,11 +40,13 @@ sys.exit(rc)' "$@"
 }
 # pglatency FILE...: the p50 and p99 latency, in ms, of the transactions of
 # pgbench per-transaction logs (-l) of an open-loop run (-R), as "p50 p99",
-# counted from each transaction's scheduled start as mf bench counts. With
+# nearest-rank (the ceil(q*n)-th smallest) and counted from each
+# transaction's scheduled start, as mf bench's are. With
 # -R the log's time (its third column) already runs from the schedule
 # (pgbench takes now - txn_scheduled): the schedule lag beside it (the
 # seventh) is a part of it, not to be added.
 pglatency() {
   cat "$@" | awk '{print $3 / 1000}' | sort -n |
-    awk '{a[NR] = $1} END {if (NR == 0) exit 1; printf "%.2f %.2f\n", a[int(NR * 0.50) + 1], a[int(NR * 0.99) + 1]}'
+    awk 'function rank(q,  r) {r = int(NR * q); if (r < NR * q) r++; return r < 1 ? 1 : r}
+      {a[NR] = $1} END {if (NR == 0) exit 1; printf "%.2f %.2f\n", a[rank(0.50)], a[rank(0.99)]}'
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,5 +43,24 @@ func TestPglatencyCountsTheScheduleLagOnce(t *testing.T) {
 	}
 	if got, want := pglatency(t, lines), "1006.57 1006.57"; got != want {
 		t.Fatalf("pglatency of transactions of 1006.567 ms from their schedule (956.217 of it lag): %q, want %q", got, want)
+	}
+}
+
+// pglatency's p50 and p99 are nearest-rank, as mf bench's are (the
+// ceil(q*n)-th smallest): of 1 to 100 ms, 50 and 99. It took the
+// (floor(q*n)+1)-th, one rank high whenever q*n is whole: 51 and the
+// maximum, 100.
+func TestPglatencyTakesTheNearestRank(t *testing.T) {
+	t.Parallel()
+	lines := make([]string, 100)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("%d %d %d 0 1795744013 297154 0", i%32, i, (i+1)*1000) // (i+1) ms, no lag
+	}
+	if got, want := pglatency(t, lines), "50.00 99.00"; got != want {
+		t.Fatalf("pglatency of 1 to 100 ms: %q, want %q (nearest rank)", got, want)
+	}
+	// Not whole: the 3rd of 5 (p50) and the 5th (p99).
+	if got, want := pglatency(t, lines[:5]), "3.00 5.00"; got != want {
+		t.Fatalf("pglatency of 1 to 5 ms: %q, want %q (nearest rank)", got, want)
 	}
 }
