@@ -82,6 +82,10 @@ const (
 	benchDefaultCount  = 10000
 	// benchMaxAckBytes bounds an ACK frame; an ACK is a few hundred bytes.
 	benchMaxAckBytes = 1 << 20
+	// benchMaxConnections bounds --connections, as mf send's: each holds a
+	// latency histogram (58 KiB) and a copy of the message, made before
+	// the first dial.
+	benchMaxConnections = config.MaxOutboundConnections
 	// benchMaxLanes bounds --lanes, and the memory the lanes take (about
 	// 40 bytes each).
 	benchMaxLanes = 1_000_000
@@ -106,7 +110,7 @@ func benchCommand() *cli.Command {
 		Description: benchDescription,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "target", Value: benchDefaultTarget, Usage: "MLLP listener address host:port"},
-			&cli.IntFlag{Name: "connections", Value: 1, Usage: "connections, each with one message outstanding"},
+			&cli.IntFlag{Name: "connections", Value: 1, Usage: "connections, each with one message outstanding (at most 1000)"},
 			&cli.IntFlag{Name: "count", Value: benchDefaultCount, Usage: "messages to send in all (or use --duration)"},
 			&cli.DurationFlag{Name: "duration", DefaultText: "none", Usage: "send for this long instead of --count messages"},
 			&cli.Float64Flag{Name: "rate", DefaultText: "0, closed loop", Usage: "messages per second in all, on a fixed schedule (0: as fast as ACKs come back)"},
@@ -243,6 +247,8 @@ func (o benchOptions) validate() error {
 	switch {
 	case o.Connections < 1:
 		return fmt.Errorf("--connections %d: want at least 1", o.Connections)
+	case o.Connections > benchMaxConnections:
+		return fmt.Errorf("--connections %d: at most %d", o.Connections, benchMaxConnections)
 	case o.Count < 0:
 		return fmt.Errorf("--count %d: want at least 1", o.Count)
 	case o.Duration < 0:

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/hl7"
 )
 
@@ -833,5 +834,27 @@ func TestBenchRefusesAnEmptyAddress(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("mf %q: error %v, printed %q; want one naming %s", tc.args, err, out, tc.want)
 		}
+	}
+}
+
+// --connections has an upper bound, as mf send's has: each connection holds
+// a latency histogram (58 KiB) and a copy of the message (up to 16 MiB),
+// made before the first dial, so --connections 1000000 (which --lanes
+// allowed) asked for 58 GB and more, and was not refused.
+func TestBenchRefusesTooManyConnections(t *testing.T) {
+	// Not parallel: urfave/cli's apps share global flags (--help).
+	// Nothing listens there: a flag taken would end in a dial error.
+	target := enginetest.FreeAddr(t)
+	n := strconv.Itoa(config.MaxOutboundConnections + 1)
+	var out bytes.Buffer
+	err := App(&out, &out).Run([]string{"mf", "bench", "--target", target, "--count", "1", "--connections", n, "--lanes", n})
+	if err == nil || !strings.Contains(err.Error(), "--connections "+n+": at most") {
+		t.Fatalf("mf bench --connections %s: error %v; want one naming --connections %s and its bound", n, err, n)
+	}
+	// The bound itself is taken: the run ends in the dial error.
+	n = strconv.Itoa(config.MaxOutboundConnections)
+	err = App(&out, &out).Run([]string{"mf", "bench", "--target", target, "--count", "1", "--connections", n})
+	if err == nil || !strings.Contains(err.Error(), "dial") {
+		t.Fatalf("mf bench --connections %s: error %v; want the dial's", n, err)
 	}
 }
