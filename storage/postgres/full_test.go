@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/messagefoundry/mf/storage"
-	"github.com/messagefoundry/mf/storage/postgres/pgtest"
 )
 
 // A write the server answers with disk_full (SQLSTATE 53100, "could not
@@ -20,14 +19,7 @@ import (
 func TestADiskFullIsRetriedNotRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := Open(ctx, Options{URL: pgtest.NewSchema(t), PoolSize: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openMigrated(t, ctx, 2)
 	ingest := func(id string) error {
 		_, err := s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{{
 			Inbound: "in", ControlID: id, Payload: []byte("MSH|^~\\&|" + id), Status: storage.MessageRouted,

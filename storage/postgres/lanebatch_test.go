@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/messagefoundry/mf/storage"
-	"github.com/messagefoundry/mf/storage/postgres/pgtest"
 )
 
 // Lane writes whose callers give up at any moment (queued, handed the lead,
@@ -23,14 +22,7 @@ import (
 func TestLaneBatcherSurvivesCallersGivingUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := Open(ctx, Options{URL: pgtest.NewSchema(t), PoolSize: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openMigrated(t, ctx, 4)
 	const callers, calls = 16, 150
 	var wg sync.WaitGroup
 	for g := 0; g < callers; g++ {

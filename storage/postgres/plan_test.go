@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/messagefoundry/mf/storage/postgres/pgtest"
 )
 
 // An operator's skip checks that no row of the lane is ahead of its row. That
@@ -18,14 +16,7 @@ import (
 func TestSkipHeadCheckSeeksTheLaneHeadIndex(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := Open(ctx, Options{URL: pgtest.NewSchema(t), PoolSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openMigrated(t, ctx, 1)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)

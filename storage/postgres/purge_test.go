@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/messagefoundry/mf/storage"
 	"github.com/messagefoundry/mf/storage/postgres/pgtest"
 )
@@ -25,14 +27,7 @@ import (
 func TestAPurgeCallReadsWhatItDeletesNotTheTables(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := Open(ctx, Options{URL: pgtest.NewSchema(t), PoolSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openMigrated(t, ctx, 1)
 	const rows, limit = 60000, 500
 	// Finished a month ago, oldest first, in id order.
 	fill := []struct {
@@ -69,26 +64,50 @@ func TestAPurgeCallReadsWhatItDeletesNotTheTables(t *testing.T) {
 				}
 				// Run for real (the messages' purge finds what the queue
 				// rows' purge left), in the transaction rolled back.
-				var plan []byte
-				err := tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s_%s(%v, %d)", name, mode, older, limit)).Scan(&plan)
-				if err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				var root []struct{ Plan planNode }
-				if err := json.Unmarshal(plan, &root); err != nil || len(root) != 1 {
-					t.Fatalf("%s: plan %s: %v", name, plan, err)
-				}
-				deleted, read := root[0].Plan.tableRows()
+				plan := explainAnalyze(t, ctx, tx, fmt.Sprintf("EXECUTE %s_%s(%v, %d)", name, mode, older, limit))
+				deleted, read := plan.tableRows()
 				if deleted != limit {
 					t.Fatalf("%s deleted %v rows, want %d", name, deleted, limit)
 				}
 				if read > 6*limit {
 					t.Errorf("%s read %v rows of mf_queue and mf_messages (a backlog of %d) to delete %d:\n%s",
-						name, read, rows, limit, root[0].Plan.String())
+						name, read, rows, limit, plan.String())
 				}
 			}
 		})
 	}
+}
+
+// openMigrated opens a store of poolSize connections in the test's own
+// schema, migrated; it is closed when the test ends.
+func openMigrated(t *testing.T, ctx context.Context, poolSize int32) *Store {
+	t.Helper()
+	s, err := Open(ctx, Options{URL: pgtest.NewSchema(t), PoolSize: poolSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// explainAnalyze runs query under EXPLAIN (ANALYZE, FORMAT JSON) on q and
+// returns its plan's root.
+func explainAnalyze(t *testing.T, ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, query string) planNode {
+	t.Helper()
+	var plan []byte
+	if err := q.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+query).Scan(&plan); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	var root []struct{ Plan planNode }
+	if err := json.Unmarshal(plan, &root); err != nil || len(root) != 1 {
+		t.Fatalf("%s: plan %s: %v", query, plan, err)
+	}
+	return root[0].Plan
 }
 
 // planNode is one node of an EXPLAIN (ANALYZE, FORMAT JSON) plan.

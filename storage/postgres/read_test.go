@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/messagefoundry/mf/storage"
-	"github.com/messagefoundry/mf/storage/postgres/pgtest"
 )
 
 // A message and its queue rows are read as of one moment, as SQLite reads
@@ -19,14 +18,7 @@ import (
 func TestAMessageIsReadWithItsQueueRowsAsOfOneMoment(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := Open(ctx, Options{URL: pgtest.NewSchema(t), PoolSize: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openMigrated(t, ctx, 3)
 	in, err := s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{{
 		Inbound: "in", Payload: []byte("MSH|^~\\&|x"), Status: storage.MessageRouted,
 		Deliveries: []storage.Delivery{{Destination: "d", Lane: "d/1"}},

@@ -2,11 +2,8 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
-
-	"github.com/messagefoundry/mf/storage/postgres/pgtest"
 )
 
 // QueueStats, which every node's GET /metrics runs at every scrape, reads
@@ -18,14 +15,7 @@ import (
 func TestQueueStatsReadsNoDoneRows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := Open(ctx, Options{URL: pgtest.NewSchema(t), PoolSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openMigrated(t, ctx, 1)
 	const unfinished, dead = 300, 59
 	for _, q := range []string{
 		`INSERT INTO mf_messages (inbound, payload, status)
@@ -56,15 +46,8 @@ func TestQueueStatsReadsNoDoneRows(t *testing.T) {
 	if len(stats) != 9 || counted != unfinished+dead {
 		t.Fatalf("stats %+v: want 9 groups (3 destinations, 3 statuses) counting %d rows", stats, unfinished+dead)
 	}
-	var plan []byte
-	if err := s.pool.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+queries.Get("queue_stats")).Scan(&plan); err != nil {
-		t.Fatal(err)
-	}
-	var root []struct{ Plan planNode }
-	if err := json.Unmarshal(plan, &root); err != nil || len(root) != 1 {
-		t.Fatalf("plan %s: %v", plan, err)
-	}
-	if _, read := root[0].Plan.tableRows(); read > 2*(unfinished+dead) {
-		t.Errorf("queue_stats read %v rows of mf_queue (%d of them unfinished or dead):\n%s", read, unfinished+dead, root[0].Plan.String())
+	plan := explainAnalyze(t, ctx, s.pool, queries.Get("queue_stats"))
+	if _, read := plan.tableRows(); read > 2*(unfinished+dead) {
+		t.Errorf("queue_stats read %v rows of mf_queue (%d of them unfinished or dead):\n%s", read, unfinished+dead, plan.String())
 	}
 }
