@@ -1,6 +1,9 @@
 package e2e
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // The failover suite's verdict (checkDeliveries) on arrival orders made up
 // to break each contract: the suite passes only when the engine keeps them,
@@ -64,5 +67,30 @@ func TestFailoverVerdictCatchesEachBreach(t *testing.T) {
 				t.Errorf("allDelivered = %v with %d lost", all, c.want.lost)
 			}
 		})
+	}
+}
+
+// A clean switchover's verdict on a repeat: the engine's if a copy was
+// delivered twice or the old primary stored one (and did not answer it);
+// the balancer's only if every copy was stored in the new term.
+func TestCleanVerdictTellsWhoRepeated(t *testing.T) {
+	term := time.Date(2026, 11, 27, 4, 10, 27, 800_000_000, time.UTC)
+	before, after, later := term.Add(-time.Millisecond), term.Add(time.Millisecond), term.Add(100*time.Millisecond)
+	cases := []struct {
+		name      string
+		stored    []time.Time
+		delivered int
+		byEngine  bool
+	}{
+		{"both copies stored in the new term", []time.Time{after, later}, 2, false},
+		{"the old primary stored the first copy", []time.Time{before, later}, 2, true},
+		{"one copy delivered twice", []time.Time{later}, 2, true},
+		{"no copy in the database", nil, 2, true},
+	}
+	for _, c := range cases {
+		r := repeat{id: "L00-000004", stored: c.stored, termStart: term, delivered: make([]time.Time, c.delivered)}
+		if got := r.byEngine(); got != c.byEngine {
+			t.Errorf("%s: byEngine() = %v, want %v (%s)", c.name, got, c.byEngine, r)
+		}
 	}
 }

@@ -558,6 +558,96 @@ func (fc *failoverCluster) term() int64 {
 	return term
 }
 
+// repeat is what is known of a message the destination got more than once.
+type repeat struct {
+	id        string
+	delivered []time.Time // at the destination
+	// stored is when each copy was stored (its received_at, the
+	// database's clock, as termStart is).
+	stored []time.Time
+	// termStart is when the current term began (the lease's acquired_at).
+	termStart time.Time
+	// failed is what went wrong with the partner's attempts without AA.
+	failed []string
+}
+
+// byEngine reports whether the engine made the repeat in a clean
+// switchover: a copy delivered twice (a delivery redone), or a copy the old
+// primary stored and did not answer (the partner sent it again). The other
+// kind, every copy stored in the new term, is a load balancer's: HAProxy
+// sent the partner's message to the new primary (option redispatch, after
+// the old one refused the connection) and, in the same instant, cut the
+// session because the old node's check failed (on-marked-down
+// shutdown-sessions), so the AA the new primary wrote went nowhere.
+func (r repeat) byEngine() bool {
+	if len(r.delivered) > len(r.stored) {
+		return true
+	}
+	for _, at := range r.stored {
+		if at.Before(r.termStart) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r repeat) String() string {
+	f := func(ts []time.Time) []string {
+		out := make([]string, len(ts))
+		for i, t := range ts {
+			out[i] = t.Format("15:04:05.000000")
+		}
+		return out
+	}
+	return fmt.Sprintf("%s: stored %v (the term began %s), delivered %v; the partner's attempts without AA: %q",
+		r.id, f(r.stored), r.termStart.Format("15:04:05.000000"), f(r.delivered), r.failed)
+}
+
+// repeats reads, for each control ID, what the destination, the partner
+// and the database know of it.
+func (fc *failoverCluster) repeats(pt *partner, controlIDs []string) ([]repeat, error) {
+	if len(controlIDs) == 0 {
+		return nil, nil
+	}
+	rs := make([]repeat, len(controlIDs))
+	index := map[string]int{}
+	for i, id := range controlIDs {
+		rs[i] = repeat{id: id, failed: pt.attempts(id)}
+		index[id] = i
+	}
+	for _, r := range fc.dest.received() {
+		if i, ok := index[r.ControlID]; ok {
+			rs[i].delivered = append(rs[i].delivered, r.At)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, fc.url)
+	if err != nil {
+		return rs, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT m.control_id, m.received_at, l.acquired_at
+	  FROM mf_messages m CROSS JOIN mf_leader_lease l
+	 WHERE m.control_id = ANY($1) ORDER BY m.id`, controlIDs)
+	if err != nil {
+		return rs, err
+	}
+	for rows.Next() {
+		var (
+			id                string
+			stored, termStart time.Time
+		)
+		if err := rows.Scan(&id, &stored, &termStart); err != nil {
+			return rs, err
+		}
+		i := index[id]
+		rs[i].stored = append(rs[i].stored, stored)
+		rs[i].termStart = termStart
+	}
+	return rs, rows.Err()
+}
+
 // settle is how long, and with how many AAs at least, a new primary must
 // have acknowledged the partner's messages before a fault counts as over.
 const (
@@ -671,11 +761,15 @@ type partner struct {
 	all   []time.Time
 	drops int // connections dropped or timed out with a message outstanding
 	naks  int // AE or AR answers
+	// failed is, per control ID, what went wrong with each attempt that
+	// got no AA (the error or the ACK code, and when): a message stored
+	// twice is explained by it.
+	failed map[string][]string
 }
 
 // startPartner starts the partner; it stops at finish or when t ends.
 func startPartner(t *testing.T, vipAddr string) *partner {
-	pt := &partner{vip: vipAddr, stop: make(chan struct{}), aa: make([][]time.Time, partnerLanes)}
+	pt := &partner{vip: vipAddr, stop: make(chan struct{}), aa: make([][]time.Time, partnerLanes), failed: map[string][]string{}}
 	for k := range partnerConns {
 		pt.done.Go(func() { pt.run(k) })
 	}
@@ -723,6 +817,7 @@ func (pt *partner) run(k int) {
 			if err != nil { // the VIP dropped us, or no ACK in time
 				c.close()
 				pt.count(&pt.drops)
+				pt.attemptFailed(id, err.Error())
 				time.Sleep(partnerRetryDelay)
 				continue
 			}
@@ -737,9 +832,23 @@ func (pt *partner) run(k int) {
 			// AE (the store failed, or the node is fenced): the message is
 			// ours to resend.
 			pt.count(&pt.naks)
+			pt.attemptFailed(id, "answered "+string(code))
 			time.Sleep(partnerRetryDelay)
 		}
 	}
+}
+
+func (pt *partner) attemptFailed(id, what string) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pt.failed[id] = append(pt.failed[id], time.Now().Format("15:04:05.000000")+" "+what)
+}
+
+// attempts returns what went wrong with id's attempts that got no AA.
+func (pt *partner) attempts(id string) []string {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return slices.Clone(pt.failed[id])
 }
 
 func (pt *partner) count(n *int) {
@@ -897,6 +1006,9 @@ type deliveries struct {
 	Duplicates, Adjacent int
 	// Foreign: deliveries of messages the partner never sent.
 	Foreign int
+	// Repeated: control IDs of the messages delivered more than once,
+	// to explain each from the database.
+	Repeated []string
 	// Examples of each problem, for the failure message.
 	Examples []string
 }
@@ -930,6 +1042,9 @@ func checkDeliveries(got []received, acked []int) deliveries {
 			d.Foreign++
 			example("never sent: %s (PID-3.1 %s)", r.ControlID, r.Patient)
 			continue
+		}
+		if seen[l][seq] && !slices.Contains(d.Repeated, r.ControlID) {
+			d.Repeated = append(d.Repeated, r.ControlID)
 		}
 		switch {
 		case seen[l][seq] && last[l] == seq:

@@ -210,6 +210,7 @@ type receiver struct {
 type received struct {
 	ControlID string
 	Patient   string
+	At        time.Time // when it arrived, to explain a repeat
 }
 
 func startReceiver(t testing.TB, addr string) *receiver {
@@ -256,7 +257,7 @@ func (r *receiver) serve(c net.Conn) {
 			r.t.Errorf("receiver got an unparsable message: %v", err)
 			return
 		}
-		rec := received{ControlID: m.ControlID(), Patient: m.Get(mustPath("PID-3.1"))}
+		rec := received{ControlID: m.ControlID(), Patient: m.Get(mustPath("PID-3.1")), At: time.Now()}
 		code := ""
 		if r.answer != nil {
 			code = r.answer(rec)
