@@ -3,7 +3,6 @@ package listeners
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"math"
@@ -372,14 +371,10 @@ func (f *FilePoller) oversize(msgs [][]byte) (int, int, bool) {
 }
 
 // archive moves a file whose messages are all stored to the archive
-// directory, beside any earlier file of the same name, and returns its name
-// there.
+// directory, beside any earlier file of the same name (archiveFile), and
+// returns its name there.
 func (f *FilePoller) archive(name string) (string, error) {
-	dest := filepath.Join(f.cfg.ArchiveDirectory, name)
-	if _, err := os.Stat(dest); err == nil {
-		dest = fmt.Sprintf("%s.%d", dest, time.Now().UnixNano())
-	}
-	return filepath.Base(dest), os.Rename(filepath.Join(f.cfg.Directory, name), dest)
+	return archiveFile(filepath.Join(f.cfg.Directory, name), f.cfg.ArchiveDirectory, name)
 }
 
 // retryArchive tries again to move the file whose messages are stored but
