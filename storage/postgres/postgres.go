@@ -132,6 +132,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if host, why := plaintextRisk(cfg.ConnConfig); why != "" {
 		o.Log.Warn().Str("host", host).Str("sslmode", why).Msg(plaintextWarning)
 	}
+	// Run on every new session, in order.
+	afterConnect := []func(context.Context, *pgconn.PgConn) error{(&durability{log: o.Log}).ensure}
 	if o.IdleInTransactionTimeout > 0 {
 		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(o.IdleInTransactionTimeout.Milliseconds())
 		// That timeout does not run for a session the server is reading a
@@ -151,13 +153,21 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		// has not acknowledged (results of the batch's first statements):
 		// the retransmissions give up after about 15 minutes. This makes
 		// them give up within the same timeout. Set after connecting, as
-		// a server older than 12 refuses it as a startup parameter (the
-		// lease pool and the listener copy this config, hook included).
+		// a server older than 12 refuses it as a startup parameter.
 		if _, set := cfg.ConnConfig.RuntimeParams["tcp_user_timeout"]; !set {
-			cfg.ConnConfig.AfterConnect = func(ctx context.Context, c *pgconn.PgConn) error {
+			afterConnect = append(afterConnect, func(ctx context.Context, c *pgconn.PgConn) error {
 				return setTCPUserTimeout(ctx, c, secs*1000, tcpUserTimeoutSince)
+			})
+		}
+	}
+	// The lease pool and the listener copy this config, hook included.
+	cfg.ConnConfig.AfterConnect = func(ctx context.Context, c *pgconn.PgConn) error {
+		for _, f := range afterConnect {
+			if err := f(ctx, c); err != nil {
+				return err
 			}
 		}
+		return nil
 	}
 	cfg.MaxConns = o.PoolSize
 	if cfg.MaxConns <= 0 {

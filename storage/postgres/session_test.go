@@ -1,11 +1,15 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/storage/postgres/pgtest"
 )
@@ -38,6 +42,54 @@ func TestTCPUserTimeoutIsSetOnlyOnAServerThatHasIt(t *testing.T) {
 			res := conn.ExecParams(ctx, "SHOW tcp_user_timeout", nil, nil, nil, nil).Read()
 			if res.Err != nil || len(res.Rows) != 1 || string(res.Rows[0][0]) != c.want {
 				t.Fatalf("tcp_user_timeout on a server %s: %v, %v; want %s", c.name, res.Rows, res.Err, c.want)
+			}
+		})
+	}
+}
+
+// synchronous_commit = off, set for mf's role, its database, the server or
+// in the store url, has PostgreSQL acknowledge a commit before it is on
+// disk, and mf would answer AA for messages a crash of the server loses.
+// Every session mf opens commits durably whatever was set; a durable value
+// is left as the DBA chose it; an override is said once, at WARN.
+func TestSessionsCommitDurablyWhateverTheirRoleSets(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range []struct{ set, want string }{
+		{"off", "on"},
+		{"remote_write", "remote_write"},
+		{"local", "local"},
+	} {
+		t.Run(c.set, func(t *testing.T) {
+			u, err := url.Parse(pgtest.NewSchema(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := u.Query()
+			q.Set("synchronous_commit", c.set) // a runtime parameter of the session, as a role's setting would be
+			u.RawQuery = q.Encode()
+			var logs bytes.Buffer
+			s, err := Open(ctx, Options{URL: u.String(), PoolSize: 2, Log: zerolog.New(&logs)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for i := range 2 { // two sessions: each is set, the WARN is said once
+				conn, err := s.pool.Acquire(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Release()
+				var got string
+				if err := conn.QueryRow(ctx, "SHOW synchronous_commit").Scan(&got); err != nil {
+					t.Fatal(err)
+				}
+				if got != c.want {
+					t.Errorf("session %d: synchronous_commit = %s with %s set; want %s", i, got, c.set, c.want)
+				}
+			}
+			if n, want := strings.Count(logs.String(), "synchronous_commit is off"), map[bool]int{true: 1, false: 0}[c.set == "off"]; n != want {
+				t.Errorf("%d WARN lines about synchronous_commit; want %d:\n%s", n, want, logs.String())
 			}
 		})
 	}
