@@ -121,6 +121,7 @@ func runCommand() *cli.Command {
 				return fmt.Errorf("store: %w", err)
 			}
 			warnAutovacuum(ctx, st, log)
+			warnDelayedDurability(ctx, st, log)
 
 			opts := actors.Options{Config: cfg, Store: st, Log: log, NodeID: nodeID, DrainTimeout: c.Duration("drain-timeout")}
 			if cfg.Cluster.Enabled {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -102,6 +103,25 @@ func warnAutovacuum(ctx context.Context, st storage.Store, log zerolog.Logger) {
 	if len(a.Disabled) > 0 {
 		log.Warn().Strs("tables", a.Disabled).Msg("autovacuum is turned off for these tables (autovacuum_enabled = off): their dead row versions are never removed, " +
 			"so they grow and claims slow down; ALTER TABLE ... RESET (autovacuum_enabled), or VACUUM (ANALYZE) them on a schedule")
+	}
+}
+
+// warnDelayedDurability logs an ERROR when a SQL Server database forces
+// delayed durability: each commit is acknowledged before its log records
+// are on disk, so an AA would not mean the message is safe.
+func warnDelayedDurability(ctx context.Context, st storage.Store, log zerolog.Logger) {
+	ss, ok := st.(*sqlserver.Store)
+	if !ok {
+		return
+	}
+	d, err := ss.DelayedDurability(ctx)
+	if err != nil {
+		log.Warn().Err(err).Msg("could not read the database's DELAYED_DURABILITY; running on (with FORCED, acknowledged messages can be lost)")
+		return
+	}
+	if strings.EqualFold(d, "FORCED") {
+		log.Error().Str("delayed_durability", d).Msg("the database forces delayed durability: SQL Server acknowledges each commit before it is on disk, and a crash of the server loses messages mf has answered AA; " +
+			"no session can change that: ALTER DATABASE <name> SET DELAYED_DURABILITY = DISABLED")
 	}
 }
 

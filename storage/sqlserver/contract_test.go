@@ -175,6 +175,7 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 
 	// Every method, so that every statement is reached at least once.
 	_ = s.Ping(ctx)
+	_, _ = s.DelayedDurability(ctx)
 	_ = s.Migrate(ctx)
 	_, _, _ = s.LeaseAttemptElect(ctx, storage.LeaseAttemptElectParams{Owner: "node-a", TTL: time.Minute})
 	_, _ = s.LeaseAttemptRenew(ctx, storage.LeaseAttemptRenewParams{Owner: "node-a", Term: 3, TTL: time.Minute})

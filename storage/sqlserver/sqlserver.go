@@ -152,6 +152,19 @@ func Open(_ context.Context, o Options) (*Store, error) {
 	return &Store{db: db, lease: lease}, nil
 }
 
+// DelayedDurability reads the database's DELAYED_DURABILITY setting:
+// DISABLED, ALLOWED or FORCED. With FORCED, SQL Server acknowledges every
+// commit before its log records are on disk, whatever the transaction
+// asks, and a crash of the server loses messages mf has answered AA; no
+// session can change that, so mf run says so at start.
+func (s *Store) DelayedDurability(ctx context.Context) (string, error) {
+	var d string
+	if err := s.db.QueryRowContext(ctx, queries.Get("delayed_durability")).Scan(&d); err != nil {
+		return "", fmt.Errorf("sqlserver: read the database's DELAYED_DURABILITY: %w", err)
+	}
+	return d, nil
+}
+
 // Dialect implements storage.Store.
 func (s *Store) Dialect() string { return "sqlserver" }
 

@@ -201,3 +201,27 @@ func randomHex(t testing.TB, n int) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// DelayedDurability reads what mf run warns about at start: a database
+// that forces delayed durability acknowledges commits before they are on
+// disk. Run only against a real server (MF_TEST_SQLSERVER_URL).
+func TestDelayedDurabilityIsRead(t *testing.T) {
+	dbURL := testDatabase(t, serverURL(t), false)
+	s := openStore(t, dbURL)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := sql.Open("sqlserver", dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, want := range []string{"DISABLED", "FORCED"} {
+		// ALTER DATABASE takes no parameters; the name is the test's own.
+		if _, err := db.ExecContext(ctx, "DECLARE @sql NVARCHAR(MAX) = N'ALTER DATABASE ' + QUOTENAME(DB_NAME()) + N' SET DELAYED_DURABILITY = "+want+"'; EXEC (@sql);"); err != nil {
+			t.Fatalf("set DELAYED_DURABILITY = %s: %v", want, err)
+		}
+		if got, err := s.DelayedDurability(ctx); err != nil || got != want {
+			t.Errorf("DelayedDurability() = %q, %v; want %q", got, err, want)
+		}
+	}
+}
