@@ -337,7 +337,7 @@ func (r *root) recover(f storage.Fence, ended <-chan struct{}, log zerolog.Logge
 		}
 		// Not the attempt's context, cancelled by now: only its deadline
 		// ends a recovery, and that is a store error.
-		lanes.StoreError(context.Background(), "queue_recover_foreign", err)
+		storage.CountError(context.Background(), "queue_recover_foreign", err)
 		if errors.Is(err, storage.ErrFenced) {
 			log.Error().Err(err).Msg("promotion recovery was fenced: the lease has moved past this term (to another node, or to a newer term of this node's own); not starting the graph for this term")
 			return false

@@ -8,7 +8,6 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/rs/zerolog"
 
-	"github.com/messagefoundry/mf/lanes"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -138,7 +137,7 @@ func (s *sweeper) failed(op string, err error) bool {
 	if err == nil {
 		return false
 	}
-	lanes.StoreError(s.spec.ctx, op, err)
+	storage.CountError(s.spec.ctx, op, err)
 	if errors.Is(err, storage.ErrFenced) {
 		s.spec.onFenced(op, err)
 		return true

@@ -19,6 +19,7 @@ import (
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/lanes"
 	"github.com/messagefoundry/mf/listeners"
+	"github.com/messagefoundry/mf/storage"
 )
 
 // queueSnapshot is what the queue gauges report: read from the store at each
@@ -52,6 +53,7 @@ func registerMetrics(cfg *config.Config) {
 	listeners.RegisterMetrics(cfg.Inbound)
 	lanes.RegisterMetrics(cfg.Outbound)
 	actors.RegisterMetrics()
+	storage.RegisterMetrics()
 	for _, o := range cfg.Outbound {
 		queueDepthGauge(o.Name)
 	}
@@ -121,7 +123,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		lanes.StoreError(ctx, "metrics_queue", err)
+		storage.CountError(ctx, "metrics_queue", err)
 		if log, n := s.unscraped.Failed(time.Now()); log {
 			s.o.Log.Warn().Err(err).Int("failures", n).
 				Msg("metrics: reading the queue failed; queue gauges keep their last values (logged once a minute while it lasts)")

@@ -434,7 +434,7 @@ func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 		// is still recorded: they stay in flight behind it until their
 		// lease ends, and come back after it, in order.
 		if err := l.giveBackUnsent(nil); err != nil && l.env.Ctx.Err() == nil {
-			StoreError(l.env.Ctx, "give back", err)
+			storage.CountError(l.env.Ctx, "give back", err)
 			log.Warn().Err(err).Msg("could not give back the messages claimed behind a failed one; the lane tries again at its next step, and they are delivered after it")
 		}
 	}
@@ -661,7 +661,7 @@ func (l *laneActor) recordFailureAgain() (bool, error) {
 // they wait in flight behind it, as after deliver's give back.
 func (l *laneActor) failureRecordedAgain(ctx actor.Context, f *failedRow, recorded bool) {
 	if err := l.giveBackUnsent(nil); err != nil && l.env.Ctx.Err() == nil {
-		StoreError(l.env.Ctx, "give back", err)
+		storage.CountError(l.env.Ctx, "give back", err)
 		f.log.Warn().Err(err).Msg("could not give back the messages claimed behind a failed one; the lane tries again at its next step, and they are delivered after it")
 	}
 	if f.op == opRetry {
@@ -814,7 +814,7 @@ func (l *laneActor) storeFailed(ctx actor.Context, op string, err error) {
 		l.unsent = append(l.unsent, a.Claim())
 	}
 	l.ahead = nil
-	StoreError(l.env.Ctx, op, err)
+	storage.CountError(l.env.Ctx, op, err)
 	if errors.Is(err, storage.ErrFenced) || l.env.Ctx.Err() != nil {
 		l.looping = false
 		l.env.OnFenced(op, err)

@@ -507,7 +507,7 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 	}
 	if r.err != nil {
 		m.confirm = m.confirm || r.confirm
-		StoreError(m.env.Ctx, "queue_lanes", r.err)
+		storage.CountError(m.env.Ctx, "queue_lanes", r.err)
 		if log, n := m.listing.Failed(time.Now()); log {
 			m.env.Log.Error().Err(r.err).Int("failures", n).
 				Msg(fmt.Sprintf("listing lanes with work failed; retrying every %v, logged once a minute while it lasts (check the database)", RescanInterval))

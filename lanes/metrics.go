@@ -1,8 +1,6 @@
 package lanes
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -11,7 +9,6 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/messagefoundry/mf/config"
-	"github.com/messagefoundry/mf/storage"
 )
 
 // Label quotes s as a Prometheus label value: a backslash, a double quote
@@ -39,19 +36,6 @@ func countRefusedAfter(dest string) {
 	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_deliveries_refused_after_total{destination=%s}`, Label(dest))).Inc()
 }
 
-// StoreError counts a store call by operation that failed with err under
-// ctx, unless the fence refused it or ctx was cancelled (the term ended, the
-// node or the request stops): those are the leadership changes and stops
-// that mf_leadership_changes_total tells, not a database in trouble, which
-// is what this counter, and an alert on it, are for. A call that ran out of
-// time (deadline) is counted.
-func StoreError(ctx context.Context, op string, err error) {
-	if errors.Is(err, storage.ErrFenced) || errors.Is(ctx.Err(), context.Canceled) {
-		return
-	}
-	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_store_errors_total{op=%s}`, Label(op))).Inc()
-}
-
 // activeLanes is the number of lane actors the manager has running.
 var activeLanes atomic.Int64
 
@@ -59,16 +43,6 @@ func setActiveLanes(n int) { activeLanes.Store(int64(n)) }
 
 // Delivery results, a closed set (metric label values).
 var deliveryResults = []string{"delivered", "retry", "dead", "blocked"}
-
-// storeOps are the ops StoreError is called with, in every package: each
-// gets its mf_store_errors_total series at zero, since a series born at 1
-// hides its first failure from increase() and rate(). A new op belongs here.
-var storeOps = []string{
-	"message_ingest", "metrics_queue", // listeners, api
-	"claim", "advance", "complete", opRetry, opHold, opDead, "give back", "release own", "queue_lanes", // lanes
-	"queue_reclaim_expired", "message_purge", "queue_recover_foreign", // actors
-	"lease_elect", "lease_renew", "node_heartbeat", "config_version_read", // leadership
-}
 
 // RegisterMetrics creates the delivery series at zero, so that a scrape
 // shows them before any traffic.
@@ -81,9 +55,6 @@ func RegisterMetrics(outbounds []config.Outbound) {
 		if o.Type == config.OutboundMLLP {
 			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_deliveries_refused_after_total{destination=%s}`, Label(o.Name)))
 		}
-	}
-	for _, op := range storeOps {
-		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_store_errors_total{op=%s}`, Label(op)))
 	}
 	metrics.GetOrCreateGauge("mf_lanes_active", func() float64 { return float64(activeLanes.Load()) })
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/config"
-	"github.com/messagefoundry/mf/lanes"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -280,7 +279,7 @@ func (e *Elector) renew(ctx actor.Context) (next time.Duration, renewed bool) {
 	cancel()
 	renewDuration.UpdateDuration(start)
 	if err != nil && !errors.Is(err, storage.ErrLeaseLost) { // a lost lease is a leadership change
-		lanes.StoreError(context.Background(), "lease_renew", err)
+		storage.CountError(context.Background(), "lease_renew", err)
 	}
 	switch {
 	case err == nil:
@@ -354,7 +353,7 @@ func (e *Elector) heartbeat() {
 // heartbeat, in o and in mf_store_errors_total{op}, and logs it when o says
 // so.
 func (e *Elector) callFailed(o *storage.Outage, op, call string, err error) {
-	lanes.StoreError(context.Background(), op, err)
+	storage.CountError(context.Background(), op, err)
 	if log, n := o.Failed(time.Now()); log {
 		e.log.Warn().Err(err).Int("failures", n).
 			Msg(call + " failed; retrying every heartbeat, logged once a minute while it lasts (check the database)")

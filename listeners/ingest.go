@@ -284,7 +284,7 @@ func (in *Ingest) store(msgs []storage.NewMessage) ([]Result, lanes.Ingested, er
 			Msg("a batch of messages was not stored: this node stopped leading (or is stopping); each MLLP sender whose message was not stored gets AE " +
 				"(\"this node is no longer the primary\") and sends it again, to the next leader; an inbound file stays and is read again")
 	default:
-		lanes.StoreError(in.env.Ctx, "message_ingest", failed)
+		storage.CountError(in.env.Ctx, "message_ingest", failed)
 		if log, n := in.storing.Failed(time.Now()); log {
 			in.env.Log.Error().Err(failed).Int("messages", len(msgs)).Int("failures", n).
 				Msg("storing a batch of messages failed; each sender whose message was not stored gets AE and will resend (logged once a minute while it lasts)")
