@@ -82,7 +82,7 @@ func sendCommand() *cli.Command {
 // outcome and a summary; it fails if any message was not accepted.
 func send(c *cli.Context, sender lanes.Sender, msgs [][]byte, conns, repeat int) error {
 	total := len(msgs) * repeat
-	var next, accepted, failed atomic.Int64
+	var next, accepted, unacked, failed atomic.Int64
 	var out sync.Mutex
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -96,21 +96,33 @@ func send(c *cli.Context, sender lanes.Sender, msgs [][]byte, conns, repeat int)
 					return
 				}
 				payload := msgs[i%len(msgs)]
-				controlID := ""
+				controlID, ackType := "", ""
 				if m, err := hl7.Parse(payload); err == nil {
 					controlID = m.ControlID()
+					// MSH-15 NE or ER: the receiver sends no ACK when it
+					// accepts, and on one connection the sender does not
+					// wait for one (on more it waits, for the order's
+					// sake): sent is all that is known.
+					if conns == 1 && !hl7.ShouldAck(m, hl7.AcceptCode(m, hl7.Accept)) {
+						ackType = m.AcceptAckType()
+					}
 				}
 				ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 				err := sender.Send(ctx, lanes.Outgoing{QueueID: int64(i + 1), ControlID: controlID, Payload: payload})
 				cancel()
-				if err == nil {
-					accepted.Add(1)
-				} else {
+				switch {
+				case err != nil:
 					failed.Add(1)
+				case ackType != "":
+					unacked.Add(1)
+				default:
+					accepted.Add(1)
 				}
 				if !c.Bool("quiet") || err != nil {
 					out.Lock()
-					if err == nil {
+					if err == nil && ackType != "" {
+						fmt.Fprintf(c.App.Writer, "%d %s: sent, no ACK awaited (MSH-15 %s: the receiver answers only a refusal, or nothing), so not known to be accepted\n", i+1, controlID, ackType)
+					} else if err == nil {
 						fmt.Fprintf(c.App.Writer, "%d %s: accepted\n", i+1, controlID)
 					} else {
 						fmt.Fprintf(c.App.Writer, "%d %s: %v\n", i+1, controlID, err)
@@ -124,8 +136,12 @@ func send(c *cli.Context, sender lanes.Sender, msgs [][]byte, conns, repeat int)
 	took := time.Since(start)
 	// The rate is of the messages accepted: one that failed (a target that
 	// refused the connection, say) was not delivered at any rate.
-	fmt.Fprintf(c.App.Writer, "sent %d messages over %d connections in %.2fs: %.0f msg/s accepted; accepted %d, not accepted %d\n",
+	fmt.Fprintf(c.App.Writer, "sent %d messages over %d connections in %.2fs: %.0f msg/s accepted; accepted %d, not accepted %d",
 		total, conns, took.Seconds(), float64(accepted.Load())/took.Seconds(), accepted.Load(), failed.Load())
+	if n := unacked.Load(); n > 0 {
+		fmt.Fprintf(c.App.Writer, ", sent without an ACK (MSH-15 NE or ER) %d", n)
+	}
+	fmt.Fprintln(c.App.Writer)
 	if failed.Load() > 0 {
 		return fmt.Errorf("send: %d of %d messages were not accepted", failed.Load(), total)
 	}

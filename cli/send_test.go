@@ -86,3 +86,20 @@ func TestSendRateCountsOnlyAcceptedMessages(t *testing.T) {
 		t.Fatalf("mf send: error %v, printed %q; want each ACK and 'accepted 2, not accepted 0'", err, out)
 	}
 }
+
+// A message with MSH-15 ER (or NE) asks its receiver for no ACK when it
+// accepts, so mf send on one connection does not wait for one: it printed
+// "accepted" for it, and exited 0, even when the receiver refused it (AR).
+// It says sent, and counts it apart.
+func TestSendDoesNotCallAMessageWithoutAnACKAccepted(t *testing.T) {
+	msg := filepath.Join(t.TempDir(), "er.hl7")
+	if err := os.WriteFile(msg, []byte("MSH|^~\\&|A|B|C|D|20240101000000||ADT^A01|ER1|P|2.5.1|||ER\rPID|1||P1\r"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runMF(t, "send", "--to", ackServer{code: hl7.AR}.start(t), "--timeout", "5s", msg)
+	if err != nil || strings.Contains(out, "ER1: accepted") ||
+		!strings.Contains(out, "1 ER1: sent, no ACK awaited (MSH-15 ER") ||
+		!strings.Contains(out, "accepted 0, not accepted 0, sent without an ACK (MSH-15 NE or ER) 1\n") {
+		t.Fatalf("mf send of an MSH-15 ER message to a receiver that refuses it: error %v, printed %q; want it reported sent without an ACK, not accepted", err, out)
+	}
+}
