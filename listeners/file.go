@@ -462,8 +462,10 @@ func (f *FilePoller) newMessage(raw []byte) storage.NewMessage {
 // one. Batch envelope segments (FHS, BHS, BTS, FTS) are dropped, and a
 // batch of no message (BTS|0: a feed with nothing to send) is none; any
 // other file with no MSH is one (rejected) message. A UTF-8 byte order mark at the
-// start (Windows editors write one) is dropped: it is not part of the first
-// message, which would otherwise not begin with MSH. So are MLLP block
+// start of a segment (Windows editors write one at the start of a file, and
+// files concatenated by a Windows tool keep each one's) is dropped: it is
+// not part of the message, which would otherwise not begin with MSH, or
+// (a later one) be glued to the message before it. So are MLLP block
 // characters (0x0B before a message, 0x1C after it): a file some systems
 // write is a capture of MLLP frames, and no HL7 content holds them (MLLP
 // could not carry it).
@@ -473,7 +475,7 @@ func SplitMessages(b []byte) [][]byte {
 	var cur []byte
 	envelope := false
 	for _, seg := range bytes.FieldsFunc(b, func(r rune) bool { return r == '\r' || r == '\n' }) {
-		seg = bytes.Trim(seg, "\x0b\x1c")
+		seg = bytes.TrimPrefix(bytes.Trim(seg, "\x0b\x1c"), utf8BOM)
 		switch {
 		case len(bytes.TrimSpace(seg)) == 0:
 			continue // a blank line (spaces, tabs) is no segment: before an MSH it made a junk message

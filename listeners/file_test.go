@@ -225,6 +225,24 @@ func TestSplitMessagesDropsAByteOrderMark(t *testing.T) {
 	}
 }
 
+// Files concatenated by a Windows tool (copy /b a.hl7+b.hl7, type *.hl7)
+// keep each one's byte order mark, so a later message's MSH can follow one
+// too. That MSH was not taken for the start of a message: the message was
+// glued to the one before it as one of its segments, routed and delivered
+// inside it, in its lane, and its own routes never looked at.
+func TestSplitMessagesDropsAByteOrderMarkBeforeALaterMSH(t *testing.T) {
+	msgs := listeners.SplitMessages([]byte("\xEF\xBB\xBF" + adt("B1", "P1") + "\xEF\xBB\xBF" + adt("B2", "P2")))
+	if len(msgs) != 2 {
+		t.Fatalf("%d messages %q; want 2", len(msgs), msgs)
+	}
+	for i, raw := range msgs {
+		m, err := hl7.Parse(raw)
+		if err != nil || bytes.Contains(raw, []byte("\xEF\xBB\xBF")) || m.ControlID() != fmt.Sprintf("B%d", i+1) {
+			t.Fatalf("message %d: %q, %v", i+1, raw, err)
+		}
+	}
+}
+
 // A batch file of no message (FHS, BHS, BTS|0, FTS: a nightly feed with
 // nothing to send) is valid HL7 and holds no message: it was stored whole as
 // one rejected message ("first segment is not MSH"), with a WARN telling the
