@@ -131,6 +131,23 @@ func TestUnknownKeyNamesKeyAndFile(t *testing.T) {
 	}
 }
 
+// A filter's field paths have dots, which TOML reads as nested keys unless
+// the path is quoted: filter = { MSH-9.1 = "ADT" } was refused with "cannot
+// decode TOML table into struct field config.Route.Filter of type string",
+// which names neither the path nor the cure.
+func TestAnUnquotedFilterPathIsRefusedSayingToQuoteIt(t *testing.T) {
+	for _, route := range []string{
+		"[[route]]\nfrom = \"adt_in\"\nto = [\"lab\"]\nfilter = { MSH-9.1 = \"ADT\" }\n",
+		"[[route]]\nfrom = \"adt_in\"\nto = [\"lab\"]\n[route.filter]\nMSH-9.1 = \"ADT\"\n",
+	} {
+		_, err := config.Parse([]byte(minimal+route), "site.toml")
+		if err == nil || !strings.Contains(err.Error(), "site.toml:") ||
+			!strings.Contains(err.Error(), `quote each field path of a filter: "MSH-9.1" = "ADT"`) {
+			t.Errorf("%q: got %v", route, err)
+		}
+	}
+}
+
 // Each rule of DESIGN §10, refused with the file and the key named.
 func TestValidationNamesTheKey(t *testing.T) {
 	cases := []struct {

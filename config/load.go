@@ -195,6 +195,12 @@ func decodeError(name string, err error) error {
 	if errors.As(err, &de) {
 		row, col := de.Position()
 		key := strings.Join(de.Key(), ".")
+		if k := de.Key(); len(k) >= 2 && k[0] == "route" && k[1] == "filter" && strings.Contains(de.Error(), "TOML table") {
+			// An unquoted path's dots make TOML nest tables; the decoder's
+			// words ("table into ... of type string") do not say so.
+			return fmt.Errorf("config: %s:%d:%d: key %q: %s (quote each field path of a filter: \"MSH-9.1\" = \"ADT\", not MSH-9.1 = \"ADT\", which TOML reads as nested keys)",
+				name, row, col, key, de.Error())
+		}
 		if key != "" {
 			return fmt.Errorf("config: %s:%d:%d: key %q: %s", name, row, col, key, de.Error())
 		}
