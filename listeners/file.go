@@ -424,6 +424,10 @@ func (f *FilePoller) store(msgs [][]byte, rejected *rejects) error {
 		r, _ := f.env.await(reply, nil)
 		if r.Err == nil && s.Msg.Status == storage.MessageUnrouted {
 			countUnrouted(f.cfg.Name)
+			// As over MLLP (conn.handle): DEBUG, since a filter may drop a
+			// message type by design.
+			f.log.Debug().Int64("message_id", r.MessageID).Str("control_id", s.Msg.ControlID).
+				Msg("no route matches the message: stored as unrouted")
 		}
 		if r.Err == nil && s.Msg.Status == storage.MessageRejected {
 			if rejected.n == 0 {

@@ -106,3 +106,39 @@ func TestUnroutedMessagesAreCountedNotLoggedEach(t *testing.T) {
 		}
 	}
 }
+
+// The README says an unrouted message is logged at DEBUG, and an MLLP
+// inbound's is, with its id and control id; a file inbound's was not
+// logged at all, so an operator who turned on DEBUG to see why a file's
+// messages went nowhere found no line about them.
+func TestAnUnroutedMessageOfAFileIsLoggedAtDebug(t *testing.T) {
+	e := enginetest.Start(t, strings.ReplaceAll(unroutedConfig, "{{listen}}", enginetest.FreeAddr(t)))
+	in := filepath.Join(e.Dir, "in")
+	enginetest.WaitFor(t, "the inbound directory", 5*time.Second, func() bool {
+		_, err := os.Stat(in)
+		return err == nil
+	})
+	oru := "MSH|^~\\&|LIS|HOSP|EHR|HOSP|20261121090000||ORU^R01|U9|P|2.5.1\rPID|1||P3\r"
+	tmp := enginetest.WriteFile(t, in, ".g.hl7.tmp", []byte(oru+enginetest.ADT("R9", "P2")))
+	if err := os.Rename(tmp, filepath.Join(in, "g.hl7")); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitFor(t, "the file's messages stored", 10*time.Second, func() bool { return len(e.Messages(t)) == 2 })
+	var id int64
+	for _, m := range e.Messages(t) {
+		if m.Message.ControlID == "U9" {
+			id = m.Message.ID
+		}
+	}
+	want := []string{`"level":"debug"`, `"inbound":"unrouted_file"`, `"message_id":` + strconv.FormatInt(id, 10), `"control_id":"U9"`, "no route matches"}
+	for _, line := range strings.Split(e.Logs.String(), "\n") {
+		found := true
+		for _, w := range want {
+			found = found && strings.Contains(line, w)
+		}
+		if found {
+			return
+		}
+	}
+	t.Fatalf("no DEBUG line with %q about the unrouted message of the file:\n%s", want, e.Logs.String())
+}
