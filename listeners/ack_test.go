@@ -303,3 +303,32 @@ func TestARefusedMessageWithoutAnErrorAckIsLoggedAsRefused(t *testing.T) {
 		t.Fatalf("ERROR line %s; want it to say the store refused the message, not to ask for a resend", line)
 	}
 }
+
+// mf_messages_rejected_total{reason="parse"} counts input that is not HL7
+// v2 and was kept as rejected (answered AR). Input that could not be kept,
+// because the store failed, is answered AE and sent again: it was counted
+// as a parse rejection at each try, and never as a store failure, so a
+// database outage showed as a sender sending garbage.
+func TestAnUnparsableMessageNotStoredIsCountedAsAStoreFailure(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	cfg := strings.NewReplacer("{{listen}}", addr, `"adt_in"`, `"count_in"`).Replace(ackConfig)
+	e := enginetest.Start(t, cfg)
+	parse, store := `mf_messages_rejected_total{inbound="count_in",reason="parse"}`, `mf_messages_rejected_total{inbound="count_in",reason="store"}`
+	parse0, store0 := counterValue(t, parse), counterValue(t, store)
+	cl := dial(t, addr)
+	e.Store.FailIngest.Store(true)
+	ack := cl.Send("PID|1||P13\rPV1|1|I\r")
+	e.Store.FailIngest.Store(false)
+	if ack.Code != hl7.AE {
+		t.Fatalf("got %+v; want AE", ack)
+	}
+	if p, s := counterValue(t, parse)-parse0, counterValue(t, store)-store0; p != 0 || s != 1 {
+		t.Fatalf("answered AE, nothing stored: parse +%v, store +%v; want +0 and +1", p, s)
+	}
+	if ack := cl.Send("PID|1||P13\rPV1|1|I\r"); ack.Code != hl7.AR {
+		t.Fatalf("sent again: %+v; want AR", ack)
+	}
+	if p, s := counterValue(t, parse)-parse0, counterValue(t, store)-store0; p != 1 || s != 1 {
+		t.Fatalf("then answered AR, stored rejected: parse +%v, store +%v; want +1 and +1", p, s)
+	}
+}

@@ -164,7 +164,6 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 	payload = bytes.TrimPrefix(payload, utf8BOM)
 	msg, perr := hl7.Parse(payload)
 	if perr != nil {
-		countRejected(l.cfg.Name, reasonParse)
 		// With bad encoding characters the control ID may still be read
 		// (by MSH-1 alone): the answer echoes it, and the operator can
 		// find the message by it.
@@ -178,10 +177,14 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 		if res.Err != nil {
 			// Nothing was kept: an AR would tell the sender to give up on
 			// bytes the engine does not have (DESIGN §6: store failed, AE).
+			// Counted as the store's failure: the sender sends it again,
+			// and it is counted as not HL7 once it is kept.
+			countRejected(l.cfg.Name, reasonStore)
 			l.env.logPayload(l.log.Warn().Str("reason", perr.Error()).Str("control_id", controlID).AnErr("store_error", res.Err), payload).
 				Msg("message is not HL7 v2 and could not be kept: answered AE, the sender will resend it")
 			return hl7.AckUnparsable(payload, hl7.AE, hl7.CondInternalError, "message not stored, send it again: "+storeReason(res.Err)), true
 		}
+		countRejected(l.cfg.Name, reasonParse)
 		l.env.logPayload(l.log.Warn().Str("reason", perr.Error()).Str("control_id", controlID), payload).Int64("message_id", res.MessageID).
 			Msg("message is not HL7 v2: answered AR")
 		return hl7.AckUnparsable(payload, hl7.AR, hl7.ConditionOf(perr), perr.Error()), true

@@ -430,6 +430,7 @@ func (f *FilePoller) store(msgs [][]byte, rejected *rejects) error {
 				Msg("no route matches the message: stored as unrouted")
 		}
 		if r.Err == nil && s.Msg.Status == storage.MessageRejected {
+			countRejected(f.cfg.Name, reasonParse)
 			if rejected.n == 0 {
 				rejected.firstID, rejected.firstReason = r.MessageID, s.Msg.Error
 			}
@@ -450,7 +451,8 @@ func (f *FilePoller) store(msgs [][]byte, rejected *rejects) error {
 func (f *FilePoller) newMessage(raw []byte) storage.NewMessage {
 	msg, err := hl7.Parse(raw)
 	if err != nil {
-		countRejected(f.cfg.Name, reasonParse)
+		// Counted once stored (store): a file read again after a failed
+		// store would count it again.
 		return storage.NewMessage{Inbound: f.cfg.Name, Payload: raw, Status: storage.MessageRejected, Error: err.Error()}
 	}
 	d := f.env.Router.Route(f.cfg.Name, msg)
