@@ -452,8 +452,11 @@ func (f *FilePoller) newMessage(raw []byte) storage.NewMessage {
 	msg, err := hl7.Parse(raw)
 	if err != nil {
 		// Counted once stored (store): a file read again after a failed
-		// store would count it again.
-		return storage.NewMessage{Inbound: f.cfg.Name, Payload: raw, Status: storage.MessageRejected, Error: err.Error()}
+		// store would count it again. Its control id, when MSH-1 alone
+		// finds it, is kept as over MLLP (conn.handle): the operator
+		// traces the message to its writer by it.
+		return storage.NewMessage{Inbound: f.cfg.Name, ControlID: hl7.UnparsableControlID(raw), Payload: raw,
+			Status: storage.MessageRejected, Error: err.Error()}
 	}
 	d := f.env.Router.Route(f.cfg.Name, msg)
 	status := storage.MessageRouted

@@ -394,6 +394,24 @@ func TestRejectedMessagesOfAnInboundFileAreLogged(t *testing.T) {
 	}
 }
 
+// A message of an inbound file with bad encoding characters (MSH-2) but a
+// usable field separator keeps its control id, found by MSH-1 alone, as
+// one that came over MLLP does: the operator traces it to its writer by
+// it. It was stored with none.
+func TestARejectedMessageOfAFileKeepsItsControlID(t *testing.T) {
+	e, in := startFileInbound(t, "settle_seconds = 0")
+	drop(t, in, "bad.hl7", strings.Replace(adt("BADCTL", "P1"), "|^~\\&|", "|^|", 1))
+	enginetest.WaitFor(t, "bad.hl7 archived", 10*time.Second, func() bool { return archived(in, "bad.hl7") })
+	msgs := e.Messages(t)
+	if len(msgs) != 1 || msgs[0].Message.Status != "rejected" || msgs[0].Message.ControlID != "BADCTL" {
+		var got []string
+		for _, d := range msgs {
+			got = append(got, fmt.Sprintf("%s %q", d.Message.Status, d.Message.ControlID))
+		}
+		t.Fatalf("stored %v; want one rejected message with control id BADCTL", got)
+	}
+}
+
 // A file inbound whose directory is not there makes it, as a fresh install
 // expects; but a directory meant to be a share that is not mounted is made
 // on the local disk, and polled empty for as long as the share stays away.
