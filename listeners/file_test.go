@@ -40,13 +40,15 @@ lane_key = "PID-3.1"
 `
 
 // startFileInbound starts an engine with the file inbound of fileInbound and
-// returns it and the inbound directory, once the poller has made it.
+// returns it and the inbound directory, once the poller has made it and its
+// archive directory (made after it: a test that replaces the archive ran
+// into the gap between the two).
 func startFileInbound(t *testing.T, extra string) (*enginetest.Engine, string) {
 	t.Helper()
 	e := enginetest.Start(t, strings.Replace(fileInbound, "{{extra}}", extra, 1))
 	in := filepath.Join(e.Dir, "in")
-	enginetest.WaitFor(t, "the inbound directory", 5*time.Second, func() bool {
-		_, err := os.Stat(in)
+	enginetest.WaitFor(t, "the inbound directory and its archive", 5*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(in, "archive"))
 		return err == nil
 	})
 	return e, in
