@@ -469,6 +469,7 @@ func (r *root) reload(ctx actor.Context, version int64) {
 		log.Error().Err(err).Msg("config reload failed; this node keeps running its current config (fix the file, then run mf reload again)")
 		return
 	}
+	previous := r.opts.Config
 	r.opts.Config, r.router = cfg, router
 	if r.spec != nil {
 		fence, ended := r.spec.fence, r.spec.ended
@@ -484,6 +485,8 @@ func (r *root) reload(ctx actor.Context, version int64) {
 			r.tellLeadership(ctx, leadership.Fenced{Fence: fence})
 		}
 	}
+	// The old graph's listeners have stopped (or none ran here).
+	listeners.RetireMetrics(previous.Inbound, cfg.Inbound)
 	r.setStatus(func(s *Status) { s.ConfigVersion = version })
 	log.Info().Msg("config reloaded")
 	if len(restart) > 0 {

@@ -2,6 +2,7 @@ package listeners
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -61,5 +62,22 @@ func RegisterMetrics(inbounds []config.Inbound) {
 			boundGauge(in.Name)
 			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_connections_refused_total{inbound=%s}`, lanes.Label(in.Name)))
 		}
+	}
+}
+
+// RetireMetrics drops the mf_listener_bound series of the MLLP inbounds of
+// old that are not MLLP inbounds of cur (a reload took them out, renamed
+// them or made them file pollers): left at 0, each said on the primary,
+// until a restart, that a listener could not open its port. Call it once
+// their listeners have stopped: a listener's stop sets its series again.
+// Their counters stay, at the counts they reached.
+func RetireMetrics(old, cur []config.Inbound) {
+	for _, in := range old {
+		if in.Type != config.InboundMLLP || slices.ContainsFunc(cur, func(c config.Inbound) bool {
+			return c.Name == in.Name && c.Type == config.InboundMLLP
+		}) {
+			continue
+		}
+		metrics.UnregisterMetric(fmt.Sprintf(`mf_listener_bound{inbound=%s}`, lanes.Label(in.Name)))
 	}
 }

@@ -1,0 +1,94 @@
+package actors_test
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/messagefoundry/mf/actors"
+	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/leadership"
+	"github.com/messagefoundry/mf/storage"
+)
+
+// scrape returns the lines of the process's metrics that start with prefix.
+func scrape(prefix string) []string {
+	var b bytes.Buffer
+	metrics.WritePrometheus(&b, false)
+	var out []string
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// oneInbound is a config with an MLLP inbound in on listen routed to a file
+// destination out (in dir).
+func oneInbound(t *testing.T, in, listen, out, dir string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+[[inbound]]
+name = %q
+type = "mllp"
+listen = %q
+
+[[outbound]]
+name = %q
+type = "file"
+directory = %q
+
+[[route]]
+from = %q
+to = [%q]
+`, in, listen, out, dir, in, out)), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// An inbound that a reload takes out has no listener any more: its
+// mf_listener_bound series must go with it. Left at 0 on the primary, it
+// matched the alert the README gives (mf_is_leader == 1 with
+// mf_listener_bound == 0) until the node was restarted.
+func TestAReloadRetiresTheBoundSeriesOfARemovedInbound(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	oldListen, newListen := enginetest.FreeAddr(t), enginetest.FreeAddr(t)
+	started := oneInbound(t, "retired_in", oldListen, "retired_out", dir)
+	next := oneInbound(t, "kept_in", newListen, "retired_out", dir)
+	e := startScripted(t, started, func(o *actors.Options) {
+		o.Reload = func() (*config.Config, error) { return next, nil }
+	})
+	e.tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Reason: "single-node"})
+	enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(oldListen) })
+	if got := scrape(`mf_listener_bound{inbound="retired_in"}`); len(got) != 1 || !strings.HasSuffix(got[0], " 1") {
+		t.Fatalf("before the reload: %q; want the series at 1", got)
+	}
+	e.tell(leadership.ConfigChanged{Version: 2})
+	select {
+	case m := <-e.got:
+		if m != (leadership.ConfigLoaded{Version: 2}) {
+			t.Fatalf("the leadership actor got %#v; want ConfigLoaded{2}", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reload was not confirmed")
+	}
+	enginetest.WaitFor(t, "the reloaded graph's port to open", 5*time.Second, func() bool { return open(newListen) })
+	if !e.eng.Status().Leader {
+		t.Fatal("this node no longer leads after the reload")
+	}
+	if got := scrape(`mf_listener_bound{inbound="retired_in"}`); len(got) != 0 {
+		t.Fatalf("after a reload that took inbound retired_in out, the leader still exports %q", got)
+	}
+	if got := scrape(`mf_listener_bound{inbound="kept_in"}`); len(got) != 1 || !strings.HasSuffix(got[0], " 1") {
+		t.Fatalf("the reloaded inbound: %q; want its series at 1", got)
+	}
+}
