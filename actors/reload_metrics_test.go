@@ -92,3 +92,70 @@ func TestAReloadRetiresTheBoundSeriesOfARemovedInbound(t *testing.T) {
 		t.Fatalf("the reloaded inbound: %q; want its series at 1", got)
 	}
 }
+
+// A reload that adds an inbound and a destination gives them their series
+// at zero, as a start does for those of its config (api registerMetrics),
+// on every node, leading or not: a counter that first appears at 1 has no
+// increase for Prometheus, and an alert on dead deliveries of a destination
+// added by a reload missed its first one.
+func TestAReloadGivesAddedConnectionsTheirSeriesAtZero(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	started := oneInbound(t, "before_in", enginetest.FreeAddr(t), "before_out", dir)
+	next, err := config.Parse([]byte(fmt.Sprintf(`
+[[inbound]]
+name = "before_in"
+type = "mllp"
+listen = %q
+
+[[inbound]]
+name = "added_in"
+type = "mllp"
+listen = %q
+
+[[outbound]]
+name = "before_out"
+type = "file"
+directory = %q
+
+[[outbound]]
+name = "added_out"
+type = "file"
+directory = %q
+
+[[route]]
+from = "before_in"
+to = ["before_out"]
+
+[[route]]
+from = "added_in"
+to = ["added_out"]
+`, enginetest.FreeAddr(t), enginetest.FreeAddr(t), dir, filepath.Join(t.TempDir(), "added"))), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startScripted(t, started, func(o *actors.Options) {
+		o.Reload = func() (*config.Config, error) { return next, nil }
+	})
+	// A standby: no graph, no traffic.
+	e.tell(leadership.ConfigChanged{Version: 2})
+	select {
+	case m := <-e.got:
+		if m != (leadership.ConfigLoaded{Version: 2}) {
+			t.Fatalf("the leadership actor got %#v; want ConfigLoaded{2}", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reload was not confirmed")
+	}
+	for _, series := range []string{
+		`mf_deliveries_total{destination="added_out",result="dead"} 0`,
+		`mf_delivery_duration_seconds_count{destination="added_out"} 0`,
+		`mf_messages_received_total{inbound="added_in"} 0`,
+		`mf_messages_rejected_total{inbound="added_in",reason="store"} 0`,
+		`mf_listener_bound{inbound="added_in"} 0`,
+	} {
+		name, _, _ := strings.Cut(series, " ")
+		if got := scrape(name); len(got) != 1 || got[0] != series {
+			t.Errorf("after a reload that added it: %q; want %q", got, series)
+		}
+	}
+}

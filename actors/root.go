@@ -471,6 +471,10 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	}
 	previous := r.opts.Config
 	r.opts.Config, r.router = cfg, router
+	// Added connections get their series at zero, as the start-up
+	// config's do, before the new graph can count anything in them.
+	listeners.RegisterMetrics(cfg.Inbound)
+	lanes.RegisterMetrics(cfg.Outbound)
 	if r.spec != nil {
 		fence, ended := r.spec.fence, r.spec.ended
 		r.stopGraph(ctx, true)
