@@ -493,6 +493,11 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	listeners.RetireMetrics(previous.Inbound, cfg.Inbound)
 	r.setStatus(func(s *Status) { s.ConfigVersion = version })
 	log.Info().Msg("config reloaded")
+	// As mf run logs them at start: a reload may be what opens a listener
+	// to plaintext or turns log_payloads on.
+	for _, w := range cfg.Warnings() {
+		log.Warn().Str("config", cfg.Path).Msg(w)
+	}
 	if len(restart) > 0 {
 		log.Warn().Strs("sections", restart).Msg("the reloaded file changes sections this node reads only at start; they are not in force: restart the node to apply them")
 	}

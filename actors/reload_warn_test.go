@@ -1,0 +1,72 @@
+package actors_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/actors"
+	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/leadership"
+)
+
+// A reload logs the warnings of the config it puts in force, as mf run
+// logs those of the file it starts with (DESIGN §10: a listener on the
+// network without TLS, allowed by allow_plaintext, is logged at WARN).
+// Before, a reload that opened such a listener, or turned log_payloads on
+// (patient data in the logs), said only "config reloaded".
+func TestAReloadLogsTheWarningsOfItsConfig(t *testing.T) {
+	started := oneInbound(t, "quiet_in", enginetest.FreeAddr(t), "quiet_out", filepath.Join(t.TempDir(), "out"))
+	_, port, _ := strings.Cut(enginetest.FreeAddr(t), ":")
+	next, err := config.Parse([]byte(fmt.Sprintf(`
+log_payloads = true
+
+[[inbound]]
+name = "quiet_in"
+type = "mllp"
+listen = "0.0.0.0:%s"
+allow_plaintext = true
+
+[[outbound]]
+name = "quiet_out"
+type = "file"
+directory = %q
+
+[[route]]
+from = "quiet_in"
+to = ["quiet_out"]
+`, port, filepath.Join(t.TempDir(), "out"))), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(next.Warnings()) != 2 {
+		t.Fatalf("the reloaded config has warnings %q; want two", next.Warnings())
+	}
+	e := startScripted(t, started, func(o *actors.Options) {
+		o.Reload = func() (*config.Config, error) { return next, nil }
+	})
+	e.tell(leadership.ConfigChanged{Version: 2}) // a standby: no port is opened
+	select {
+	case m := <-e.got:
+		if m != (leadership.ConfigLoaded{Version: 2}) {
+			t.Fatalf("the leadership actor got %#v; want ConfigLoaded{2}", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reload was not confirmed")
+	}
+	logs := e.logs.String()
+	for _, want := range []string{"allow_plaintext = true", "log_payloads = true"} {
+		found := false
+		for _, line := range strings.Split(logs, "\n") {
+			if strings.Contains(line, `"level":"warn"`) && strings.Contains(line, want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no WARN line about %q after the reload; logs:\n%s", want, logs)
+		}
+	}
+}
