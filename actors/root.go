@@ -70,6 +70,7 @@ type Engine struct {
 	// CheckReload.
 	reload  func() (*config.Config, error)
 	started *config.Config
+	inForce *atomic.Pointer[config.Config]
 }
 
 type shutdown struct{}
@@ -110,14 +111,20 @@ func Start(o Options) (*Engine, error) {
 	system := actor.NewActorSystem(WithZerolog(o.Log))
 	failed := make(chan error, 1)
 	binds := &listeners.Binds{}
-	r := &root{opts: o, router: router, status: status, binds: binds, started: o.Config, failed: failed}
+	inForce := &atomic.Pointer[config.Config]{}
+	inForce.Store(o.Config)
+	r := &root{opts: o, router: router, status: status, binds: binds, started: o.Config, inForce: inForce, failed: failed}
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return r }), "root")
 	if err != nil {
 		return nil, err
 	}
 	registerLeaderMetrics(status)
-	return &Engine{system: system, root: pid, status: status, binds: binds, failed: failed, reload: o.Reload, started: o.Config}, nil
+	return &Engine{system: system, root: pid, status: status, binds: binds, failed: failed, reload: o.Reload, started: o.Config, inForce: inForce}, nil
 }
+
+// Config returns the config this node runs: the one it started with, or
+// the last one a reload put in force.
+func (e *Engine) Config() *config.Config { return e.inForce.Load() }
 
 // Status returns this node's current role.
 func (e *Engine) Status() Status {
@@ -163,6 +170,8 @@ type root struct {
 	// started is the config the node started with, whose store, cluster
 	// and API sections no reload replaces.
 	started *config.Config
+	// inForce publishes opts.Config for Engine.Config.
+	inForce *atomic.Pointer[config.Config]
 
 	leadership *actor.PID
 	graph      *actor.PID
@@ -471,6 +480,7 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	}
 	previous := r.opts.Config
 	r.opts.Config, r.router = cfg, router
+	r.inForce.Store(cfg)
 	// Added connections get their series at zero, as the start-up
 	// config's do, before the new graph can count anything in them.
 	listeners.RegisterMetrics(cfg.Inbound)

@@ -48,7 +48,15 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer routeStdlibLog(log, cfg.LogPayloads)()
+			// The engine's config once it runs: a reload may change
+			// log_payloads.
+			var eng atomic.Pointer[actors.Engine]
+			defer routeStdlibLog(log, func() bool {
+				if e := eng.Load(); e != nil {
+					return e.Config().LogPayloads
+				}
+				return cfg.LogPayloads
+			})()
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 
@@ -67,7 +75,6 @@ func runCommand() *cli.Command {
 			// answers 200 (the process runs: a liveness probe must not
 			// kill a node that waits on purpose), /ready 503 with why,
 			// and /cluster/status a node that does not lead.
-			var eng atomic.Pointer[actors.Engine]
 			srv := api.New(api.Options{Config: cfg, Store: st, Log: log,
 				Status: func() actors.Status {
 					if e := eng.Load(); e != nil {

@@ -14,9 +14,10 @@ import (
 // JSON log: and its line about bytes a server sent on an idle connection,
 // not in answer to a request, quotes those bytes, which an HTTP destination
 // that echoes the message after its answer fills with patient fields. That
-// line keeps only how many bytes came, unless payloads (config
-// log_payloads). (The API server's own lines go through api's serverLog.)
-func routeStdlibLog(log zerolog.Logger, payloads bool) (restore func()) {
+// line keeps only how many bytes came, unless payloads says so (config
+// log_payloads, read at each line: a reload may turn it off). (The API
+// server's own lines go through api's serverLog.)
+func routeStdlibLog(log zerolog.Logger, payloads func() bool) (restore func()) {
 	w, flags, prefix := stdlog.Writer(), stdlog.Flags(), stdlog.Prefix()
 	stdlog.SetOutput(stdlibLog{log: log, payloads: payloads})
 	stdlog.SetFlags(0)
@@ -30,7 +31,7 @@ func routeStdlibLog(log zerolog.Logger, payloads bool) (restore func()) {
 
 type stdlibLog struct {
 	log      zerolog.Logger
-	payloads bool
+	payloads func() bool
 }
 
 // unsolicited starts net/http's line about bytes on an idle connection
@@ -46,7 +47,7 @@ func (l stdlibLog) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	ev := l.log.Warn().Str("component", "net/http")
-	if l.payloads {
+	if l.payloads() {
 		ev.Msg(msg)
 		return len(p), nil
 	}

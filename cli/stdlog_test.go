@@ -45,7 +45,7 @@ func TestTheHTTPClientsOwnLogLinesCarryNoPatientData(t *testing.T) {
 	for _, payloads := range []bool{false, true} {
 		t.Run(fmt.Sprintf("log_payloads=%v", payloads), func(t *testing.T) {
 			var logs logbuf.Buffer
-			restore := routeStdlibLog(zerolog.New(&logs), payloads)
+			restore := routeStdlibLog(zerolog.New(&logs), func() bool { return payloads })
 			defer restore()
 			s, err := lanes.NewSender(config.Outbound{Name: "emr", Type: config.OutboundHTTP, URL: echoingPastItsAnswer(t)})
 			if err != nil {
