@@ -149,7 +149,7 @@ func runCommand() *cli.Command {
 				ev = ev.Str("path", cfg.Store.Path)
 			}
 			ev.Msg("mf started")
-			for _, w := range cfg.Warnings() {
+			for _, w := range opts.Config.Warnings() {
 				log.Warn().Str("config", cfg.Path).Msg(w)
 			}
 
@@ -229,5 +229,22 @@ func clustered(ctx context.Context, opts *actors.Options, log zerolog.Logger) er
 		c.Store.Password = password
 		return c, nil
 	}
+	// The file was read before the version (it names the database): a
+	// bump in between, for a file edited since (the node waited for its
+	// database while mf reload ran elsewhere), counted as applied, and
+	// the node ran the old file under the new version without ever
+	// reloading it. Read after the version, the file is at least as new;
+	// a later bump is the elector's to notice.
+	fresh, err := opts.Reload()
+	if err == nil {
+		restart := config.RestartOnly(cfg, fresh)
+		if fresh, err = config.InForce(cfg, fresh); err == nil && len(restart) > 0 {
+			log.Warn().Strs("sections", restart).Msg("the config file changed while this node started, in sections it has already read: they are not in force; restart the node to apply them")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("config: %s changed while this node started and no longer loads: %w", cfg.Path, err)
+	}
+	opts.Config = fresh
 	return nil
 }

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/postgres"
+	"github.com/messagefoundry/mf/storage/postgres/pgtest"
+)
+
+// A clustered node reads its file before the shared config version (the
+// file names the database). If the version is bumped in between, for a
+// file edited meanwhile (the node waited for its database, as after a
+// power cut, while an operator ran mf reload from another node), the node
+// took the new version for the one its file was read at: it ran the old
+// file, never reloaded, and reported the new version in mf_nodes and
+// /cluster/status.
+func TestANodeRunsTheFileOfTheConfigVersionItStartsAt(t *testing.T) {
+	url := pgtest.NewSchema(t)
+	admin, err := postgres.Open(context.Background(), postgres.Options{URL: url, PoolSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	proxy := enginetest.StartProxy(t, enginetest.HostOf(t, url))
+	proxy.Cut() // the database does not answer the node yet
+	before, after, api := enginetest.FreeAddr(t), enginetest.FreeAddr(t), enginetest.FreeAddr(t)
+	dir := t.TempDir()
+	file := func(listen string) []byte {
+		return []byte("[store]\nbackend = \"postgres\"\npool_size = 3\nurl = \"" + proxy.Via(t, url) + "\"\n" +
+			"[cluster]\nenabled = true\nheartbeat_seconds = 0.2\nleader_fence_timeout_seconds = 0.5\nleader_lease_ttl_seconds = 1\nnode_timeout_seconds = 1\n" +
+			"[api]\nlisten = \"" + api + "\"\n" +
+			"[[inbound]]\nname = \"adt_in\"\ntype = \"mllp\"\nlisten = \"" + listen + "\"\n" +
+			"[[outbound]]\nname = \"out\"\ntype = \"file\"\ndirectory = \"" + filepath.Join(dir, "out") + "\"\n" +
+			"[[route]]\nfrom = \"adt_in\"\nto = [\"out\"]\n")
+	}
+	path := filepath.Join(dir, "mf.toml")
+	if err := os.WriteFile(path, file(before), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var logs enginetest.LogBuffer
+	go func() { done <- App(io.Discard, &logs).RunContext(ctx, []string{"mf", "run", "--config", path}) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("mf run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("mf run did not stop within 30s of its cancellation")
+		}
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	enginetest.WaitFor(t, "the node to wait for its database", 30*time.Second, func() bool {
+		return strings.Contains(logs.String(), "cannot reach the database at start")
+	})
+
+	// The file is deployed and mf reload run elsewhere, meanwhile.
+	if err := os.WriteFile(path, file(after), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ConfigVersionBump(context.Background(), storage.ConfigVersionBumpParams{}); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Restore(t)
+
+	enginetest.WaitFor(t, "the node to lead and open the port of the file as it is now", 30*time.Second, func() bool { return dialable(after) })
+	if dialable(before) {
+		t.Fatal("the node also opened the port of the file as it was before the bump")
+	}
+}
