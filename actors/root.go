@@ -71,6 +71,8 @@ type Engine struct {
 	reload  func() (*config.Config, error)
 	started *config.Config
 	inForce *atomic.Pointer[config.Config]
+	// stopRequested is set by Stop before it asks root to shut down.
+	stopRequested *atomic.Bool
 }
 
 type shutdown struct{}
@@ -113,13 +115,14 @@ func Start(o Options) (*Engine, error) {
 	binds := &listeners.Binds{}
 	inForce := &atomic.Pointer[config.Config]{}
 	inForce.Store(o.Config)
-	r := &root{opts: o, router: router, status: status, binds: binds, started: o.Config, inForce: inForce, failed: failed}
+	stopRequested := &atomic.Bool{}
+	r := &root{opts: o, router: router, status: status, binds: binds, started: o.Config, inForce: inForce, stopRequested: stopRequested, failed: failed}
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return r }), "root")
 	if err != nil {
 		return nil, err
 	}
 	registerLeaderMetrics(status)
-	return &Engine{system: system, root: pid, status: status, binds: binds, failed: failed, reload: o.Reload, started: o.Config, inForce: inForce}, nil
+	return &Engine{system: system, root: pid, status: status, binds: binds, failed: failed, reload: o.Reload, started: o.Config, inForce: inForce, stopRequested: stopRequested}, nil
 }
 
 // Config returns the config this node runs: the one it started with, or
@@ -150,6 +153,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 	if !ok {
 		timeout = 2 * time.Minute
 	}
+	// Set before shutdown is queued: a reload that root is draining now
+	// reads it (root.reload).
+	e.stopRequested.Store(true)
 	_, err := e.system.Root.RequestFuture(e.root, shutdown{}, timeout).Result()
 	if err != nil {
 		return fmt.Errorf("engine stop: %w", err)
@@ -172,6 +178,8 @@ type root struct {
 	started *config.Config
 	// inForce publishes opts.Config for Engine.Config.
 	inForce *atomic.Pointer[config.Config]
+	// stopRequested is set by Engine.Stop before its shutdown is queued.
+	stopRequested *atomic.Bool
 
 	leadership *actor.PID
 	graph      *actor.PID
@@ -493,10 +501,18 @@ func (r *root) reload(ctx actor.Context, version int64) {
 		// row in flight is one the old graph left there (a send abandoned
 		// at the drain timeout, rows claimed ahead it could not give back).
 		// Left to their row lease, the new graph's lanes waited for it.
-		if r.recover(fence, ended, log.With().Str("after", "reload").Logger()) {
+		switch {
+		case !r.recover(fence, ended, log.With().Str("after", "reload").Logger()):
+			if !closed(ended) {
+				r.tellLeadership(ctx, leadership.Fenced{Fence: fence})
+			}
+		case r.stopRequested.Load():
+			// A stop came during the drain; its shutdown waits behind this
+			// reload. Started, the graph would open its ports again for a
+			// moment, and the stop would drain it a second time.
+			log.Info().Msg("the node is stopping: not starting the reloaded graph")
+		default:
 			r.startGraph(ctx, fence, ended)
-		} else if !closed(ended) {
-			r.tellLeadership(ctx, leadership.Fenced{Fence: fence})
 		}
 	}
 	// The old graph's listeners have stopped (or none ran here).
