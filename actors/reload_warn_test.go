@@ -11,6 +11,7 @@ import (
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/leadership"
+	"github.com/messagefoundry/mf/storage"
 )
 
 // A reload logs the warnings of the config it puts in force, as mf run
@@ -69,4 +70,29 @@ to = ["quiet_out"]
 			t.Errorf("no WARN line about %q after the reload; logs:\n%s", want, logs)
 		}
 	}
+}
+
+// A standby whose reload failed (its copy of the file did not load) runs
+// on its older config; the ERROR says so then. When it is elected later,
+// perhaps weeks later, it leads on that older config: that must be said
+// again then, where whoever looks at the failover reads, not only in a
+// line from the time of the reload.
+func TestANodeElectedOnAConfigItFailedToReloadSaysSo(t *testing.T) {
+	started := oneInbound(t, "stale_in", enginetest.FreeAddr(t), "stale_out", filepath.Join(t.TempDir(), "out"))
+	e := startScripted(t, started, func(o *actors.Options) {
+		o.Reload = func() (*config.Config, error) {
+			return config.Parse([]byte("[[inbound]]\nname = \"stale_in\"\nlisten = ["), "test.toml")
+		}
+	})
+	e.tell(leadership.ConfigChanged{Version: 2}) // a standby: the reload fails
+	e.tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Reason: "single-node"})
+	enginetest.WaitFor(t, "the graph to start", 10*time.Second, func() bool {
+		return strings.Contains(e.logs.String(), "graph started")
+	})
+	for _, line := range strings.Split(e.logs.String(), "\n") {
+		if strings.Contains(line, `"level":"warn"`) && strings.Contains(line, `"failed_config_version":2`) {
+			return
+		}
+	}
+	t.Fatalf("no WARN at the election that this node leads on a config older than version 2, which it failed to reload; logs:\n%s", e.logs.String())
 }

@@ -186,6 +186,9 @@ type root struct {
 	spec       *graphSpec
 	cancel     context.CancelFunc
 	stopping   bool
+	// unapplied is the newest shared config version this node failed to
+	// reload, none having worked since (0: none): it runs an older config.
+	unapplied int64
 	// failed receives (once) why the engine stopped by itself: Engine.Failed.
 	failed chan error
 }
@@ -310,6 +313,12 @@ func (r *root) changed(ctx actor.Context, c leadership.Changed) {
 		return
 	}
 	log.Info().Str("owner", c.Fence.Owner).Msg("leadership gained: recovering the previous leader's deliveries")
+	if r.unapplied != 0 {
+		// Said when the reload failed, maybe long ago, on a standby:
+		// whoever looks at this failover must learn it here.
+		log.Warn().Int64("config_version", r.status.Load().ConfigVersion).Int64("failed_config_version", r.unapplied).
+			Msg("this node leads on an older config than the cluster's: its reload to the newer version failed (the ERROR logged then says why); fix its config file, then run mf reload again")
+	}
 	if !r.recover(c.Fence, c.Ended, log) {
 		// The term is lost already: its graph would open the listener and
 		// claim rows until its first fenced write. The elector, if it still
@@ -484,8 +493,10 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	cfg, router, restart, err := reloaded(r.opts.Reload, r.started)
 	if err != nil {
 		log.Error().Err(err).Msg("config reload failed; this node keeps running its current config (fix the file, then run mf reload again)")
+		r.unapplied = version
 		return
 	}
+	r.unapplied = 0
 	previous := r.opts.Config
 	r.opts.Config, r.router = cfg, router
 	r.inForce.Store(cfg)
