@@ -535,6 +535,9 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	for _, w := range cfg.Warnings() {
 		log.Warn().Str("config", cfg.Path).Msg(w)
 	}
+	for _, dest := range lanes.Resplit(previous, cfg) {
+		log.Warn().Str("destination", dest).Msg("the reload changes the lane_key that splits this destination into lanes: its rows already queued stay in the lanes they were stored in, so a message stored from now on may be delivered before an older one of the same key still queued (let a destination's queue drain before changing its lane_key)")
+	}
 	if len(restart) > 0 {
 		log.Warn().Strs("sections", restart).Msg("the reloaded file changes sections this node reads only at start; they are not in force: restart the node to apply them")
 	}
