@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -101,9 +102,14 @@ func logger(c *cli.Context) (zerolog.Logger, error) {
 	default:
 		return zerolog.Nop(), fmt.Errorf("--log-format %q: want json or console", format)
 	}
-	zerolog.TimeFieldFormat = time.RFC3339Nano
+	setTimeFormat.Do(func() { zerolog.TimeFieldFormat = time.RFC3339Nano })
 	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
 }
+
+// setTimeFormat sets zerolog's time format, a global, once: set at every
+// command's start, it raced with the lines an engine still running in the
+// same process (a test's) was timestamping.
+var setTimeFormat sync.Once
 
 func versionCommand() *cli.Command {
 	return &cli.Command{
