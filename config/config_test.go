@@ -882,3 +882,49 @@ func TestSQLServerTimesFitItsClock(t *testing.T) {
 		t.Fatalf("sqlserver refused times of 2147483647 s: %v", err)
 	}
 }
+
+// An MLLP destination that is this node's own MLLP inbound, which routes
+// lead back to, loops for ever: each message is received again unchanged,
+// routed there again, and stored anew each time. It was accepted (the file
+// form of the loop is refused). A destination that is an inbound with no
+// route back, or another host, is not a loop.
+func TestAnMLLPDestinationLoopingBackToItsInboundIsRefused(t *testing.T) {
+	in := func(name, listen string) string {
+		// allow_plaintext: a listener on every interface needs TLS or it.
+		return fmt.Sprintf("[[inbound]]\nname = %q\ntype = \"mllp\"\nlisten = %q\nallow_plaintext = true\n", name, listen)
+	}
+	out := func(name, addr string) string {
+		return fmt.Sprintf("[[outbound]]\nname = %q\ntype = \"mllp\"\naddress = %q\n", name, addr)
+	}
+	route := func(from, to string) string { return fmt.Sprintf("[[route]]\nfrom = %q\nto = [%q]\n", from, to) }
+	for _, c := range []struct {
+		name, cfg string
+		refused   []string // keys named
+	}{
+		{"to itself", in("a", "127.0.0.1:2575") + out("x", "127.0.0.1:2575") + route("a", "x"), []string{"outbound[0].address"}},
+		{"by localhost to every interface", in("a", ":2575") + out("x", "localhost:2575") + route("a", "x"), []string{"outbound[0].address"}},
+		{"through another inbound", in("a", "127.0.0.1:2575") + in("b", "0.0.0.0:2576") + out("x", "127.0.0.1:2576") + out("z", "[::1]:2575") +
+			route("a", "x") + route("b", "z"), []string{"outbound[0].address", "outbound[1].address"}},
+		{"to another inbound, no route back", in("a", "127.0.0.1:2575") + in("b", "127.0.0.1:2576") + out("x", "127.0.0.1:2576") + out("y", "lab.internal:2575") +
+			route("a", "x") + route("b", "y"), nil},
+		{"another host on the same port", in("a", "127.0.0.1:2575") + out("x", "10.0.0.5:2575") + route("a", "x"), nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(c.cfg), "site.toml")
+			if len(c.refused) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted; want %v refused as a loop", c.refused)
+			}
+			for _, key := range c.refused {
+				if !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "for ever") {
+					t.Errorf("error %v; want %s named as a loop", err, key)
+				}
+			}
+		})
+	}
+}

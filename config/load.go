@@ -647,6 +647,10 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	loops := mllpLoops(c)
+	for _, key := range slices.Sorted(maps.Keys(loops)) {
+		bad(key, "%s", loops[key])
+	}
 	return errors.Join(errs...)
 }
 
