@@ -159,3 +159,22 @@ to = ["added_out"]
 		}
 	}
 }
+
+// The config an engine starts with gives its connections their series at
+// zero, whoever built the API: a clustered node reads its file again once it
+// has read the shared version (cli), and connections only that read had
+// appeared with their first count.
+func TestAStartGivesItsConnectionsTheirSeriesAtZero(t *testing.T) {
+	started := oneInbound(t, "startup_in", enginetest.FreeAddr(t), "startup_out", filepath.Join(t.TempDir(), "out"))
+	startScripted(t, started, nil)
+	for _, series := range []string{
+		`mf_deliveries_total{destination="startup_out",result="dead"} 0`,
+		`mf_messages_received_total{inbound="startup_in"} 0`,
+		`mf_listener_bound{inbound="startup_in"} 0`,
+	} {
+		name, _, _ := strings.Cut(series, " ")
+		if got := scrape(name); len(got) != 1 || got[0] != series {
+			t.Errorf("after a start with it: %q; want %q", got, series)
+		}
+	}
+}

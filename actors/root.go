@@ -122,6 +122,11 @@ func Start(o Options) (*Engine, error) {
 		return nil, err
 	}
 	registerLeaderMetrics(status)
+	// The config in force from now on: its connections' series at zero
+	// (the API registers those of the file it read, which a clustered
+	// node's start may have read again since; a reload registers its own).
+	listeners.RegisterMetrics(o.Config.Inbound)
+	lanes.RegisterMetrics(o.Config.Outbound)
 	return &Engine{system: system, root: pid, status: status, binds: binds, failed: failed, reload: o.Reload, started: o.Config, inForce: inForce, stopRequested: stopRequested}, nil
 }
 
