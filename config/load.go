@@ -870,12 +870,18 @@ func (l listenAddr) clashes(o listenAddr) (why string, clash bool) {
 		return "", false
 	}
 	for _, a := range []listenAddr{l, o} {
-		if ip := net.ParseIP(a.host); a.host == "" || (ip != nil && ip.IsUnspecified()) {
+		if everyInterface(a.host) {
 			return fmt.Sprintf(" (%q binds it on every interface)", a.addr), true
 		}
 	}
-	lip, oip := net.ParseIP(l.host), net.ParseIP(o.host)
-	return "", strings.EqualFold(l.host, o.host) || (lip != nil && lip.Equal(oip))
+	return "", sameHost(l.host, o.host)
+}
+
+// everyInterface reports whether a listen host binds every interface: "",
+// 0.0.0.0 or ::.
+func everyInterface(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && ip.IsUnspecified())
 }
 
 // checkListen applies the fail-closed rule: a listener on a non-loopback

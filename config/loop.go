@@ -30,7 +30,7 @@ func mllpLoops(c *Config) map[string]string {
 				continue
 			}
 			ih, ip, err := splitHostPort(in.Listen, true)
-			if err == nil && ip == op && (sameHost(oh, ih) || (loopback(oh) && (wildcard(ih) || loopback(ih)))) {
+			if err == nil && ip == op && (sameHost(oh, ih) || (IsLoopback(oh) && (everyInterface(ih) || IsLoopback(ih)))) {
 				target[o.Name] = in.Name
 			}
 		}
@@ -68,23 +68,9 @@ func mllpLoops(c *Config) map[string]string {
 	return out
 }
 
-// sameHost reports whether two hosts of addresses are written alike.
-func sameHost(a, b string) bool { return a != "" && strings.EqualFold(a, b) }
-
-// loopback reports whether host names this machine's loopback interface.
-func loopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// wildcard reports whether a listen host binds every interface.
-func wildcard(host string) bool {
-	if host == "" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsUnspecified()
+// sameHost reports whether two hosts of addresses are the same one, as
+// written or as IP addresses.
+func sameHost(a, b string) bool {
+	ia, ib := net.ParseIP(a), net.ParseIP(b)
+	return a != "" && (strings.EqualFold(a, b) || (ia != nil && ia.Equal(ib)))
 }
