@@ -72,15 +72,7 @@ func TestAReloadRetiresTheBoundSeriesOfARemovedInbound(t *testing.T) {
 	if got := scrape(`mf_listener_bound{inbound="retired_in"}`); len(got) != 1 || !strings.HasSuffix(got[0], " 1") {
 		t.Fatalf("before the reload: %q; want the series at 1", got)
 	}
-	e.tell(leadership.ConfigChanged{Version: 2})
-	select {
-	case m := <-e.got:
-		if m != (leadership.ConfigLoaded{Version: 2}) {
-			t.Fatalf("the leadership actor got %#v; want ConfigLoaded{2}", m)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the reload was not confirmed")
-	}
+	e.reload(t, 2)
 	enginetest.WaitFor(t, "the reloaded graph's port to open", 5*time.Second, func() bool { return open(newListen) })
 	if !e.eng.Status().Leader {
 		t.Fatal("this node no longer leads after the reload")
@@ -137,15 +129,7 @@ to = ["added_out"]
 		o.Reload = func() (*config.Config, error) { return next, nil }
 	})
 	// A standby: no graph, no traffic.
-	e.tell(leadership.ConfigChanged{Version: 2})
-	select {
-	case m := <-e.got:
-		if m != (leadership.ConfigLoaded{Version: 2}) {
-			t.Fatalf("the leadership actor got %#v; want ConfigLoaded{2}", m)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the reload was not confirmed")
-	}
+	e.reload(t, 2)
 	for _, series := range []string{
 		`mf_deliveries_total{destination="added_out",result="dead"} 0`,
 		`mf_delivery_duration_seconds_count{destination="added_out"} 0`,

@@ -49,15 +49,7 @@ to = ["quiet_out"]
 	e := startScripted(t, started, func(o *actors.Options) {
 		o.Reload = func() (*config.Config, error) { return next, nil }
 	})
-	e.tell(leadership.ConfigChanged{Version: 2}) // a standby: no port is opened
-	select {
-	case m := <-e.got:
-		if m != (leadership.ConfigLoaded{Version: 2}) {
-			t.Fatalf("the leadership actor got %#v; want ConfigLoaded{2}", m)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the reload was not confirmed")
-	}
+	e.reload(t, 2) // a standby: no port is opened
 	logs := e.logs.String()
 	for _, want := range []string{"allow_plaintext = true", "log_payloads = true"} {
 		found := false

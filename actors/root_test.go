@@ -124,6 +124,21 @@ type scriptedEngine struct {
 	logs *enginetest.LogBuffer
 }
 
+// reload tells the engine the shared config is at version and waits for
+// its confirmation (leadership.ConfigLoaded) to the leadership actor.
+func (e *scriptedEngine) reload(t *testing.T, version int64) {
+	t.Helper()
+	e.tell(leadership.ConfigChanged{Version: version})
+	select {
+	case m := <-e.got:
+		if m != (leadership.ConfigLoaded{Version: version}) {
+			t.Fatalf("the leadership actor got %#v; want ConfigLoaded{%d}", m, version)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the reload to version %d was not confirmed", version)
+	}
+}
+
 // startScripted starts an engine on cfg, with the options more adds (if
 // not nil); it stops when the test ends, and shows its logs if the test
 // failed.

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -40,24 +39,7 @@ func TestAReloadThatTurnsLogPayloadsOffReachesTheHTTPClientsLines(t *testing.T) 
 	if err := os.WriteFile(path, []byte(file(true)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	var logs enginetest.LogBuffer
-	go func() { done <- App(io.Discard, &logs).RunContext(ctx, []string{"mf", "run", "--config", path}) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("mf run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("mf run did not stop within 30s of its cancellation")
-		}
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-	})
+	logs := runInProcess(t, path)
 	enginetest.WaitFor(t, "the node to lead and open its port", 30*time.Second, func() bool { return dialable(listen) })
 
 	if err := os.WriteFile(path, []byte(file(false)), 0o600); err != nil {

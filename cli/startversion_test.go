@@ -48,24 +48,7 @@ func TestANodeRunsTheFileOfTheConfigVersionItStartsAt(t *testing.T) {
 	if err := os.WriteFile(path, file(before), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	var logs enginetest.LogBuffer
-	go func() { done <- App(io.Discard, &logs).RunContext(ctx, []string{"mf", "run", "--config", path}) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("mf run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("mf run did not stop within 30s of its cancellation")
-		}
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-	})
+	logs := runInProcess(t, path)
 	enginetest.WaitFor(t, "the node to wait for its database", 30*time.Second, func() bool {
 		return strings.Contains(logs.String(), "cannot reach the database at start")
 	})
@@ -83,4 +66,29 @@ func TestANodeRunsTheFileOfTheConfigVersionItStartsAt(t *testing.T) {
 	if dialable(before) {
 		t.Fatal("the node also opened the port of the file as it was before the bump")
 	}
+}
+
+// runInProcess runs mf run on the config file at path in this process until
+// the test ends, and returns its log (shown if the test failed).
+func runInProcess(t *testing.T, path string) *enginetest.LogBuffer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	logs := &enginetest.LogBuffer{}
+	go func() { done <- App(io.Discard, logs).RunContext(ctx, []string{"mf", "run", "--config", path}) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("mf run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("mf run did not stop within 30s of its cancellation")
+		}
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	return logs
 }
