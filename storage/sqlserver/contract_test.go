@@ -436,3 +436,73 @@ func TestStatementsKeepTheFenceTheLaneOrderAndTheDatabaseClock(t *testing.T) {
 		}
 	}
 }
+
+// Names compare exactly in SQL Server as on PostgreSQL and SQLite, checked
+// offline since no SQL Server runs the conformance suite here: every name
+// column of the schema has a binary collation (a server's default one
+// usually ignores case: lanes "lab/P1" and "lab/p1" would be one), and every
+// statement that groups rows by a name, or matches a lane, also compares
+// DATALENGTH, since T-SQL compares strings padded with spaces, whatever the
+// collation ("lab" and "lab " would be one destination, "x/1" and "x/1 "
+// one lane).
+func TestNamesCompareExactly(t *testing.T) {
+	code := func(text string) string { return lineComment.ReplaceAllString(text, "") }
+	ms, err := storage.LoadMigrations(migrationsFS, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Bounded NVARCHAR columns are the names (free text is NVARCHAR(MAX));
+	// the table types' columns are all MAX and only carry values in.
+	column := regexp.MustCompile(`(?im)^\s*(?:ALTER\s+TABLE\s+\w+\s+ADD\s+)?(\w+)\s+NVARCHAR\s*\(\s*\d+\s*\)([^,\n]*)`)
+	columns := 0
+	for _, m := range ms {
+		for _, c := range column.FindAllStringSubmatch(code(m.SQL), -1) {
+			columns++
+			if !regexp.MustCompile(`(?i)\bCOLLATE\s+\w+_BIN2\b`).MatchString(c[2]) {
+				t.Errorf("migrations/%s.sql: column %s is NVARCHAR without a binary collation (COLLATE Latin1_General_100_BIN2): it compares as the database's collation, often ignoring case", m.Name, c[1])
+			}
+		}
+	}
+	if columns < 10 {
+		t.Fatalf("found %d bounded NVARCHAR columns in the migrations, want every name column", columns)
+	}
+
+	names := []string{"lane", "destination", "node_id", "owner", "lease_owner", "name"}
+	groupBy := regexp.MustCompile(`(?is)\bGROUP\s+BY\b(.*?)(?:\bORDER\s+BY\b|\bHAVING\b|$)`)
+	laneMatch := regexp.MustCompile(`(?i)\blane\s*=\s*@lane\b`)
+	for name, text := range queries {
+		for _, stmt := range strings.Split(code(text), ";") {
+			for _, g := range groupBy.FindAllStringSubmatch(stmt, -1) {
+				list := groupList(g[1])
+				for _, n := range names {
+					if regexp.MustCompile(`(?i)(^|[\s,.])`+n+`\s*(,|$)`).MatchString(list) &&
+						!regexp.MustCompile(`(?i)DATALENGTH\s*\(\s*(\w+\.)?`+n+`\s*\)`).MatchString(list) {
+						t.Errorf("%s.sql: GROUP BY %s: groups by %s without DATALENGTH(%s): names that differ only in trailing spaces are one group", name, list, n, n)
+					}
+				}
+			}
+			if laneMatch.MatchString(stmt) && !regexp.MustCompile(`(?i)DATALENGTH\s*\(\s*lane\s*\)\s*=\s*DATALENGTH\s*\(\s*@lane\s*\)`).MatchString(stmt) {
+				t.Errorf("%s.sql: matches lane = @lane without DATALENGTH(lane) = DATALENGTH(@lane): lanes that differ only in trailing spaces are one", name)
+			}
+		}
+	}
+}
+
+// groupList is the grouping list at the start of text (what follows GROUP
+// BY): up to the parenthesis that closes a subquery around it, if any.
+func groupList(text string) string {
+	depth := 0
+	for i, r := range text {
+		switch r {
+		case '(':
+			depth++
+		case ')':
+			if depth == 0 {
+				text = text[:i]
+				return strings.Join(strings.Fields(text), " ")
+			}
+			depth--
+		}
+	}
+	return strings.Join(strings.Fields(text), " ")
+}

@@ -118,6 +118,54 @@ func testTrailingSpaceLanes(t *testing.T, h *harness) {
 	h.mustClaim(zero, "lab/123 ", time.Minute, ids[3])
 }
 
+// Destinations and lanes whose names differ only in case or in trailing
+// spaces ("lab", "Lab", "lab ": a config's typo) are counted and claimed
+// apart on every store: SQL Server's default collations ignore case, and
+// T-SQL compares strings padded with spaces, so a GROUP BY of the names
+// alone merged them there and QueueStats gave one destination's counts to
+// another.
+func testKeysCompareExactly(t *testing.T, h *harness) {
+	var batch []storage.NewMessage
+	for dest, n := range map[string]int{"lab": 1, "lab ": 2, "Lab": 3} {
+		for range n {
+			batch = append(batch, msg(dest, "P1"))
+		}
+	}
+	h.ingest(zero, batch...)
+	stats, err := h.s.QueueStats(h.ctx)
+	if err != nil {
+		t.Fatalf("stats: %v", err)
+	}
+	count := map[string]int64{}
+	for _, s := range stats {
+		count[s.Destination+"|"+s.Status] += s.Count
+	}
+	want := map[string]int64{"lab|pending": 1, "lab |pending": 2, "Lab|pending": 3}
+	if len(count) != len(want) || count["lab|pending"] != 1 || count["lab |pending"] != 2 || count["Lab|pending"] != 3 {
+		t.Fatalf("QueueStats by destination|status: %v; want %v", count, want)
+	}
+	lanes, err := h.s.QueueLanes(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	depth := map[string]int64{}
+	for _, l := range lanes {
+		depth[l.Lane] = l.Depth
+	}
+	if len(depth) != 3 || depth["lab/P1"] != 1 || depth["lab /P1"] != 2 || depth["Lab/P1"] != 3 {
+		t.Fatalf("QueueLanes depths: %v; want lab/P1 1, lab /P1 2, Lab/P1 3", depth)
+	}
+	for _, lane := range []string{"lab/P1", "lab /P1", "Lab/P1"} {
+		c, err := h.claim(zero, lane, time.Minute)
+		if err != nil {
+			t.Fatalf("claim %q: %v", lane, err)
+		}
+		if c.Row.Lane != lane {
+			t.Fatalf("claim %q took a row of lane %q", lane, c.Row.Lane)
+		}
+	}
+}
+
 // A live in-flight head blocks its lane; once its lease expires, the next
 // claim reclaims it and delivers it before anything newer of the lane.
 func testStrandedHead(t *testing.T, h *harness) {

@@ -35,6 +35,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Lane/ClaimsInIDOrder", testLaneFIFO},
 		{"Lane/OtherLanesInterleave", testLanesInterleave},
 		{"Lane/KeysDifferingInTrailingSpacesAreTwoLanes", testTrailingSpaceLanes},
+		{"Queue/NamesDifferingInCaseOrTrailingSpacesAreApart", testKeysCompareExactly},
 		{"Lane/LiveHeadBlocksStrandedHeadReclaimed", testStrandedHead},
 		{"Lane/RacingClaimersNeverBothHold", testClaimRace},
 		{"Lane/AdvanceCompletesAndClaimsNext", testAdvance},

@@ -5,6 +5,8 @@
 -- whole table at every scrape (as on PostgreSQL, where
 -- TestQueueStatsReadsNoDoneRows measured it).
 -- held: the blocked lanes (a held row is always its lane's head).
+-- Grouped by DATALENGTH too: T-SQL compares strings padded with spaces, and
+-- destinations "lab" and "lab " are two (see queue_lanes.sql).
 SELECT destination, status, COUNT_BIG(*) AS n,
        SUM(CAST(held AS BIGINT)) AS held
   FROM (SELECT destination, status, held
@@ -14,5 +16,5 @@ SELECT destination, status, COUNT_BIG(*) AS n,
         SELECT destination, status, held
           FROM mf_queue
          WHERE status = N'dead') AS q
- GROUP BY destination, status
+ GROUP BY destination, DATALENGTH(destination), status
  ORDER BY destination, status;
