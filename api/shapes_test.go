@@ -127,17 +127,17 @@ func TestQueueDepthOfADestinationAddedLater(t *testing.T) {
 	}
 }
 
-// An inbound's or an outbound's name is the operator's, and a TOML string
-// may hold a tab, a no-break space, a quote or a backslash. Written into a
-// label with Go's %q they became \t and \u00a0, escapes no Prometheus parser
-// accepts: one such name failed every scrape. Each name must come back
-// exactly as configured.
+// An inbound's or an outbound's name is the operator's, and may hold a
+// no-break space, a quote or a backslash (a control character, a tab say,
+// the config refuses). Written into a label with Go's %q they became
+// escapes such as \u00a0 that no Prometheus parser accepts: one such name
+// failed every scrape. Each name must come back exactly as configured.
 func TestMetricLabelsCarryAnyName(t *testing.T) {
-	inbound, outbound := "adt\tin \u00a0\"east\"", `emr\west`
+	inbound, outbound := "adt in \u00a0\"east\"", `emr\west`
 	listen := enginetest.FreeAddr(t)
 	v := startWith(t, listen, `
 [[inbound]]
-name = "adt\tin \u00a0\"east\""
+name = "adt in \u00a0\"east\""
 type = "mllp"
 listen = "`+listen+`"
 
@@ -147,7 +147,7 @@ type = "file"
 directory = "{{dir}}/out"
 
 [[route]]
-from = "adt\tin \u00a0\"east\""
+from = "adt in \u00a0\"east\""
 to = ["emr\\west"]
 lane_key = "PID-3.1"
 `)

@@ -241,6 +241,9 @@ func tokenCommand() *cli.Command {
 				if !utf8.ValidString(name) {
 					return errors.New("token new: --name is not valid UTF-8")
 				}
+				if f := config.NameFault(name); f != "" {
+					return fmt.Errorf("token new: --name %q %s; the config would refuse it", name, f)
+				}
 				tok, sum, err := api.NewToken()
 				if err != nil {
 					return err

@@ -132,10 +132,11 @@ func TestNodesCountsAgesOnTheDatabaseClock(t *testing.T) {
 }
 
 // The lines mf token new prints are a config mf check takes, whatever the
-// name: they wrote it with Go's %q, whose \a, \v and \x escapes TOML has
-// not, and the file was refused.
+// name it accepts: they wrote it with Go's %q, and a quote or a backslash
+// came out as an escape TOML has not. A name the config refuses (a control
+// character, a blank at either end) is refused here, before a token is made.
 func TestTokenNewPrintsLinesTheConfigTakes(t *testing.T) {
-	for _, name := range []string{"", "grafana", "bell\a", "vt\v del\x7f", `quote" back\slash`} {
+	for _, name := range []string{"", "grafana", "ünïcødé ✓", `quote" back\slash`} {
 		out, err := runMF(t, "token", "new", "--role", "viewer", "--name", name)
 		if err != nil {
 			t.Fatalf("--name %q: %v", name, err)
@@ -159,5 +160,11 @@ func TestTokenNewPrintsLinesTheConfigTakes(t *testing.T) {
 	}
 	if _, err := runMF(t, "token", "new", "--role", "viewer", "--name", "bad\xff"); err == nil || !strings.Contains(err.Error(), "--name is not valid UTF-8") {
 		t.Errorf("--name of invalid UTF-8: %v", err)
+	}
+	for name, why := range map[string]string{"bell\a": "contains the control character U+0007", "ops ": "begins or ends with a blank"} {
+		out, err := runMF(t, "token", "new", "--role", "viewer", "--name", name)
+		if err == nil || !strings.Contains(err.Error(), why) || strings.Contains(out, "token:") {
+			t.Errorf("--name %q: error %v, printed %q; want it refused (%s) before a token is made", name, err, out, why)
+		}
 	}
 }

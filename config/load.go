@@ -65,6 +65,24 @@ func StorePassword() (string, error) {
 // storage.MaxLaneBytes (800), which a long name would leave little of.
 const MaxOutboundNameBytes = 200
 
+// NameFault says what is wrong with a name (of an inbound, an outbound, a
+// token or the node), or "" when nothing is. A name is a key in the store,
+// a metric label and a log field, so it is refused with a control character
+// (PostgreSQL refuses a NUL in text: every write naming it would fail) or a
+// blank at either end ("lab" and "lab " would be two destinations that no
+// log line or metric tells apart, and SQL Server compares them as equal).
+func NameFault(name string) string {
+	if strings.TrimSpace(name) != name {
+		return "begins or ends with a blank"
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return fmt.Sprintf("contains the control character %U", r)
+		}
+	}
+	return ""
+}
+
 // MaxSQLServerSeconds bounds, with backend = "sqlserver", the times the
 // store adds to its clock (lease_ttl_seconds, leader_lease_ttl_seconds,
 // retention_days, retry_max_seconds): DATEADD takes an INT count, and
@@ -429,6 +447,8 @@ func (c *Config) Validate() error {
 	}
 	if len(cl.NodeID) > MaxNodeIDBytes {
 		bad("cluster.node_id", "%d bytes long; at most %d", len(cl.NodeID), MaxNodeIDBytes)
+	} else if f := NameFault(cl.NodeID); f != "" {
+		bad("cluster.node_id", "%q %s", cl.NodeID, f)
 	}
 
 	// Two listeners on one port: the second fails to bind at start.
@@ -463,6 +483,8 @@ func (c *Config) Validate() error {
 		key := fmt.Sprintf("api.tokens[%d]", i)
 		if t.Name == "" {
 			bad(key+".name", "required: operator actions are logged with the name of the token that made them")
+		} else if f := NameFault(t.Name); f != "" {
+			bad(key+".name", "%q %s", t.Name, f)
 		} else if j, dup := tokenNamed[t.Name]; dup {
 			bad(key+".name", "%q is the name of api.tokens[%d] too: operator actions are logged with the token's name, so give each token a name of its own", t.Name, j)
 		} else {
@@ -491,6 +513,8 @@ func (c *Config) Validate() error {
 		key := fmt.Sprintf("inbound[%d]", i)
 		if in.Name == "" {
 			bad(key+".name", "required")
+		} else if f := NameFault(in.Name); f != "" {
+			bad(key+".name", "%q %s", in.Name, f)
 		} else if inbound[in.Name] {
 			bad(key+".name", "%q is used by another inbound", in.Name)
 		}
@@ -563,6 +587,8 @@ func (c *Config) Validate() error {
 		key := fmt.Sprintf("outbound[%d]", i)
 		if o.Name == "" {
 			bad(key+".name", "required")
+		} else if f := NameFault(o.Name); f != "" {
+			bad(key+".name", "%q %s", o.Name, f)
 		} else if outbound[o.Name] {
 			bad(key+".name", "%q is used by another outbound", o.Name)
 		} else if strings.Contains(o.Name, "/") {
