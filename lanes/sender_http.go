@@ -28,6 +28,11 @@ const (
 	// httpDrainMax bounds how much of a response body is read (and
 	// discarded) so that the connection can be reused.
 	httpDrainMax = 64 << 10
+	// httpDrainWait bounds how long the body is read: the status is the
+	// destination's answer, and a body that never ends (a streaming
+	// endpoint, a broken proxy) held each send until timeout_seconds. Past
+	// it the connection is closed instead of kept.
+	httpDrainWait = time.Second
 )
 
 // httpSender POSTs each message to a URL (DESIGN §7): a 2xx answer is a
@@ -120,7 +125,9 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 		}
 		return retryableError(err, "http %s: POST of queue id %d (control id %q) failed", s.name, m.QueueID, m.ControlID)
 	}
+	drained := time.AfterFunc(httpDrainWait, cancel) // cancelling ctx ends the read
 	_, _ = io.CopyN(io.Discard, resp.Body, httpDrainMax)
+	drained.Stop()
 	_ = resp.Body.Close()
 
 	code := resp.StatusCode

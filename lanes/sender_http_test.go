@@ -417,3 +417,33 @@ func TestHTTPSenderKeepsTheConnectionsOfConcurrentLanes(t *testing.T) {
 		t.Errorf("%d connections for %d rounds of %d concurrent POSTs, want %d (each kept for the next round)", n, rounds, lanes, lanes)
 	}
 }
+
+// A destination that answers and then never ends its body (a streaming
+// endpoint, a broken proxy) has given its status: the send ends then, not
+// at timeout_seconds, which held each message of the lane that long.
+func TestHTTPSenderDoesNotWaitOutABodyThatNeverEnds(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{http.StatusOK, http.StatusServiceUnavailable} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(code)
+			fmt.Fprint(w, "still coming")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}))
+		o := httpOutbound(srv.URL)
+		o.TimeoutSeconds = 20
+		start := time.Now()
+		err := newTestHTTPSender(t, o).Send(t.Context(), testMessage("MSG1"))
+		took := time.Since(start)
+		srv.Close()
+		if code == http.StatusOK && err != nil {
+			t.Errorf("%d: %v", code, err)
+		}
+		if code != http.StatusOK {
+			wantDeliveryError(t, err, false, "answered 503")
+		}
+		if took > 2*httpDrainWait {
+			t.Errorf("%d with a body that never ends: Send took %v, want at most %v", code, took.Round(time.Millisecond), 2*httpDrainWait)
+		}
+	}
+}
