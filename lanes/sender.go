@@ -2,8 +2,10 @@ package lanes
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -114,6 +116,35 @@ func retryableError(err error, format string, args ...any) *DeliveryError {
 // permanent returns a DeliveryError that retrying cannot cure.
 func permanentError(err error, format string, args ...any) *DeliveryError {
 	return &DeliveryError{Permanent: true, Reason: fmt.Sprintf(format, args...), Err: err}
+}
+
+// withTLSAdvice adds to de's reason what to change in the destination's
+// config when its error is a TLS failure the config can cure: crypto/tls
+// names the failure, not the setting. de is returned.
+func withTLSAdvice(de *DeliveryError) *DeliveryError {
+	if a := tlsAdvice(de.Err); a != "" {
+		de.Reason += " (" + a + ")"
+	}
+	return de
+}
+
+// tlsAdvice says what cures err, a failed TLS handshake, or "".
+func tlsAdvice(err error) string {
+	var (
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		op       *net.OpError
+	)
+	switch {
+	case errors.As(err, &unknown):
+		return "the destination's certificate is not signed by a CA this node trusts: set tls_ca to the PEM file of the CA that signed it"
+	case errors.As(err, &hostname):
+		return "the destination's certificate is not for the host dialled: set server_name to a name the certificate holds, or dial that name"
+	case errors.As(err, &op) && op.Op == "remote error" && strings.Contains(op.Err.Error(), "certificate"):
+		// The server's alert: it wants a client certificate, or refused ours.
+		return "the destination refused this node's client certificate or wants one: set tls_cert and tls_key to a certificate it trusts"
+	}
+	return ""
 }
 
 // Defaults for an Outbound that config.Parse did not fill in (built in code).

@@ -123,7 +123,7 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 			// destination's detail, kept out of logs (forLog).
 			return &DeliveryError{Reason: fmt.Sprintf("http %s: the reply to queue id %d (control id %q) is not HTTP", s.name, m.QueueID, m.ControlID), Detail: err.Error()}
 		}
-		return retryableError(err, "http %s: POST of queue id %d (control id %q) failed", s.name, m.QueueID, m.ControlID)
+		return withTLSAdvice(retryableError(err, "http %s: POST of queue id %d (control id %q) failed", s.name, m.QueueID, m.ControlID))
 	}
 	drained := time.AfterFunc(httpDrainWait, cancel) // cancelling ctx ends the read
 	_, _ = io.CopyN(io.Discard, resp.Body, httpDrainMax)

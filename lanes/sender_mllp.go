@@ -268,8 +268,8 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 					if ctx.Err() != nil {
 						return retryableError(err, "mllp %s: queue id %d (control id %q) not sent: interrupted while its new connection settled", s.name, m.QueueID, want)
 					}
-					return retryableError(err, "mllp %s: %s closed the new connection within %s, before control id %q (queue id %d) was written; not sent (sent with MSH-15 %s, it is not acknowledged, so only a connection that stands can carry it)",
-						s.name, s.addr, settle.Round(time.Millisecond), want, m.QueueID, unawaited.ackType)
+					return withTLSAdvice(retryableError(err, "mllp %s: %s closed the new connection within %s, before control id %q (queue id %d) was written; not sent (sent with MSH-15 %s, it is not acknowledged, so only a connection that stands can carry it)",
+						s.name, s.addr, settle.Round(time.Millisecond), want, m.QueueID, unawaited.ackType))
 				}
 			}
 		}
@@ -318,7 +318,7 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 			if ctx.Err() != nil {
 				return retryableError(err, "mllp %s: no ACK for control id %q (queue id %d) in time; connection closed", s.name, want, m.QueueID)
 			}
-			return retryableError(err, "mllp %s: exchange for control id %q (queue id %d) failed; connection closed", s.name, want, m.QueueID)
+			return withTLSAdvice(retryableError(err, "mllp %s: exchange for control id %q (queue id %d) failed; connection closed", s.name, want, m.QueueID))
 		}
 		if unawaited != nil {
 			return nil // written whole: delivered (see mllpSender)
@@ -461,7 +461,7 @@ func (s *mllpSender) connect(ctx context.Context) (net.Conn, *DeliveryError) {
 			return nil, retryableError(err, "mllp %s: dial %s cancelled", s.name, s.addr)
 		}
 		wait := s.backoff.failed(err)
-		return nil, retryableError(err, "mllp %s: dial %s failed; next dial in %s", s.name, s.addr, wait.Round(time.Millisecond))
+		return nil, withTLSAdvice(retryableError(err, "mllp %s: dial %s failed; next dial in %s", s.name, s.addr, wait.Round(time.Millisecond)))
 	}
 	s.backoff.succeeded()
 	return nc, nil

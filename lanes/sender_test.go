@@ -1,9 +1,15 @@
 package lanes
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,5 +161,47 @@ func TestRecordedKeepsTheDestinationsWordsApart(t *testing.T) {
 		if text, detail := recorded(tt.err); text != tt.text || detail != tt.detail {
 			t.Errorf("recorded(%q) = %q, %q; want %q, %q", tt.err, text, detail, tt.text, tt.detail)
 		}
+	}
+}
+
+// A TLS failure the destination's config can cure says which key to set:
+// net/http and crypto/tls name the failure, not the setting that fixes it.
+func TestTLSFailuresSayWhatToSet(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t, nil, []net.IP{net.ParseIP("127.0.0.1")})
+	other := newTestPKI(t, nil, []net.IP{net.ParseIP("127.0.0.1")})
+	named := newTestPKI(t, []string{"partner.example"}, nil)
+	httpsServer := func(cfg *tls.Config) string {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		srv.TLS = cfg
+		srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshakes fail: that is the test
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	mtls := pki.serverTLS()
+	mllpUnknown, mllpNamed := startReceiver(t, mtls, nil), startReceiver(t, named.serverTLS(), nil)
+	httpsURL, httpsNamedURL := httpsServer(mtls), httpsServer(named.serverTLS())
+	for _, tt := range []struct {
+		name string
+		o    config.Outbound
+		says string
+	}{
+		{"mllp, a CA not trusted", config.Outbound{Name: "lab", Type: config.OutboundMLLP, Address: mllpUnknown.addr, TLS: true, TLSCA: other.caFile, TLSCert: pki.clientCert, TLSKey: pki.clientKey}, "set tls_ca"},
+		{"mllp, another host's certificate", config.Outbound{Name: "lab", Type: config.OutboundMLLP, Address: mllpNamed.addr, TLS: true, TLSCA: named.caFile, TLSCert: named.clientCert, TLSKey: named.clientKey}, "set server_name"},
+		{"mllp, no client certificate", config.Outbound{Name: "lab", Type: config.OutboundMLLP, Address: mllpUnknown.addr, TLS: true, TLSCA: pki.caFile}, "tls_cert and tls_key"},
+		{"http, a CA not trusted", config.Outbound{Name: "api", Type: config.OutboundHTTP, URL: httpsURL, TLSCA: other.caFile, TLSCert: pki.clientCert, TLSKey: pki.clientKey}, "set tls_ca"},
+		{"http, another host's certificate", config.Outbound{Name: "api", Type: config.OutboundHTTP, URL: httpsNamedURL, TLSCA: named.caFile, TLSCert: named.clientCert, TLSKey: named.clientKey}, "set server_name"},
+		{"http, no client certificate", config.Outbound{Name: "api", Type: config.OutboundHTTP, URL: httpsURL, TLSCA: pki.caFile}, "tls_cert and tls_key"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.o.TimeoutSeconds, tt.o.RetryBaseSeconds, tt.o.RetryMaxSeconds = 5, 0.05, 1
+			s, err := NewSender(tt.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			wantDeliveryError(t, s.Send(t.Context(), testMessage("MSG1")), false, tt.says)
+		})
 	}
 }
