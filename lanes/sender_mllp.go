@@ -6,11 +6,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -242,12 +244,20 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 	defer func() { s.slots <- c }() // c is nil once closed
 
 	dialled := false
+	// closed: the failure of a write on a reused connection that the
+	// receiver closed (closedByReceiver), being sent again at once. The
+	// message was written: if the new attempt writes nothing, that
+	// failure is the outcome, counted as an attempt.
+	var closed *DeliveryError
 	for {
 		fresh := c == nil
 		if fresh {
 			dialStart := time.Now()
 			nc, derr := s.connect(ctx)
 			if derr != nil {
+				if closed != nil && errors.Is(derr, errNotWritten) {
+					return closed
+				}
 				return derr
 			}
 			c = newMLLPConn(nc, s.strayAck)
@@ -276,6 +286,9 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 		if time.Now().After(writeBy) {
 			// The wait, a slow dial or the settling ate the time; a new
 			// connection is kept for the next Send.
+			if closed != nil {
+				return closed
+			}
 			return tooLate(dialled)
 		}
 		if unawaited == nil && c.unawaited.mayBeAnsweredAs(want) {
@@ -310,6 +323,16 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 			if s.ctx.Err() != nil {
 				return retryableError(errSenderClosed, "mllp %s: queue id %d (control id %q) interrupted", s.name, m.QueueID, want)
 			}
+			if !fresh && closed == nil && ctx.Err() == nil && closedByReceiver(err) {
+				// A connection used before, closed by the receiver with no
+				// answer: what one that takes a message per connection does
+				// to a message that came before its close, and an idle
+				// timeout to one crossing it. Once, at once, on a new
+				// connection: a retry by the lane sent it again as well,
+				// but after its backoff, and counted an attempt.
+				closed = retryableError(err, "mllp %s: %s closed the connection without answering control id %q (queue id %d), and it could not be sent again on a new one in time", s.name, s.addr, want, m.QueueID)
+				continue
+			}
 			if ctx.Err() != nil && unended {
 				// The receiver answered, but broke the framing: waiting
 				// longer cannot help, and each retry is a duplicate.
@@ -333,6 +356,14 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 		}
 		return derr.DeliveryError
 	}
+}
+
+// closedByReceiver reports whether err, an exchange's, says the receiver
+// closed the connection without answering: an end of stream between frames,
+// a reset, a broken pipe. Not a frame cut off (io.ErrUnexpectedEOF): the
+// receiver was answering.
+func closedByReceiver(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // judgement is a DeliveryError that may also condemn the connection.

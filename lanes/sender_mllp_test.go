@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -545,6 +546,68 @@ func TestMLLPSenderRedialsAfterIdleClose(t *testing.T) {
 	}
 	if accepted, _, received := r.stats(); accepted != 2 || len(received) != 2 {
 		t.Errorf("accepted %d, received %v", accepted, received)
+	}
+}
+
+// A receiver that takes one message per connection closes it shortly after
+// its ACK: the sender's next message, on that connection before the close
+// reached it, goes unanswered. It is sent again at once on a new
+// connection, not failed: failed, every second message of such a receiver
+// waited out the lane's backoff and counted an attempt (with max_attempts
+// = 1, was set aside).
+func TestMLLPSenderResendsAtOnceWhatAReusedConnectionClosedOn(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var (
+		mu       sync.Mutex
+		accepted int
+		received []string
+	)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			accepted++
+			mu.Unlock()
+			go func() {
+				defer c.Close()
+				fr := hl7.NewFrameReader(c, 1<<20)
+				// The first message is answered; one that comes before the
+				// close (which a real receiver makes a little after) is not.
+				for n := 0; ; n++ {
+					p, err := fr.ReadFrame()
+					if err != nil {
+						return
+					}
+					m, _ := hl7.Parse(p)
+					mu.Lock()
+					received = append(received, m.ControlID())
+					mu.Unlock()
+					if n > 0 {
+						return
+					}
+					_ = hl7.WriteFrame(c, hl7.Ack(m, hl7.AA, ""))
+				}
+			}()
+		}
+	}()
+	s := newTestMLLPSender(t, mllpOutbound(ln.Addr().String()))
+	for _, id := range []string{"MSG1", "MSG2", "MSG3"} {
+		if err := s.Send(t.Context(), testMessage(id)); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"MSG1", "MSG2", "MSG2", "MSG3", "MSG3"}; !slices.Equal(received, want) || accepted != 3 {
+		t.Errorf("received %v on %d connections, want %v on 3", received, accepted, want)
 	}
 }
 
