@@ -14,3 +14,6 @@ import (
 func diskFull(err error) bool {
 	return errors.Is(err, windows.ERROR_DISK_FULL) || errors.Is(err, windows.ERROR_HANDLE_DISK_FULL)
 }
+
+// cannotSyncDir: a directory is not synced on Windows (see syncDir).
+func cannotSyncDir(error) bool { return false }

@@ -53,8 +53,8 @@ type fileSender struct {
 	swept     bool // a sweep has listed the directory
 	mu        sync.Mutex
 	home      os.FileInfo // the directory first written to; nil before
-	// syncFile is (*os.File).Sync; a test makes it hang as a dead file
-	// server does.
+	// syncFile is (*os.File).Sync, of the temporary file and of the
+	// directory; a test makes it hang as a dead file server does.
 	syncFile func(*os.File) error
 }
 
@@ -154,7 +154,7 @@ func (s *fileSender) write(ctx context.Context, final string, payload []byte) (e
 	if err = os.Rename(tmp.Name(), final); err != nil {
 		return err
 	}
-	if err = syncDir(s.dir); err != nil {
+	if err = s.syncDir(); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -214,19 +214,22 @@ func (s *fileSender) sweep() bool {
 	return true
 }
 
-// syncDir makes a rename in dir durable. Windows cannot sync a directory
-// (and does not need to).
-func syncDir(dir string) error {
+// syncDir makes a rename in the directory durable. Windows cannot sync a
+// directory (and does not need to).
+func (s *fileSender) syncDir() error {
 	if runtime.GOOS == "windows" {
 		return nil
 	}
-	d, err := os.Open(dir)
+	d, err := os.Open(s.dir)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	// A file system that cannot sync a directory is no failure: the
+	// message is in place already, and a send reported failed would put it
+	// there again at every retry, each time for the partner to pick up.
+	if err := s.syncFile(d); err != nil && !cannotSyncDir(err) {
+		return fmt.Errorf("syncing directory %s: %w", s.dir, err)
 	}
 	return nil
 }

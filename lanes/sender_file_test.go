@@ -335,6 +335,30 @@ func TestFileSenderOnAFullDiskLeavesNoFileAndIsRetried(t *testing.T) {
 	}
 }
 
+// Some file systems cannot sync a directory (fsync of it fails with EINVAL:
+// some network and FUSE ones). The message is in place by then, where the
+// partner picks it up: reported failed, it was written again at every
+// retry, a duplicate each time, and the lane never moved on.
+func TestFileSenderOnAFileSystemThatCannotSyncADirectoryDelivers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newTestFileSender(t, dir).(*fileSender)
+	s.syncFile = func(f *os.File) error {
+		if fi, err := f.Stat(); err == nil && fi.IsDir() {
+			return &os.PathError{Op: "sync", Path: f.Name(), Err: syscall.EINVAL}
+		}
+		return f.Sync()
+	}
+	m := testMessage("MSG1")
+	if err := s.Send(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, fileSenderName(42)))
+	if err != nil || string(got) != string(m.Payload) {
+		t.Fatalf("the file: %q, %v; want the whole message", got, err)
+	}
+}
+
 // A destination whose directory is not there at its first send (a share not
 // mounted yet at start, with create_directory = false) must still remove
 // the temporary files a crash left on the share once it is mounted: the
