@@ -5,8 +5,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/messagefoundry/mf/config"
@@ -145,6 +147,14 @@ func tlsAdvice(err error) string {
 		return "the destination refused this node's client certificate or wants one: set tls_cert and tls_key to a certificate it trusts"
 	}
 	return ""
+}
+
+// closedByReceiver reports whether err, of a send on a connection, says the
+// receiver closed the connection without answering: an end of stream
+// before any answer, a reset, a broken pipe. Not an answer cut off
+// (io.ErrUnexpectedEOF): the receiver was answering.
+func closedByReceiver(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // Defaults for an Outbound that config.Parse did not fill in (built in code).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
@@ -97,17 +98,12 @@ func newHTTPSender(o config.Outbound) (*httpSender, error) {
 func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 	ctx, cancel := withSendDeadline(ctx, s.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(m.Payload))
+	resp, err := s.post(ctx, m)
 	if err != nil {
-		return permanentError(err, "http %s: building the request for queue id %d", s.name, m.QueueID)
-	}
-	req.Header.Set("Content-Type", HL7ContentType)
-	req.Header.Set("User-Agent", "mf")
-	req.Header.Set(HeaderQueueID, strconv.FormatInt(m.QueueID, 10))
-	req.Header.Set(HeaderControlID, headerSafe(m.ControlID))
-
-	resp, err := s.client.Do(req)
-	if err != nil {
+		var de *DeliveryError
+		if errors.As(err, &de) {
+			return de
+		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			// net/http names the URL as given, with its query and user (it
@@ -148,6 +144,32 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 		}
 	}
 	return de
+}
+
+// post POSTs m. A connection used before that the destination closes
+// without answering (one that closes keep-alive connections a moment after
+// its answer, without Connection: close; an idle timeout crossing the
+// request) is replaced by a new one, at once, once: net/http sends a POST
+// again itself only if none of it was written. A lane's retry sent it
+// again too, but after its backoff, and counted an attempt.
+func (s *httpSender) post(ctx context.Context, m Outgoing) (*http.Response, error) {
+	for resent := false; ; resent = true {
+		var reused bool
+		trace := &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) { reused = c.Reused }}
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.url, bytes.NewReader(m.Payload))
+		if err != nil {
+			return nil, permanentError(err, "http %s: building the request for queue id %d", s.name, m.QueueID)
+		}
+		req.Header.Set("Content-Type", HL7ContentType)
+		req.Header.Set("User-Agent", "mf")
+		req.Header.Set(HeaderQueueID, strconv.FormatInt(m.QueueID, 10))
+		req.Header.Set(HeaderControlID, headerSafe(m.ControlID))
+		resp, err := s.client.Do(req)
+		if err != nil && !resent && reused && ctx.Err() == nil && closedByReceiver(err) {
+			continue
+		}
+		return resp, err
+	}
 }
 
 // retryAfter reads a Retry-After header (RFC 9110 §10.2.3): seconds, or an

@@ -1,6 +1,7 @@
 package lanes
 
 import (
+	"bufio"
 	"context"
 	"encoding/pem"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -445,5 +447,66 @@ func TestHTTPSenderDoesNotWaitOutABodyThatNeverEnds(t *testing.T) {
 		if took > 2*httpDrainWait {
 			t.Errorf("%d with a body that never ends: Send took %v, want at most %v", code, took.Round(time.Millisecond), 2*httpDrainWait)
 		}
+	}
+}
+
+// A destination that closes a keep-alive connection a moment after its
+// answer, without saying Connection: close, leaves the next POST on a
+// connection it no longer reads. That POST is sent again at once on a new
+// connection, not failed: failed, every second message waited out the
+// lane's backoff and counted an attempt.
+func TestHTTPSenderResendsAtOnceWhatAReusedConnectionClosedOn(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var (
+		mu       sync.Mutex
+		accepted int
+		received []string
+	)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			accepted++
+			mu.Unlock()
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				// The first request is answered; one that comes before the
+				// close is read, and not.
+				for n := 0; ; n++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					mu.Lock()
+					received = append(received, req.Header.Get(HeaderControlID))
+					mu.Unlock()
+					if n > 0 {
+						return
+					}
+					_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+				}
+			}()
+		}
+	}()
+	s := newTestHTTPSender(t, httpOutbound("http://"+ln.Addr().String()))
+	for _, id := range []string{"MSG1", "MSG2", "MSG3"} {
+		if err := s.Send(t.Context(), testMessage(id)); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"MSG1", "MSG2", "MSG2", "MSG3", "MSG3"}; !slices.Equal(received, want) || accepted != 3 {
+		t.Errorf("received %v on %d connections, want %v on 3", received, accepted, want)
 	}
 }

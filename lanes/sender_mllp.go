@@ -6,13 +6,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -356,14 +354,6 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 		}
 		return derr.DeliveryError
 	}
-}
-
-// closedByReceiver reports whether err, an exchange's, says the receiver
-// closed the connection without answering: an end of stream between frames,
-// a reset, a broken pipe. Not a frame cut off (io.ErrUnexpectedEOF): the
-// receiver was answering.
-func closedByReceiver(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // judgement is a DeliveryError that may also condemn the connection.
