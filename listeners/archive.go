@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/messagefoundry/mf/internal/noreplace"
 )
 
 // archiveFile moves src into dir under name, or, when dir holds a file of
@@ -18,31 +19,10 @@ import (
 func archiveFile(src, dir, name string) (string, error) {
 	dest := filepath.Join(dir, name)
 	for try := 0; ; try++ {
-		err := moveNoReplace(src, dest)
+		err := noreplace.Move(src, dest)
 		if !errors.Is(err, fs.ErrExist) || try == 100 {
 			return filepath.Base(dest), err
 		}
 		dest = filepath.Join(dir, fmt.Sprintf("%s.%d", name, time.Now().UnixNano()))
 	}
-}
-
-// linkThenRemove moves src to dest unless dest exists (fs.ErrExist), where
-// renaming without replacing is not to be had: a hard link fails on an
-// existing name, atomically. A crash between the link and the removal
-// leaves the file in both places, and the inbound reads it again (its
-// messages stored twice, none lost). A file system without hard links
-// (FAT, some network shares) falls back to a look and a rename, which
-// leaves the window this closes elsewhere.
-func linkThenRemove(src, dest string) error {
-	err := os.Link(src, dest)
-	switch {
-	case err == nil:
-		return os.Remove(src)
-	case errors.Is(err, fs.ErrExist), errors.Is(err, fs.ErrNotExist):
-		return err
-	}
-	if _, serr := os.Lstat(dest); serr == nil {
-		return fs.ErrExist
-	}
-	return os.Rename(src, dest)
 }

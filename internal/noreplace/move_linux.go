@@ -1,4 +1,4 @@
-package listeners
+package noreplace
 
 import (
 	"errors"
@@ -7,10 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// moveNoReplace renames src to dest in one step, failing with fs.ErrExist
-// if dest exists (renameat2 RENAME_NOREPLACE, Linux 3.15). A file system
-// that does not support the flag (EINVAL) gets linkThenRemove.
-func moveNoReplace(src, dest string) error {
+// Move renames src to dest in one step, failing with fs.ErrExist if dest
+// exists (renameat2 RENAME_NOREPLACE, Linux 3.15). A file system that does
+// not support the flag (EINVAL) gets a hard link and a removal.
+func Move(src, dest string) error {
 	err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dest, unix.RENAME_NOREPLACE)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
 		return linkThenRemove(src, dest)
