@@ -13,6 +13,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/storage"
@@ -334,8 +335,8 @@ func (m *Manager) start(ctx actor.Context) {
 			m.env.Log.Error().Err(err).Str("destination", o.Name).Msg("cannot set up the destination; its lanes will not deliver until the config is fixed and reloaded")
 			continue
 		}
-		if ms, ok := s.(*mllpSender); ok {
-			ms.setLog(m.env.Log.With().Str("destination", o.Name).Logger())
+		if ls, ok := s.(interface{ setLog(zerolog.Logger) }); ok { // mllp, file
+			ls.setLog(m.env.Log.With().Str("destination", o.Name).Logger())
 		}
 		m.dests[o.Name] = o
 		m.senders[o.Name] = s

@@ -1,9 +1,11 @@
 package lanes
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -14,7 +16,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/internal/noreplace"
 )
 
 // File permissions of what the file sender creates: messages are PHI, so
@@ -27,8 +32,13 @@ const (
 // fileSender writes each message to its own file in a directory (DESIGN §7).
 //
 // The file is named after the queue row, <queue id, 20 digits>.hl7, so the
-// names sort in FIFO order and a redelivery of the same row (at least once)
-// rewrites the same file instead of adding a duplicate. A file appears
+// names sort in FIFO order. It never replaces a file (see place): a file of
+// that name holding the same bytes is the row's own earlier write (a
+// redelivery, at least once), and the row counts delivered without a
+// duplicate; one holding other bytes is another message (queue ids start
+// again with a new store, and two nodes with stores of their own may share
+// the directory), which the partner may not have picked up yet, and the row
+// goes under the next free name, <id>-<n>.hl7, with a WARN. A file appears
 // whole or not at all: the message is written to a hidden temporary file in
 // the same directory, synced, renamed into place, and the directory synced,
 // so that neither a reader nor a crash ever sees half a message. A crash
@@ -56,7 +66,12 @@ type fileSender struct {
 	// syncFile is (*os.File).Sync, of the temporary file and of the
 	// directory; a test makes it hang as a dead file server does.
 	syncFile func(*os.File) error
+	log      zerolog.Logger // the destination's; see place
 }
+
+// fileSenderNames is how many names place tries for a message, its own
+// and <id>-1.hl7 to <id>-99.hl7, before it gives up (retryably).
+const fileSenderNames = 100
 
 // fileSenderTemp matches the names of the file sender's temporary files,
 // with a sender's tag (16 hex digits) or without (the names of earlier
@@ -68,8 +83,11 @@ func newFileSender(o config.Outbound) (*fileSender, error) {
 		return nil, errors.New("directory: required for type = \"file\"")
 	}
 	return &fileSender{name: o.Name, dir: o.Directory, create: o.CreateDirectory, timeout: sendTimeout(o),
-		tag: fmt.Sprintf("%016x", rand.Uint64()), syncFile: (*os.File).Sync}, nil
+		tag: fmt.Sprintf("%016x", rand.Uint64()), syncFile: (*os.File).Sync, log: zerolog.Nop()}, nil
 }
+
+// setLog gives the sender the logger of its destination (see place).
+func (s *fileSender) setLog(log zerolog.Logger) { s.log = log }
 
 // fileSenderName is the name the file sender gives the message of queue row id.
 func fileSenderName(queueID int64) string { return fmt.Sprintf("%020d.hl7", queueID) }
@@ -99,7 +117,7 @@ func (s *fileSender) Send(ctx context.Context, m Outgoing) error {
 			s.swept = s.sweep()
 		}
 		s.sweepMu.Unlock()
-		done <- s.write(ctx, final, m.Payload)
+		done <- s.write(ctx, final, m)
 	}()
 	var err error
 	select {
@@ -120,8 +138,9 @@ func (s *fileSender) Send(ctx context.Context, m Outgoing) error {
 	return nil
 }
 
-// write puts payload in place as final, unless ctx ends before the rename.
-func (s *fileSender) write(ctx context.Context, final string, payload []byte) (err error) {
+// write puts m's payload in place as final (or final's next free name, see
+// place), unless ctx ends before the rename.
+func (s *fileSender) write(ctx context.Context, final string, m Outgoing) (err error) {
 	dir, err := s.directory()
 	if err != nil {
 		return err
@@ -139,7 +158,7 @@ func (s *fileSender) write(ctx context.Context, final string, payload []byte) (e
 	if err = tmp.Chmod(fileSenderFileMode); err != nil {
 		return err
 	}
-	if _, err = tmp.Write(payload); err != nil {
+	if _, err = tmp.Write(m.Payload); err != nil {
 		return err
 	}
 	if err = s.syncFile(tmp); err != nil {
@@ -151,7 +170,7 @@ func (s *fileSender) write(ctx context.Context, final string, payload []byte) (e
 	if err = ctx.Err(); err != nil {
 		return err // Send has given up: the message must not appear now
 	}
-	if err = os.Rename(tmp.Name(), final); err != nil {
+	if err = s.place(tmp.Name(), final, m); err != nil {
 		return err
 	}
 	if err = s.syncDir(); err != nil {
@@ -163,6 +182,56 @@ func (s *fileSender) write(ctx context.Context, final string, payload []byte) (e
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// place moves tmp, which holds m's payload, to final, never over a file
+// already there: a rename replaced it, and a message the partner had not
+// picked up yet was lost without a word. A file of the name that holds the
+// same bytes is this row's own earlier write (the send, or its record,
+// lost to a crash after the rename): tmp goes, and the row counts
+// delivered. One that holds other bytes (or cannot be read) is another
+// message, and m goes under the next free name, <id>-<n>.hl7, each looked
+// at the same way, so that a redelivery finds its own file there too.
+func (s *fileSender) place(tmp, final string, m Outgoing) error {
+	name := final
+	for n := 1; ; n++ {
+		err := noreplace.Move(tmp, name)
+		if err == nil {
+			if name != final {
+				s.log.Warn().Int64("queue_id", m.QueueID).Str("control_id", m.ControlID).Str("taken", final).Str("written", name).
+					Msg("file name taken by another file (a store started afresh, so that queue ids count again, or another writer in the directory): it is left as it is, and the message written under the next free name")
+			}
+			return nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		if sameContent(name, m.Payload) {
+			if err := os.Remove(tmp); err != nil {
+				return fmt.Errorf("%s already holds this message (an earlier write of it); removing the temporary file: %w", name, err)
+			}
+			return nil
+		}
+		if n == fileSenderNames {
+			return fmt.Errorf("%s and the names after it up to %s are all taken by files of other messages (a store started afresh, or another writer in the directory): have them picked up or moved away", final, name)
+		}
+		name = strings.TrimSuffix(final, ".hl7") + fmt.Sprintf("-%d.hl7", n)
+	}
+}
+
+// sameContent reports whether the file at path holds exactly want; false
+// when it cannot be read.
+func sameContent(path string, want []byte) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(want)) {
+		return false
+	}
+	got, err := io.ReadAll(io.LimitReader(f, int64(len(want))+1))
+	return err == nil && bytes.Equal(got, want)
 }
 
 // directory returns the directory to write to, after checking that it is

@@ -7,11 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/actors/enginetest/logbuf"
 	"github.com/messagefoundry/mf/config"
 )
 
@@ -73,25 +78,34 @@ func TestFileSenderWritesOneFilePerQueueRow(t *testing.T) {
 	}
 }
 
-func TestFileSenderRedeliveryRewritesTheSameFile(t *testing.T) {
+// A redelivery of a row whose file is in place already (the send, or its
+// record, lost after the rename; or a directory sync that failed after it)
+// finds its own bytes there: delivered, no second file, and the directory
+// synced, since the earlier write's sync may never have happened.
+func TestFileSenderRedeliveryFindsItsOwnFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	s := newTestFileSender(t, dir)
-	first := testMessage("MSG1")
-	first.Payload = append(first.Payload, "NTE|1||a longer first version of the message\r"...)
-	if err := s.Send(t.Context(), first); err != nil {
+	s := newTestFileSender(t, dir).(*fileSender)
+	var dirSyncs atomic.Int32
+	s.syncFile = func(f *os.File) error {
+		if fi, err := f.Stat(); err == nil && fi.IsDir() && dirSyncs.Add(1) == 1 {
+			return &os.PathError{Op: "sync", Path: f.Name(), Err: syscall.EIO}
+		}
+		return f.Sync()
+	}
+	m := testMessage("MSG1")
+	wantDeliveryError(t, s.Send(t.Context(), m), false, "syncing directory")
+	if err := s.Send(t.Context(), m); err != nil { // the same row, delivered again
 		t.Fatal(err)
 	}
-	again := testMessage("MSG1") // the same row, delivered again (at least once)
-	if err := s.Send(t.Context(), again); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := os.ReadFile(filepath.Join(dir, "00000000000000000042.hl7"))
-	if string(got) != string(again.Payload) {
-		t.Errorf("file holds %q, want the redelivered payload exactly", got)
+	if got, _ := os.ReadFile(filepath.Join(dir, "00000000000000000042.hl7")); string(got) != string(m.Payload) {
+		t.Errorf("file holds %q, want the payload exactly", got)
 	}
 	if names := listDir(t, dir); len(names) != 1 {
 		t.Errorf("directory holds %v, want one file", names)
+	}
+	if n := dirSyncs.Load(); n != 2 {
+		t.Errorf("the directory was synced %d times; want 2: the redelivery must sync it too", n)
 	}
 }
 
@@ -383,5 +397,65 @@ func TestFileSenderRemovesTheLeftoversOfADirectoryMountedLate(t *testing.T) {
 	}
 	if got, want := fmt.Sprint(listDir(t, dir)), "[00000000000000000042.hl7]"; got != want {
 		t.Errorf("directory holds %s, want %s (the crashed write's temporary file removed)", got, want)
+	}
+}
+
+// Queue ids start again with a new store (mf.db deleted, a new cluster
+// database), and two nodes with stores of their own may write to one
+// directory: a file of the row's name that holds another message is one the
+// partner has not picked up yet. Renaming over it lost that message without
+// a word; it stays, and the row is written under the next free name.
+func TestFileSenderNeverReplacesAnotherFileOfItsName(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	taken := filepath.Join(dir, "00000000000000000042.hl7")
+	other := []byte("MSH|^~\\&|OTHER|STORE|||20240115083015||ADT^A01|OTHER1|P|2.5.1\r")
+	if err := os.WriteFile(taken, other, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	s := newTestFileSender(t, dir).(*fileSender)
+	var logs logbuf.Buffer
+	s.setLog(zerolog.New(&logs))
+	m := testMessage("MSG1")
+	for range 2 { // the second a redelivery, which finds its own file
+		if err := s.Send(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := os.ReadFile(taken); err != nil || string(got) != string(other) {
+		t.Fatalf("%s holds %q (%v) after the send; want the other file's bytes untouched: it was replaced, its message lost", taken, got, err)
+	}
+	next := filepath.Join(dir, "00000000000000000042-1.hl7")
+	if got, err := os.ReadFile(next); err != nil || string(got) != string(m.Payload) {
+		t.Errorf("%s holds %q (%v); want the message sent", next, got, err)
+	}
+	if names := listDir(t, dir); len(names) != 2 {
+		t.Errorf("directory holds %v, want the other file and the message", names)
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], `"level":"warn"`) || !strings.Contains(lines[0], `"taken":"`+taken+`"`) ||
+		!strings.Contains(lines[0], `"written":"`+next+`"`) || strings.Contains(lines[0], "SECRET") || strings.Contains(lines[0], "OTHER1") {
+		t.Errorf("logged %q; want one WARN naming both files and no payload", logs.String())
+	}
+}
+
+// Names are taken up to a point: past <id>-99.hl7 the send fails, retryably,
+// saying what to do, and replaces nothing.
+func TestFileSenderGivesUpWhenEveryNameIsTaken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for n := range fileSenderNames {
+		name := "00000000000000000042.hl7"
+		if n > 0 {
+			name = fmt.Sprintf("00000000000000000042-%d.hl7", n)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("other"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newTestFileSender(t, dir)
+	wantDeliveryError(t, s.Send(t.Context(), testMessage("MSG1")), false, "have them picked up or moved away")
+	if names := listDir(t, dir); len(names) != fileSenderNames {
+		t.Errorf("directory holds %d files; want the %d there before, no temporary file left", len(names), fileSenderNames)
 	}
 }
