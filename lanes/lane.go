@@ -728,14 +728,15 @@ func (l *laneActor) delivered(log zerolog.Logger, took time.Duration, called tim
 
 // sendFailed logs a send that failed and is tried again after retryIn: at
 // DEBUG (msg), and through the destination's outage, so that a destination
-// down is a WARN when its failures start and once a minute while they last
-// (with how many so far), not one at each attempt of each of its lanes.
+// down is a WARN at most once a minute (when its failures start, unless its
+// last WARN is less than a minute old, and while they last), with how many
+// so far, not one at each attempt of each of its lanes.
 func (l *laneActor) sendFailed(log zerolog.Logger, err error, retryIn time.Duration, msg string) {
 	err = forLog(err, l.env.logPayloads())
 	log.Debug().Err(err).Dur("retry_in", retryIn).Msg(msg)
 	if report, n := l.failing.failed(time.Now()); report {
 		log.Warn().Err(err).Dur("retry_in", retryIn).Int("failures", n).
-			Msg("deliveries to the destination fail, logged when it starts and once a minute while it lasts, with the failures since the last delivery " +
+			Msg("deliveries to the destination fail, logged at most once a minute while it lasts, with the failures since the last delivery " +
 				"(GET /lanes shows each lane's last error); this one: " + msg)
 	}
 }
