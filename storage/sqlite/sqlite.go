@@ -165,7 +165,8 @@ const dbFileMode = 0o600
 
 // createPrivate creates the database file, empty (which SQLite takes for an
 // empty database), with dbFileMode if it does not exist. An existing file
-// keeps the mode its operator gave it; one that others can read is logged.
+// keeps the mode its operator gave it; one that others can read is logged,
+// and one this process cannot write is refused.
 func createPrivate(path string, log zerolog.Logger) error {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, dbFileMode)
 	if err == nil {
@@ -173,6 +174,18 @@ func createPrivate(path string, log zerolog.Logger) error {
 	}
 	if !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("sqlite: create %s: %w", path, err)
+	}
+	// SQLite opens a file it cannot write read-only, without a word, and
+	// every write then fails: the engine would start, bind its ports and
+	// answer every message AE. The -wal and -shm files a crash left behind
+	// (made by another user, say) are written too.
+	for _, name := range []string{path, path + "-wal", path + "-shm"} {
+		if fi, err := os.Stat(name); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if err := canWrite(name); err != nil {
+			return fmt.Errorf("sqlite: %s cannot be written (%w): mf stores every message it accepts there; give the user mf runs as write access to it (chown or chmod it, or move it off a read-only file system)", name, err)
+		}
 	}
 	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o007 != 0 {
 		log.Warn().Str("path", path).Str("mode", fi.Mode().Perm().String()).
