@@ -280,3 +280,46 @@ func TestASQLiteStoreThatCannotBeOpenedIsNamed(t *testing.T) {
 		t.Fatalf("mf migrate of a store.path that is a directory: %v; want an error naming store.path and the path", err)
 	}
 }
+
+// A store.path that holds something other than mf's database is refused
+// with what it is, and left as it was; a store another mf runs on is
+// refused as in use. Both carried a hint that the directory must exist and
+// be writable and the path not be a directory, which held for neither and
+// sent the operator to check permissions.
+func TestASQLiteStoreThatCannotBeUsedSaysWhy(t *testing.T) {
+	t.Run("not a database", func(t *testing.T) {
+		dir := t.TempDir()
+		db := filepath.Join(dir, "mf.db")
+		junk := []byte("MSH|^~\\&|a file of messages, not a database\r")
+		if err := os.WriteFile(db, junk, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "mf.toml")
+		if err := os.WriteFile(path, []byte("[store]\npath = \""+db+"\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := runMF(t, "migrate", "--config", path)
+		if err == nil || !strings.Contains(err.Error(), db+" is not a SQLite database") || strings.Contains(err.Error(), "directory must exist") {
+			t.Fatalf("mf migrate of a store.path that is not a database: %v; want it said, without a hint about its directory", err)
+		}
+		if b, err := os.ReadFile(db); err != nil || !bytes.Equal(b, junk) {
+			t.Fatalf("the file at store.path after mf migrate: %q, %v; want it left as it was", b, err)
+		}
+	})
+	t.Run("in use", func(t *testing.T) {
+		path := writeConfig(t)
+		db := filepath.Join(filepath.Dir(path), "mf.db")
+		other, err := sqlite.Open(context.Background(), sqlite.Options{Path: db, Exclusive: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		if err := os.WriteFile(path, []byte("[store]\npath = \""+db+"\"\n[api]\nlisten = \""+enginetest.FreeAddr(t)+"\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err = runMF(t, "run", "--config", path)
+		if err == nil || !strings.Contains(err.Error(), "in use by another mf process") || strings.Contains(err.Error(), "directory must exist") {
+			t.Fatalf("mf run on a store another process runs on: %v; want it refused as in use, without a hint about its directory", err)
+		}
+	})
+}

@@ -28,9 +28,9 @@ func openStore(ctx context.Context, cfg *config.Config, engine bool, log zerolog
 	case config.BackendSQLite:
 		st, err := sqlite.Open(ctx, sqlite.Options{Path: s.Path, PoolSize: s.PoolSize, Exclusive: engine, Log: log})
 		if err != nil {
-			// SQLite's own words ("unable to open database file") name
-			// neither the key nor the file.
-			return nil, fmt.Errorf("store.path %q: %w (its directory must exist and be writable, and the path must not be a directory)", s.Path, err)
+			// The store says what is wrong with the file; the key is the
+			// config's.
+			return nil, fmt.Errorf("store.path %q: %w", s.Path, err)
 		}
 		return st, nil
 	case config.BackendPostgres:

@@ -175,6 +175,9 @@ func createPrivate(path string, log zerolog.Logger) error {
 	if !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("sqlite: create %s: %w", path, err)
 	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("sqlite: %s is a directory: the store's path names its database file (created if missing)", path)
+	}
 	// SQLite opens a file it cannot write read-only, without a word, and
 	// every write then fails: the engine would start, bind its ports and
 	// answer every message AE. The -wal and -shm files a crash left behind
@@ -217,8 +220,15 @@ func (s *Store) checkPragmas(ctx context.Context, busyTimeout time.Duration) err
 	var journal string
 	var synchronous, foreignKeys, busyMS int64
 	err := s.db.QueryRowContext(ctx, queries.Get("pragma_check")).Scan(&journal, &synchronous, &foreignKeys, &busyMS)
-	if err != nil {
-		return fmt.Errorf("sqlite: open database: %w", err)
+	var e *sqlite.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_NOTADB:
+		return fmt.Errorf("sqlite: %s is not a SQLite database (%w): mf leaves it as it is; point the store's path at mf's database, or move this file aside for mf to start an empty one there", s.path, err)
+	case errors.As(err, &e) && (e.Code()&0xff == sqlite3.SQLITE_CANTOPEN || e.Code() == sqlite3.SQLITE_READONLY_DIRECTORY):
+		return fmt.Errorf("sqlite: open %s: %w (its directory must exist and be writable: SQLite makes the -wal and -shm files beside it)", s.path, err)
+	default:
+		return fmt.Errorf("sqlite: open %s: %w", s.path, err)
 	}
 	// synchronous 2 is FULL.
 	if !strings.EqualFold(journal, "wal") || synchronous != 2 || foreignKeys != 1 || busyMS != busyTimeout.Milliseconds() {
