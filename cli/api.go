@@ -218,7 +218,7 @@ func leaderLine(n api.ClusterNodes, now time.Time) string {
 }
 
 func tokenCommand() *cli.Command {
-	return &cli.Command{
+	token := &cli.Command{
 		Name:  "token",
 		Usage: "API tokens",
 		Subcommands: []*cli.Command{{
@@ -253,4 +253,6 @@ func tokenCommand() *cli.Command {
 			},
 		}},
 	}
+	token.Action = unknownCommand("token", func() []*cli.Command { return token.Subcommands }, cli.ShowSubcommandHelp)
+	return token
 }

@@ -28,7 +28,7 @@ func Main(args []string) int {
 
 // App builds the command tree writing to stdout and stderr.
 func App(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:      "mf",
 		Usage:     "MessageFoundry: an HL7 v2 integration engine",
 		Version:   Version,
@@ -48,6 +48,34 @@ func App(stdout, stderr io.Writer) *cli.App {
 			versionCommand(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // Main prints the error once
+	}
+	app.Action = unknownCommand("", func() []*cli.Command { return app.Commands }, cli.ShowAppHelp)
+	return app
+}
+
+// unknownCommand is the action of a command whose work is in its
+// subcommands (mf itself, mf token): without an argument it shows its
+// help; an argument is a command it does not have, named with those it has.
+// urfave/cli's own answer, "No help topic for 'stauts'", read as a question
+// about help.
+// name is the command's name after mf ("" for mf itself).
+func unknownCommand(name string, commands func() []*cli.Command, help func(*cli.Context) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if c.NArg() == 0 {
+			return help(c)
+		}
+		var names []string
+		for _, cmd := range commands() {
+			if !cmd.Hidden && cmd.Name != "help" {
+				names = append(names, cmd.Name)
+			}
+		}
+		prefix, full := "", "mf"
+		if name != "" {
+			prefix, full = name+": ", "mf "+name
+		}
+		return fmt.Errorf("%sunknown command %q: the commands are %s (%s --help describes them)",
+			prefix, c.Args().First(), strings.Join(names, ", "), full)
 	}
 }
 

@@ -323,3 +323,15 @@ func TestASQLiteStoreThatCannotBeUsedSaysWhy(t *testing.T) {
 		}
 	})
 }
+
+// A mistyped command is named as unknown, with the commands there are: it
+// was "No help topic for 'stauts'", which reads as a question about help.
+func TestAnUnknownCommandIsNamed(t *testing.T) {
+	for _, args := range [][]string{{"stauts"}, {"token", "neww"}} {
+		out, err := runMF(t, args...)
+		bad := args[len(args)-1]
+		if err == nil || !strings.Contains(err.Error(), `unknown command "`+bad+`"`) {
+			t.Errorf("mf %s: error %v, printed %q; want %q named as an unknown command", strings.Join(args, " "), err, out, bad)
+		}
+	}
+}
