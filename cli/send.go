@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,13 @@ func sendCommand() *cli.Command {
 			}
 			if err := config.CheckHostPort(c.String("to"), false); err != nil {
 				return fmt.Errorf("send: --to: %w", err)
+			}
+			// urfave/cli stops at the first file: a flag after it is taken
+			// for a file name. One that names no file is that flag.
+			for _, f := range c.Args().Slice() {
+				if _, err := os.Stat(f); err != nil && strings.HasPrefix(f, "-") {
+					return fmt.Errorf("send: %q is a flag after the files: flags go before them (mf send --to HOST:PORT FILE...)", f)
+				}
 			}
 			var msgs [][]byte
 			for _, f := range c.Args().Slice() {

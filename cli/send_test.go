@@ -103,3 +103,17 @@ func TestSendDoesNotCallAMessageWithoutAnACKAccepted(t *testing.T) {
 		t.Fatalf("mf send of an MSH-15 ER message to a receiver that refuses it: error %v, printed %q; want it reported sent without an ACK, not accepted", err, out)
 	}
 }
+
+// A flag after the files (mf send FILE --to HOST:PORT) is named as one,
+// with where flags go, and nothing is sent: it was "open --to: no such
+// file or directory", which names a file nobody meant.
+func TestSendSaysFlagsGoBeforeTheFiles(t *testing.T) {
+	msg := filepath.Join(t.TempDir(), "adt.hl7")
+	if err := os.WriteFile(msg, []byte("MSH|^~\\&|A|B|C|D|20240101000000||ADT^A01|C1|P|2.5.1\rPID|1||P1\r"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runMF(t, "send", msg, "--to", enginetest.FreeAddr(t))
+	if err == nil || !strings.Contains(err.Error(), `"--to" is a flag after the files`) || out != "" {
+		t.Fatalf("mf send FILE --to ADDR: error %v, printed %q; want --to named as a flag after the files, and nothing sent", err, out)
+	}
+}
