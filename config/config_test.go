@@ -939,3 +939,18 @@ func TestAnMLLPDestinationLoopingBackToItsInboundIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// A file that starts with a UTF-8 byte order mark (what Windows Notepad
+// saves as "UTF-8 with BOM") loads as the same file without it, errors
+// still on their line: it was refused with "invalid character at start of
+// key: U+00EF 'ï'", which shows no character the operator can see.
+func TestAFileWithAByteOrderMarkLoads(t *testing.T) {
+	c, err := config.Parse([]byte("\ufeff[store]\npath = \"x.db\"\n"+minimal), "site.toml")
+	if err != nil || c.Store.Path != "x.db" {
+		t.Fatalf("a config that starts with a UTF-8 byte order mark: %v; want it loaded (store.path x.db)", err)
+	}
+	_, err = config.Parse([]byte("\ufeff[store]\nbakend = \"sqlite\"\n"), "site.toml")
+	if err == nil || !strings.Contains(err.Error(), "site.toml:2") || !strings.Contains(err.Error(), `"store.bakend"`) {
+		t.Fatalf("an unknown key after a byte order mark: %v; want it named on line 2", err)
+	}
+}

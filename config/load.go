@@ -120,6 +120,10 @@ const MaxMessageBytes = 512 << 20
 // Parse decodes, defaults and validates a config; name is the file named in
 // errors.
 func Parse(b []byte, name string) (*Config, error) {
+	// Windows editors save "UTF-8 with BOM"; go-toml takes the mark for
+	// the start of a key ("invalid character U+00EF"). Dropped, the lines
+	// and columns of errors are still those an editor shows.
+	b = bytes.TrimPrefix(b, []byte("\ufeff"))
 	c := &Config{Path: name}
 	dec := toml.NewDecoder(bytes.NewReader(b)).DisallowUnknownFields()
 	if err := dec.Decode(c); err != nil {
