@@ -3,6 +3,7 @@ package sqlite
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -16,7 +17,15 @@ import (
 type processLock struct{ f *os.File }
 
 func lockFile(path string) (*processLock, error) {
+	// The lock belongs to the file, not to the path that names it: an
+	// engine reaching it through a symbolic link (a second config naming
+	// /var/lib/mf/mf.db, a link to /data/mf.db) locked another PATH.lock
+	// and ran beside the first. SQLite follows the link too: its -wal and
+	// -shm are beside the file itself. A file not made yet has no link.
 	name := path + ".lock"
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		name = real + ".lock"
+	}
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open lock file %s: %w", name, err)
