@@ -954,3 +954,15 @@ func TestAFileWithAByteOrderMarkLoads(t *testing.T) {
 		t.Fatalf("an unknown key after a byte order mark: %v; want it named on line 2", err)
 	}
 }
+
+// log_payloads written after a [table] is, to TOML, a key of that table:
+// the error says to move it above the first table. It said to check its
+// spelling, which is right, and the operator had nothing to change.
+func TestATopLevelKeyInsideATableSaysToMoveIt(t *testing.T) {
+	for _, file := range []string{"[store]\npath = \"x.db\"\nlog_payloads = true\n", minimal + "log_payloads = true\n"} {
+		_, err := config.Parse([]byte(file), "site.toml")
+		if err == nil || !strings.Contains(err.Error(), "log_payloads is a top-level key") || !strings.Contains(err.Error(), "above the first [table]") {
+			t.Errorf("log_payloads after a table: %v; want it said to be a top-level key, to move above the first [table]", err)
+		}
+	}
+}

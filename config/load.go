@@ -203,13 +203,39 @@ func (c *Config) keysOfOtherTypes(written map[string]bool) error {
 }
 
 // decodeError names the file, the key and the line of a decode error.
+// topLevelKeys are the keys of the file's top level that are not tables
+// (log_payloads).
+var topLevelKeys = func() map[string]bool {
+	keys := map[string]bool{}
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if name != "" && name != "-" && f.Type.Kind() != reflect.Struct && f.Type.Kind() != reflect.Slice {
+			keys[name] = true
+		}
+	}
+	return keys
+}()
+
 func decodeError(name string, err error) error {
 	var strict *toml.StrictMissingError
 	if errors.As(err, &strict) {
 		var msgs []string
+		misplaced := false
 		for _, e := range strict.Errors {
 			row, _ := e.Position()
-			msgs = append(msgs, fmt.Sprintf("%s:%d: unknown key %q", name, row, strings.Join(e.Key(), ".")))
+			msg := fmt.Sprintf("%s:%d: unknown key %q", name, row, strings.Join(e.Key(), "."))
+			// TOML puts a key written after [store] into [store]: a
+			// top-level key there is spelt right and in the wrong place.
+			if k := e.Key(); len(k) > 1 && topLevelKeys[k[len(k)-1]] {
+				msg += fmt.Sprintf(": %s is a top-level key, and TOML reads every key after a [table] line as that table's: move it above the first [table]", k[len(k)-1])
+				misplaced = true
+			}
+			msgs = append(msgs, msg)
+		}
+		if misplaced && len(msgs) == 1 {
+			return fmt.Errorf("config: %s", msgs[0])
 		}
 		return fmt.Errorf("config: %s (check its spelling against the configuration reference in README.md)", strings.Join(msgs, "; "))
 	}
