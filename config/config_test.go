@@ -966,3 +966,27 @@ func TestATopLevelKeyInsideATableSaysToMoveIt(t *testing.T) {
 		}
 	}
 }
+
+// A file, or a part of one, in UTF-16 (what Windows PowerShell 5's > and
+// >> write, as in mf token new >> mf.toml) is refused saying so, on the
+// line where it starts: it was "invalid character at start of key: U+00FF
+// 'ÿ'", or a NUL, which do not say what is wrong with the file.
+func TestAFileInUTF16IsRefusedSayingSo(t *testing.T) {
+	utf16 := func(s string) string {
+		var b strings.Builder
+		for _, r := range s {
+			b.WriteByte(byte(r))
+			b.WriteByte(0)
+		}
+		return b.String()
+	}
+	for _, tc := range []struct{ name, file, line string }{
+		{"whole", "\xff\xfe" + utf16("[store]\r\npath = \"x.db\"\r\n"), "site.toml:1"},
+		{"appended", minimal + "\xff\xfe" + utf16("[[api.tokens]]\r\nname = \"ops\"\r\n"), fmt.Sprintf("site.toml:%d", strings.Count(minimal, "\n")+1)},
+	} {
+		_, err := config.Parse([]byte(tc.file), "site.toml")
+		if err == nil || !strings.Contains(err.Error(), tc.line+": ") || !strings.Contains(err.Error(), "UTF-16") {
+			t.Errorf("%s: %v; want the file said to be UTF-16 from %s", tc.name, err, tc.line)
+		}
+	}
+}

@@ -124,6 +124,12 @@ func Parse(b []byte, name string) (*Config, error) {
 	// the start of a key ("invalid character U+00EF"). Dropped, the lines
 	// and columns of errors are still those an editor shows.
 	b = bytes.TrimPrefix(b, []byte("\ufeff"))
+	// TOML holds no NUL; UTF-16 text is half NULs. go-toml's words for it
+	// name a character ("U+00FF 'ÿ'") and not the encoding.
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return nil, fmt.Errorf("config: %s:%d: NUL bytes from this line on: the file, or this part of it, is UTF-16 (what Windows PowerShell's > and >> write), and a config file is UTF-8: save it as UTF-8 (Out-File -Encoding utf8, or Add-Content)",
+			name, bytes.Count(b[:i], []byte("\n"))+1)
+	}
 	c := &Config{Path: name}
 	dec := toml.NewDecoder(bytes.NewReader(b)).DisallowUnknownFields()
 	if err := dec.Decode(c); err != nil {
