@@ -26,6 +26,11 @@ func loadConfig(c *cli.Context) (*config.Config, error) {
 	if p := c.String("config"); p != "" {
 		return config.Load(p)
 	}
+	// Given, but empty ("$CFG" of an unset variable): taken for not given,
+	// mf check checked the built-in default and said ok, and mf run ran it.
+	if c.IsSet("config") {
+		return nil, errors.New("--config (or MF_CONFIG) is empty: name the config file, or leave both out for ./mf.toml or the built-in default")
+	}
 	if _, err := os.Stat("mf.toml"); err == nil {
 		return config.Load("mf.toml")
 	} else if !errors.Is(err, fs.ErrNotExist) {

@@ -335,3 +335,22 @@ func TestAnUnknownCommandIsNamed(t *testing.T) {
 		}
 	}
 }
+
+// An empty --config (mf check --config "$CFG" with CFG unset) is refused:
+// it was taken for no --config, so mf check checked the built-in default
+// and said ok, and mf run ran it. So is an empty MF_CONFIG. (mf run reads
+// its config as these do; run here, the engine would run until the test
+// timed out.)
+func TestAnEmptyConfigIsRefused(t *testing.T) {
+	t.Chdir(t.TempDir()) // no ./mf.toml: the built-in default's place
+	for _, cmd := range []string{"check", "migrate", "reload"} {
+		out, err := runMF(t, cmd, "--config", "")
+		if err == nil || !strings.Contains(err.Error(), "--config (or MF_CONFIG) is empty") {
+			t.Errorf("mf %s --config '': %v, printed %q; want it refused as empty", cmd, err, out)
+		}
+	}
+	t.Setenv("MF_CONFIG", "")
+	if out, err := runMF(t, "check"); err == nil || !strings.Contains(err.Error(), "--config (or MF_CONFIG) is empty") {
+		t.Errorf("MF_CONFIG= mf check: %v, printed %q; want it refused as empty", err, out)
+	}
+}
