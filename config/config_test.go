@@ -990,3 +990,18 @@ func TestAFileInUTF16IsRefusedSayingSo(t *testing.T) {
 		}
 	}
 }
+
+// An inbound that no [[route]] reads from is warned of: every message it
+// accepts is answered AA, stored unrouted and delivered nowhere, logged at
+// DEBUG only (as for a message a filter leaves out by design), and nothing
+// said so at start or in mf check.
+func TestAnInboundNoRouteReadsFromIsWarnedOf(t *testing.T) {
+	c, err := config.Parse([]byte(minimal+"[[inbound]]\nname = \"orders_in\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:2580\"\n"), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := strings.Join(c.Warnings(), "\n")
+	if !strings.Contains(w, "inbound[1] (orders_in): no [[route]] reads from it") || strings.Contains(w, "adt_in") {
+		t.Fatalf("warnings %q; want inbound[1] (orders_in) named as read by no route, and adt_in not", w)
+	}
+}

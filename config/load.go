@@ -1020,6 +1020,18 @@ func (c *Config) Warnings() []string {
 			}
 		}
 	}
+	// A message no route takes is answered AA and stored unrouted, logged
+	// at DEBUG only (a filter may leave a message type out by design); an
+	// inbound no route reads from does that to every message it accepts.
+	routed := map[string]bool{}
+	for _, r := range c.Route {
+		routed[r.From] = true
+	}
+	for i, in := range c.Inbound {
+		if !routed[in.Name] {
+			w = append(w, fmt.Sprintf("inbound[%d] (%s): no [[route]] reads from it: every message it accepts is acknowledged AA, stored as unrouted and delivered nowhere; add a route from it, or take it out", i, in.Name))
+		}
+	}
 	if storeURLHasPassword(c.Store.URL) {
 		w = append(w, "store.url carries a password, which makes the config file a secret: remove it from the url and set "+PasswordEnv+" (it takes precedence over the url's)")
 	}
