@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -71,6 +72,11 @@ func sendCommand() *cli.Command {
 					return fmt.Errorf("send: %s holds no HL7 message (it is empty, holds only blank lines, or is a batch of no message)", f)
 				}
 				msgs = append(msgs, split...)
+			}
+			// The count of sends is an int: past it, it wrapped negative and
+			// nothing was sent, with exit 0.
+			if r := c.Int("repeat"); r > math.MaxInt/len(msgs) {
+				return fmt.Errorf("send: --repeat %d: at most %d for %d messages", r, math.MaxInt/len(msgs), len(msgs))
 			}
 			conns := c.Int("connections")
 			sender, err := lanes.NewSender(withClientTLS(c, config.Outbound{

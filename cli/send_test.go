@@ -117,3 +117,17 @@ func TestSendSaysFlagsGoBeforeTheFiles(t *testing.T) {
 		t.Fatalf("mf send FILE --to ADDR: error %v, printed %q; want --to named as a flag after the files, and nothing sent", err, out)
 	}
 }
+
+// A --repeat whose count of sends does not fit an int is refused: the
+// count wrapped to a negative number, and mf send printed "sent -2
+// messages", sent nothing and exited 0.
+func TestSendRefusesARepeatThatOverflows(t *testing.T) {
+	msgs := filepath.Join(t.TempDir(), "two.hl7")
+	if err := os.WriteFile(msgs, []byte("MSH|^~\\&|A|B|C|D|20240101000000||ADT^A01|C1|P|2.5.1\rPID|1||P1\rMSH|^~\\&|A|B|C|D|20240101000000||ADT^A01|C2|P|2.5.1\rPID|1||P2\r"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runMF(t, "send", "--to", enginetest.FreeAddr(t), "--repeat", "9223372036854775807", msgs)
+	if err == nil || !strings.Contains(err.Error(), "--repeat 9223372036854775807") {
+		t.Fatalf("mf send --repeat 9223372036854775807 of two messages: error %v, printed %q; want --repeat refused", err, out)
+	}
+}
