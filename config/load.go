@@ -208,7 +208,6 @@ func (c *Config) keysOfOtherTypes(written map[string]bool) error {
 	return errors.Join(errs...)
 }
 
-// decodeError names the file, the key and the line of a decode error.
 // topLevelKeys are the keys of the file's top level that are not tables
 // (log_payloads).
 var topLevelKeys = func() map[string]bool {
@@ -224,6 +223,7 @@ var topLevelKeys = func() map[string]bool {
 	return keys
 }()
 
+// decodeError names the file, the key and the line of a decode error.
 func decodeError(name string, err error) error {
 	var strict *toml.StrictMissingError
 	if errors.As(err, &strict) {
