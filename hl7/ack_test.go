@@ -526,3 +526,24 @@ func TestAControlIDWithARepetitionSeparatorIsEchoedWhole(t *testing.T) {
 		t.Fatalf("ParseAck: %+v, %v; want control id %q", a, err, "CT~RL1")
 	}
 }
+
+// TestAnExplicitlyNullMSH15IsOriginalMode: HL7 enters the enhanced mode
+// only when MSH-15 or MSH-16 is valued; both "null or not present" is the
+// original mode, and "" is HL7's null. A sender that writes "" in empty
+// fields and reads only AA/AE/AR must not be answered CA.
+func TestAnExplicitlyNullMSH15IsOriginalMode(t *testing.T) {
+	t.Parallel()
+	m := mustParse(t, []byte("MSH|^~\\&|A|B|C|D|||ADT^A01|1|P|2.5|||\"\"|\"\"\r"))
+	if got := AcceptCode(m, Accept); got != AA {
+		t.Errorf("MSH-15 \"\": AcceptCode(accept) = %s, want AA (original mode)", got)
+	}
+	if got := m.AcceptAckType(); got != "" {
+		t.Errorf("MSH-15 \"\": AcceptAckType() = %q, want \"\" (HL7 null)", got)
+	}
+	if got := m.AppAckType(); got != "" {
+		t.Errorf("MSH-16 \"\": AppAckType() = %q, want \"\" (HL7 null)", got)
+	}
+	if !ShouldAck(m, AA) || !ShouldAck(m, AR) {
+		t.Error("MSH-15 \"\": an original-mode message is always answered")
+	}
+}

@@ -195,11 +195,23 @@ func (m *Message) MessageType() string { return m.Get(Path{Segment: "MSH", Field
 // internationalisation components MSH-12 may carry.
 func (m *Message) Version() string { return m.Get(Path{Segment: "MSH", Field: 12, Component: 1}) }
 
-// AcceptAckType returns MSH-15 (AL, NE, ER, SU or empty).
-func (m *Message) AcceptAckType() string { return m.Get(Path{Segment: "MSH", Field: 15}) }
+// AcceptAckType returns MSH-15 (AL, NE, ER, SU or empty). HL7's null, a
+// field of "" (a sender that writes it in every empty field), is empty:
+// the standard keeps the original mode when MSH-15 and MSH-16 are "null or
+// not present".
+func (m *Message) AcceptAckType() string { return notNull(m.Get(Path{Segment: "MSH", Field: 15})) }
 
-// AppAckType returns MSH-16 (AL, NE, ER, SU or empty).
-func (m *Message) AppAckType() string { return m.Get(Path{Segment: "MSH", Field: 16}) }
+// AppAckType returns MSH-16 (AL, NE, ER, SU or empty); "" (HL7's null) is
+// empty, as in AcceptAckType.
+func (m *Message) AppAckType() string { return notNull(m.Get(Path{Segment: "MSH", Field: 16})) }
+
+// notNull returns v, or "" for HL7's explicit null, a field of "".
+func notNull(v string) string {
+	if v == `""` {
+		return ""
+	}
+	return v
+}
 
 // Field parses path (see ParsePath) and returns its value, raw; a part the
 // message does not have is "". The error is ParsePath's.
