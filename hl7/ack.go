@@ -225,7 +225,8 @@ var now = time.Now
 //	     (character set) copied from m when m has one: the copied MSH-3..6
 //	     are in m's character set, so the ACK is too, and says so
 //	MSA  MSA-1 code, MSA-2 m's MSH-10, MSA-3 the reason shortened to 80
-//	     characters (left empty from v2.7, which withdrew MSA-3)
+//	     characters (left empty from v2.7, which withdrew MSA-3; kept when
+//	     m's version cannot be read)
 //	ERR  only when reason is not empty: see below
 //
 // The reason is escaped (it can never break the message); nothing of m's
@@ -414,7 +415,9 @@ func buildAck(h ackHeader, code AckCode, cond Condition, reason string) []byte {
 
 	reason = strings.TrimSpace(reason)
 	b.WriteString("MSA" + fs + esc(string(code)) + fs + h.control)
-	if reason != "" && versionBefore(h.versionN, 2, 7, 0) {
+	// MSA-3 is left out only for a version known to be v2.7 or later: a
+	// sender whose version cannot be read may read the reason there alone.
+	if reason != "" && !versionFrom(h.versionN, 2, 7, 0) {
 		b.WriteString(fs + esc(truncate(reason, maxShortText)))
 	}
 	b.WriteByte('\r')
@@ -474,25 +477,45 @@ func truncate(s string, n int) string {
 // "2.5.1") is a readable version older than major.minor.patch. An empty or
 // unreadable version is taken to be recent: false.
 func versionBefore(v string, major, minor, patch int) bool {
+	n, ok := parseVersion(v)
+	return ok && compareVersion(n, [3]int{major, minor, patch}) < 0
+}
+
+// versionFrom reports whether the version ID v is a readable version of
+// major.minor.patch or later. An empty or unreadable version is not: false.
+func versionFrom(v string, major, minor, patch int) bool {
+	n, ok := parseVersion(v)
+	return ok && compareVersion(n, [3]int{major, minor, patch}) >= 0
+}
+
+// parseVersion reads a version ID such as "2.4" or "2.5.1".
+func parseVersion(v string) ([3]int, bool) {
+	var n [3]int
 	parts := strings.Split(v, ".")
 	if len(parts) < 2 || len(parts) > 3 {
-		return false
+		return n, false
 	}
-	var n [3]int
 	for i, p := range parts {
 		x, err := strconv.Atoi(p)
 		if err != nil || x < 0 || len(p) > 3 {
-			return false
+			return n, false
 		}
 		n[i] = x
 	}
-	want := [3]int{major, minor, patch}
-	for i := range n {
-		if n[i] != want[i] {
-			return n[i] < want[i]
+	return n, true
+}
+
+// compareVersion returns -1, 0 or 1 as a is before, equal to or after b.
+func compareVersion(a, b [3]int) int {
+	for i := range a {
+		if a[i] != b[i] {
+			if a[i] < b[i] {
+				return -1
+			}
+			return 1
 		}
 	}
-	return false
+	return 0
 }
 
 // Acknowledgment is what ParseAck reads from an acknowledgment.

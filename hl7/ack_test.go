@@ -547,3 +547,22 @@ func TestAnExplicitlyNullMSH15IsOriginalMode(t *testing.T) {
 		t.Error("MSH-15 \"\": an original-mode message is always answered")
 	}
 }
+
+// TestAnAckToAMessageOfNoReadableVersionKeepsItsTextInMSA3: MSA-3 is left
+// out only for a version known to be v2.7 or later, which withdrew it. A
+// message whose MSH-12 is empty or unreadable ("2.3 ", "V2.4") may come from
+// a sender of any version, and one before v2.5 reads the reason in MSA-3
+// alone (its ERR has no user message).
+func TestAnAckToAMessageOfNoReadableVersionKeepsItsTextInMSA3(t *testing.T) {
+	t.Parallel()
+	for _, version := range []string{"", "2.3 ", "V2.4"} {
+		m := mustParse(t, []byte("MSH|^~\\&|A|B|C|D|||ADT^A01|C1|P|"+version+"\rPID|1\r"))
+		a, err := ParseAck(Ack(m, AE, "message not stored, send it again"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Text != "message not stored, send it again" {
+			t.Errorf("MSH-12 %q: MSA-3 %q, want the reason", version, a.Text)
+		}
+	}
+}
