@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -478,14 +479,14 @@ func truncate(s string, n int) string {
 // unreadable version is taken to be recent: false.
 func versionBefore(v string, major, minor, patch int) bool {
 	n, ok := parseVersion(v)
-	return ok && compareVersion(n, [3]int{major, minor, patch}) < 0
+	return ok && slices.Compare(n[:], []int{major, minor, patch}) < 0
 }
 
 // versionFrom reports whether the version ID v is a readable version of
 // major.minor.patch or later. An empty or unreadable version is not: false.
 func versionFrom(v string, major, minor, patch int) bool {
 	n, ok := parseVersion(v)
-	return ok && compareVersion(n, [3]int{major, minor, patch}) >= 0
+	return ok && slices.Compare(n[:], []int{major, minor, patch}) >= 0
 }
 
 // parseVersion reads a version ID such as "2.4" or "2.5.1".
@@ -503,19 +504,6 @@ func parseVersion(v string) ([3]int, bool) {
 		n[i] = x
 	}
 	return n, true
-}
-
-// compareVersion returns -1, 0 or 1 as a is before, equal to or after b.
-func compareVersion(a, b [3]int) int {
-	for i := range a {
-		if a[i] != b[i] {
-			if a[i] < b[i] {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
 }
 
 // Acknowledgment is what ParseAck reads from an acknowledgment.
