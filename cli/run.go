@@ -26,7 +26,7 @@ var migrateTimeout = 2 * time.Minute
 func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "run",
-		Usage: "run the engine until SIGTERM or SIGINT",
+		Usage: "run the engine until SIGTERM, SIGINT or SIGHUP",
 		Flags: append(logFlags(false),
 			configFlag,
 			&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second,
@@ -57,7 +57,9 @@ func runCommand() *cli.Command {
 				}
 				return cfg.LogPayloads
 			})()
-			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+			// SIGHUP too: the terminal mf run was started from closing killed it
+			// (the default action), the deliveries in hand cut off.
+			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 
 			st, err := openStore(ctx, cfg, true, log)
@@ -158,7 +160,7 @@ func runCommand() *cli.Command {
 			case <-ctx.Done():
 			case failed = <-e.Failed():
 			}
-			// Catch no more signals: a second SIGINT or SIGTERM then has
+			// Catch no more signals: a second stop signal then has
 			// Go's default effect and ends the process at once, for an
 			// operator who will not wait out the drain. Until stop(),
 			// NotifyContext swallowed it.
@@ -169,7 +171,7 @@ func runCommand() *cli.Command {
 				log.Error().Err(failed).Msg("stopping: the engine can no longer run (the ERROR line before says why); exiting non-zero")
 			} else {
 				log.Info().Str("cause", context.Cause(ctx).Error()).Dur("drain_timeout", c.Duration("drain-timeout")).
-					Msg("stopping: closing listeners and finishing the deliveries in hand; a second SIGINT or SIGTERM stops at once")
+					Msg("stopping: closing listeners and finishing the deliveries in hand; a second SIGINT, SIGTERM or SIGHUP stops at once")
 			}
 			sctx, cancel := context.WithTimeout(context.Background(), c.Duration("drain-timeout")+30*time.Second)
 			defer cancel()
@@ -189,7 +191,7 @@ func runCommand() *cli.Command {
 	}
 }
 
-// stoppedWhileWaiting ends mf run stopped by SIGINT or SIGTERM before its
+// stoppedWhileWaiting ends mf run stopped by a signal before its
 // database answered: a clean stop (exit 0), since the node holds nothing yet.
 func stoppedWhileWaiting(ctx context.Context, log zerolog.Logger) error {
 	log.Info().Str("cause", context.Cause(ctx).Error()).Msg("mf stopped before its database answered")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -374,39 +375,46 @@ func TestQuickStart(t *testing.T) {
 
 // SIGTERM while a delivery is in hand: the delivery finishes (the
 // destination gets the message and the row is recorded done), the engine
-// exits 0, and after a restart the message is not sent again.
-func TestSIGTERMFinishesTheDeliveryInHand(t *testing.T) {
+// exits 0, and after a restart the message is not sent again. SIGHUP (the
+// terminal mf run was started from closing) stops it the same way: its
+// default action killed the process, the delivery in hand cut off.
+func TestAStopSignalFinishesTheDeliveryInHand(t *testing.T) {
 	t.Parallel()
-	dest := startReceiver(t, "")
-	inHand := make(chan struct{}, 1)
-	dest.answer = func(r received) string {
-		if r.ControlID == "SLOW" {
-			inHand <- struct{}{}
-			time.Sleep(time.Second) // the destination takes its time to ACK
-		}
-		return ""
-	}
-	e := startEngine(t, singleNode(dest.addr(), ""))
-	if ack, err := enginetest.Dial(t, e.listen).TrySend(adt("SLOW", "P1")); err != nil || ack.Code != "AA" {
-		t.Fatalf("send: %+v %v", ack, err)
-	}
-	select {
-	case <-inHand:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the delivery never started")
-	}
-	if code := e.stop(); code != 0 {
-		t.Fatalf("mf exited %d after SIGTERM", code)
-	}
-	if got := dest.received(); len(got) != 1 || got[0].ControlID != "SLOW" {
-		t.Fatalf("the destination got %v; want the delivery in hand completed", got)
-	}
-	e.start()
-	if ack, err := enginetest.Dial(t, e.listen).TrySend(adt("NEXT", "P1")); err != nil || ack.Code != "AA" {
-		t.Fatalf("send after the restart: %+v %v", ack, err)
-	}
-	waitFor(t, "the next message", 30*time.Second, func() bool { return len(dest.received()) >= 2 })
-	if got := dest.received(); len(got) != 2 || got[1].ControlID != "NEXT" {
-		t.Fatalf("after the restart the destination got %v; want SLOW once, then NEXT", got)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			dest := startReceiver(t, "")
+			inHand := make(chan struct{}, 1)
+			dest.answer = func(r received) string {
+				if r.ControlID == "SLOW" {
+					inHand <- struct{}{}
+					time.Sleep(time.Second) // the destination takes its time to ACK
+				}
+				return ""
+			}
+			e := startEngine(t, singleNode(dest.addr(), ""))
+			if ack, err := enginetest.Dial(t, e.listen).TrySend(adt("SLOW", "P1")); err != nil || ack.Code != "AA" {
+				t.Fatalf("send: %+v %v", ack, err)
+			}
+			select {
+			case <-inHand:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the delivery never started")
+			}
+			if code := e.stopWith(sig); code != 0 {
+				t.Fatalf("mf exited %d after %v", code, sig)
+			}
+			if got := dest.received(); len(got) != 1 || got[0].ControlID != "SLOW" {
+				t.Fatalf("the destination got %v; want the delivery in hand completed", got)
+			}
+			e.start()
+			if ack, err := enginetest.Dial(t, e.listen).TrySend(adt("NEXT", "P1")); err != nil || ack.Code != "AA" {
+				t.Fatalf("send after the restart: %+v %v", ack, err)
+			}
+			waitFor(t, "the next message", 30*time.Second, func() bool { return len(dest.received()) >= 2 })
+			if got := dest.received(); len(got) != 2 || got[1].ControlID != "NEXT" {
+				t.Fatalf("after the restart the destination got %v; want SLOW once, then NEXT", got)
+			}
+		})
 	}
 }

@@ -177,11 +177,17 @@ func (e *engine) kill() {
 // stop sends SIGTERM and returns the exit code.
 func (e *engine) stop() int {
 	e.t.Helper()
-	e.cmd.Process.Signal(syscall.SIGTERM)
+	return e.stopWith(syscall.SIGTERM)
+}
+
+// stopWith sends sig and returns the exit code (-1: killed by a signal).
+func (e *engine) stopWith(sig syscall.Signal) int {
+	e.t.Helper()
+	e.cmd.Process.Signal(sig)
 	select {
 	case <-e.exited:
 	case <-time.After(60 * time.Second):
-		e.t.Fatalf("mf did not exit within 60s of SIGTERM:\n%s", e.logs.String())
+		e.t.Fatalf("mf did not exit within 60s of %v:\n%s", sig, e.logs.String())
 	}
 	return e.cmd.ProcessState.ExitCode()
 }

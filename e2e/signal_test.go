@@ -51,7 +51,7 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	if !ws.Signaled() || ws.Signal() != syscall.SIGINT {
 		t.Fatalf("after a second SIGINT during the drain mf ended with %v, not by the signal: it waited out the drain", e.cmd.ProcessState)
 	}
-	if !strings.Contains(e.logs.String(), "a second SIGINT or SIGTERM stops at once") {
+	if !strings.Contains(e.logs.String(), "a second SIGINT, SIGTERM or SIGHUP stops at once") {
 		t.Errorf("the first signal's log line does not say that a second one stops at once")
 	}
 }
