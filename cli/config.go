@@ -52,6 +52,11 @@ func checkCommand() *cli.Command {
 		Usage: "validate a config file without starting anything",
 		Flags: []cli.Flag{configFlag},
 		Action: func(c *cli.Context) error {
+			// The log settings mf run would refuse (flags, or
+			// MF_LOG_FORMAT and MF_LOG_LEVEL in its environment).
+			if _, err := logger(c); err != nil {
+				return err
+			}
 			cfg, err := loadConfig(c)
 			if err != nil {
 				return err

@@ -209,6 +209,20 @@ func TestLogLevelIsOneOfFour(t *testing.T) {
 	}
 }
 
+// mf check refuses what mf run would refuse of its log settings (an
+// MF_LOG_FORMAT or MF_LOG_LEVEL in the service's environment, a flag): it
+// said ok, and the node then would not start.
+func TestCheckRefusesTheLogSettingsRunRefuses(t *testing.T) {
+	path := writeConfig(t)
+	if out, err := runMF(t, "--log-format", "xml", "check", "--config", path); err == nil || !strings.Contains(err.Error(), `--log-format "xml"`) {
+		t.Errorf("mf --log-format xml check: error %v, printed %q; want the format refused", err, out)
+	}
+	t.Setenv("MF_LOG_LEVEL", "verbose")
+	if out, err := runMF(t, "check", "--config", path); err == nil || !strings.Contains(err.Error(), `--log-level "verbose"`) {
+		t.Errorf("MF_LOG_LEVEL=verbose mf check: error %v, printed %q; want the level refused", err, out)
+	}
+}
+
 // A config file given as an argument, not with --config, is refused: mf
 // check checked the built-in default and said ok, mf run ran it (binding
 // the default ports and creating ./mf.db), mf migrate migrated ./mf.db.
