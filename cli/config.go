@@ -119,7 +119,7 @@ func reloadCommand() *cli.Command {
 			if !cfg.Cluster.Enabled {
 				return fmt.Errorf("reload: %s: %w", cfg.Path, api.ErrSingleNodeReload)
 			}
-			return withStore(c, cfg, func(st storage.Store) error {
+			return withStore(c, cfg, false, func(st storage.Store) error {
 				v, err := st.ConfigVersionBump(c.Context, storage.ConfigVersionBumpParams{})
 				if err != nil {
 					return fmt.Errorf("reload: %w", err)

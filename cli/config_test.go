@@ -3,8 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +79,29 @@ func TestReloadAndMigrateWithoutAConfigCreateNothing(t *testing.T) {
 	}
 	if out, err := runMF(t, "migrate"); err != nil || !strings.Contains(out, "mf.db") {
 		t.Fatalf("mf migrate of an existing ./mf.db: %v, printed %q", err, out)
+	}
+}
+
+// mf migrate of a SQLite store an engine runs on is refused as in use: it
+// opened the file beside the engine, so that a newer mf's migrate changed
+// the schema under an older mf run, which went on with statements written
+// for the old one.
+func TestMigrateRefusesASQLiteStoreAnEngineRunsOn(t *testing.T) {
+	dir := t.TempDir()
+	path, db := filepath.Join(dir, "mf.toml"), filepath.Join(dir, "mf.db")
+	cfg := fmt.Sprintf("[store]\npath = %q\n[api]\nlisten = %q\n", db, enginetest.FreeAddr(t))
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runInProcess(t, path)
+	// The engine writes its pid into the lock file once it holds the lock.
+	enginetest.WaitFor(t, "the engine to lock its store", 30*time.Second, func() bool {
+		b, _ := os.ReadFile(db + ".lock")
+		return strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid())
+	})
+	out, err := runMF(t, "migrate", "--config", path)
+	if err == nil || !strings.Contains(err.Error(), "in use by another mf process") {
+		t.Fatalf("mf migrate beside a running engine: error %v, printed %q; want it refused as in use", err, out)
 	}
 }
 

@@ -19,14 +19,16 @@ import (
 	"github.com/messagefoundry/mf/storage/sqlserver"
 )
 
-// openStore opens the configured store (it does not migrate). The engine
-// opens a SQLite file exclusively: one process per file. log receives what
-// the store does on its own (SQLite's background checkpoints).
-func openStore(ctx context.Context, cfg *config.Config, engine bool, log zerolog.Logger) (storage.Store, error) {
+// openStore opens the configured store (it does not migrate). exclusive
+// (mf run, mf migrate) opens a SQLite file as its one process: an engine
+// runs alone on its file, and a migration must not change the schema under
+// a running engine. log receives what the store does on its own (SQLite's
+// background checkpoints).
+func openStore(ctx context.Context, cfg *config.Config, exclusive bool, log zerolog.Logger) (storage.Store, error) {
 	s, cluster := cfg.Store, cfg.Cluster
 	switch s.Backend {
 	case config.BackendSQLite:
-		st, err := sqlite.Open(ctx, sqlite.Options{Path: s.Path, PoolSize: s.PoolSize, Exclusive: engine, Log: log})
+		st, err := sqlite.Open(ctx, sqlite.Options{Path: s.Path, PoolSize: s.PoolSize, Exclusive: exclusive, Log: log})
 		if err != nil {
 			// The store says what is wrong with the file; the key is the
 			// config's.
@@ -67,7 +69,7 @@ func migrateCommand() *cli.Command {
 					return fmt.Errorf("migrate: %w", err)
 				}
 			}
-			return withStore(c, cfg, func(st storage.Store) error {
+			return withStore(c, cfg, true, func(st storage.Store) error {
 				if err := st.Migrate(c.Context); err != nil {
 					return err
 				}
@@ -125,13 +127,14 @@ func warnDelayedDurability(ctx context.Context, st storage.Store, log zerolog.Lo
 	}
 }
 
-// withStore opens cfg's store for a one-off command and runs fn on it.
-func withStore(c *cli.Context, cfg *config.Config, fn func(storage.Store) error) error {
+// withStore opens cfg's store for a one-off command and runs fn on it
+// (exclusive: see openStore).
+func withStore(c *cli.Context, cfg *config.Config, exclusive bool, fn func(storage.Store) error) error {
 	log, err := logger(c)
 	if err != nil {
 		return err
 	}
-	st, err := openStore(c.Context, cfg, false, log)
+	st, err := openStore(c.Context, cfg, exclusive, log)
 	if err != nil {
 		return err
 	}
