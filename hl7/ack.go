@@ -187,14 +187,14 @@ func (c Condition) String() string {
 }
 
 // ConditionOf returns the condition that best reports err, an error of this
-// package: a missing MSH or broken framing is 100 (a required segment is
-// missing), bad separators 102 (MSH-1/MSH-2 hold the wrong kind of data), an
+// package: a missing MSH, a second one or broken framing is 100 (segment
+// sequence error), bad separators 102 (MSH-1/MSH-2 hold the wrong kind of data), an
 // oversize frame 104; anything else is 207.
 func ConditionOf(err error) Condition {
 	switch {
 	case err == nil:
 		return CondAccepted
-	case errors.Is(err, ErrNoMSH), errors.Is(err, ErrNotFramed):
+	case errors.Is(err, ErrNoMSH), errors.Is(err, ErrNotFramed), errors.Is(err, ErrSecondMSH):
 		return CondSegmentSequence
 	case errors.Is(err, ErrBadSeparators):
 		return CondDataType

@@ -146,7 +146,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatal("Parse modified its input")
 		}
 		if err != nil {
-			if m != nil || !(errors.Is(err, ErrNoMSH) || errors.Is(err, ErrBadSeparators)) {
+			if m != nil || !(errors.Is(err, ErrNoMSH) || errors.Is(err, ErrBadSeparators) || errors.Is(err, ErrSecondMSH)) {
 				t.Fatalf("Parse = %v, %v", m, err)
 			}
 			if nak := NakUnparsableCondition(ConditionOf(err), err.Error()); !validAck(t, nak, AR, "", DefaultSeparators) {

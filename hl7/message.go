@@ -14,6 +14,12 @@ var (
 	// ErrBadSeparators is wrapped by Parse's error when MSH-1 or MSH-2 do not
 	// define a usable set of delimiters; the error says what is wrong.
 	ErrBadSeparators = errors.New("hl7: bad separators")
+
+	// ErrSecondMSH is wrapped by Parse's error when a later segment is an
+	// MSH: a second message glued to the first (MLLP carries one message a
+	// frame). Taken as one, it was routed and delivered whole in the first
+	// one's lane, and its sender got one ACK for two messages.
+	ErrSecondMSH = errors.New("hl7: a second message in one")
 )
 
 // Separators are a message's delimiters, read from MSH-1 and MSH-2.
@@ -70,7 +76,9 @@ type Message struct {
 // encoding characters, or five with the truncation character of v2.7+, or
 // two or three when the message omits the subcomponent separator and the
 // escape character, as HL7 allows (else the error wraps ErrBadSeparators
-// and says why). Nothing else is checked:
+// and says why). No later segment may be an MSH (ErrSecondMSH: a batch
+// without its header, or two messages glued together). Nothing else is
+// checked:
 // an engine passes on what it cannot interpret.
 //
 // The Message refers to b, which the caller must not modify afterwards.
@@ -101,6 +109,11 @@ func Parse(b []byte) (*Message, error) {
 		return nil, err
 	}
 	m.sep = sep
+	for i, seg := range m.segs[1:] {
+		if len(seg) > 3 && string(seg[:3]) == "MSH" && seg[3] == sep.Field {
+			return nil, fmt.Errorf("%w: segment %d is an MSH, the start of a second message: send each message on its own (one per MLLP frame)", ErrSecondMSH, i+2)
+		}
+	}
 	return m, nil
 }
 

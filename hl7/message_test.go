@@ -357,3 +357,20 @@ func TestParseOmittedEncodingCharacters(t *testing.T) {
 		})
 	}
 }
+
+// A second MSH in one payload is a second message glued to the first: it
+// was taken as one, routed and delivered whole in the first one's lane.
+// Parse refuses it as a segment sequence error (100); an MSH-like segment
+// ID that is not MSH with the message's field separator is no MSH.
+func TestASecondMSHIsASecondMessage(t *testing.T) {
+	first := "MSH|^~\\&|A|B|C|D|20260101||ADT^A01|C1|P|2.5\rPID|1||P1\r"
+	_, err := Parse([]byte(first + "MSH|^~\\&|A|B|C|D|20260101||ADT^A01|C2|P|2.5\rPID|1||P2\r"))
+	if !errors.Is(err, ErrSecondMSH) || ConditionOf(err) != CondSegmentSequence || !strings.Contains(err.Error(), "segment 3") {
+		t.Fatalf("two messages in one: %v (condition %v); want ErrSecondMSH at segment 3, condition 100", err, ConditionOf(err))
+	}
+	for _, ok := range []string{first + "MSHX|1\r", first + "MSH\r", first + "NTE|1||MSH|x\r"} {
+		if _, err := Parse([]byte(ok)); err != nil {
+			t.Errorf("Parse(%q): %v; want it taken", ok, err)
+		}
+	}
+}

@@ -164,6 +164,29 @@ func TestAckTable(t *testing.T) {
 		}
 		stillWorks()
 	})
+	// Two messages glued in one frame were stored, routed and delivered as
+	// one, in the first one's lane, and only the first was acknowledged.
+	t.Run("two messages in one frame: AR 100 naming the second MSH, stored rejected, connection stays", func(t *testing.T) {
+		cl := dial(t, addr)
+		ack := cl.Send(adt("CTRLD1", "PD") + adt("CTRLD2", "PE"))
+		if ack.Code != hl7.AR || ack.ErrorCode != "100" || ack.ControlID != "CTRLD1" ||
+			!strings.Contains(ack.ErrorMessage, "second message") {
+			t.Fatalf("got %+v", ack)
+		}
+		var stored bool
+		for _, d := range e.Messages(t) {
+			if bytes.Contains(d.Message.Payload, []byte("|CTRLD2|")) {
+				stored = d.Message.Status == storage.MessageRejected && d.Message.ControlID == "CTRLD1"
+			}
+		}
+		if !stored {
+			t.Fatal("the frame of two messages is not stored rejected")
+		}
+		if ack := cl.Send(adt("CTRLD3", "PD")); ack.Code != hl7.AA {
+			t.Fatalf("the same connection after two messages in one frame: %+v", ack)
+		}
+		stillWorks()
+	})
 	t.Run("garbage bytes outside a frame: AR, then closed", func(t *testing.T) {
 		cl := dial(t, addr)
 		ack, err := cl.Raw([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
@@ -226,8 +249,9 @@ func TestAckTable(t *testing.T) {
 		stillWorks()
 	})
 
-	// What was stored: every accepted message, the six rejects (the batch
-	// one of them), nothing of the oversize frame or the failed commits.
+	// What was stored: every accepted message, the seven rejects (the
+	// batch and the glued pair among them), nothing of the oversize frame or
+	// the failed commits.
 	status := map[string]int{}
 	controls := map[string]int{}
 	for _, d := range e.Messages(t) {
@@ -237,8 +261,8 @@ func TestAckTable(t *testing.T) {
 			t.Errorf("rejected message stored without its reason or bytes: %+v", d.Message)
 		}
 	}
-	if status[storage.MessageRejected] != 6 || status[storage.MessageUnrouted] != 1 {
-		t.Fatalf("stored statuses %v; want 6 rejected, 1 unrouted", status)
+	if status[storage.MessageRejected] != 7 || status[storage.MessageUnrouted] != 1 {
+		t.Fatalf("stored statuses %v; want 7 rejected, 1 unrouted", status)
 	}
 	if controls["CTRL7"] != 0 || controls["CTRL8"] != 1 {
 		t.Fatalf("oversize stored %d times, the failed-then-resent message %d times; want 0 and 1", controls["CTRL7"], controls["CTRL8"])
