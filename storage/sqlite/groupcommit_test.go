@@ -257,3 +257,95 @@ func TestAGroupCommitChecksTheFenceAgainAfterALeaseWrite(t *testing.T) {
 		}
 	}
 }
+
+// A group commit whose COMMIT fails stored nothing, so none of its writes
+// may report success: an ingest told nil is answered AA and its message,
+// rolled back, is lost. The COMMIT here fails on a deferred foreign key
+// that a write of the batch broke (SQLite checks those only at COMMIT).
+func TestAFailedCommitFailsEveryWriteOfTheBatch(t *testing.T) {
+	ctx := context.Background()
+	s := openMigrated(t)
+	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE t_parent (id INTEGER PRIMARY KEY);
+		CREATE TABLE t_child (p INTEGER REFERENCES t_parent (id) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
+		t.Fatal(err)
+	}
+
+	s.writer <- struct{}{} // hold the writer: both writes below share one transaction
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_, errs[0] = s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{{
+			Inbound: "in", ControlID: "M1", Payload: []byte("MSH|^~\\&|M1"), Status: storage.MessageUnrouted,
+		}}})
+	}()
+	waitQueued(t, s, 1)
+	go func() {
+		defer wg.Done()
+		errs[1] = s.write(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO t_child (p) VALUES (42)")
+			return err
+		})
+	}()
+	waitQueued(t, s, 2)
+	<-s.writer
+	wg.Wait()
+
+	var stored int
+	if err := s.DB().QueryRowContext(ctx, "SELECT count(*) FROM mf_messages").Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != 0 {
+		t.Fatalf("%d messages stored by a batch whose COMMIT failed, want 0", stored)
+	}
+	for i, err := range errs {
+		if err == nil {
+			t.Errorf("write %d of a batch whose COMMIT failed (nothing stored) reported success", i)
+		}
+	}
+	// Nor may the failed COMMIT leave its connection inside the transaction.
+	if _, err := s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{{
+		Inbound: "in", ControlID: "M2", Payload: []byte("MSH|^~\\&|M2"), Status: storage.MessageUnrouted,
+	}}}); err != nil {
+		t.Fatalf("an ingest after a failed COMMIT: %v", err)
+	}
+}
+
+// A group commit that cannot even begin (another process holds SQLite's
+// write lock past busy_timeout) stored nothing: its writes fail, and no
+// ingest among them is told it was stored.
+func TestABatchThatCannotBeginFailsItsWrites(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "mf.db")
+	s, err := Open(ctx, Options{Path: path, BusyTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other, err := Open(ctx, Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	hold, err := other.DB().BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{{
+		Inbound: "in", ControlID: "M1", Payload: []byte("MSH|^~\\&|M1"), Status: storage.MessageUnrouted,
+	}}})
+	if err := hold.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err == nil {
+		t.Fatal("an ingest whose transaction could not begin (the write lock held elsewhere) reported success")
+	}
+	var stored int
+	if err := s.DB().QueryRowContext(ctx, "SELECT count(*) FROM mf_messages").Scan(&stored); err != nil || stored != 0 {
+		t.Fatalf("%d messages stored (%v), want 0", stored, err)
+	}
+}
