@@ -105,6 +105,13 @@ func testLeaseElection(t *testing.T, h *harness) {
 	if err != nil || renewed.Term != 1 || renewed.ExpiresAt.Before(a.ExpiresAt) {
 		t.Fatalf("renew: %+v, %v", renewed, err)
 	}
+	// A renewal counts the TTL from the database's now, not from the
+	// expiry it replaces: a lease renewed every heartbeat would otherwise
+	// grow by a TTL each time, and a crashed leader's successor wait for all
+	// of it.
+	if r := renewed.Remaining(); r < 59*time.Second || r > time.Minute {
+		t.Fatalf("lease remaining %v after a renewal with a TTL of 1m, want about the TTL from the database's now", r)
+	}
 	if _, err := renew("node-a", 2); !errors.Is(err, storage.ErrLeaseLost) {
 		t.Fatalf("renew with a wrong term: want ErrLeaseLost, got %v", err)
 	}
