@@ -30,16 +30,42 @@ var fast = config.Cluster{
 	NodeTimeoutSeconds: 1.2, ReclaimIntervalSeconds: 1,
 }
 
-// flakyStore makes lease renewals fail, as an unreachable database would.
+// flakyStore makes lease renewals fail, as an unreachable database would,
+// or answer late, past the attempt's deadline.
 type flakyStore struct {
 	storage.Store
 	failRenew atomic.Bool
+	// lateRenew, when set, makes a renewal take that long whatever its
+	// deadline, and then succeed: a driver that does not honour it, or an
+	// answer that arrived just as it passed.
+	lateRenew atomic.Int64
+	// stuck, when set, makes a renewal hang, whatever its deadline, until
+	// it is closed.
+	stuck atomic.Pointer[chan struct{}]
+	// lateElect is lateRenew for elections.
+	lateElect atomic.Int64
+}
+
+func (f *flakyStore) LeaseAttemptElect(ctx context.Context, p storage.LeaseAttemptElectParams) (storage.Lease, bool, error) {
+	if d := time.Duration(f.lateElect.Load()); d > 0 {
+		time.Sleep(d)
+		return f.Store.LeaseAttemptElect(context.Background(), p)
+	}
+	return f.Store.LeaseAttemptElect(ctx, p)
 }
 
 func (f *flakyStore) LeaseAttemptRenew(ctx context.Context, p storage.LeaseAttemptRenewParams) (storage.Lease, error) {
 	if f.failRenew.Load() {
 		<-ctx.Done() // hangs like a lost connection, until the attempt's deadline
 		return storage.Lease{}, errors.New("injected: database unreachable")
+	}
+	if c := f.stuck.Load(); c != nil {
+		<-*c
+		return storage.Lease{}, errors.New("injected: a call that ignored its deadline")
+	}
+	if d := time.Duration(f.lateRenew.Load()); d > 0 {
+		time.Sleep(d)
+		return f.Store.LeaseAttemptRenew(context.Background(), p)
 	}
 	return f.Store.LeaseAttemptRenew(ctx, p)
 }
@@ -260,6 +286,57 @@ func TestUnrenewableLeaderFencesItself(t *testing.T) {
 	again := a.wantChanged(t, 5*time.Second, true, "elected")
 	if again.Fence.Term <= lost.Fence.Term {
 		t.Fatalf("re-elected with term %d, want a term after %d", again.Fence.Term, lost.Fence.Term)
+	}
+}
+
+// A renewal counts the trust window from the moment it started, not from
+// its answer: the lease it renewed may have been set at any moment after
+// the start (doc.go, Safety). A renewal that succeeds only after the
+// window has closed (its driver ignored the deadline) leaves it closed:
+// counted from the answer, each such renewal reopened it, and a leader
+// whose renewals all took longer than the fence timeout kept leading
+// while its lease ran out under it.
+func TestARenewalAnsweredAfterTheWindowDoesNotReopenIt(t *testing.T) {
+	t.Parallel()
+	st := &flakyStore{Store: openStore(t, pgtest.NewSchema(t))}
+	a := startNode(t, "a", st)
+	a.wantChanged(t, 5*time.Second, true, "elected")
+	st.lateRenew.Store(int64(fast.LeaderFenceTimeout() + 200*time.Millisecond))
+	a.wantChanged(t, 5*time.Second, false, "fenced")
+	if a.trust.Trusted() {
+		t.Fatal("the trust window is still open after the fence")
+	}
+}
+
+// So does an election: won in an answer that came after the fence timeout,
+// the term is over before the node may act in it.
+func TestAnElectionAnsweredAfterTheWindowIsFencedAtOnce(t *testing.T) {
+	t.Parallel()
+	st := &flakyStore{Store: openStore(t, pgtest.NewSchema(t))}
+	st.lateElect.Store(int64(fast.LeaderFenceTimeout() + 200*time.Millisecond))
+	a := startNode(t, "a", st)
+	a.wantChanged(t, 5*time.Second, true, "elected")
+	a.wantChanged(t, time.Second, false, "fenced")
+}
+
+// The trust window closes on time even while the elector cannot act: a
+// renewal stuck in a call that ignores its deadline holds the actor, so no
+// message of it ends the term, and the lanes, which ask Trust before each
+// send, must still stop at the window's end.
+func TestTheTrustWindowClosesWhileTheElectorIsStuck(t *testing.T) {
+	t.Parallel()
+	st := &flakyStore{Store: openStore(t, pgtest.NewSchema(t))}
+	a := startNode(t, "a", st)
+	a.wantChanged(t, 5*time.Second, true, "elected")
+	release := make(chan struct{})
+	st.stuck.Store(&release)
+	t.Cleanup(func() { close(release) }) // before the node's stop, which waits for the actor
+	stuckAt := time.Now()
+	for a.trust.Trusted() {
+		if time.Since(stuckAt) > fast.LeaderFenceTimeout()+time.Second {
+			t.Fatalf("the trust window still open %v after renewals stuck (fence timeout %v)", time.Since(stuckAt).Round(time.Millisecond), fast.LeaderFenceTimeout())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
