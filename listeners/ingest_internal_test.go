@@ -432,3 +432,99 @@ func TestAMessageStoredWithoutSomeOfItsQueueRowsIsSaid(t *testing.T) {
 		t.Fatalf("no ERROR naming M2's missing queue row; logs:\n%s", logs.String())
 	}
 }
+
+// gatedStore holds its first MessageIngest until gate closes, telling entered
+// when it has begun; fail, if set, is that call's outcome.
+type gatedStore struct {
+	storage.Store
+	entered chan struct{}
+	gate    chan struct{}
+	fail    error
+	calls   int
+}
+
+func (s *gatedStore) MessageIngest(ctx context.Context, p storage.MessageIngestParams) ([]storage.IngestedMessage, error) {
+	s.calls++
+	if s.calls == 1 {
+		close(s.entered)
+		<-s.gate
+		if s.fail != nil {
+			return nil, s.fail
+		}
+	}
+	return s.Store.MessageIngest(ctx, p)
+}
+
+func unrouted(ctl string) storage.NewMessage {
+	return storage.NewMessage{Inbound: "in", ControlID: ctl, Payload: []byte("MSH|^~\\&|" + ctl), Status: storage.MessageUnrouted}
+}
+
+// A message is answered only once its transaction has committed, and one
+// that was still waiting for a transaction when the graph stopped is
+// answered that it was not stored (AE: its sender sends it again, to the
+// next leader), never as stored.
+func TestAMessageIsAnsweredOnlyAfterItsCommitAndAQueuedOneNotStoredOnAStop(t *testing.T) {
+	st := &gatedStore{Store: openSQLite(t), entered: make(chan struct{}), gate: make(chan struct{})}
+	sys := actor.NewActorSystem()
+	env := &Env{Ctx: context.Background(), Store: st, Log: zerolog.Nop(), System: sys}
+	pid := sys.Root.Spawn(NewIngest(env))
+
+	first, queued := make(chan Result, 1), make(chan Result, 1)
+	sys.Root.Send(pid, Submit{Msg: unrouted("M1"), Reply: first})
+	<-st.entered // M1's transaction has begun and cannot commit yet
+	sys.Root.Send(pid, Submit{Msg: unrouted("M2"), Reply: queued})
+	stopped := sys.Root.PoisonFuture(pid) // a user message: after M2, which a stop would overtake
+
+	r2, _ := env.await(queued, nil)
+	if !errors.Is(r2.Err, ErrShuttingDown) {
+		t.Fatalf("a message queued behind a transaction when the graph stopped was answered %+v; want ErrShuttingDown (not stored)", r2)
+	}
+	select {
+	case r := <-first:
+		t.Fatalf("a message was answered %+v while its transaction had not committed", r)
+	default:
+	}
+	close(st.gate)
+	if r1, _ := env.await(first, nil); r1.Err != nil || r1.MessageID == 0 {
+		t.Fatalf("the message whose transaction committed was answered %+v; want its id", r1)
+	}
+	if err := stopped.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := st.Store.(interface{ DB() *sql.DB }).DB().QueryRow("SELECT count(*) FROM mf_messages").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d messages stored (%v), want 1", n, err)
+	}
+}
+
+// An ingest the fence refused tells the node at once (OnFenced), so that it
+// stops acting as leader now rather than at its next renewal, its senders
+// answered AE all the while.
+func TestAFencedIngestIsReported(t *testing.T) {
+	st := &gatedStore{Store: openSQLite(t), entered: make(chan struct{}), gate: make(chan struct{}), fail: storage.ErrFenced}
+	close(st.gate)
+	fenced := make(chan string, 1)
+	sys := actor.NewActorSystem()
+	env := &Env{Ctx: context.Background(), Store: st, Log: zerolog.Nop(), System: sys,
+		OnFenced: func(op string, err error) {
+			if errors.Is(err, storage.ErrFenced) {
+				fenced <- op
+			}
+		}}
+	pid := sys.Root.Spawn(NewIngest(env))
+	t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
+
+	reply := make(chan Result, 1)
+	sys.Root.Send(pid, Submit{Msg: unrouted("M1"), Reply: reply})
+	if r, _ := env.await(reply, nil); !errors.Is(r.Err, storage.ErrFenced) {
+		t.Fatalf("answered %+v; want ErrFenced", r)
+	}
+	select {
+	case op := <-fenced:
+		if op != "message_ingest" {
+			t.Fatalf("OnFenced(%q), want message_ingest", op)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an ingest refused by the fence was not reported to OnFenced")
+	}
+}
