@@ -158,3 +158,46 @@ func TestATermEndedDuringRecoveryFreesRootAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// endingRecovery is a store whose promotion recovery works, and the term
+// ends (end is called) the moment it has.
+type endingRecovery struct {
+	storage.Store
+	end func()
+}
+
+func (e *endingRecovery) QueueRecoverForeign(ctx context.Context, p storage.QueueRecoverForeignParams) (int64, error) {
+	n, err := e.Store.QueueRecoverForeign(ctx, p)
+	e.end()
+	return n, err
+}
+
+// A term that ends between its promotion recovery and its graph's start
+// starts no graph: it would open the listener's port, and answer the
+// senders, on a node that no longer leads, until root read the loss.
+func TestATermEndedJustAfterItsRecoveryStartsNoGraph(t *testing.T) {
+	listen := enginetest.FreeAddr(t)
+	cfg := slowOutbound(t, "", listen, "http://127.0.0.1:1")
+	ended := make(chan struct{})
+	e := startScripted(t, cfg, func(o *actors.Options) {
+		o.Store = &endingRecovery{Store: o.Store, end: func() { close(ended) }}
+		o.Reload = func() (*config.Config, error) { return cfg, nil }
+	})
+	e.tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Ended: ended, Reason: "elected"})
+	// Root answers the reload only after it has handled the gain.
+	e.tell(leadership.ConfigChanged{Version: 2})
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case m := <-e.got:
+			if m == (leadership.ConfigLoaded{Version: 2}) {
+				if strings.Contains(e.logs.String(), "graph started") {
+					t.Fatal("the graph of a term that ended just after its recovery started")
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatalf("root did not answer the reload within 10 s (a graph started: %v)", strings.Contains(e.logs.String(), "graph started"))
+		}
+	}
+}
