@@ -79,10 +79,15 @@ func unknownCommand(name string, commands func() []*cli.Command, help func(*cli.
 	}
 }
 
-// configFlag is the --config flag shared by the commands that read one.
-var configFlag = &cli.StringFlag{
-	Name: "config", Aliases: []string{"c"}, EnvVars: []string{"MF_CONFIG"},
-	Usage: "config file (default: ./mf.toml if present, else the built-in default)",
+// configFlag is the --config flag of the commands that read one, new for
+// each: urfave/cli keeps what a run set (from MF_CONFIG, say) in the flag
+// itself, and one flag shared by the apps of one process (a test's) gave
+// the next run the last one's file as its default.
+func configFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name: "config", Aliases: []string{"c"}, EnvVars: []string{"MF_CONFIG"},
+		Usage: "config file (default: ./mf.toml if present, else the built-in default)",
+	}
 }
 
 // logFlags are accepted before the command (mf --log-level debug run) and

@@ -50,7 +50,7 @@ func checkCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "check",
 		Usage: "validate a config file without starting anything",
-		Flags: []cli.Flag{configFlag},
+		Flags: []cli.Flag{configFlag()},
 		Action: func(c *cli.Context) error {
 			// The log settings mf run would refuse (flags, or
 			// MF_LOG_FORMAT and MF_LOG_LEVEL in its environment).
@@ -103,7 +103,7 @@ func reloadCommand() *cli.Command {
 			"re-reads its own config file and restarts its graph on it; each node reports the version\n" +
 			"it runs. Deploy the same file to every node first. A single node (cluster.enabled = false)\n" +
 			"does not watch the version: restart it to apply its file.",
-		Flags: []cli.Flag{configFlag},
+		Flags: []cli.Flag{configFlag()},
 		Action: func(c *cli.Context) error {
 			cfg, err := loadConfig(c)
 			if err != nil {

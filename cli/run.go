@@ -28,7 +28,7 @@ func runCommand() *cli.Command {
 		Name:  "run",
 		Usage: "run the engine until SIGTERM, SIGINT or SIGHUP",
 		Flags: append(logFlags(false),
-			configFlag,
+			configFlag(),
 			&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second,
 				Usage: "on stop, how long lanes may finish the delivery in hand"},
 		),

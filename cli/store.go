@@ -51,7 +51,7 @@ func migrateCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "migrate",
 		Usage: "apply the store's schema migrations and exit (mf run also does this at start)",
-		Flags: []cli.Flag{configFlag},
+		Flags: []cli.Flag{configFlag()},
 		Action: func(c *cli.Context) error {
 			cfg, err := loadConfig(c)
 			if err != nil {
