@@ -516,6 +516,7 @@ func testPurge(t *testing.T, h *harness) {
 	oldDead := h.fill(zero, "lab", "2", 1)[0]
 	pending := h.fill(zero, "lab", "3", 1)[0]
 	inflight := h.fill(zero, "lab", "4", 1)[0]
+	lateDone := h.fill(zero, "lab", "6", 1)[0] // received before the cut-off, finished after it
 	unrouted, err := h.s.MessageIngest(h.ctx, storage.MessageIngestParams{Fence: zero, Messages: []storage.NewMessage{
 		{Inbound: "in", Payload: []byte("MSH|^~\\&|x"), Status: storage.MessageUnrouted},
 	}})
@@ -534,6 +535,16 @@ func testPurge(t *testing.T, h *harness) {
 	h.waitDBClockPast(h.queueRow(oldDead).UpdatedAt.Add(1200 * time.Millisecond))
 	youngDone := h.fill(zero, "lab", "5", 1)[0]
 	h.complete(zero, h.mustClaim(zero, "lab/5", time.Minute, youngDone))
+	h.complete(zero, h.mustClaim(zero, "lab/6", time.Minute, lateDone))
+	// A message without queue rows is kept until it is as old as the
+	// cut-off too: one that is only newly unrouted or rejected stays to be
+	// looked at.
+	youngUnrouted, err := h.s.MessageIngest(h.ctx, storage.MessageIngestParams{Fence: zero, Messages: []storage.NewMessage{
+		{Inbound: "in", Payload: []byte("MSH|^~\\&|y"), Status: storage.MessageUnrouted},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	res, err := h.s.MessagePurge(h.ctx, storage.MessagePurgeParams{Fence: zero, OlderThan: time.Second})
 	if err != nil {
@@ -543,7 +554,7 @@ func testPurge(t *testing.T, h *harness) {
 		t.Fatalf("purge deleted %+v, want 2 queue rows and 3 messages (done, dead, unrouted)", res)
 	}
 	gone := []int64{h.msgOf[oldDone], h.msgOf[oldDead], unrouted[0].MessageID}
-	kept := []int64{h.msgOf[pending], h.msgOf[inflight], h.msgOf[youngDone]}
+	kept := []int64{h.msgOf[pending], h.msgOf[inflight], h.msgOf[youngDone], h.msgOf[lateDone]}
 	for _, id := range gone {
 		if _, err := h.s.MessageRead(h.ctx, id); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("message %d survived the purge (err %v)", id, err)
@@ -553,6 +564,9 @@ func testPurge(t *testing.T, h *harness) {
 		if d, err := h.s.MessageRead(h.ctx, id); err != nil || len(d.Queue) != 1 {
 			t.Fatalf("message %d was purged: %+v, %v", id, d, err)
 		}
+	}
+	if _, err := h.s.MessageRead(h.ctx, youngUnrouted[0].MessageID); err != nil {
+		t.Fatalf("an unrouted message younger than the cut-off was purged (err %v)", err)
 	}
 	if res, err := h.s.MessagePurge(h.ctx, storage.MessagePurgeParams{Fence: zero, OlderThan: time.Second}); err != nil || res != (storage.PurgeResult{}) {
 		t.Fatalf("second purge: %+v, %v; want nothing", res, err)
