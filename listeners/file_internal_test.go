@@ -384,3 +384,25 @@ func TestAFileThatChangedWhileStoredIsNotArchivedUnread(t *testing.T) {
 		t.Fatalf("stored %s (control id/OBX count); want W1/0,W1/0,W2/0 (W1, then the file read again whole)", got)
 	}
 }
+
+// A file that keeps changing is never settled, however long ago this poller
+// first saw it: each change starts its settle_seconds again. Dated in the
+// future (its writer's clock ahead of ours), only the poller's own watch
+// tells, and a watch kept on the name alone read a file still being written
+// once settle_seconds had passed since it first appeared.
+func TestAFileThatKeepsChangingNeverSettles(t *testing.T) {
+	f := &FilePoller{cfg: config.Inbound{SettleSeconds: 1}}
+	t0 := time.Now()
+	ahead := t0.Add(time.Hour) // the writer's clock
+	for i := range 5 {
+		now := t0.Add(time.Duration(i) * 600 * time.Millisecond)
+		id := fileID{name: "lab.hl7", size: int64(100 * (i + 1)), mtime: ahead.Add(now.Sub(t0))}
+		if f.settled(id, now) {
+			t.Fatalf("poll %d at +%v: a file that grew since the last poll is settled; want it read only once it has been unchanged for settle_seconds", i, now.Sub(t0))
+		}
+	}
+	last := fileID{name: "lab.hl7", size: 500, mtime: ahead.Add(2400 * time.Millisecond)}
+	if !f.settled(last, t0.Add(2400*time.Millisecond+time.Second)) {
+		t.Fatal("a file unchanged for settle_seconds is not settled")
+	}
+}
