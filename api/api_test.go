@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -348,5 +349,57 @@ func TestConfigReloadRefusesAFileThisNodeCannotReload(t *testing.T) {
 	fileErr = nil
 	if code, body := reload(); code != http.StatusOK || strings.TrimSpace(body) != `{"config_version":1}` {
 		t.Fatalf("reload once the file is fixed: %d %s; want 200 {\"config_version\":1}", code, body)
+	}
+}
+
+// The roles are DESIGN §8's, written out here: TestPermissionsTable takes
+// what each role may do from HasPermission, so a role given too much passed
+// it (an operator allowed CONFIG_WRITE did).
+func TestRolesAreThoseOfTheDesign(t *testing.T) {
+	all := []api.Permission{api.MonitoringRead, api.MessageRead, api.QueueWrite, api.ConfigWrite}
+	want := map[string][]api.Permission{
+		"viewer":   {api.MonitoringRead},
+		"operator": {api.MonitoringRead, api.MessageRead, api.QueueWrite},
+		"admin":    all,
+		"":         nil,
+		"root":     nil,
+	}
+	for role, has := range want {
+		for _, p := range all {
+			if got := api.HasPermission(role, p); got != slices.Contains(has, p) {
+				t.Errorf("role %q has %s: %v, want %v", role, p, got, !got)
+			}
+		}
+	}
+}
+
+// A token is accepted only when its SHA-256 is the whole configured digest:
+// one that matches all but the last byte is as good as none.
+func TestATokenMatchesOnlyItsWholeSHA256(t *testing.T) {
+	sum := sha256.Sum256([]byte("tok-near"))
+	sum[len(sum)-1] ^= 1
+	listen := enginetest.FreeAddr(t)
+	v := startWith(t, listen, fmt.Sprintf("[[api.tokens]]\nname = \"near\"\nrole = \"admin\"\nsha256 = %q\n", hex.EncodeToString(sum[:]))+`
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "`+listen+`"
+`+fileOutbound+`
+[[route]]
+from = "adt_in"
+to = ["emr"]
+`)
+	req, _ := http.NewRequest("GET", v.srv.URL+"/lanes", nil)
+	req.Header.Set("Authorization", "Bearer tok-near")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a token whose SHA-256 differs from the configured one in its last byte: %d, want 401", resp.StatusCode)
+	}
+	if got, _ := v.call(t, "GET", "/lanes", "admin"); got != http.StatusOK {
+		t.Fatalf("the admin token beside it: %d, want 200", got)
 	}
 }
