@@ -118,3 +118,28 @@ func TestAReloadThatChangesALaneKeySaysOrderIsNotKeptAcrossIt(t *testing.T) {
 	}
 	t.Fatalf("no WARN that the reload changes the lanes of split_out; logs:\n%s", e.logs.String())
 }
+
+// A leader whose reload fails (its copy of the file does not load) keeps
+// its graph running on the config in force: its port stays open, the graph
+// is not stopped, and its status still names the version it runs.
+func TestAFailedReloadKeepsTheRunningGraph(t *testing.T) {
+	listen := enginetest.FreeAddr(t)
+	started := oneInbound(t, "adt_in", listen, "out", filepath.Join(t.TempDir(), "out"))
+	e := startScripted(t, started, func(o *actors.Options) {
+		o.Reload = func() (*config.Config, error) {
+			return config.Parse([]byte("[[inbound]]\nname = \"adt_in\"\nlisten = ["), "test.toml")
+		}
+	})
+	e.tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Reason: "single-node"})
+	enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(listen) })
+	e.tell(leadership.ConfigChanged{Version: 2})
+	enginetest.WaitFor(t, "the reload to fail", 10*time.Second, func() bool {
+		return strings.Contains(e.logs.String(), "config reload failed")
+	})
+	if !open(listen) || strings.Contains(e.logs.String(), "graph stopped") {
+		t.Fatalf("after a reload that failed: port open %v; want the graph running on the config in force; logs:\n%s", open(listen), e.logs.String())
+	}
+	if v := e.eng.Status().ConfigVersion; v == 2 {
+		t.Fatalf("status config version %d after its reload failed; want the version it runs", v)
+	}
+}
