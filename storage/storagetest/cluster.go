@@ -18,21 +18,32 @@ import (
 // Two nodes starting together both migrate without error, and the schema is
 // applied once.
 func testMigrateConcurrent(t *testing.T, h *harness) {
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for i := 0; i < 4; i++ {
-		s := h.open()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- s.Migrate(h.ctx)
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("concurrent migrate: %v", err)
+	// Nodes starting at once on a fresh database, then on a migrated one
+	// (the harness's): the migrations apply once, whoever takes the lock
+	// first, and the others find them applied.
+	for _, open := range []func() storage.Store{h.newDB(t), h.open} {
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		stores := make([]storage.Store, 4)
+		for i := range stores {
+			stores[i] = open()
+		}
+		begin := make(chan struct{})
+		for _, s := range stores {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-begin
+				errs <- s.Migrate(h.ctx)
+			}()
+		}
+		close(begin)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("concurrent migrate: %v", err)
+			}
 		}
 	}
 	if err := h.s.Ping(h.ctx); err != nil {

@@ -81,6 +81,8 @@ type harness struct {
 	ctx  context.Context
 	open func() storage.Store
 	s    storage.Store
+	// newDB makes another fresh database (the harness's is migrated).
+	newDB Opener
 	// msgOf maps the queue ids ingested through the harness to their message.
 	msgOf map[int64]int64
 }
@@ -89,7 +91,7 @@ func newHarness(t testing.TB, newDB Opener) *harness {
 	open := newDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	h := &harness{t: t, ctx: ctx, open: open, msgOf: map[int64]int64{}}
+	h := &harness{t: t, ctx: ctx, open: open, newDB: newDB, msgOf: map[int64]int64{}}
 	h.s = open()
 	if err := h.s.Migrate(ctx); err != nil {
 		t.Fatalf("migrate: %v", err)
