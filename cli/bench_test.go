@@ -213,6 +213,25 @@ func TestSinkReportsDuplicatesAndReordered(t *testing.T) {
 	}
 }
 
+// Past the bitmap (a lane beyond 16 million messages), where sequence
+// numbers are kept in a map, arrivals are told apart as below it.
+func TestSinkLaneTellsArrivalsApartPastTheBitmap(t *testing.T) {
+	var l sinkLane
+	for i, c := range []struct {
+		seq  uint64
+		want int
+	}{
+		{sinkDenseMax - 1, arrivalInOrder}, {sinkDenseMax + 2, arrivalInOrder}, {sinkDenseMax + 1, arrivalReordered},
+		{sinkDenseMax + 2, arrivalDuplicate}, {sinkDenseMax + 1, arrivalDuplicate}, {sinkDenseMax - 1, arrivalDuplicate},
+		{sinkDenseMax + 3, arrivalInOrder},
+	} {
+		if got := l.add(c.seq); got != c.want {
+			t.Fatalf("arrival %d (seq %d): kind %d, want %d (in order %d, reordered %d, duplicate %d)",
+				i, c.seq, got, c.want, arrivalInOrder, arrivalReordered, arrivalDuplicate)
+		}
+	}
+}
+
 func TestSinkNaksMalformedFrames(t *testing.T) {
 	t.Parallel()
 	sink := startSink(t, 0)
