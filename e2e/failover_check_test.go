@@ -33,6 +33,7 @@ func TestFailoverVerdictCatchesEachBreach(t *testing.T) {
 		{"AA-acked, never delivered", seqs(0, 0, 2), []int{3}, want{lost: 1}},
 		{"AA-acked, nothing delivered", nil, []int{2}, want{lost: 2}},
 		{"a newer one first", seqs(0, 0, 2, 1, 3), []int{4}, want{reordered: 1}},
+		{"two older ones after a newer one", seqs(0, 0, 3, 1, 2), []int{4}, want{reordered: 2}},
 		{"a newer one first, after an adjacent repeat", seqs(0, 0, 1, 1, 3, 2), []int{4}, want{reordered: 1, dups: 1, adjacent: 1}},
 		{"a finished one sent again later", seqs(0, 0, 1, 2, 1, 3), []int{4}, want{dups: 1}},
 		{"a run sent again", seqs(0, 0, 1, 2, 3, 2, 3), []int{4}, want{dups: 2}},
@@ -91,6 +92,42 @@ func TestCleanVerdictTellsWhoRepeated(t *testing.T) {
 		r := repeat{id: "L00-000004", stored: c.stored, termStart: term, delivered: make([]time.Time, c.delivered)}
 		if got := r.byEngine(); got != c.byEngine {
 			t.Errorf("%s: byEngine() = %v, want %v (%s)", c.name, got, c.byEngine, r)
+		}
+	}
+}
+
+// The outage of a fault (the suite's published outage figures): the
+// largest gap between AAs that begins with the last AA before the fault or
+// later and ends by the window's end; none without an AA on either side.
+func TestLargestGapIsTheOutageOfItsFault(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 4, 0, 0, 0, time.UTC)
+	at := func(ss ...float64) []time.Time {
+		var out []time.Time
+		for _, s := range ss {
+			out = append(out, t0.Add(time.Duration(s*float64(time.Second))))
+		}
+		return out
+	}
+	cases := []struct {
+		name       string
+		aa         []time.Time
+		fault, end float64
+		want       []time.Time // From, To; nil: none
+	}{
+		{"the gap across the fault", at(0, 1, 2, 5, 6, 20), 2.5, 10, at(2, 5)},
+		{"a larger gap after the fault", at(0, 1, 3, 4, 9, 20), 1.5, 10, at(4, 9)},
+		{"a gap ending at the window's end counts", at(0, 1, 2, 3, 10), 1.5, 10, at(3, 10)},
+		{"a gap ending after the window belongs to the next fault", at(0, 1, 3, 30), 0.5, 10, at(1, 3)},
+		{"no AA before the fault", at(5, 6), 1, 10, nil},
+		{"no AA after the fault", at(0, 1), 2, 10, nil},
+	}
+	for _, c := range cases {
+		o, ok := largestGap(c.aa, at(c.fault)[0], at(c.end)[0])
+		switch {
+		case c.want == nil && ok:
+			t.Errorf("%s: outage %v to %v, want none", c.name, o.From.Sub(t0), o.To.Sub(t0))
+		case c.want != nil && (!ok || !o.From.Equal(c.want[0]) || !o.To.Equal(c.want[1])):
+			t.Errorf("%s: outage %v to %v (found %v), want %v to %v", c.name, o.From.Sub(t0), o.To.Sub(t0), ok, c.want[0].Sub(t0), c.want[1].Sub(t0))
 		}
 	}
 }
