@@ -153,6 +153,41 @@ func TestAFailedArchiveMoveStoresTheFileOnce(t *testing.T) {
 	}
 }
 
+// A file whose messages are stored but whose move failed, then taken away
+// by hand, is let go of once: the later files are read, and the WARN that
+// says so is not repeated at every poll after.
+func TestAnUnarchivedFileTakenAwayIsLetGoOfOnce(t *testing.T) {
+	e, in := startFileInbound(t, "settle_seconds = 0")
+	archive := filepath.Join(in, "archive")
+	if err := os.Remove(archive); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WriteFile(t, in, "archive", nil) // the move fails
+	drop(t, in, "a.hl7", adt("A1", "P1"))
+	enginetest.WaitFor(t, "polls retrying the move of a.hl7", 10*time.Second, func() bool {
+		return logLines(e, `"file":"a.hl7"`, `"reason":"archive move failing"`) >= 2
+	})
+	if err := os.Remove(filepath.Join(in, "a.hl7")); err != nil { // moved away by hand
+		t.Fatal(err)
+	}
+	if err := os.Remove(archive); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(archive, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	drop(t, in, "b.hl7", adt("B1", "P1"))
+	enginetest.WaitFor(t, "b.hl7 archived", 10*time.Second, func() bool { return archived(in, "b.hl7") })
+	drop(t, in, "c.hl7", adt("C1", "P1")) // polls after the one that let a.hl7 go
+	enginetest.WaitFor(t, "c.hl7 archived", 10*time.Second, func() bool { return archived(in, "c.hl7") })
+	if ids := storedIDs(t, e); ids != "A1,B1,C1" {
+		t.Fatalf("stored %q; want A1,B1,C1", ids)
+	}
+	if n := logLines(e, `"file":"a.hl7"`, "could not be archived is gone"); n != 1 {
+		t.Fatalf("the WARN that a.hl7 is gone logged %d times; want once", n)
+	}
+}
+
 // A file written in place is not read until it has settled: read while its
 // writer was still at it, its first message was stored cut short (one OBX
 // of two) as if whole, and the rest archived unread.
