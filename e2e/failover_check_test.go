@@ -64,6 +64,10 @@ func TestFailoverVerdictCatchesEachBreach(t *testing.T) {
 			if bad := c.want.lost + c.want.reordered + c.want.foreign + c.want.dups - c.want.adjacent; bad > 0 && len(d.Examples) == 0 {
 				t.Errorf("a breach without an example for the failure message")
 			}
+			// The suite fails a fault on these breaches, and on no others.
+			if breach := c.want.lost+c.want.reordered+c.want.foreign > 0 || c.want.dups != c.want.adjacent; breach != (len(d.breaches()) > 0) {
+				t.Errorf("breaches %q; want some: %v", d.breaches(), breach)
+			}
 			if all := allDelivered(c.got, c.acked); all != (c.want.lost == 0) {
 				t.Errorf("allDelivered = %v with %d lost", all, c.want.lost)
 			}

@@ -1015,6 +1015,21 @@ type deliveries struct {
 
 func (d deliveries) inFlightOnly() bool { return d.Duplicates == d.Adjacent }
 
+// breaches says which delivery contracts d shows broken, for the suite's
+// failure: a message AA-acked and lost, reordered within its lane, one
+// never sent, or a duplicate that is not the lane's delivery just before.
+func (d deliveries) breaches() []string {
+	var out []string
+	if d.Lost > 0 || d.Reordered > 0 || d.Foreign > 0 {
+		out = append(out, fmt.Sprintf("%d AA-acked messages lost, %d reordered, %d never sent; e.g.:\n%s", d.Lost, d.Reordered, d.Foreign, strings.Join(d.Examples, "\n")))
+	}
+	if !d.inFlightOnly() {
+		out = append(out, fmt.Sprintf("%d of %d duplicates are not repeats of the lane's delivery just before (rows in flight); e.g.:\n%s",
+			d.Duplicates-d.Adjacent, d.Duplicates, strings.Join(d.Examples, "\n")))
+	}
+	return out
+}
+
 // checkDeliveries compares what the sink got, in arrival order, with what
 // the partner had AA-acked.
 func checkDeliveries(got []received, acked []int) deliveries {

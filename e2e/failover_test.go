@@ -206,12 +206,8 @@ func (s *failoverSuite) run(t *testing.T, f fault) {
 		median.Round(time.Millisecond), len(outages), connWait.Round(time.Millisecond), elections, d.Acked, d.Delivered, d.Lost, d.Reordered, d.Duplicates, d.inFlightOnly(), drops, naks, in.note)
 
 	// The contracts.
-	if d.Lost > 0 || d.Reordered > 0 || d.Foreign > 0 {
-		t.Errorf("%d AA-acked messages lost, %d reordered, %d never sent; e.g.:\n%s", d.Lost, d.Reordered, d.Foreign, strings.Join(d.Examples, "\n"))
-	}
-	if !d.inFlightOnly() {
-		t.Errorf("%d of %d duplicates are not repeats of the lane's delivery just before (rows in flight); e.g.:\n%s",
-			d.Duplicates-d.Adjacent, d.Duplicates, strings.Join(d.Examples, "\n"))
+	for _, b := range d.breaches() {
+		t.Error(b)
 	}
 	if cleanFailure != "" {
 		t.Error(cleanFailure)
