@@ -403,3 +403,34 @@ to = ["emr"]
 		t.Fatalf("the admin token beside it: %d, want 200", got)
 	}
 }
+
+// A credential of blanks is no token, as an empty one is not: with the
+// SHA-256 of the empty string configured (the hash of an unset shell
+// variable), "Authorization: Bearer" and a no-break space got in as that
+// token, since the check for none came before the blanks were trimmed.
+func TestABlankBearerTokenIsNone(t *testing.T) {
+	empty := sha256.Sum256(nil)
+	listen := enginetest.FreeAddr(t)
+	v := startWith(t, listen, fmt.Sprintf("[[api.tokens]]\nname = \"unset\"\nrole = \"admin\"\nsha256 = %q\n", hex.EncodeToString(empty[:]))+`
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "`+listen+`"
+`+fileOutbound+`
+[[route]]
+from = "adt_in"
+to = ["emr"]
+`)
+	for _, h := range []string{"Bearer ", "Bearer  ", "Bearer \t", "bearer   ", "Bearer \u00a0", "Bearer \u0085\u3000"} {
+		req, _ := http.NewRequest("GET", v.srv.URL+"/lanes", nil)
+		req.Header.Set("Authorization", h)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("Authorization %q with the empty string's SHA-256 configured: %d, want 401", h, resp.StatusCode)
+		}
+	}
+}

@@ -69,10 +69,14 @@ func principalOf(r *http.Request) principal {
 func authenticate(r *http.Request, tokens []config.Token) (principal, bool) {
 	h := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(h, " ")
+	// Trimmed before the check for none: a credential of blanks (a
+	// no-break space survives the header parser) is no token, and its
+	// hash is the empty string's.
+	token = strings.TrimSpace(token)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return principal{}, false
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	sum := sha256.Sum256([]byte(token))
 	var found principal
 	match := 0
 	for _, t := range tokens {
