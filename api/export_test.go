@@ -1,6 +1,11 @@
 package api
 
-import "time"
+import (
+	"net/http"
+	"time"
+
+	"github.com/messagefoundry/mf/config"
+)
 
 // NewWithLimitsDividedBy is New with every time limit of the HTTP server
 // divided by div: a test sees the production limits act without waiting
@@ -15,4 +20,10 @@ func NewWithLimitsDividedBy(o Options, div time.Duration) *Server {
 	l.storeScan /= div
 	l.storeWrite /= div
 	return newServer(o, l)
+}
+
+// Authenticates reports whether r's credential is one of tokens'.
+func Authenticates(r *http.Request, tokens []config.Token) bool {
+	_, ok := authenticate(r, tokens)
+	return ok
 }

@@ -166,6 +166,7 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"api plaintext on the network", "[api]\nlisten = \"10.0.0.5:8765\"\n", "api.listen"},
 		{"token role", "[[api.tokens]]\nname = \"g\"\nrole = \"root\"\nsha256 = \"" + strings.Repeat("a", 64) + "\"\n", "api.tokens[0].role"},
 		{"token hash", "[[api.tokens]]\nname = \"g\"\nrole = \"viewer\"\nsha256 = \"abc\"\n", "api.tokens[0].sha256"},
+		{"the empty string's hash", "[[api.tokens]]\nname = \"g\"\nrole = \"admin\"\nsha256 = \"E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855\"\n", "api.tokens[0].sha256: is the SHA-256 of the empty string"},
 		{"one token twice", "[[api.tokens]]\nname = \"g\"\nrole = \"viewer\"\nsha256 = \"" + strings.Repeat("a", 64) + "\"\n" +
 			"[[api.tokens]]\nname = \"ops\"\nrole = \"admin\"\nsha256 = \"" + strings.Repeat("A", 64) + "\"\n", "api.tokens[1].sha256: is the hash of api.tokens[0] too"},
 		{"route from nowhere", "[[route]]\nfrom = \"nope\"\nto = [\"lab\"]\n", "route[1].from"},

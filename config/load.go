@@ -65,6 +65,9 @@ func StorePassword() (string, error) {
 // storage.MaxLaneBytes (800), which a long name would leave little of.
 const MaxOutboundNameBytes = 200
 
+// emptySHA256 is the SHA-256 of the empty string.
+const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
 // NameFault says what is wrong with a name (of an inbound, an outbound, a
 // token or the node), or "" when nothing is. A name is a key in the store,
 // a metric label and a log field, so it is refused with a control character
@@ -538,6 +541,10 @@ func (c *Config) Validate() error {
 		}
 		if len(t.SHA256) != 64 || strings.Trim(strings.ToLower(t.SHA256), "0123456789abcdef") != "" {
 			bad(key+".sha256", "must be the 64 hex digits of the token's SHA-256 (mf token new prints it)")
+		} else if strings.EqualFold(t.SHA256, emptySHA256) {
+			// No token is empty: this is the hash of nothing (a variable
+			// unset when the line was made), and no request can use it.
+			bad(key+".sha256", "is the SHA-256 of the empty string, not of a token (an unset variable hashed?): make a token with mf token new")
 		}
 	}
 
