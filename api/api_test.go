@@ -379,17 +379,7 @@ func TestRolesAreThoseOfTheDesign(t *testing.T) {
 func TestATokenMatchesOnlyItsWholeSHA256(t *testing.T) {
 	sum := sha256.Sum256([]byte("tok-near"))
 	sum[len(sum)-1] ^= 1
-	listen := enginetest.FreeAddr(t)
-	v := startWith(t, listen, fmt.Sprintf("[[api.tokens]]\nname = \"near\"\nrole = \"admin\"\nsha256 = %q\n", hex.EncodeToString(sum[:]))+`
-[[inbound]]
-name = "adt_in"
-type = "mllp"
-listen = "`+listen+`"
-`+fileOutbound+`
-[[route]]
-from = "adt_in"
-to = ["emr"]
-`)
+	v := startAPI(t, fmt.Sprintf("[[api.tokens]]\nname = \"near\"\nrole = \"admin\"\nsha256 = %q\n", hex.EncodeToString(sum[:])), fileOutbound)
 	req, _ := http.NewRequest("GET", v.srv.URL+"/lanes", nil)
 	req.Header.Set("Authorization", "Bearer tok-near")
 	resp, err := http.DefaultClient.Do(req)

@@ -457,55 +457,26 @@ func TestHTTPSenderDoesNotWaitOutABodyThatNeverEnds(t *testing.T) {
 // lane's backoff and counted an attempt.
 func TestHTTPSenderResendsAtOnceWhatAReusedConnectionClosedOn(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var (
-		mu       sync.Mutex
-		accepted int
-		received []string
-	)
-	go func() {
-		for {
-			c, err := ln.Accept()
+	addr, seen := closingReceiver(t, func(c net.Conn) func() (string, func(), error) {
+		br := bufio.NewReader(c)
+		return func() (string, func(), error) {
+			req, err := http.ReadRequest(br)
 			if err != nil {
-				return
+				return "", nil, err
 			}
-			mu.Lock()
-			accepted++
-			mu.Unlock()
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				// The first request is answered; one that comes before the
-				// close is read, and not.
-				for n := 0; ; n++ {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, req.Body)
-					mu.Lock()
-					received = append(received, req.Header.Get(HeaderControlID))
-					mu.Unlock()
-					if n > 0 {
-						return
-					}
-					_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
-				}
-			}()
+			_, _ = io.Copy(io.Discard, req.Body)
+			return req.Header.Get(HeaderControlID), func() {
+				_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+			}, nil
 		}
-	}()
-	s := newTestHTTPSender(t, httpOutbound("http://"+ln.Addr().String()))
+	})
+	s := newTestHTTPSender(t, httpOutbound("http://"+addr))
 	for _, id := range []string{"MSG1", "MSG2", "MSG3"} {
 		if err := s.Send(t.Context(), testMessage(id)); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	received, accepted := seen()
 	if want := []string{"MSG1", "MSG2", "MSG2", "MSG3", "MSG3"}; !slices.Equal(received, want) || accepted != 3 {
 		t.Errorf("received %v on %d connections, want %v on 3", received, accepted, want)
 	}

@@ -557,55 +557,24 @@ func TestMLLPSenderRedialsAfterIdleClose(t *testing.T) {
 // = 1, was set aside).
 func TestMLLPSenderResendsAtOnceWhatAReusedConnectionClosedOn(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var (
-		mu       sync.Mutex
-		accepted int
-		received []string
-	)
-	go func() {
-		for {
-			c, err := ln.Accept()
+	addr, seen := closingReceiver(t, func(c net.Conn) func() (string, func(), error) {
+		fr := hl7.NewFrameReader(c, 1<<20)
+		return func() (string, func(), error) {
+			p, err := fr.ReadFrame()
 			if err != nil {
-				return
+				return "", nil, err
 			}
-			mu.Lock()
-			accepted++
-			mu.Unlock()
-			go func() {
-				defer c.Close()
-				fr := hl7.NewFrameReader(c, 1<<20)
-				// The first message is answered; one that comes before the
-				// close (which a real receiver makes a little after) is not.
-				for n := 0; ; n++ {
-					p, err := fr.ReadFrame()
-					if err != nil {
-						return
-					}
-					m, _ := hl7.Parse(p)
-					mu.Lock()
-					received = append(received, m.ControlID())
-					mu.Unlock()
-					if n > 0 {
-						return
-					}
-					_ = hl7.WriteFrame(c, hl7.Ack(m, hl7.AA, ""))
-				}
-			}()
+			m, _ := hl7.Parse(p)
+			return m.ControlID(), func() { _ = hl7.WriteFrame(c, hl7.Ack(m, hl7.AA, "")) }, nil
 		}
-	}()
-	s := newTestMLLPSender(t, mllpOutbound(ln.Addr().String()))
+	})
+	s := newTestMLLPSender(t, mllpOutbound(addr))
 	for _, id := range []string{"MSG1", "MSG2", "MSG3"} {
 		if err := s.Send(t.Context(), testMessage(id)); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	received, accepted := seen()
 	if want := []string{"MSG1", "MSG2", "MSG2", "MSG3", "MSG3"}; !slices.Equal(received, want) || accepted != 3 {
 		t.Errorf("received %v on %d connections, want %v on 3", received, accepted, want)
 	}

@@ -12,7 +12,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/messagefoundry/mf/config"
@@ -203,5 +205,59 @@ func TestTLSFailuresSayWhatToSet(t *testing.T) {
 			defer s.Close()
 			wantDeliveryError(t, s.Send(t.Context(), testMessage("MSG1")), false, tt.says)
 		})
+	}
+}
+
+// closingReceiver listens for a destination that answers the first request
+// of each connection and closes the connection after reading the next one,
+// unanswered: one that takes a message per connection and closes a moment
+// after its answer. reader returns, for a new connection, a function that
+// reads its next request and returns the request's control id and the
+// function that answers it. seen reports the control ids read, in order,
+// and the connections accepted.
+func closingReceiver(t *testing.T, reader func(c net.Conn) func() (id string, answer func(), err error)) (addr string, seen func() (received []string, accepted int)) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var (
+		mu       sync.Mutex
+		accepted int
+		received []string
+	)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			accepted++
+			mu.Unlock()
+			go func() {
+				defer c.Close()
+				next := reader(c)
+				for n := 0; ; n++ {
+					id, answer, err := next()
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					received = append(received, id)
+					mu.Unlock()
+					if n > 0 {
+						return
+					}
+					answer()
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), func() ([]string, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(received), accepted
 	}
 }

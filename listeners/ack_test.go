@@ -50,6 +50,16 @@ func TestAckTable(t *testing.T) {
 		}
 	}
 	stillWorks()
+	// storedWith is the last stored message whose bytes hold part, or nil.
+	storedWith := func(part string) *storage.Message {
+		var found *storage.Message
+		for _, d := range e.Messages(t) {
+			if bytes.Contains(d.Message.Payload, []byte(part)) {
+				found = &d.Message
+			}
+		}
+		return found
+	}
 
 	t.Run("valid and routed: AA with MSA-2 = MSH-10", func(t *testing.T) {
 		ack := dial(t, addr).Send(adt("CTRL1", "P2"))
@@ -141,13 +151,7 @@ func TestAckTable(t *testing.T) {
 		if ack.ControlID != "CTRL6" {
 			t.Fatalf("MSA-2 %q, want the message's MSH-10 CTRL6", ack.ControlID)
 		}
-		var stored bool
-		for _, d := range e.Messages(t) {
-			if bytes.Contains(d.Message.Payload, []byte("|CTRL6|")) {
-				stored = d.Message.Status == storage.MessageRejected && d.Message.ControlID == "CTRL6"
-			}
-		}
-		if !stored {
+		if m := storedWith("|CTRL6|"); m == nil || m.Status != storage.MessageRejected || m.ControlID != "CTRL6" {
 			t.Fatal("the message with bad separators is not stored rejected with its control ID CTRL6")
 		}
 		stillWorks()
@@ -173,13 +177,7 @@ func TestAckTable(t *testing.T) {
 			!strings.Contains(ack.ErrorMessage, "second message") {
 			t.Fatalf("got %+v", ack)
 		}
-		var stored bool
-		for _, d := range e.Messages(t) {
-			if bytes.Contains(d.Message.Payload, []byte("|CTRLD2|")) {
-				stored = d.Message.Status == storage.MessageRejected && d.Message.ControlID == "CTRLD1"
-			}
-		}
-		if !stored {
+		if m := storedWith("|CTRLD2|"); m == nil || m.Status != storage.MessageRejected || m.ControlID != "CTRLD1" {
 			t.Fatal("the frame of two messages is not stored rejected")
 		}
 		if ack := cl.Send(adt("CTRLD3", "PD")); ack.Code != hl7.AA {

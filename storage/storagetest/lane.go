@@ -101,15 +101,8 @@ func testTrailingSpaceLanes(t *testing.T, h *harness) {
 	if b.Row.Lane != "lab/123 " {
 		t.Fatalf("claimed a row of lane %q for lane %q", b.Row.Lane, "lab/123 ")
 	}
-	lanes, err := h.s.QueueLanes(h.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	depth := map[string]int64{}
-	for _, l := range lanes {
-		depth[l.Lane] = l.Depth
-	}
-	if len(lanes) != 2 || depth["lab/123"] != 2 || depth["lab/123 "] != 2 {
+	depth, listed := h.laneDepths()
+	if listed != 2 || depth["lab/123"] != 2 || depth["lab/123 "] != 2 {
 		t.Fatalf("QueueLanes: %v; want lab/123 and lab/123 (trailing space) with 2 rows each", depth)
 	}
 	h.complete(zero, a)
@@ -144,14 +137,7 @@ func testKeysCompareExactly(t *testing.T, h *harness) {
 	if len(count) != len(want) || count["lab|pending"] != 1 || count["lab |pending"] != 2 || count["Lab|pending"] != 3 {
 		t.Fatalf("QueueStats by destination|status: %v; want %v", count, want)
 	}
-	lanes, err := h.s.QueueLanes(h.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	depth := map[string]int64{}
-	for _, l := range lanes {
-		depth[l.Lane] = l.Depth
-	}
+	depth, _ := h.laneDepths()
 	if len(depth) != 3 || depth["lab/P1"] != 1 || depth["lab /P1"] != 2 || depth["Lab/P1"] != 3 {
 		t.Fatalf("QueueLanes depths: %v; want lab/P1 1, lab /P1 2, Lab/P1 3", depth)
 	}

@@ -217,6 +217,21 @@ func (h *harness) mustNotBeHead(what string, err error, id, head int64) {
 	}
 }
 
+// laneDepths reads QueueLanes: each lane's depth, and how many lanes it
+// listed.
+func (h *harness) laneDepths() (depth map[string]int64, listed int) {
+	h.t.Helper()
+	lanes, err := h.s.QueueLanes(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	depth = map[string]int64{}
+	for _, l := range lanes {
+		depth[l.Lane] = l.Depth
+	}
+	return depth, len(lanes)
+}
+
 func (h *harness) complete(f storage.Fence, c storage.QueueClaim) {
 	h.t.Helper()
 	err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: f, Claim: c.Claim()})
