@@ -52,16 +52,14 @@ func sendCommand() *cli.Command {
 			if err := config.CheckHostPort(c.String("to"), false); err != nil {
 				return fmt.Errorf("send: --to: %w", err)
 			}
-			// urfave/cli stops at the first file: a flag after it is taken
-			// for a file name. One that names no file is that flag.
-			for _, f := range c.Args().Slice() {
-				if _, err := os.Stat(f); err != nil && strings.HasPrefix(f, "-") {
-					return fmt.Errorf("send: %q is a flag after the files: flags go before them (mf send --to HOST:PORT FILE...)", f)
-				}
-			}
 			var msgs [][]byte
 			for _, f := range c.Args().Slice() {
 				b, err := os.ReadFile(f)
+				if err != nil && strings.HasPrefix(f, "-") {
+					// urfave/cli stops at the first file: a flag after it
+					// is taken for a file name, one that names no file.
+					return fmt.Errorf("send: %q is a flag after the files: flags go before them (mf send --to HOST:PORT FILE...)", f)
+				}
 				if err != nil {
 					return fmt.Errorf("send: %w", err)
 				}
