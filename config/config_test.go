@@ -422,6 +422,33 @@ func TestAnExplicitZeroIsNotTakenForTheDefault(t *testing.T) {
 	}
 }
 
+// A string key written empty is refused as a 0 is, not run with its default:
+// an unset variable in a templated file (listen = "${API_LISTEN}") would
+// otherwise bind 127.0.0.1:8765 or store every message in ./mf.db, and
+// mf check said ok.
+func TestAnExplicitEmptyStringIsNotTakenForTheDefault(t *testing.T) {
+	cases := []struct {
+		name, toml, want string
+	}{
+		{"api listen", "[api]\nlisten = \"\"\n", "api.listen"},
+		{"store backend", "[store]\nbackend = \"\"\n", "store.backend"},
+		{"store path", "[store]\npath = \"\"\n", "store.path"},
+		{"archive directory", "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"in\"\narchive_directory = \"\"\n", "inbound[1].archive_directory"},
+		{"on exhausted", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\non_exhausted = \"\"\n", "outbound[1].on_exhausted"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(minimal+tc.toml), "site.toml")
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), "site.toml") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not name %q", err, tc.want)
+			}
+		})
+	}
+}
+
 // A store url may carry the password (postgres://mf:pw@db/mf), and the
 // store uses it when MF_STORE_PASSWORD is unset: mf run warns, naming the
 // key but not the password, since the file is then a secret.

@@ -273,10 +273,13 @@ func decodeError(name string, err error) error {
 // it ran with the default while the file said 0, and the timing
 // invariant's error quoted the default as the file's value.
 func (c *Config) applyDefaults(written map[string]bool) {
+	// A string written empty is kept, as a 0 is, for Validate to refuse: it is
+	// an unset variable in a templated file more often than a wish for the
+	// default.
 	s := &c.Store
-	def(&s.Backend, BackendSQLite)
+	defUnwritten(written, "store.backend", &s.Backend, BackendSQLite)
 	if s.Backend == BackendSQLite {
-		def(&s.Path, "mf.db")
+		defUnwritten(written, "store.path", &s.Path, "mf.db")
 	}
 	defUnwritten(written, "store.pool_size", &s.PoolSize, 5)
 	defUnwritten(written, "store.lease_ttl_seconds", &s.LeaseTTLSeconds, 60)
@@ -289,7 +292,7 @@ func (c *Config) applyDefaults(written map[string]bool) {
 	defUnwritten(written, "cluster.leader_lease_ttl_seconds", &cl.LeaderLeaseTTLSeconds, 30)
 	defUnwritten(written, "cluster.leader_fence_timeout_seconds", &cl.LeaderFenceTimeoutSeconds, 20)
 
-	def(&c.API.Listen, "127.0.0.1:8765")
+	defUnwritten(written, "api.listen", &c.API.Listen, "127.0.0.1:8765")
 
 	for i := range c.Inbound {
 		in := &c.Inbound[i]
@@ -302,7 +305,7 @@ func (c *Config) applyDefaults(written map[string]bool) {
 		defUnwritten(written, key+"max_file_bytes", &in.MaxFileBytes, 64<<20)
 		defUnwritten(written, key+"settle_seconds", &in.SettleSeconds, DefaultSettleSeconds)
 		defUnwritten(written, key+"create_directory", &in.CreateDirectory, true)
-		if in.Type == InboundFile && in.Directory != "" {
+		if in.Type == InboundFile && in.Directory != "" && !written[key+"archive_directory"] {
 			def(&in.ArchiveDirectory, in.Directory+string(os.PathSeparator)+"archive")
 		}
 	}
@@ -311,7 +314,7 @@ func (c *Config) applyDefaults(written map[string]bool) {
 		key := fmt.Sprintf("outbound[%d].", i)
 		defUnwritten(written, key+"retry_base_seconds", &o.RetryBaseSeconds, 1)
 		defUnwritten(written, key+"retry_max_seconds", &o.RetryMaxSeconds, 300)
-		def(&o.OnExhausted, ExhaustedBlock)
+		defUnwritten(written, key+"on_exhausted", &o.OnExhausted, ExhaustedBlock)
 		defUnwritten(written, key+"timeout_seconds", &o.TimeoutSeconds, 30)
 		defUnwritten(written, key+"connections", &o.Connections, 1)
 		defUnwritten(written, key+"create_directory", &o.CreateDirectory, true)
@@ -612,10 +615,14 @@ func (c *Config) Validate() error {
 	// An archived file moved into a directory a file inbound reads is read
 	// again at its next poll: its messages stored again, every poll.
 	for i, in := range c.Inbound {
-		if in.Type != InboundFile || in.Directory == "" || in.ArchiveDirectory == "" {
+		if in.Type != InboundFile || in.Directory == "" {
 			continue
 		}
 		key := fmt.Sprintf("inbound[%d]", i)
+		if in.ArchiveDirectory == "" {
+			bad(key+".archive_directory", "is empty: name a directory, or leave the key out for the default %s", filepath.Join(in.Directory, "archive"))
+			continue
+		}
 		if absDir(in.ArchiveDirectory) == absDir(in.Directory) {
 			bad(key+".archive_directory", "%q is this inbound's directory too: each file archived would be read again at the next poll, its messages stored again and again; give it a directory of its own (default %s)",
 				in.ArchiveDirectory, filepath.Join(in.Directory, "archive"))
