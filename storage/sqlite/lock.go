@@ -21,11 +21,8 @@ func lockFile(path string) (*processLock, error) {
 	// engine reaching it through a symbolic link (a second config naming
 	// /var/lib/mf/mf.db, a link to /data/mf.db) locked another PATH.lock
 	// and ran beside the first. SQLite follows the link too: its -wal and
-	// -shm are beside the file itself. A file not made yet has no link.
-	name := path + ".lock"
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		name = real + ".lock"
-	}
+	// -shm are beside the file itself.
+	name := realPath(path) + ".lock"
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open lock file %s: %w", name, err)
@@ -49,4 +46,30 @@ func (l *processLock) release() {
 	if l != nil {
 		l.f.Close() // closing the file releases the lock
 	}
+}
+
+// realPath is path with its symbolic links followed, to the file SQLite
+// opens through it. A link made before the file (/var/lib/mf/mf.db to
+// /data/mf/mf.db, not there yet) is followed too, where EvalSymlinks gives
+// up on it, so the file is created, and locked, where later starts find it.
+func realPath(path string) string {
+	p := path
+	for range 40 { // the kernel's own limit on links in a row
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			return real
+		}
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			return p
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			return p
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(p), target)
+		}
+		p = target
+	}
+	return p
 }

@@ -50,3 +50,42 @@ func TestExclusiveRefusesASecondEngineThroughASymlink(t *testing.T) {
 		}
 	}
 }
+
+// A store path that is a symbolic link made before the store's first start
+// (/var/lib/mf/mf.db to /data/mf/mf.db, not there yet) gets the new file
+// readable by its owner only, as a plain path does, and the lock beside
+// the file it leads to. SQLite made the file through the link with its own
+// 0644 less the umask, world-readable with no WARN, since the private
+// create (O_EXCL) found the link and took it for an existing file; and the
+// lock was PATH.lock of the link, another than later starts take.
+func TestANewDatabaseThroughADanglingSymlinkIsPrivate(t *testing.T) {
+	root := t.TempDir()
+	real := filepath.Join(root, "data", "mf.db")
+	if err := os.Mkdir(filepath.Dir(real), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "mf.db")
+	if err := os.Symlink(filepath.Join("data", "mf.db"), link); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.Open(context.Background(), sqlite.Options{Path: link, Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{real, real + "-wal", real + "-shm", real + ".lock"} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			t.Errorf("%s has mode %v: group or others may read it", name, perm)
+		}
+	}
+	if _, err := os.Lstat(link + ".lock"); err == nil {
+		t.Errorf("a lock file beside the link, %s: want it beside the file the link leads to only", link+".lock")
+	}
+}

@@ -168,7 +168,9 @@ const dbFileMode = 0o600
 // keeps the mode its operator gave it; one that others can read is logged,
 // and one this process cannot write is refused.
 func createPrivate(path string, log zerolog.Logger) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, dbFileMode)
+	// O_EXCL fails on a symbolic link, even one that leads nowhere yet:
+	// create the file it leads to, or SQLite creates it 0644.
+	f, err := os.OpenFile(realPath(path), os.O_RDWR|os.O_CREATE|os.O_EXCL, dbFileMode)
 	if err == nil {
 		return f.Close()
 	}
