@@ -435,6 +435,7 @@ func TestAnExplicitEmptyStringIsNotTakenForTheDefault(t *testing.T) {
 		{"store path", "[store]\npath = \"\"\n", "store.path"},
 		{"archive directory", "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"in\"\narchive_directory = \"\"\n", "inbound[1].archive_directory"},
 		{"on exhausted", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\non_exhausted = \"\"\n", "outbound[1].on_exhausted"},
+		{"node id", "[store]\nbackend = \"postgres\"\nurl = \"postgres://mf@db.internal/mf?sslmode=verify-full\"\n[cluster]\nenabled = true\nnode_id = \"\"\n", "cluster.node_id"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

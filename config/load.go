@@ -145,7 +145,14 @@ func Parse(b []byte, name string) (*Config, error) {
 	}
 	written := writtenKeys(raw)
 	c.applyDefaults(written)
-	if err := errors.Join(c.keysOfOtherTypes(written), c.Validate()); err != nil {
+	var emptyID error
+	// The node's id is made at start when the key is left out; written
+	// empty, it is an unset variable (node_id = "${HOSTNAME}"), and a new id
+	// at every start would leave a node row behind each time.
+	if written["cluster.node_id"] && c.Cluster.NodeID == "" {
+		emptyID = fmt.Errorf("config: %s: cluster.node_id: is empty: name the node, or leave the key out for a new host:pid:hex id at every start", name)
+	}
+	if err := errors.Join(emptyID, c.keysOfOtherTypes(written), c.Validate()); err != nil {
 		return nil, err
 	}
 	return c, nil
