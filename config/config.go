@@ -200,10 +200,11 @@ type Outbound struct {
 	TLSCert    string `toml:"tls_cert"`
 	TLSKey     string `toml:"tls_key"`
 	ServerName string `toml:"server_name"`
-	// Connections is how many persistent MLLP connections the destination's
-	// lanes share (default 1: many receivers expect a single connection).
-	// Each lane still delivers one message at a time. At most
-	// MaxOutboundConnections.
+	// Connections is how many connections the destination's lanes share:
+	// persistent MLLP connections (default 1: many receivers expect a
+	// single connection), or HTTP requests in flight at once (default
+	// DefaultHTTPConnections). Each lane still delivers one message at a
+	// time. At most MaxOutboundConnections.
 	Connections int `toml:"connections"`
 	// Directory is the file destination's directory.
 	Directory string `toml:"directory"`

@@ -58,6 +58,13 @@ func TestDefaults(t *testing.T) {
 		out.Timeout() != 30*time.Second || out.Connections != 1 {
 		t.Fatalf("outbound defaults: %+v", out)
 	}
+	h, err := config.Parse([]byte(minimal+"[[outbound]]\nname = \"api\"\ntype = \"http\"\nurl = \"https://h/x\"\n"), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Outbound[1].Connections; got != config.DefaultHTTPConnections {
+		t.Fatalf("an http outbound's connections default to %d, want %d", got, config.DefaultHTTPConnections)
+	}
 }
 
 // A file destination creates its directory, and a file inbound its
@@ -407,6 +414,7 @@ func TestAnExplicitZeroIsNotTakenForTheDefault(t *testing.T) {
 		{"max message bytes", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\nmax_message_bytes = 0\n", "inbound[1].max_message_bytes: must be at least 64, got 0"},
 		{"delivery timeout", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\ntimeout_seconds = 0\n", "outbound[1].timeout_seconds: must be positive"},
 		{"outbound connections", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\nconnections = 0\n", "outbound[1].connections: must be at least 1, got 0"},
+		{"http outbound connections", "[[outbound]]\nname = \"x\"\ntype = \"http\"\nurl = \"https://h/x\"\nconnections = 0\n", "outbound[1].connections: must be at least 1, got 0"},
 		{"retry base", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\nretry_base_seconds = 0\n", "need 0 < retry_base_seconds (0)"},
 	}
 	for _, tc := range cases {
@@ -574,7 +582,7 @@ func TestAKeyOfAnotherTypeIsRefused(t *testing.T) {
 		{"tls on a file outbound", fileOut + "tls = false\n", `outbound[1].tls: has no effect with type = "file" (only type = "http" or "mllp" reads it)`},
 		{"directory on an mllp outbound", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\ndirectory = \"out\"\n", `outbound[1].directory: has no effect with type = "mllp" (only type = "file" reads it)`},
 		{"create_directory on an mllp outbound", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\ncreate_directory = false\n", `outbound[1].create_directory: has no effect with type = "mllp" (only type = "file" reads it)`},
-		{"connections on an http outbound", "[[outbound]]\nname = \"x\"\ntype = \"http\"\nurl = \"https://h/x\"\nconnections = 4\n", `outbound[1].connections: has no effect with type = "http" (only type = "mllp" reads it)`},
+		{"connections on a file outbound", fileOut + "connections = 4\n", `outbound[1].connections: has no effect with type = "file" (only type = "http" or "mllp" reads it)`},
 		{"listen on a file inbound", fileIn + "listen = \"127.0.0.1:1\"\n", `inbound[1].listen: has no effect with type = "file" (only type = "mllp" reads it)`},
 		{"max_connections on a file inbound", fileIn + "max_connections = 5\n", `inbound[1].max_connections: has no effect with type = "file"`},
 		{"settle_seconds on an mllp inbound", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\nsettle_seconds = 2\n", `inbound[1].settle_seconds: has no effect with type = "mllp" (only type = "file" reads it)`},

@@ -103,9 +103,15 @@ const MaxNodeIDBytes = 200
 // database serves thousands of connections from one client well.
 const MaxPoolSize = 1000
 
-// MaxOutboundConnections bounds an mllp outbound's connections: the sender
-// makes room for each at start, and 1099511627776 ran mf run out of memory.
+// MaxOutboundConnections bounds an mllp or http outbound's connections: the
+// MLLP sender makes room for each at start, and 1099511627776 ran mf run out
+// of memory.
 const MaxOutboundConnections = 1000
+
+// DefaultHTTPConnections is an http outbound's connections when the file
+// leaves them out: a few requests in flight at once, not one per lane (a
+// feed keyed by patient has thousands of lanes).
+const DefaultHTTPConnections = 8
 
 // MaxFileBytes bounds a file inbound's max_file_bytes: a file is read whole
 // into memory (the largest int64 overflowed the read's limit: the inbound
@@ -173,7 +179,7 @@ var (
 	outboundKeys = map[string][]string{
 		OutboundMLLP: {"address", "tls", "tls_ca", "tls_cert", "tls_key", "server_name", "connections"},
 		OutboundFile: {"directory", "create_directory"},
-		OutboundHTTP: {"url", "tls", "tls_ca", "tls_cert", "tls_key", "server_name"},
+		OutboundHTTP: {"url", "tls", "tls_ca", "tls_cert", "tls_key", "server_name", "connections"},
 	}
 )
 
@@ -323,7 +329,11 @@ func (c *Config) applyDefaults(written map[string]bool) {
 		defUnwritten(written, key+"retry_max_seconds", &o.RetryMaxSeconds, 300)
 		defUnwritten(written, key+"on_exhausted", &o.OnExhausted, ExhaustedBlock)
 		defUnwritten(written, key+"timeout_seconds", &o.TimeoutSeconds, 30)
-		defUnwritten(written, key+"connections", &o.Connections, 1)
+		connections := 1 // many MLLP receivers expect a single connection
+		if o.Type == OutboundHTTP {
+			connections = DefaultHTTPConnections
+		}
+		defUnwritten(written, key+"connections", &o.Connections, connections)
 		defUnwritten(written, key+"create_directory", &o.CreateDirectory, true)
 	}
 }
@@ -665,11 +675,6 @@ func (c *Config) Validate() error {
 			if !o.TLS && (o.TLSCA != "" || o.TLSCert != "" || o.ServerName != "") {
 				bad(key+".tls", "tls_ca, tls_cert, tls_key and server_name need tls = true (otherwise the message would go in plaintext)")
 			}
-			if o.Connections < 1 {
-				bad(key+".connections", "must be at least 1, got %d", o.Connections)
-			} else if o.Connections > MaxOutboundConnections {
-				bad(key+".connections", "must be at most %d, got %d", MaxOutboundConnections, o.Connections)
-			}
 		case OutboundFile:
 			dir := absDir(o.Directory)
 			if o.Directory == "" {
@@ -689,6 +694,11 @@ func (c *Config) Validate() error {
 		if o.Type == OutboundMLLP || o.Type == OutboundHTTP {
 			checkKeyPair(key, o.TLSCert, o.TLSKey, bad)
 			checkCAFile(key+".tls_ca", o.TLSCA, bad)
+			if o.Connections < 1 {
+				bad(key+".connections", "must be at least 1, got %d", o.Connections)
+			} else if o.Connections > MaxOutboundConnections {
+				bad(key+".connections", "must be at most %d, got %d", MaxOutboundConnections, o.Connections)
+			}
 		}
 		if o.MaxAttempts < 0 {
 			bad(key+".max_attempts", "must be 0 (never give up) or more, got %d", o.MaxAttempts)

@@ -203,3 +203,14 @@ func withSendDeadline(ctx context.Context, timeout time.Duration) (context.Conte
 	}
 	return context.WithTimeout(ctx, timeout)
 }
+
+// latestWrite is when a send on ctx (bounded by withSendDeadline) must have
+// begun to write, with its budget (timeout, or less if ctx's deadline is
+// sooner): half of the budget is left for the answer. A send still waiting
+// for a connection then gives up with nothing written (errNotWritten):
+// written with less, it would time out before its answer and be sent again.
+func latestWrite(ctx context.Context, timeout time.Duration) (by time.Time, budget time.Duration) {
+	deadline, _ := ctx.Deadline()
+	budget = max(0, min(timeout, time.Until(deadline)))
+	return deadline.Add(-budget / 2), budget
+}

@@ -47,6 +47,12 @@ type httpSender struct {
 	timeout   time.Duration
 	client    *http.Client
 	transport *http.Transport
+	// slots bounds the requests in flight to the destination's
+	// connections: one token each, taken for a POST and given back after.
+	// A keyed feed has a lane per patient, and without a bound every
+	// lane's head went out at once, a connection each (a destination back
+	// from an outage met thousands).
+	slots chan struct{}
 }
 
 // newHTTPSender builds the sender of o. config.Validate makes the same
@@ -65,10 +71,16 @@ func newHTTPSender(o config.Outbound) (*httpSender, error) {
 	// No proxy from the environment: mf reads its settings from the config
 	// file only, and PHI goes where the file says.
 	tr.Proxy = nil
-	// One host, sent to by all the destination's lanes at once: keep their
-	// connections for the next messages (net/http keeps 2 a host, and
-	// opened, with https handshook, a connection per message beyond them).
-	tr.MaxIdleConnsPerHost = tr.MaxIdleConns
+	// One host, sent to by the destination's lanes at once, up to
+	// connections of them: keep a connection each for the next messages
+	// (net/http keeps 2 a host, and opened, with https handshook, a
+	// connection per message beyond them).
+	n := o.Connections
+	if n < 1 { // an Outbound not from config.Parse
+		n = config.DefaultHTTPConnections
+	}
+	tr.MaxIdleConnsPerHost = n
+	tr.MaxConnsPerHost = n
 	if o.TLS || o.TLSCA != "" || o.TLSCert != "" || o.TLSKey != "" || o.ServerName != "" {
 		if u.Scheme != "https" {
 			return nil, errors.New("tls_ca, tls_cert, tls_key and server_name need an https:// url (refusing to send in plaintext)")
@@ -85,6 +97,7 @@ func newHTTPSender(o config.Outbound) (*httpSender, error) {
 		shownURL:  config.CleanURL(o.URL),
 		timeout:   sendTimeout(o),
 		transport: tr,
+		slots:     make(chan struct{}, n),
 		client: &http.Client{
 			Transport: tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
@@ -98,6 +111,10 @@ func newHTTPSender(o config.Outbound) (*httpSender, error) {
 func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 	ctx, cancel := withSendDeadline(ctx, s.timeout)
 	defer cancel()
+	if err := s.take(ctx, m.QueueID); err != nil {
+		return err
+	}
+	defer func() { <-s.slots }()
 	resp, err := s.post(ctx, m)
 	if err != nil {
 		var de *DeliveryError
@@ -144,6 +161,25 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 		}
 	}
 	return de
+}
+
+// take waits for a free connection as the MLLP sender does (mllpSender):
+// only while half of the send's budget is left, so that a request has time
+// for its answer; past that nothing is sent (errNotWritten), which the lane
+// does not count as an attempt.
+func (s *httpSender) take(ctx context.Context, queueID int64) error {
+	writeBy, budget := latestWrite(ctx, s.timeout)
+	waitLimit := time.NewTimer(time.Until(writeBy))
+	defer waitLimit.Stop()
+	select {
+	case s.slots <- struct{}{}:
+		return nil
+	case <-waitLimit.C:
+		return retryableError(errNotWritten, "http %s: no free connection (of %d) for queue id %d within %s, half of its %s; not sent, so not a duplicate when retried",
+			s.name, cap(s.slots), queueID, (budget / 2).Round(time.Millisecond), budget.Round(time.Millisecond))
+	case <-ctx.Done():
+		return retryableError(fmt.Errorf("%w: %w", errNotWritten, ctx.Err()), "http %s: no free connection (of %d) for queue id %d; not sent", s.name, cap(s.slots), queueID)
+	}
 }
 
 // post POSTs m. A connection used before that the destination closes

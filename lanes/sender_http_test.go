@@ -481,3 +481,63 @@ func TestHTTPSenderResendsAtOnceWhatAReusedConnectionClosedOn(t *testing.T) {
 		t.Errorf("received %v on %d connections, want %v on 3", received, accepted, want)
 	}
 }
+
+// An HTTP destination's lanes share its connections as an MLLP one's do: a
+// feed keyed by patient has thousands of lanes, and each lane's head went
+// out at once, a connection each, when such a destination came back after
+// an outage. A lane that finds none free in time sends nothing (as MLLP:
+// not an attempt) and the next message waits for the first to finish.
+func TestHTTPSenderBoundsItsConcurrentRequests(t *testing.T) {
+	t.Parallel()
+	var (
+		mu      sync.Mutex
+		arrived []string
+	)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrived = append(arrived, r.Header.Get(HeaderControlID))
+		mu.Unlock()
+		if strings.HasPrefix(r.Header.Get(HeaderControlID), "HELD") {
+			<-release
+		}
+	}))
+	defer srv.Close()
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	defer free() // before srv.Close, which waits for the held handlers
+	seen := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(arrived) }
+	o := httpOutbound(srv.URL)
+	o.Connections = 2
+	s := newTestHTTPSender(t, o)
+
+	held := make(chan error, 2)
+	for _, id := range []string{"HELD1", "HELD2"} {
+		go func() { held <- s.Send(t.Context(), testMessage(id)) }()
+	}
+	waitFor(t, "both held requests to arrive", func() bool { return len(seen()) == 2 })
+
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	err := s.Send(ctx, testMessage("THIRD"))
+	if !errors.Is(err, errNotWritten) {
+		t.Fatalf("a third concurrent POST with connections = 2: %v (the destination got %v); want it not sent (errNotWritten)", err, seen())
+	}
+	wantDeliveryError(t, err, false, "http api: no free connection (of 2) for queue id 42 within")
+
+	// A send that waits gets the connection a finished one gives back.
+	waiting := make(chan error, 1)
+	go func() { waiting <- s.Send(t.Context(), testMessage("THIRD")) }()
+	free()
+	for range 2 {
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-waiting; err != nil {
+		t.Fatalf("THIRD after the held ones: %v", err)
+	}
+	if got := seen(); len(got) != 3 || got[2] != "THIRD" {
+		t.Errorf("the destination got %v; want HELD1 and HELD2, then THIRD once", got)
+	}
+}

@@ -210,9 +210,7 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel) // Close aborts the Send
 	defer stop()
-	deadline, _ := ctx.Deadline()
-	budget := max(0, min(s.timeout, time.Until(deadline)))
-	writeBy := deadline.Add(-budget / 2) // see mllpSender
+	writeBy, budget := latestWrite(ctx, s.timeout) // see mllpSender
 	waitLimit := time.NewTimer(time.Until(writeBy))
 	defer waitLimit.Stop()
 	tooLate := func(dialled bool) *DeliveryError {
