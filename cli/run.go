@@ -217,6 +217,11 @@ func clustered(ctx context.Context, opts *actors.Options, log zerolog.Logger) er
 	if err != nil {
 		return fmt.Errorf("store: read the shared config version: %w", err)
 	}
+	if cfg.Cluster.NodeID != "" { // an automatic id is this process's own
+		if err := leadership.CheckNodeIDFree(ctx, opts.Store, cfg.Cluster, opts.NodeID, log); err != nil {
+			return fmt.Errorf("%w (%s)", err, cfg.Path)
+		}
+	}
 	opts.Trust = leadership.NewTrust()
 	opts.ConfigVersion = version
 	opts.Leadership = leadership.NewElector(leadership.ElectorOptions{

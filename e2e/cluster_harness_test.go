@@ -77,7 +77,12 @@ func newCluster(t *testing.T, tm timing) *cluster {
 // or a proxy's in front of it).
 func (c *cluster) addNode(storeURL string) *engine {
 	c.t.Helper()
-	id := fmt.Sprintf("node-%d", len(c.nodes))
+	return c.addNodeAs(storeURL, fmt.Sprintf("node-%d", len(c.nodes)))
+}
+
+// addNodeAs launches one more node under the node_id id.
+func (c *cluster) addNodeAs(storeURL, id string) *engine {
+	c.t.Helper()
 	apiAddr := freePortNoT()
 	e := newEngine(c.t, `
 [store]

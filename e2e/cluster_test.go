@@ -553,3 +553,36 @@ url = "`+c.url+`"`, 1)
 		t.Fatalf("no line names cluster.enabled:\n%s", e.logs.String())
 	}
 }
+
+// A node started with the node_id of a node that runs (a config file copied
+// to a new host, node_id and all) is refused at start, saying which node
+// holds the id. It ran before: both wrote one mf_nodes row, turn about, so
+// /cluster/nodes showed the running primary under the other's pid, not
+// flagged leader, with leader_node_id null; and the first of them to stop
+// marked the other "left". The node that held the id runs on, untouched.
+func TestClusterRefusesASecondNodeWithARunningNodesID(t *testing.T) {
+	c := startCluster(t, 1, fast)
+	dup := c.addNodeAs(c.url, "node-0")
+	waitFor(t, "the second process given node_id node-0 to exit", 30*time.Second, func() bool {
+		select {
+		case <-dup.exited:
+			return true
+		default:
+			return false
+		}
+	})
+	if code := dup.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("the second node-0 exited %d, want 1", code)
+	}
+	if logs := dup.logs.String(); !strings.Contains(logs, `node_id "node-0" is in use by a running node`) {
+		t.Errorf("the second node-0 did not say its node_id is in use:\n%s", logs)
+	}
+	if !c.acks(0) {
+		t.Error("node-0 no longer acknowledges after the duplicate's attempt")
+	}
+	for _, n := range c.nodeList().Nodes {
+		if n.NodeID == "node-0" && (n.PID != int64(c.nodes[0].cmd.Process.Pid) || n.Status != "active" || !n.IsLeader) {
+			t.Errorf("node-0's row is not the running primary's: %+v (its pid %d)", n, c.nodes[0].cmd.Process.Pid)
+		}
+	}
+}

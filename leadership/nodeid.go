@@ -1,10 +1,17 @@
 package leadership
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/storage"
 )
 
 // NewNodeID returns a node id for this process, host:pid:random-hex. It is
@@ -28,4 +35,62 @@ func NewInstanceID(nodeID string) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return nodeID + "#" + hex.EncodeToString(b[:])
+}
+
+// CheckNodeIDFree refuses to start a node under a pinned node_id that a
+// running process already uses (a config file copied to a new host, node_id
+// and all). Two processes under one id write one mf_nodes row in turn, so
+// the cluster's view of its nodes and its leader is wrong, and the first to
+// stop marks the other left. The lease and row leases stay safe either way
+// (terms and instance ids tell the two apart): this is for the operator.
+//
+// A row of the id that is active, fresh and written by another host or pid
+// is either that running node or a run of this node that crashed moments
+// ago; only a later heartbeat tells them apart. So the check waits, polling
+// every half heartbeat, until the row's last_seen moves (a live node: the
+// error) or node_timeout_seconds have passed since it was last written (the
+// definition of a dead node: start). A crashed node's lease holds the
+// election for about as long anyway.
+func CheckNodeIDFree(ctx context.Context, store storage.Store, cl config.Cluster, nodeID string, log zerolog.Logger) error {
+	host, _ := os.Hostname()
+	pid := int64(os.Getpid())
+	var first *storage.Node
+	for {
+		l, err := store.NodeList(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// Best effort: membership never decides who leads.
+			log.Warn().Err(err).Msg("could not read mf_nodes to check that no running node has this node_id; starting anyway")
+			return nil
+		}
+		var row *storage.Node
+		for i := range l.Nodes {
+			if l.Nodes[i].NodeID == nodeID {
+				row = &l.Nodes[i]
+			}
+		}
+		if row == nil || row.Status != "active" || (row.Host == host && row.PID == pid) {
+			return nil
+		}
+		if first == nil {
+			first = row
+			if l.DBNow.Sub(row.LastSeen) >= cl.NodeTimeout() {
+				return nil
+			}
+			log.Info().Str("host", row.Host).Int64("pid", row.PID).Dur("seen_ago", l.DBNow.Sub(row.LastSeen)).
+				Msg("this node_id was seen moments ago from another process: waiting up to node_timeout_seconds to tell a crashed run of this node from a running node with the same node_id")
+		} else if row.LastSeen.After(first.LastSeen) {
+			return fmt.Errorf("config: cluster.node_id %q is in use by a running node (host %s, pid %d, seen %.1fs ago): give every node its own node_id, or leave node_id out for one of host:pid:random",
+				nodeID, row.Host, row.PID, l.DBNow.Sub(row.LastSeen).Seconds())
+		} else if l.DBNow.Sub(first.LastSeen) >= cl.NodeTimeout() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(cl.Heartbeat() / 2):
+		}
+	}
 }
