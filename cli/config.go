@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -103,11 +107,17 @@ func reloadCommand() *cli.Command {
 			"re-reads its own config file and restarts its graph on it; each node reports the version\n" +
 			"it runs. Deploy the same file to every node first. A single node (cluster.enabled = false)\n" +
 			"does not watch the version: restart it to apply its file.",
-		Flags: []cli.Flag{configFlag()},
+		Flags: []cli.Flag{configFlag(),
+			&cli.DurationFlag{Name: "wait", Value: 30 * time.Second, Usage: "wait this long for every live node to report the new version (0: do not wait)"},
+		},
 		Action: func(c *cli.Context) error {
 			cfg, err := loadConfig(c)
 			if err != nil {
 				return err
+			}
+			wait := c.Duration("wait")
+			if wait < 0 {
+				return errors.New("reload: --wait must not be negative")
 			}
 			// The built-in default is what mf run uses in a directory
 			// without mf.toml; a reload run there was meant for a file.
@@ -124,9 +134,58 @@ func reloadCommand() *cli.Command {
 				if err != nil {
 					return fmt.Errorf("reload: %w", err)
 				}
-				fmt.Fprintf(c.App.Writer, "config version %d: every node reloads its own config file within a heartbeat\n", v)
-				return nil
+				if wait == 0 {
+					fmt.Fprintf(c.App.Writer, "config version %d: every node reloads its own config file within a heartbeat\n", v)
+					return nil
+				}
+				fmt.Fprintf(c.App.Writer, "config version %d: waiting up to %v for every live node to reload its own config file and report it\n", v, wait)
+				return awaitReload(c.Context, c.App.Writer, st, cfg.Cluster, v, wait)
 			})
 		},
+	}
+}
+
+// awaitReload waits until every live node (active, seen within
+// node_timeout_seconds) reports config version v or later in mf_nodes, and
+// says so; at the deadline it names each node that does not, and fails. A
+// node reports the version only once its reload worked: one whose own file
+// does not load keeps its config and its version (its log says why at
+// ERROR), and the operator who ran mf reload is the one to tell.
+func awaitReload(ctx context.Context, w io.Writer, st storage.Store, cl config.Cluster, v int64, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		l, err := st.NodeList(ctx)
+		if err != nil {
+			return fmt.Errorf("reload: config version %d is set, but reading mf_nodes to see which nodes run it failed: %w", v, err)
+		}
+		var live, behind []storage.Node
+		for _, n := range l.Nodes {
+			if n.Status == "active" && l.DBNow.Sub(n.LastSeen) < cl.NodeTimeout() {
+				live = append(live, n)
+				if n.ConfigVersion < v {
+					behind = append(behind, n)
+				}
+			}
+		}
+		if len(behind) == 0 {
+			ids := make([]string, len(live))
+			for i, n := range live {
+				ids[i] = n.NodeID
+			}
+			fmt.Fprintf(w, "every live node runs config version %d: %s\n", v, strings.Join(ids, ", "))
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			for _, n := range behind {
+				fmt.Fprintf(w, "%s still runs config version %d (host %s, pid %d): its reload failed (its log says why, \"config reload failed\") or has not finished (lanes finishing the delivery in hand)\n",
+					n.NodeID, n.ConfigVersion, n.Host, n.PID)
+			}
+			return fmt.Errorf("reload: %d of %d live nodes did not report config version %d within %v: fix their config files and run mf reload again", len(behind), len(live), v, wait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(cl.Heartbeat()/2, time.Until(deadline))):
+		}
 	}
 }

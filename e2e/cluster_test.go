@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -585,4 +586,48 @@ func TestClusterRefusesASecondNodeWithARunningNodesID(t *testing.T) {
 			t.Errorf("node-0's row is not the running primary's: %+v (its pid %d)", n, c.nodes[0].cmd.Process.Pid)
 		}
 	}
+}
+
+// mf reload waits for every live node to report the version it set, and
+// names each one that does not (here a node whose own copy of the file no
+// longer loads), exiting non-zero. It said "every node reloads its own
+// config file within a heartbeat" and exited 0 whatever the nodes did: the
+// one that kept its old config was seen only in its own log.
+func TestClusterReloadNamesTheNodeThatDidNotTakeIt(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 2, fast)
+	waitFor(t, "both nodes in mf_nodes", 30*time.Second, func() bool { return len(c.nodeList().Nodes) == 2 })
+	f, err := os.OpenFile(c.nodes[1].config, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("bogus = 1\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	out, err := exec.Command(mfBin, "reload", "--wait", "3s", "--config", c.nodes[0].config).CombinedOutput()
+	if err == nil {
+		t.Errorf("mf reload exited 0 though node-1 kept its old config:\n%s", out)
+	}
+	if !strings.Contains(string(out), "node-1 still runs config version 0") || strings.Contains(string(out), "node-0 still") {
+		t.Errorf("mf reload did not name node-1, and only node-1, as not running version 1:\n%s", out)
+	}
+
+	// With both files good, it waits for both and says so.
+	if err := os.WriteFile(c.nodes[1].config, []byte(strings.TrimSuffix(readFile(t, c.nodes[1].config), "bogus = 1\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(mfBin, "reload", "--config", c.nodes[0].config).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "every live node runs config version 2") {
+		t.Errorf("mf reload with every file good: %v\n%s", err, out)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
