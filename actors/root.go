@@ -556,6 +556,10 @@ func (r *root) tellLeadership(ctx actor.Context, m any) {
 	}
 }
 
+// drainNotice is how long a draining stop of the graph waits before it logs
+// that it waits for deliveries in hand: most stops take milliseconds.
+const drainNotice = time.Second
+
 // stopGraph stops the graph and waits until it and all its children have
 // stopped: every listener has closed its port. On demotion (drain false) the
 // term's context is cancelled first, so deliveries in hand are abandoned at
@@ -571,12 +575,28 @@ func (r *root) stopGraph(ctx actor.Context, drain bool) {
 	if !closed(r.spec.done) { // one its supervisor stopped has gone already
 		ctx.Stop(r.graph)
 	}
-	select {
-	case <-r.spec.done:
-	case <-time.After(r.opts.DrainTimeout):
-		r.opts.Log.Warn().Dur("drain_timeout", r.opts.DrainTimeout).Msg("the graph did not stop within the drain timeout; abandoning the deliveries in hand")
-		r.cancel()
-		<-r.spec.done
+	timeout := time.After(r.opts.DrainTimeout)
+	var notice <-chan time.Time
+	if drain {
+		notice = time.After(drainNotice)
+	}
+	for waiting := true; waiting; {
+		select {
+		case <-r.spec.done:
+			waiting = false
+		case <-notice:
+			// The ports are closed and the lease is kept until the
+			// lanes are done: the operator (and the partners, refused
+			// by every node) must learn why nothing happens.
+			notice = nil
+			r.opts.Log.Warn().Dur("drain_timeout", r.opts.DrainTimeout).
+				Msg("waiting for the deliveries in hand to finish before the graph stops (at most drain_timeout): meanwhile no node accepts messages, as this node has closed its ports and keeps its lease so that no other node sends the same lanes; a destination slow to answer holds it up to its timeout_seconds; on a stop, a second SIGTERM ends the wait at once (the deliveries are sent again later)")
+		case <-timeout:
+			r.opts.Log.Warn().Dur("drain_timeout", r.opts.DrainTimeout).Msg("the graph did not stop within the drain timeout; abandoning the deliveries in hand")
+			r.cancel()
+			<-r.spec.done
+			waiting = false
+		}
 	}
 	r.cancel()
 	r.graph, r.spec, r.cancel = nil, nil, nil
