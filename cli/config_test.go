@@ -146,7 +146,7 @@ func TestTheSQLiteStoreHasTheConfiguredPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := openStore(context.Background(), cfg, false, zerolog.Nop())
+	st, err := openStore(context.Background(), cfg, false, "mf test", zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

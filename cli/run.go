@@ -62,15 +62,15 @@ func runCommand() *cli.Command {
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 
-			st, err := openStore(ctx, cfg, true, log)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
 			nodeID := cfg.Cluster.NodeID
 			if nodeID == "" {
 				nodeID = leadership.NewNodeID()
 			}
+			st, err := openStore(ctx, cfg, true, "mf "+nodeID, log)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
 			log = log.With().Str("node", nodeID).Logger()
 			// The API runs on every node, primary or standby, and from
 			// the start: while the node waits for its database, /health

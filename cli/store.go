@@ -23,8 +23,10 @@ import (
 // (mf run, mf migrate) opens a SQLite file as its one process: an engine
 // runs alone on its file, and a migration must not change the schema under
 // a running engine. log receives what the store does on its own (SQLite's
-// background checkpoints).
-func openStore(ctx context.Context, cfg *config.Config, exclusive bool, log zerolog.Logger) (storage.Store, error) {
+// background checkpoints). session names the database sessions where the
+// server shows a name (PostgreSQL's application_name): "mf NODE_ID" for mf
+// run, "mf migrate" for a one-off command.
+func openStore(ctx context.Context, cfg *config.Config, exclusive bool, session string, log zerolog.Logger) (storage.Store, error) {
 	s, cluster := cfg.Store, cfg.Cluster
 	switch s.Backend {
 	case config.BackendSQLite:
@@ -36,7 +38,7 @@ func openStore(ctx context.Context, cfg *config.Config, exclusive bool, log zero
 		}
 		return st, nil
 	case config.BackendPostgres:
-		o := postgres.Options{URL: s.URL, Password: s.Password, PoolSize: int32(s.PoolSize), Log: log}
+		o := postgres.Options{URL: s.URL, Password: s.Password, PoolSize: int32(s.PoolSize), ApplicationName: session, Log: log}
 		if cluster.Enabled {
 			o.IdleInTransactionTimeout = cluster.LeaderFenceTimeout()
 		}
@@ -134,7 +136,7 @@ func withStore(c *cli.Context, cfg *config.Config, exclusive bool, fn func(stora
 	if err != nil {
 		return err
 	}
-	st, err := openStore(c.Context, cfg, exclusive, log)
+	st, err := openStore(c.Context, cfg, exclusive, "mf "+c.Command.Name, log)
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ func TestAClusteredNodesSessionsEndAnIdleTransactionAtTheFenceTimeout(t *testing
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := openStore(context.Background(), cfg, true, zerolog.Nop())
+		st, err := openStore(context.Background(), cfg, true, "mf test", zerolog.Nop())
 		if err != nil {
 			t.Fatal(err)
 		}

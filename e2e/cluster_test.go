@@ -631,3 +631,24 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// A node's PostgreSQL sessions carry application_name "mf NODE_ID", so that
+// an operator looking at pg_stat_activity (a lock held, pg_blocking_pids in
+// a log line, sessions to end) can tell which node each one is. They were
+// all nameless: on one host, nodes could be told apart only by client port.
+func TestClusterNodesNameTheirDatabaseSessions(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 2, fast)
+	count := func(name string) int {
+		var n int
+		err := c.admin.(*postgres.Store).Pool().QueryRow(context.Background(),
+			"SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", name).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitFor(t, `sessions named "mf node-0" and "mf node-1" in pg_stat_activity`, 10*time.Second, func() bool {
+		return count("mf node-0") > 0 && count("mf node-1") > 0
+	})
+}

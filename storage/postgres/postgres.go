@@ -48,6 +48,11 @@ type Options struct {
 	// frozen. None of the engine's transactions waits on anything but the
 	// database, so a clustered node sets it to its fence timeout.
 	IdleInTransactionTimeout time.Duration
+	// ApplicationName, when set, names the sessions in pg_stat_activity
+	// (mf run: "mf NODE_ID"), so that an operator can tell which node holds
+	// a lock or which sessions to end. A URL that sets application_name
+	// keeps its own.
+	ApplicationName string
 	// Log receives a warning when the URL lets connections to a server on
 	// another host go unencrypted.
 	Log zerolog.Logger
@@ -131,6 +136,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	if host, why := plaintextRisk(cfg.ConnConfig); why != "" {
 		o.Log.Warn().Str("host", host).Str("sslmode", why).Msg(plaintextWarning)
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && o.ApplicationName != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = o.ApplicationName
 	}
 	// Run on every new session, in order.
 	afterConnect := []func(context.Context, *pgconn.PgConn) error{(&durability{log: o.Log}).ensure}

@@ -154,3 +154,21 @@ func TestAStoreURLThatMayGoUnencryptedIsWarnedAbout(t *testing.T) {
 		}
 	}
 }
+
+// Options.ApplicationName names the sessions unless the URL names them.
+func TestApplicationNameUnlessTheURLSetsOne(t *testing.T) {
+	for url, want := range map[string]string{
+		"postgres://mf@db.internal/mf?sslmode=verify-full":                          "mf node-a",
+		"postgres://mf@db.internal/mf?sslmode=verify-full&application_name=billing": "billing",
+	} {
+		s, err := postgres.Open(context.Background(), postgres.Options{URL: url, PoolSize: 1, ApplicationName: "mf node-a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.Pool().Config().ConnConfig.RuntimeParams["application_name"]
+		s.Close()
+		if got != want {
+			t.Errorf("%s: application_name %q, want %q", url, got, want)
+		}
+	}
+}
