@@ -225,7 +225,8 @@ func clustered(ctx context.Context, opts *actors.Options, log zerolog.Logger) er
 	opts.Trust = leadership.NewTrust()
 	opts.ConfigVersion = version
 	opts.Leadership = leadership.NewElector(leadership.ElectorOptions{
-		Store: opts.Store, Cluster: cfg.Cluster, NodeID: opts.NodeID, Trust: opts.Trust, ConfigVersion: version, Log: log,
+		Store: opts.Store, Cluster: cfg.Cluster, NodeID: opts.NodeID, Trust: opts.Trust, ConfigVersion: version,
+		Pinned: cfg.Cluster.NodeID != "", Log: log,
 	})
 	path, password := cfg.Path, cfg.Store.Password
 	opts.Reload = func() (*config.Config, error) {

@@ -652,3 +652,25 @@ func TestClusterNodesNameTheirDatabaseSessions(t *testing.T) {
 		return count("mf node-0") > 0 && count("mf node-1") > 0
 	})
 }
+
+// Two processes started at the same moment with one pinned node_id both pass
+// the start-up check (neither has written its row yet): each beat after
+// that finds the row last written by the other, and the node says so at
+// ERROR, naming the other's host and pid. Before, neither said anything.
+// (If one happens to beat before the other's check, that one is refused at
+// start instead, as TestClusterRefusesASecondNodeWithARunningNodesID has.)
+func TestClusterTwoNodesStartedWithOneIDSaySo(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, fast)
+	a, b := c.addNodeAs(c.url, "twin"), c.addNodeAs(c.url, "twin")
+	waitFor(t, "one of the two processes with node_id twin to say that another writes its row, or to be refused at start", 30*time.Second, func() bool {
+		for _, e := range []*engine{a, b} {
+			logs := e.logs.String()
+			if strings.Contains(logs, `node_id "twin" is in use by a running node`) ||
+				(strings.Contains(logs, "another process heartbeats under this node's node_id") && strings.Contains(logs, `"level":"error"`)) {
+				return true
+			}
+		}
+		return false
+	})
+}

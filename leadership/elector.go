@@ -75,6 +75,11 @@ type Elector struct {
 	// version): while the database is away they fail every time, and a
 	// line each was three lines a heartbeat, for hours.
 	electing, beating, reading storage.Outage
+	// pinned is set for a node_id from the config file, which another
+	// process may have been given too; twin counts the beats that found
+	// this node's row written by another process.
+	pinned bool
+	twin   storage.Outage
 }
 
 // carried is what an elector hands over to the one that replaces it when it
@@ -94,7 +99,11 @@ type ElectorOptions struct {
 	Trust *Trust
 	// ConfigVersion is the shared config version this node started with.
 	ConfigVersion int64
-	Log           zerolog.Logger
+	// Pinned says NodeID comes from the config file: each heartbeat then
+	// checks that no other process writes this node's row (CheckNodeIDFree
+	// misses two processes started at one moment).
+	Pinned bool
+	Log    zerolog.Logger
 }
 
 // NewElector returns the props of a clustered node's leadership actor.
@@ -106,7 +115,7 @@ func NewElector(o ElectorOptions) *actor.Props {
 		host, _ := os.Hostname()
 		return &Elector{
 			store: o.Store, cfg: o.Cluster, nodeID: o.NodeID, host: host, pid: int64(os.Getpid()),
-			trust: o.Trust, configSeen: carry.configSeen, configLoaded: carry.configLoaded, beaten: carry.beaten, carry: carry,
+			trust: o.Trust, pinned: o.Pinned, configSeen: carry.configSeen, configLoaded: carry.configLoaded, beaten: carry.beaten, carry: carry,
 			log: o.Log.With().Str("component", "leadership").Logger(),
 		}
 	})
@@ -338,6 +347,9 @@ func (e *Elector) endTerm() {
 func (e *Elector) heartbeat() {
 	cctx, cancel := e.callContext()
 	defer cancel()
+	if e.pinned && e.beaten {
+		e.checkTwin(cctx)
+	}
 	err := e.store.NodeHeartbeat(cctx, storage.NodeHeartbeatParams{
 		NodeID: e.nodeID, Host: e.host, PID: e.pid, IsLeader: e.leader, ConfigVersion: e.configLoaded, Started: !e.beaten,
 	})
@@ -347,6 +359,34 @@ func (e *Elector) heartbeat() {
 	}
 	e.beaten = true
 	e.worksAgain(&e.beating, "membership heartbeat")
+}
+
+// checkTwin reads this node's row before the beat: since this process
+// wrote it at its last beat, another host or pid in it is another process
+// running under the same node_id. Both then write one row in turn, and
+// /cluster/nodes shows them as one node, its leader flag and pid flapping.
+// Logged at ERROR once a minute while it lasts; a failed read is left to
+// the beat that follows to report.
+func (e *Elector) checkTwin(ctx context.Context) {
+	l, err := e.store.NodeList(ctx)
+	if err != nil {
+		return
+	}
+	for _, n := range l.Nodes {
+		if n.NodeID != e.nodeID {
+			continue
+		}
+		if n.Status == "active" && (n.Host != e.host || n.PID != e.pid) {
+			if log, count := e.twin.Failed(time.Now()); log {
+				e.log.Error().Str("other_host", n.Host).Int64("other_pid", n.PID).Int("beats", count).
+					Msg("another process heartbeats under this node's node_id: two nodes run with one [cluster] node_id, and /cluster/nodes shows them as one; stop one of them and give it its own node_id (logged once a minute while it lasts)")
+			}
+			return
+		}
+	}
+	if n := e.twin.Over(); n > 0 {
+		e.log.Info().Int("beats", n).Msg("no other process heartbeats under this node's node_id any more")
+	}
 }
 
 // callFailed counts a failure of call, one of the calls a node makes every
