@@ -9,3 +9,11 @@ func (s *Store) RecordMigration(ctx context.Context, version int, name string) e
 	_, err := s.db.ExecContext(ctx, queries.Get("migrate_record"), version, name)
 	return err
 }
+
+// stubFreeSpace makes the store see free as the file system's free space
+// for the rest of t.
+func stubFreeSpace(t interface{ Cleanup(func()) }, free func(dir string) (uint64, bool)) {
+	old := freeSpace
+	freeSpace = free
+	t.Cleanup(func() { freeSpace = old })
+}

@@ -29,6 +29,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -230,7 +231,7 @@ func (s *Store) checkPragmas(ctx context.Context, busyTimeout time.Duration) err
 	case errors.As(err, &e) && (e.Code()&0xff == sqlite3.SQLITE_CANTOPEN || e.Code() == sqlite3.SQLITE_READONLY_DIRECTORY):
 		return fmt.Errorf("sqlite: open %s: %w (its directory must exist and be writable: SQLite makes the -wal and -shm files beside it)", s.path, err)
 	default:
-		return fmt.Errorf("sqlite: open %s: %w", s.path, err)
+		return fmt.Errorf("sqlite: open %s: %w", s.path, s.full(err))
 	}
 	// synchronous 2 is FULL.
 	if !strings.EqualFold(journal, "wal") || synchronous != 2 || foreignKeys != 1 || busyMS != busyTimeout.Milliseconds() {
@@ -480,14 +481,47 @@ func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 }
 
 // full returns err marked storage.ErrFull, saying where to free space, when
-// it is SQLite's SQLITE_FULL: the disk is full (or the file has reached
-// max_page_count). Else it returns err.
+// the disk is full: SQLite's SQLITE_FULL (or the file has reached
+// max_page_count), or an I/O error of a write on a file system with less
+// than fullBelow bytes free. SQLite reports ENOSPC as SQLITE_FULL only for
+// the pages it writes: growing the -shm file (at open, and by the first
+// reader of a new WAL), a size hint or an fsync that meet the full disk
+// say "disk I/O error (4874)" and the like, which sends an operator to
+// check the disk's health. Else it returns err.
 func (s *Store) full(err error) error {
-	var e *sqlite.Error
-	if err == nil || errors.Is(err, storage.ErrFull) || !errors.As(err, &e) || e.Code()&0xff != sqlite3.SQLITE_FULL {
+	if err == nil || errors.Is(err, storage.ErrFull) || !diskFull(err, s.path) {
 		return err
 	}
 	return fmt.Errorf("%w: free disk space on the file system of %s (SQLite: %w)", storage.ErrFull, s.path, err)
+}
+
+// fullBelow is the free space under which a write's I/O error is taken for
+// the full disk: SQLite grows the -shm file by 32 KiB, and the WAL and the
+// database by pages of 4 KiB.
+const fullBelow = 1 << 20
+
+// freeSpace returns the bytes this process may still write on the file
+// system of dir, and whether it could tell (a variable: tests stand in
+// for a full disk).
+var freeSpace = dirFreeSpace
+
+// diskFull reports whether err, from the store at path, is the full disk.
+func diskFull(err error, path string) bool {
+	// An interface, not *sqlite.Error: the driver's errors cannot be made
+	// outside it, and a test makes one of each code.
+	var e interface{ Code() int }
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch c := e.Code(); {
+	case c&0xff == sqlite3.SQLITE_FULL:
+		return true
+	case c == sqlite3.SQLITE_IOERR_WRITE, c == sqlite3.SQLITE_IOERR_FSYNC, c == sqlite3.SQLITE_IOERR_DIR_FSYNC,
+		c == sqlite3.SQLITE_IOERR_TRUNCATE, c == sqlite3.SQLITE_IOERR_SHMSIZE, c == sqlite3.SQLITE_IOERR_SHMMAP:
+		free, ok := freeSpace(filepath.Dir(path))
+		return ok && free < fullBelow
+	}
+	return false
 }
 
 // prepared returns tx's handle on a statement prepared once per connection
