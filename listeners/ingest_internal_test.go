@@ -528,3 +528,57 @@ func TestAFencedIngestIsReported(t *testing.T) {
 		t.Fatal("an ingest refused by the fence was not reported to OnFenced")
 	}
 }
+
+// A batch whose statement waits on a lock held by another session (an
+// operator's LOCK TABLE, a long migration or VACUUM FULL run by hand) is
+// answered AE within a bounded time, said at ERROR with what to look at,
+// and the senders keep their messages: it held every sender of the batch,
+// and all those queued behind it, for as long as the lock was held, with
+// no log line.
+func TestABatchBlockedOnALockIsAnsweredInBoundedTime(t *testing.T) {
+	ctx := context.Background()
+	st, _ := openPostgresSQL(t)
+	pool := st.(*postgres.Store).Pool()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // the lock's end
+	if _, err := tx.Exec(ctx, "LOCK TABLE mf_queue IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	in := &Ingest{env: &Env{Ctx: ctx, Store: st, Log: zerolog.New(&logs)}}
+	type outcome struct {
+		results []Result
+		err     error
+	}
+	done := make(chan outcome, 1)
+	start := time.Now()
+	go func() {
+		results, _, err := in.store([]storage.NewMessage{laneMsg("M0", "lab/P1")})
+		done <- outcome{results, err}
+	}()
+	var o outcome
+	select {
+	case o = <-done:
+	case <-time.After(IngestTimeout + 10*time.Second):
+		_ = tx.Rollback(ctx)
+		<-done
+		t.Fatalf("a batch blocked on a lock held elsewhere was not answered within %s (only once the lock went)", IngestTimeout+10*time.Second)
+	}
+	if took := time.Since(start); o.err == nil || o.results[0].Err == nil || took > IngestTimeout+5*time.Second {
+		t.Fatalf("a batch blocked on a lock: error %v, result %+v after %s; want it failed (AE) within about %s", o.err, o.results[0], took, IngestTimeout)
+	}
+	if got := storeReason(o.results[0].Err); got != "the message store is unavailable" {
+		t.Errorf("the sender's AE says %q; want %q", got, "the message store is unavailable")
+	}
+	if !strings.Contains(logs.String(), `"level":"error"`) || !strings.Contains(logs.String(), "did not answer within") ||
+		!strings.Contains(logs.String(), "pg_locks") {
+		t.Errorf("logged %q; want an ERROR saying the store did not answer in time, and where to look (pg_locks)", logs.String())
+	}
+	_ = tx.Rollback(ctx)
+	if _, _, err := in.store([]storage.NewMessage{laneMsg("M0", "lab/P1")}); err != nil {
+		t.Fatalf("the batch sent again once the lock is gone: %v", err)
+	}
+}
