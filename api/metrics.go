@@ -76,7 +76,7 @@ var help = map[string]string{
 	"mf_messages_rejected_total":        "Inbound messages refused, by reason: parse (not HL7), oversize, not_framed, refused (a value the database refused: kept as rejected, AR), store (not stored: AE).",
 	"mf_messages_unrouted_total":        "Messages stored that no route took (status unrouted, acknowledged AA).",
 	"mf_ack_duration_seconds":           "Time from a message's arrival to its acknowledgement, the commit included.",
-	"mf_connections_refused_total":      "MLLP connections closed at once because the listener was at max_connections.",
+	"mf_connections_refused_total":      "MLLP connections closed at once because the listener was at max_connections, or the process out of file descriptors.",
 	"mf_listener_bound":                 "1 while the inbound's MLLP listener holds its port; 0 on a standby and while it cannot open it (the listener retries; GET /ready is 503).",
 	"mf_deliveries_total":               "Delivery attempts by result: delivered, retry, dead, blocked.",
 	"mf_delivery_duration_seconds":      "Time of one delivery attempt to a destination.",

@@ -26,6 +26,7 @@ import (
 
 	"github.com/messagefoundry/mf/actors"
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/internal/accept"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -192,6 +193,10 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (config [api] listen): %w", a.Listen, err)
 	}
+	// Out of file descriptors, net/http logged each accept it retried, once
+	// a second for as long as it lasted; the guard logs once a minute and
+	// closes the connections it cannot serve.
+	ln = accept.NewGuard(ln, s.o.Log.With().Str("component", "api").Logger(), "the API", nil)
 	s.ln = ln
 	go func() {
 		var err error

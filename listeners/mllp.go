@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/internal/accept"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -105,11 +106,16 @@ func (l *MLLP) bind(ctx actor.Context) {
 func (l *MLLP) acceptLoop() {
 	defer l.accepted.Done()
 	refused, lastRefusalLog := 0, time.Time{}
+	// Out of file descriptors, the guard closes the connections waiting
+	// (counted as refused) and logs once a minute; the loop never sees it.
+	ln := accept.NewGuard(l.ln, l.log.With().Str("listen", l.cfg.Listen).Logger(), "the MLLP listener",
+		func() { countRefusedConn(l.cfg.Name) })
+	defer ln.Release() // the listener itself is closed by stop
 	// An accept that fails is tried again every 50 ms: logged each time,
 	// that was 72,000 lines an hour.
 	var failing storage.Outage
 	for {
-		c, err := l.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			select {
 			case <-l.closing:
@@ -120,12 +126,8 @@ func (l *MLLP) acceptLoop() {
 				return
 			}
 			if log, n := failing.Failed(time.Now()); log {
-				todo := "check the process's limits and the system's (dmesg)"
-				if outOfFiles(err) {
-					todo = "the process is out of file descriptors: raise its limit (systemd LimitNOFILE, ulimit -n) above the inbounds' max_connections, [store] pool_size and the destinations' connections together"
-				}
 				l.log.Error().Err(err).Str("listen", l.cfg.Listen).Int("failures", n).
-					Msg("accepting MLLP connections fails: senders cannot connect; retrying every 50 ms, logged once a minute while it lasts (" + todo + ")")
+					Msg("accepting MLLP connections fails: senders cannot connect; retrying every 50 ms, logged once a minute while it lasts (check the process's limits and the system's (dmesg))")
 			}
 			time.Sleep(50 * time.Millisecond)
 			continue

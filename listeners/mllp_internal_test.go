@@ -1,6 +1,7 @@
 package listeners
 
 import (
+	"errors"
 	"net"
 	"os"
 	"strings"
@@ -73,5 +74,84 @@ func TestAnAcceptThatKeepsFailingIsLoggedWhenItStartsAndEnds(t *testing.T) {
 	}
 	if !strings.Contains(got, "LimitNOFILE") {
 		t.Fatalf("the line does not say which limit to raise:\n%s", got)
+	}
+}
+
+// togglingListener fails its accepts as out of descriptors while failing is
+// set, whether a connection waits or not (as the kernel does: it takes the
+// descriptor first), and counts the connections it hands out.
+type togglingListener struct {
+	*net.TCPListener
+	failing            atomic.Bool
+	failures, accepted atomic.Int64
+}
+
+func (l *togglingListener) Accept() (net.Conn, error) {
+	for {
+		if l.failing.Load() {
+			l.failures.Add(1)
+			return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+		}
+		// A short wait, to see failing set meanwhile.
+		l.SetDeadline(time.Now().Add(5 * time.Millisecond))
+		c, err := l.TCPListener.Accept()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			continue
+		}
+		if err == nil {
+			l.accepted.Add(1)
+		}
+		return c, err
+	}
+}
+
+// At the descriptor limit accepts alternate between failing and working as
+// descriptors come and go (a sender gives up, another connects): each turn
+// was two lines, "accepting MLLP connections fails" and "accepting
+// connections again", since a success started the count anew. They are
+// logged once a minute however often they alternate.
+func TestAcceptsAlternatingAtTheDescriptorLimitAreLoggedOnce(t *testing.T) {
+	real, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &togglingListener{TCPListener: real.(*net.TCPListener)}
+	var logs logbuf.Buffer
+	l := &MLLP{cfg: config.Inbound{Name: "adt_in", MaxConnections: 100}, log: zerolog.New(&logs), ln: ln,
+		closing: make(chan struct{}), killed: make(chan struct{}), conns: &connSet{m: map[net.Conn]struct{}{}}}
+	l.accepted.Add(1)
+	go l.acceptLoop()
+	var conns []net.Conn
+	defer func() {
+		close(l.closing)
+		real.Close()
+		for _, c := range conns {
+			c.Close()
+		}
+		l.accepted.Wait()
+	}()
+	served := func() int { return int(ln.accepted.Load()) }
+	deadline := time.Now().Add(20 * time.Second)
+	for turn := 1; turn <= 10; turn++ {
+		ln.failing.Store(true)
+		for seen := ln.failures.Load(); ln.failures.Load() < seen+2 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		ln.failing.Store(false)
+		c, err := net.Dial("tcp", real.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		for served() < turn && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if served() < turn {
+			t.Fatalf("turn %d: %d connections served, want %d\n%s", turn, served(), turn, logs.String())
+		}
+	}
+	got := logs.String()
+	if n := strings.Count(got, "\n"); n > 2 {
+		t.Fatalf("10 turns of failing and working accepts logged in %d lines, want at most 2 (one when they start, one when they end):\n%s", n, got)
 	}
 }
