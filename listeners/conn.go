@@ -94,6 +94,7 @@ func (cn *conn) serve() {
 		case errors.Is(err, os.ErrDeadlineExceeded) && inFrame && !l.stopping():
 			// Nothing to answer (the message is not all here), but the
 			// operator must learn why this sender's messages never arrive.
+			countRejected(l.cfg.Name, reasonIncomplete)
 			cn.fault("frame not ended", nil).Dur("read_timeout", l.cfg.ReadTimeout()).
 				Msg("an MLLP frame began but did not end (0x1C 0x0D) within read_timeout: connection closed without an answer (the sender will resend; a slow link or a large message needs a longer read_timeout_seconds)")
 		case errors.Is(err, io.EOF), errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, net.ErrClosed):

@@ -453,3 +453,24 @@ func TestAByteOrderMarkBeforeMSHIsDropped(t *testing.T) {
 		t.Fatalf("stored %+v; want one message that starts with MSH", msgs)
 	}
 }
+
+// A frame that began and did not end within read_timeout (a sender that
+// stalls, or a slow-loris holding connections one byte at a time) is
+// counted, as every other message not taken is: 90 such connections, each
+// cut off at read_timeout, left one WARN line (logged once a minute per
+// host) and no metric at all.
+func TestAFrameThatDoesNotEndIsCounted(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	enginetest.Start(t, hostileConfig(addr, "read_timeout_seconds = 0.5"))
+	const series = `mf_messages_rejected_total{inbound="adt_in",reason="incomplete"}`
+	before := counterValue(t, series)
+	for i := 0; i < 3; i++ {
+		cl := enginetest.Dial(t, addr)
+		if _, err := cl.Raw([]byte("\x0b" + adt("STALL", "P1"))); err == nil {
+			t.Fatal("got an answer to a frame that never ended")
+		}
+	}
+	if got := counterValue(t, series) - before; got != 3 {
+		t.Fatalf("%s rose by %v for 3 frames that did not end within read_timeout; want 3", series, got)
+	}
+}

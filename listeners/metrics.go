@@ -27,6 +27,9 @@ const (
 	reasonNotFramed = "not_framed"
 	reasonStore     = "store"
 	reasonRefused   = "refused"
+	// reasonIncomplete: a frame begun and not ended within read_timeout
+	// (a stalled sender, a slow-loris), closed without an answer.
+	reasonIncomplete = "incomplete"
 )
 
 func countRejected(inbound, reason string) {
@@ -54,7 +57,7 @@ func RegisterMetrics(inbounds []config.Inbound) {
 	for _, in := range inbounds {
 		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_received_total{inbound=%s}`, lanes.Label(in.Name)))
 		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_unrouted_total{inbound=%s}`, lanes.Label(in.Name)))
-		for _, reason := range []string{reasonParse, reasonOversize, reasonNotFramed, reasonStore, reasonRefused} {
+		for _, reason := range []string{reasonParse, reasonOversize, reasonNotFramed, reasonStore, reasonRefused, reasonIncomplete} {
 			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_rejected_total{inbound=%s,reason=%s}`, lanes.Label(in.Name), lanes.Label(reason)))
 		}
 		metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_ack_duration_seconds{inbound=%s}`, lanes.Label(in.Name)))
