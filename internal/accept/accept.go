@@ -56,7 +56,9 @@ func NewGuard(ln net.Listener, log zerolog.Logger, what string, refused func()) 
 	return g
 }
 
-func openSpare() (*os.File, error) { return os.Open(os.DevNull) }
+// openSpare opens the spare descriptor (a variable: a test stands in for
+// a system without /dev/null).
+var openSpare = func() (*os.File, error) { return os.Open(os.DevNull) }
 
 // Accept returns the next connection that this process has a descriptor
 // for. Out of descriptors, it closes waiting connections (see the package
@@ -70,7 +72,9 @@ func (g *Guard) Accept() (net.Conn, error) {
 			if g.spare == nil {
 				// Taken with the spare's descriptor: serve it only if the
 				// spare can be had again, else the process is at its limit.
-				if g.spare, err = openSpare(); err != nil {
+				// A spare missing for another reason (no /dev/null) says
+				// nothing of the limit: the connection is served.
+				if g.spare, err = openSpare(); err != nil && OutOfFiles(err) {
 					c.Close()
 					g.spare, _ = openSpare()
 					g.closed++

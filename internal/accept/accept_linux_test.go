@@ -118,3 +118,37 @@ func TestConnectionsBeyondTheDescriptorLimitAreClosed(t *testing.T) {
 		t.Fatalf("%d connections closed at the limit logged in %d lines, want one saying which limit to raise:\n%s", closed, strings.Count(got, "\n"), got)
 	}
 }
+
+// Where the spare cannot be had for another reason than the limit (no
+// /dev/null in a bare container), connections are served, not taken for
+// ones beyond the limit and closed.
+func TestConnectionsAreServedWithoutASpare(t *testing.T) {
+	old := openSpare
+	openSpare = func() (*os.File, error) { return nil, &os.PathError{Op: "open", Path: os.DevNull, Err: syscall.ENOENT} }
+	defer func() { openSpare = old }()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := NewGuard(ln, zerolog.Nop(), "the test listener", nil)
+	defer g.Close()
+	go func() {
+		for {
+			c, err := g.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("ok\n"))
+			c.Close()
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || line != "ok\n" {
+		t.Fatalf("a connection with no spare descriptor to be had (no %s): %q, %v; want it served", os.DevNull, line, err)
+	}
+}
