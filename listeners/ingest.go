@@ -316,29 +316,46 @@ func (in *Ingest) keepRefused(m storage.NewMessage, refused error) (Result, erro
 	return Result{MessageID: res[0].MessageID, Err: refused}, nil
 }
 
-// IngestTimeout bounds one ingest transaction. A statement waiting on a
-// lock held by another session (an operator's LOCK TABLE, a VACUUM FULL or
-// a migration run by hand), or a database that does not answer, held every
-// sender of the batch, and those queued behind it, for as long as it
-// lasted; they now get AE within it and send again. Senders commonly wait
-// 10 to 30 s for an ACK; a commit, fsync included, takes milliseconds.
+// IngestTimeout bounds one ingest transaction of small messages. A
+// statement waiting on a lock held by another session (an operator's LOCK
+// TABLE, a VACUUM FULL or a migration run by hand), or a database that does
+// not answer, held every sender of the batch, and those queued behind it,
+// for as long as it lasted; they now get AE within it and send again.
+// Senders commonly wait 10 to 30 s for an ACK; a commit, fsync included,
+// takes milliseconds.
 const IngestTimeout = 10 * time.Second
 
-// errStoreSlow says what a batch cut off by IngestTimeout ran into.
-var errStoreSlow = fmt.Errorf("the message store did not answer within %s (a lock held on an mf_ table by another session: "+
-	"see pg_locks and pg_stat_activity, or sys.dm_tran_locks; a database overloaded or out of connections; on SQLite a disk that does not answer)", IngestTimeout)
+// ingestBytesPerSecond is the slowest rate at which a batch's bytes are
+// taken for granted to reach the store: each of them adds to IngestTimeout,
+// so that a large message (max_message_bytes goes to 512 MiB) or a large
+// file is not cut off, and answered AE, at every try, for ever.
+const ingestBytesPerSecond = 4 << 20
+
+// ingestTimeout is the time one ingest of msgs is given.
+func ingestTimeout(msgs []storage.NewMessage) time.Duration {
+	var n int64
+	for _, m := range msgs {
+		n += int64(len(m.Payload))
+	}
+	return IngestTimeout + time.Duration(n/ingestBytesPerSecond)*time.Second
+}
+
+// errStoreSlow says what a batch cut off by its ingestTimeout ran into.
+var errStoreSlow = errors.New("the message store did not answer in time (a lock held on an mf_ table by another session: " +
+	"see pg_locks and pg_stat_activity, or sys.dm_tran_locks; a database overloaded or out of connections; on SQLite a disk that does not answer)")
 
 // ingest is one MessageIngest call, its batch size observed.
 func (in *Ingest) ingest(msgs []storage.NewMessage) ([]storage.IngestedMessage, error) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(in.env.Ctx, IngestTimeout)
+	timeout := ingestTimeout(msgs)
+	ctx, cancel := context.WithTimeout(in.env.Ctx, timeout)
 	defer cancel()
 	res, err := in.env.Store.MessageIngest(ctx, storage.MessageIngestParams{Fence: in.env.Fence, Messages: msgs})
 	cancel()
-	observeBatch(len(msgs))
 	if err != nil && in.env.Ctx.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		err = fmt.Errorf("%w: %w", errStoreSlow, err)
+		err = fmt.Errorf("%w, %s for %d messages: %w", errStoreSlow, timeout, len(msgs), err)
 	}
+	observeBatch(len(msgs))
 	if err != nil && !errors.Is(err, storage.ErrFenced) && !errors.Is(err, storage.ErrRefused) && errors.Is(in.env.Ctx.Err(), context.Canceled) {
 		// Cut off by the end of the term (or a stop that did not drain in
 		// time), whatever the driver calls it: the senders hear that this

@@ -573,12 +573,36 @@ func TestABatchBlockedOnALockIsAnsweredInBoundedTime(t *testing.T) {
 	if got := storeReason(o.results[0].Err); got != "the message store is unavailable" {
 		t.Errorf("the sender's AE says %q; want %q", got, "the message store is unavailable")
 	}
-	if !strings.Contains(logs.String(), `"level":"error"`) || !strings.Contains(logs.String(), "did not answer within") ||
+	if !strings.Contains(logs.String(), `"level":"error"`) || !strings.Contains(logs.String(), "did not answer in time") ||
 		!strings.Contains(logs.String(), "pg_locks") {
 		t.Errorf("logged %q; want an ERROR saying the store did not answer in time, and where to look (pg_locks)", logs.String())
 	}
 	_ = tx.Rollback(ctx)
 	if _, _, err := in.store([]storage.NewMessage{laneMsg("M0", "lab/P1")}); err != nil {
 		t.Fatalf("the batch sent again once the lock is gone: %v", err)
+	}
+}
+
+// A batch is given IngestTimeout, and a second more for each 4 MiB it
+// carries: max_message_bytes goes to 512 MiB and a file inbound stores a
+// file of up to 512 MiB in one batch, which a fixed 10 s cut off, and
+// answered AE, at every try, for ever.
+func TestALargeBatchIsGivenTimeForItsBytes(t *testing.T) {
+	for _, tc := range []struct {
+		sizes []int
+		want  time.Duration
+	}{
+		{[]int{300, 300}, IngestTimeout},
+		{[]int{4 << 20}, IngestTimeout + time.Second},
+		{[]int{512 << 20}, IngestTimeout + 128*time.Second},
+		{[]int{256 << 20, 256 << 20}, IngestTimeout + 128*time.Second},
+	} {
+		var msgs []storage.NewMessage
+		for _, n := range tc.sizes {
+			msgs = append(msgs, storage.NewMessage{Payload: make([]byte, n)})
+		}
+		if got := ingestTimeout(msgs); got != tc.want {
+			t.Errorf("a batch of %v bytes is given %s; want %s", tc.sizes, got, tc.want)
+		}
 	}
 }
