@@ -44,9 +44,11 @@ func NewInstanceID(nodeID string) string {
 // stop marks the other left. The lease and row leases stay safe either way
 // (terms and instance ids tell the two apart): this is for the operator.
 //
-// A row of the id that is active, fresh and written by another host or pid
-// is either that running node or a run of this node that crashed moments
-// ago; only a later heartbeat tells them apart. So the check waits, polling
+// A row of the id that is active, fresh and written by another pid of this
+// host that is not running was a run of this node that crashed: it starts.
+// Written by another host, or a pid that runs, it is either that running
+// node or a run of this node that crashed moments ago; only a later
+// heartbeat tells them apart. So the check waits, polling
 // every half heartbeat, until the row's last_seen moves (a live node: the
 // error) or node_timeout_seconds have passed since it was last written (the
 // definition of a dead node: start). A crashed node's lease holds the
@@ -72,6 +74,12 @@ func CheckNodeIDFree(ctx context.Context, store storage.Store, cl config.Cluster
 			}
 		}
 		if row == nil || row.Status != "active" || (row.Host == host && row.PID == pid) {
+			return nil
+		}
+		if row.Host == host && processGone(row.PID) {
+			// A run of this node on this host that ended without leaving
+			// (kill -9, a crash, and a restart by systemd moments after):
+			// no need to wait for it to beat again.
 			return nil
 		}
 		if first == nil {
