@@ -167,6 +167,10 @@ func awaitReload(ctx context.Context, w io.Writer, st storage.Store, cl config.C
 				}
 			}
 		}
+		if len(live) == 0 {
+			fmt.Fprintf(w, "no node runs: each reads config version %d at its start\n", v)
+			return nil
+		}
 		if len(behind) == 0 {
 			ids := make([]string, len(live))
 			for i, n := range live {

@@ -92,3 +92,23 @@ func runInProcess(t *testing.T, path string) *enginetest.LogBuffer {
 	})
 	return logs
 }
+
+// mf reload on a cluster none of whose nodes runs (stopped for maintenance,
+// the file deployed meanwhile) sets the version, which each node reads at
+// its start, and says so: it printed "every live node runs config version
+// 1: " with an empty list, as if nodes had taken it.
+func TestReloadWithNoNodeRunningSaysSo(t *testing.T) {
+	url := pgtest.NewSchema(t)
+	path := filepath.Join(t.TempDir(), "mf.toml")
+	cfg := "[store]\nbackend = \"postgres\"\npool_size = 2\nurl = \"" + url + "\"\n[cluster]\nenabled = true\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runMF(t, "migrate", "--config", path); err != nil {
+		t.Fatalf("mf migrate: %v\n%s", err, out)
+	}
+	out, err := runMF(t, "reload", "--config", path)
+	if err != nil || !strings.Contains(out, "no node runs: each reads config version 1 at its start") {
+		t.Fatalf("mf reload with no node running: error %v, printed %q; want it to say that no node runs", err, out)
+	}
+}
