@@ -50,8 +50,9 @@ type MLLP struct {
 	accepted sync.WaitGroup
 	conns    *connSet
 	retry    scheduler.CancelFunc
-	failures int
-	faults   faults // which connection faults to log
+	failures int            // attempts to open the port in a row that failed
+	binding  storage.Outage // when to log them
+	faults   faults         // which connection faults to log
 }
 
 // NewMLLP returns the props of an MLLP listener actor.
@@ -86,19 +87,28 @@ func (l *MLLP) bind(ctx actor.Context) {
 	}
 	if err != nil {
 		l.failures++
-		l.env.Binds.failed(l.cfg.Name, l.cfg.Listen, time.Now())
+		now := time.Now()
+		l.env.Binds.failed(l.cfg.Name, l.cfg.Listen, now)
 		delay := min(time.Duration(l.failures)*time.Second, 30*time.Second)
-		l.log.Error().Err(err).Str("listen", l.cfg.Listen).Dur("retry_in", delay).
-			Msg("cannot open the MLLP listener; retrying (is the port taken, or a certificate file unreadable?)")
+		// At ERROR when the failures start and once a minute after (the
+		// retries go on every 30 s for as long as the port is taken).
+		ev := l.log.Debug()
+		if log, _ := l.binding.Failed(now); log {
+			ev = l.log.Error()
+		}
+		ev.Err(err).Str("listen", l.cfg.Listen).Dur("retry_in", delay).Int("failures", l.failures).
+			Msg("cannot open the MLLP listener; retrying (is the port taken, or a certificate file unreadable?)" + ephemeralHint(l.cfg.Listen, err))
 		l.retry = scheduler.NewTimerScheduler(ctx).SendOnce(delay, ctx.Self(), bind{})
 		return
 	}
+	failed := l.failures
 	l.failures = 0
+	l.binding.Over()
 	l.env.Binds.bound(l.cfg.Name)
 	if tlsCfg != nil {
 		l.ln = tls.NewListener(l.ln, tlsCfg)
 	}
-	l.log.Info().Str("listen", l.ln.Addr().String()).Bool("tls", tlsCfg != nil).Msg("MLLP listener open")
+	l.log.Info().Str("listen", l.ln.Addr().String()).Bool("tls", tlsCfg != nil).Int("failed_attempts", failed).Msg("MLLP listener open")
 	l.accepted.Add(1)
 	go l.acceptLoop()
 }
