@@ -93,11 +93,13 @@ func TestMigrateRefusesASQLiteStoreAnEngineRunsOn(t *testing.T) {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	runInProcess(t, path)
-	// The engine writes its pid into the lock file once it holds the lock.
-	enginetest.WaitFor(t, "the engine to lock its store", 30*time.Second, func() bool {
+	logs := runInProcess(t, path)
+	// The engine writes its pid into the lock file once it holds the lock;
+	// it is waited for until it runs, since a stop while it still opens
+	// its store (at the test's end) is an error of its own.
+	enginetest.WaitFor(t, "the engine to lock its store and run", 30*time.Second, func() bool {
 		b, _ := os.ReadFile(db + ".lock")
-		return strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid())
+		return strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid()) && strings.Contains(logs.String(), "graph started")
 	})
 	out, err := runMF(t, "migrate", "--config", path)
 	if err == nil || !strings.Contains(err.Error(), "in use by another mf process") {
@@ -391,5 +393,19 @@ func TestAnEmptyConfigIsRefused(t *testing.T) {
 	t.Setenv("MF_CONFIG", "")
 	if out, err := runMF(t, "check"); err == nil || !strings.Contains(err.Error(), "--config (or MF_CONFIG) is empty") {
 		t.Errorf("MF_CONFIG= mf check: %v, printed %q; want it refused as empty", err, out)
+	}
+}
+
+// mf run stopped while it still opens its store (a stop right after a
+// start, a large SQLite store's first open) is a clean stop, as one while
+// it waits for its database is: it returned "sqlite: open …: context
+// canceled", an exit of 1 that a service manager takes for a failure.
+func TestRunStoppedWhileOpeningItsStoreIsAStop(t *testing.T) {
+	path := writeConfig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out bytes.Buffer
+	if err := App(&out, &out).RunContext(ctx, []string{"mf", "run", "--config", path}); err != nil {
+		t.Fatalf("mf run stopped before its store opened: %v; want a clean stop", err)
 	}
 }

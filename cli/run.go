@@ -67,6 +67,9 @@ func runCommand() *cli.Command {
 				nodeID = leadership.NewNodeID()
 			}
 			st, err := openStore(ctx, cfg, true, "mf "+nodeID, log)
+			if err != nil && ctx.Err() != nil {
+				return stoppedWhileWaiting(ctx, log)
+			}
 			if err != nil {
 				return err
 			}
@@ -192,7 +195,8 @@ func runCommand() *cli.Command {
 }
 
 // stoppedWhileWaiting ends mf run stopped by a signal before its
-// database answered: a clean stop (exit 0), since the node holds nothing yet.
+// database answered, or while it opened its store: a clean stop (exit 0),
+// since the node holds nothing yet.
 func stoppedWhileWaiting(ctx context.Context, log zerolog.Logger) error {
 	log.Info().Str("cause", context.Cause(ctx).Error()).Msg("mf stopped before its database answered")
 	return nil
