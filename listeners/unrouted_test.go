@@ -131,14 +131,24 @@ func TestAnUnroutedMessageOfAFileIsLoggedAtDebug(t *testing.T) {
 		}
 	}
 	want := []string{`"level":"debug"`, `"inbound":"unrouted_file"`, `"message_id":` + strconv.FormatInt(id, 10), `"control_id":"U9"`, "no route matches"}
-	for _, line := range strings.Split(e.Logs.String(), "\n") {
-		found := true
-		for _, w := range want {
-			found = found && strings.Contains(line, w)
+	logged := func() bool {
+		for _, line := range strings.Split(e.Logs.String(), "\n") {
+			found := true
+			for _, w := range want {
+				found = found && strings.Contains(line, w)
+			}
+			if found {
+				return true
+			}
 		}
-		if found {
-			return
-		}
+		return false
 	}
-	t.Fatalf("no DEBUG line with %q about the unrouted message of the file:\n%s", want, e.Logs.String())
+	// The line comes after the commit that made the messages visible.
+	deadline := time.Now().Add(10 * time.Second)
+	for !logged() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no DEBUG line with %q about the unrouted message of the file within 10s:\n%s", want, e.Logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
