@@ -39,6 +39,11 @@ func apiFlags() []cli.Flag {
 // getAPI fetches path from the node's API with the token of MF_API_TOKEN,
 // and returns the answer's body and headers.
 func getAPI(c *cli.Context, path string) ([]byte, http.Header, error) {
+	// mf status node-b asked the default node, or MF_API's, and answered
+	// for it as if for node-b; a flag after the argument was not read.
+	if c.NArg() > 0 {
+		return nil, nil, fmt.Errorf("mf %s takes no argument, and was given %q: name the node with --api URL (or MF_API), before any other argument", c.Command.Name, c.Args().First())
+	}
 	client := &http.Client{Timeout: 10 * time.Second}
 	if ca := c.String("tls-ca"); ca != "" {
 		pem, err := os.ReadFile(ca)
@@ -229,6 +234,9 @@ func tokenCommand() *cli.Command {
 				&cli.StringFlag{Name: "name", Value: "", Usage: "a name for the token, shown in logs (default: the role)"},
 			},
 			Action: func(c *cli.Context) error {
+				if c.NArg() > 0 {
+					return fmt.Errorf("token new takes no argument, and was given %q: name the token with --name", c.Args().First())
+				}
 				role := c.String("role")
 				if !api.HasPermission(role, api.MonitoringRead) {
 					return errors.New("token new: --role must be viewer, operator or admin")

@@ -168,3 +168,19 @@ func TestTokenNewPrintsLinesTheConfigTakes(t *testing.T) {
 		}
 	}
 }
+
+// mf status, mf nodes and mf token new take flags only: an argument (a
+// node's name, a token's) was ignored, and mf status node-b answered for
+// the default node as if for node-b.
+func TestCommandsWithoutArgumentsRefuseOne(t *testing.T) {
+	for _, args := range [][]string{
+		{"status", "node-b"},
+		{"nodes", "--json", "extra"},
+		{"token", "new", "--role", "viewer", "grafana"},
+	} {
+		out, err := runMF(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "takes no argument") {
+			t.Errorf("mf %s: error %v, printed %q; want the argument refused", strings.Join(args, " "), err, out)
+		}
+	}
+}
