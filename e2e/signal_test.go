@@ -17,25 +17,7 @@ import (
 // and mf waited out the drain and exited 0.
 func TestSecondSignalStopsAtOnce(t *testing.T) {
 	t.Parallel()
-	dest := startReceiver(t, "")
-	inHand, release := make(chan struct{}, 1), make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	dest.answer = func(received) string {
-		inHand <- struct{}{}
-		<-release // never answers while the test runs
-		return ""
-	}
-	// A delivery timeout above the drain timeout: the delivery in hand
-	// outlasts the drain.
-	e := startEngine(t, strings.Replace(singleNode(dest.addr(), ""), "timeout_seconds = 5", "timeout_seconds = 50", 1))
-	if ack, err := enginetest.Dial(t, e.listen).TrySend(adt("HANG", "P1")); err != nil || ack.Code != "AA" {
-		t.Fatalf("send: %+v %v", ack, err)
-	}
-	select {
-	case <-inHand:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the delivery never started")
-	}
+	e := startWithADeliveryInHand(t)
 
 	e.signal(syscall.SIGINT)
 	waitFor(t, "mf to log that it is stopping", 30*time.Second, func() bool {
@@ -65,6 +47,24 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 // node.
 func TestAStopWaitingForADeliveryInHandSaysSo(t *testing.T) {
 	t.Parallel()
+	e := startWithADeliveryInHand(t)
+	e.signal(syscall.SIGTERM)
+	waitFor(t, "mf to say that its stop waits for the deliveries in hand", 20*time.Second, func() bool {
+		return strings.Contains(e.logs.String(), "waiting for the deliveries in hand to finish")
+	})
+	if line := grepLines(e.logs.String(), "waiting for the deliveries in hand to finish"); !strings.Contains(line, `"level":"warn"`) || !strings.Contains(line, `"drain_timeout"`) {
+		t.Errorf("the line is not a WARN with the drain timeout: %s", line)
+	}
+	e.signal(syscall.SIGTERM) // the second one ends the drain
+	<-e.exited
+}
+
+// startWithADeliveryInHand starts a single node whose destination never
+// answers while the test runs, and returns it once a delivery is in hand.
+// The delivery timeout (50 s) is above the drain timeout (30 s): the
+// delivery in hand outlasts the drain.
+func startWithADeliveryInHand(t *testing.T) *engine {
+	t.Helper()
 	dest := startReceiver(t, "")
 	inHand, release := make(chan struct{}, 1), make(chan struct{})
 	t.Cleanup(func() { close(release) })
@@ -82,13 +82,5 @@ func TestAStopWaitingForADeliveryInHandSaysSo(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the delivery never started")
 	}
-	e.signal(syscall.SIGTERM)
-	waitFor(t, "mf to say that its stop waits for the deliveries in hand", 20*time.Second, func() bool {
-		return strings.Contains(e.logs.String(), "waiting for the deliveries in hand to finish")
-	})
-	if line := grepLines(e.logs.String(), "waiting for the deliveries in hand to finish"); !strings.Contains(line, `"level":"warn"`) || !strings.Contains(line, `"drain_timeout"`) {
-		t.Errorf("the line is not a WARN with the drain timeout: %s", line)
-	}
-	e.signal(syscall.SIGTERM) // the second one ends the drain
-	<-e.exited
+	return e
 }
