@@ -566,3 +566,37 @@ func TestAnAckToAMessageOfNoReadableVersionKeepsItsTextInMSA3(t *testing.T) {
 		}
 	}
 }
+
+// TestAckLayoutAtEachVersionBoundary pins the version-dependent parts of an
+// ACK on both sides of each boundary: MSH-9's third component from v2.3.1,
+// ERR-3 instead of ERR-1 from v2.5, no MSA-3 from v2.7. A sender of v2.4
+// reads only ERR-1, one of v2.6 still reads MSA-3.
+func TestAckLayoutAtEachVersionBoundary(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		version, msgType, msa, err string
+	}{
+		{"2.3", "ACK^A01", "MSA|AE|C1|disk full", "ERR|^^^207&disk full&HL70357"},
+		{"2.3.1", "ACK^A01^ACK", "MSA|AE|C1|disk full", "ERR|^^^207&disk full&HL70357"},
+		{"2.4", "ACK^A01^ACK", "MSA|AE|C1|disk full", "ERR|^^^207&disk full&HL70357"},
+		{"2.5", "ACK^A01^ACK", "MSA|AE|C1|disk full", "ERR|||207^Application internal error^HL70357|E||||disk full"},
+		{"2.6", "ACK^A01^ACK", "MSA|AE|C1|disk full", "ERR|||207^Application internal error^HL70357|E||||disk full"},
+		{"2.7", "ACK^A01^ACK", "MSA|AE|C1", "ERR|||207^Application internal error^HL70357|E||||disk full"},
+	} {
+		m := mustParse(t, []byte("MSH|^~\\&|A|B|C|D|||ADT^A01|C1|P|"+tt.version+"\rPID|1\r"))
+		segs := strings.Split(strings.TrimSuffix(string(Ack(m, AE, "disk full")), "\r"), "\r")
+		if len(segs) != 3 {
+			t.Errorf("v%s: ACK has %d segments, want MSH, MSA, ERR: %q", tt.version, len(segs), segs)
+			continue
+		}
+		if got := strings.Split(segs[0], "|")[8]; got != tt.msgType {
+			t.Errorf("v%s: MSH-9 %q, want %q", tt.version, got, tt.msgType)
+		}
+		if segs[1] != tt.msa {
+			t.Errorf("v%s: %q, want %q", tt.version, segs[1], tt.msa)
+		}
+		if segs[2] != tt.err {
+			t.Errorf("v%s: %q, want %q", tt.version, segs[2], tt.err)
+		}
+	}
+}
