@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // controlIDPattern matches NewControlID's IDs.
@@ -598,5 +599,24 @@ func TestAckLayoutAtEachVersionBoundary(t *testing.T) {
 		if segs[2] != tt.err {
 			t.Errorf("v%s: %q, want %q", tt.version, segs[2], tt.err)
 		}
+	}
+}
+
+// TestAckReasonIsCutBetweenCharacters: MSA-3 and ERR-8 are bounded in
+// bytes; a multi-byte character that straddles the bound is left out whole,
+// never cut into invalid UTF-8 that a receiver may refuse to decode.
+func TestAckReasonIsCutBetweenCharacters(t *testing.T) {
+	t.Parallel()
+	m := mustParse(t, mustRead(t, "adt_a01.hl7"))
+	long := "x" + strings.Repeat("é", 600) // every bound falls inside an é
+	a, err := ParseAck(Ack(m, AE, long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !utf8.ValidString(a.Text) || !utf8.ValidString(a.ErrorMessage) {
+		t.Fatalf("MSA-3 %q or ERR-8 (%d bytes) is not valid UTF-8", a.Text, len(a.ErrorMessage))
+	}
+	if len(a.Text) != 79 || len(a.ErrorMessage) != 999 || !strings.HasPrefix(long, a.Text) || !strings.HasPrefix(long, a.ErrorMessage) {
+		t.Errorf("MSA-3 %d bytes, ERR-8 %d bytes: want 79 and 999", len(a.Text), len(a.ErrorMessage))
 	}
 }
