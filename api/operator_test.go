@@ -79,6 +79,14 @@ on_exhausted = "block"
 		!strings.Contains(asOperator.Lanes[0].LastError, "400") || !strings.Contains(asOperator.Lanes[0].LastError, "Unknown patient "+enginetest.RejectedPatient) {
 		t.Fatalf("GET /lanes as an operator: %s; want the status code and the destination's words", body)
 	}
+	// GET /messages/{id} (MESSAGE_READ) shows the destination's words too:
+	// the place they are kept for the operator when log_payloads is off.
+	_, body = v.call(t, "GET", "/messages/1", "operator")
+	var held api.Message
+	if err := json.Unmarshal(body, &held); err != nil || len(held.Queue) != 1 ||
+		!strings.Contains(held.Queue[0].LastError, "400") || !strings.Contains(held.Queue[0].LastError, "Unknown patient "+enginetest.RejectedPatient) {
+		t.Fatalf("GET /messages/1 of the blocked head: queue %+v (%v); want its row's last_error with the status code and the destination's words", held.Queue, err)
+	}
 	if got := metricValue(t, v, "mf_lanes_blocked"); got != "1" {
 		t.Fatalf("mf_lanes_blocked = %s, want 1", got)
 	}
