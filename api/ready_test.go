@@ -3,15 +3,21 @@ package api_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/rs/zerolog"
 
+	"github.com/messagefoundry/mf/actors"
 	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/api"
+	"github.com/messagefoundry/mf/listeners"
 )
 
 // A primary whose MLLP port another process holds takes no message on that
@@ -79,5 +85,35 @@ to = ["emr"]
 	})
 	if got := bound(); got != `mf_listener_bound{inbound="held_in"} 1` {
 		t.Fatalf("metric once the listener holds its port: %s; want 1", got)
+	}
+}
+
+// An MLLP listener still retrying its port makes only the primary unready:
+// a standby listens on nothing, so a listener left in the bind state as it
+// steps down must not take it out of its load balancer's pool.
+func TestAnUnboundListenerMakesOnlyThePrimaryUnready(t *testing.T) {
+	v := start(t, fileOutbound)
+	for _, leader := range []bool{false, true} {
+		status := func() actors.Status {
+			s := v.e.Status()
+			s.Clustered, s.Leader = true, leader
+			s.Unbound = []listeners.Unbound{{Inbound: "adt_in", Listen: v.listen, Since: time.Now()}}
+			return s
+		}
+		srv := httptest.NewServer(api.New(api.Options{Config: v.e.Config, Store: v.e.Store, Status: status, Log: zerolog.Nop()}).Handler())
+		resp, err := http.Get(srv.URL + "/ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		srv.Close()
+		want := http.StatusOK
+		if leader {
+			want = http.StatusServiceUnavailable
+		}
+		if resp.StatusCode != want {
+			t.Errorf("leader %v with an unbound listener: /ready %d %s; want %d", leader, resp.StatusCode, body, want)
+		}
 	}
 }
