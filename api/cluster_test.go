@@ -108,3 +108,63 @@ func TestClusterNodesCarriesTheDatabaseClock(t *testing.T) {
 		}
 	}
 }
+
+// getJSON does a GET as a viewer against srv and decodes the answer.
+func getJSON(t *testing.T, srv *httptest.Server, path string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest("GET", srv.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+tokens["viewer"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+	}
+	return got
+}
+
+// /cluster/status names the role as reference 000 does: a clustered node
+// is primary while it leads and standby otherwise, a single node is
+// single-node (a load balancer or an alert reads role and is_leader).
+func TestClusterStatusRole(t *testing.T) {
+	v := start(t, fileOutbound)
+	for _, tt := range []struct {
+		clustered, leader bool
+		role              string
+	}{{false, true, "single-node"}, {true, true, "primary"}, {true, false, "standby"}} {
+		status := func() actors.Status { s := v.e.Status(); s.Clustered, s.Leader = tt.clustered, tt.leader; return s }
+		srv := httptest.NewServer(api.New(api.Options{Config: v.e.Config, Store: v.e.Store, Status: status, Log: zerolog.Nop()}).Handler())
+		got := getJSON(t, srv, "/cluster/status")
+		srv.Close()
+		if got["role"] != tt.role || got["is_leader"] != tt.leader || got["clustered"] != tt.clustered {
+			t.Errorf("clustered %v, leader %v: /cluster/status %v; want role %q", tt.clustered, tt.leader, got, tt.role)
+		}
+	}
+}
+
+// A cluster with no live leader and a lease never taken (every node just
+// started, or the database is new) answers /cluster/nodes with nulls, as
+// reference 000 does: leader_node_id, lease_owner and lease_expires_at are
+// null, not "" or the zero time (a client tests them for null).
+func TestClusterNodesWithoutALeaderIsNull(t *testing.T) {
+	v := start(t, fileOutbound)
+	now := time.Now()
+	st := membershipStore{Store: v.e.Store,
+		list: storage.NodeList{DBNow: now, Nodes: []storage.Node{
+			{NodeID: "node-a", Host: "a", PID: 1, Status: storage.NodeActive, StartedAt: now.Add(-time.Minute), LastSeen: now.Add(-time.Second)},
+		}},
+		lease: storage.Lease{DBNow: now},
+	}
+	clustered := func() actors.Status { s := v.e.Status(); s.Clustered = true; return s }
+	srv := httptest.NewServer(api.New(api.Options{Config: v.e.Config, Store: st, Status: clustered, Log: zerolog.Nop()}).Handler())
+	t.Cleanup(srv.Close)
+	got := getJSON(t, srv, "/cluster/nodes")
+	for _, k := range []string{"leader_node_id", "lease_owner", "lease_expires_at"} {
+		if v, ok := got[k]; !ok || v != nil {
+			t.Errorf("%s = %#v (present %v); want null", k, v, ok)
+		}
+	}
+}
