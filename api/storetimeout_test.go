@@ -120,6 +120,11 @@ func TestAnUnansweringStoreIsAnsweredFor(t *testing.T) {
 			if json.Unmarshal(body, &e) != nil || !strings.Contains(e.Error, "did not answer") {
 				t.Fatalf("%s %s with the store silent: %s; want an error that says the store did not answer", c.method, c.path, body)
 			}
+			// A write given up on may have been committed all the same: the
+			// operator must look before doing it again.
+			if c.method == "POST" && !strings.Contains(e.Error, "it may still have been applied") {
+				t.Fatalf("%s %s with the store silent: %s; want an error that says the write may still have been applied", c.method, c.path, body)
+			}
 		})
 	}
 }
