@@ -2,6 +2,9 @@ package api_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/storage"
 )
 
 // The shapes of reference 000, field for field (names, JSON types, nulls).
@@ -244,5 +248,43 @@ func TestEveryStoreErrorSeriesStartsAtZero(t *testing.T) {
 		if !zero[op] {
 			t.Errorf(`no mf_store_errors_total{op=%q} in a scrape before any failure`, op)
 		}
+	}
+}
+
+// The operator endpoints' answers keep their shape at the edges a client
+// meets first: no lane at all is "lanes": [], a message with no delivery
+// (unrouted) has "queue": [], never null (a client iterates them); an
+// action on a queue row that does not exist is 404, as GET /messages of a
+// missing id is; an action done answers {"id": ..., "action": ...}.
+func TestOperatorAnswersAtTheEdges(t *testing.T) {
+	v := start(t, fileOutbound)
+	if code, body := v.call(t, "GET", "/lanes", "viewer"); code != http.StatusOK || strings.TrimSpace(string(body)) != `{"lanes":[]}` {
+		t.Fatalf("GET /lanes with no lane: %d %s; want 200 {\"lanes\":[]}", code, body)
+	}
+	res, err := v.e.Store.MessageIngest(context.Background(), storage.MessageIngestParams{Messages: []storage.NewMessage{
+		{Inbound: "adt_in", ControlID: "U1", Payload: []byte(enginetest.ADT("U1", "P1")), Status: storage.MessageUnrouted},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := v.call(t, "GET", fmt.Sprintf("/messages/%d", res[0].MessageID), "operator")
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil || code != http.StatusOK {
+		t.Fatalf("GET /messages of an unrouted message: %d %v", code, err)
+	}
+	if q, ok := m["queue"].([]any); !ok || len(q) != 0 {
+		t.Fatalf("GET /messages of an unrouted message: queue %#v; want []", m["queue"])
+	}
+	for _, action := range []string{"retry", "skip"} {
+		code, body := v.call(t, "POST", "/queue/999999/"+action, "operator")
+		var e struct{ Error string }
+		if code != http.StatusNotFound || json.Unmarshal(body, &e) != nil || !strings.Contains(e.Error, "no queue row 999999") {
+			t.Errorf("POST /queue/999999/%s (no such row): %d %s; want 404 saying there is no queue row 999999", action, code, body)
+		}
+	}
+	rows := v.ingest(t, 1)
+	code, body = v.call(t, "POST", fmt.Sprintf("/queue/%d/retry", rows[0]), "operator")
+	if want := fmt.Sprintf(`{"action":"retry","id":%d}`, rows[0]); code != http.StatusOK || strings.TrimSpace(string(body)) != want {
+		t.Errorf("POST /queue/%d/retry: %d %s; want 200 %s", rows[0], code, body, want)
 	}
 }
