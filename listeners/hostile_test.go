@@ -474,3 +474,28 @@ func TestAFrameThatDoesNotEndIsCounted(t *testing.T) {
 		t.Fatalf("%s rose by %v for 3 frames that did not end within read_timeout; want 3", series, got)
 	}
 }
+
+// Between messages a sender may stay silent up to idle_timeout, however
+// short read_timeout is (read_timeout bounds a frame once it has begun):
+// a feed that sends every few seconds must keep its connection. Past
+// idle_timeout the connection is closed.
+func TestASilenceBetweenMessagesIsBoundByTheIdleTimeoutNotTheReadTimeout(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	enginetest.Start(t, hostileConfig(addr, "read_timeout_seconds = 0.3\nidle_timeout_seconds = 3"))
+	cl := enginetest.Dial(t, addr)
+	if ack := cl.Send(adt("IDLE1", "P1")); ack.Code != hl7.AA {
+		t.Fatalf("first message: %s", ack.Code)
+	}
+	time.Sleep(time.Second) // past read_timeout, within idle_timeout
+	ack, err := cl.TrySend([]byte(adt("IDLE2", "P1")))
+	if err != nil || ack.Code != hl7.AA {
+		t.Fatalf("a message 1 s after the last one, with read_timeout 0.3 s and idle_timeout 3 s: %v %v; want AA on the same connection", ack.Code, err)
+	}
+	silent := time.Now()
+	if _, err := cl.ReadAck(6 * time.Second); err == nil {
+		t.Fatal("an ACK nobody asked for")
+	}
+	if took := time.Since(silent); took < 2500*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("a silent connection ended after %v; want it closed at idle_timeout (3 s)", took)
+	}
+}
