@@ -154,3 +154,25 @@ func TestTCPChecksOfATLSListenerAreNotWarnings(t *testing.T) {
 		return strings.Count(e.Logs.String(), `"level":"warn"`) == 1
 	})
 }
+
+// A connection to a TLS listener that never starts its handshake (a stuck
+// client, a port scan that holds the socket) is closed at read_timeout, as
+// a plaintext one stalled mid-frame is: otherwise each holds one of the
+// listener's max_connections for good.
+func TestAConnectionThatNeverHandshakesIsClosedAtTheReadTimeout(t *testing.T) {
+	dir := t.TempDir()
+	p := enginetest.NewPKI(t, dir)
+	addr := enginetest.FreeAddr(t)
+	enginetest.Start(t, strings.Replace(tlsConfig(addr, p.ServerCert, p.ServerKey, ""), `client_ca = ""`, "read_timeout_seconds = 0.5", 1))
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	if took := time.Since(start); err == nil || took > 5*time.Second {
+		t.Fatalf("a silent TLS connection: read %v after %v; want it closed at read_timeout (0.5 s)", err, took)
+	}
+}
