@@ -1,6 +1,7 @@
 package lanes_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/messagefoundry/mf/config"
@@ -98,9 +99,151 @@ func TestALaneKeyIgnoresWhatHL7GivesNoMeaning(t *testing.T) {
 		{"PID-3.1", "PID|1||123^^^HOSP^MR\r", "PID|1|| 123^^^HOSP^MR\r"}, // leading blanks are data
 		{"PID-3", "PID|1||123^^^HOSP^MR\r", "PID|1||123^^^HOSP^PI\r"},
 		{"PID-3", "PID|1||123^^^HOSP\r", "PID|1||123^^^HOSP&1\r"},
+		{"PID-3", "PID|1||123^^^HOSP&1\r", "PID|1||123^^^HOSP^1\r"}, // a subcomponent is not a component
 	} {
 		if a, b := routeOne(t, tc.key, msh+tc.a), routeOne(t, tc.key, msh+tc.b); a == b {
 			t.Errorf("%s: two patients in one lane: %q", tc.key, a)
+		}
+	}
+}
+
+// Routes choose destinations and lanes as DESIGN §7 and the README say:
+// every filter of a route must match (a route's filters are ANDed); a
+// destination named by several matching routes gets the message once, in
+// the lane of the first of them in the file; a route without lane_key
+// gives one lane per destination; a route of another inbound is not
+// evaluated at all.
+func TestRoutesChooseDestinationsAndLanes(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Parse([]byte(`
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "127.0.0.1:2575"
+
+[[inbound]]
+name = "lab_in"
+type = "mllp"
+listen = "127.0.0.1:2576"
+
+[[outbound]]
+name = "lab"
+type = "file"
+directory = "out/lab"
+
+[[outbound]]
+name = "emr"
+type = "file"
+directory = "out/emr"
+
+[[outbound]]
+name = "billing"
+type = "file"
+directory = "out/billing"
+
+[[route]]
+from = "adt_in"
+to = ["lab"]
+filter = { "MSH-9.1" = "ADT", "MSH-9.2" = "A01" }
+lane_key = "PID-3.1"
+
+[[route]]
+from = "adt_in"
+to = ["lab", "emr"]
+filter = { "MSH-9.1" = "ADT" }
+lane_key = "PID-5.1"
+
+[[route]]
+from = "adt_in"
+to = ["billing"]
+
+[[route]]
+from = "lab_in"
+to = ["emr"]
+`), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := lanes.NewRouter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := func(inbound, trigger string) string {
+		m, err := hl7.Parse([]byte("MSH|^~\\&|E|H|L|H|20260101||ADT^" + trigger + "|C1|P|2.5.1\rPID|1||MRN1||DOE^JANE\r"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, d := range r.Route(inbound, m) {
+			got = append(got, d.Destination+"@"+d.Lane)
+		}
+		return strings.Join(got, " ")
+	}
+	for _, tt := range []struct{ inbound, trigger, want string }{
+		// Both adt_in routes to lab match: lab once, in the first's lane.
+		{"adt_in", "A01", "lab@lab/MRN1 emr@emr/DOE billing@billing"},
+		// MSH-9.2 fails the first route's second filter: the second route's lane.
+		{"adt_in", "A08", "lab@lab/DOE emr@emr/DOE billing@billing"},
+		{"lab_in", "A01", "emr@emr"},
+		{"nobody", "A01", ""},
+	} {
+		if got := route(tt.inbound, tt.trigger); got != tt.want {
+			t.Errorf("%s ADT^%s: %q, want %q", tt.inbound, tt.trigger, got, tt.want)
+		}
+	}
+}
+
+// Resplit names the destinations whose lanes a reload splits differently:
+// a lane_key changed, added or removed (rows already queued keep their
+// lane, so a patient's messages would be in two lanes with no order between
+// them), judged by the first route from an inbound that names the
+// destination, as Route gives it its lane.
+func TestResplitNamesTheDestinationsWhoseLaneKeyChanges(t *testing.T) {
+	t.Parallel()
+	parse := func(routes string) *config.Config {
+		t.Helper()
+		cfg, err := config.Parse([]byte(`
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "127.0.0.1:2575"
+
+[[outbound]]
+name = "lab"
+type = "file"
+directory = "out/lab"
+
+[[outbound]]
+name = "emr"
+type = "file"
+directory = "out/emr"
+`+routes), "test.toml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	route := func(to, key string) string {
+		s := "\n[[route]]\nfrom = \"adt_in\"\nto = [\"" + to + "\"]\n"
+		if key != "" {
+			s += "lane_key = \"" + key + "\"\n"
+		}
+		return s
+	}
+	for _, tt := range []struct {
+		name, old, cur, want string
+	}{
+		{"unchanged", route("lab", "PID-3.1"), route("lab", "PID-3.1"), ""},
+		{"changed", route("lab", "PID-3.1"), route("lab", "PID-3"), "lab"},
+		{"removed", route("lab", "PID-3.1"), route("lab", ""), "lab"},
+		{"added", route("lab", ""), route("lab", "PID-3.1"), "lab"},
+		{"a new destination", route("lab", "PID-3.1"), route("lab", "PID-3.1") + route("emr", "PID-3.1"), ""},
+		// The first route naming lab gives its lane; a later one's key changing is no resplit.
+		{"a later route's key", route("lab", "PID-3.1") + route("lab", "PID-5"), route("lab", "PID-3.1") + route("lab", "PID-18"), ""},
+		{"the first route's key", route("lab", "PID-3.1") + route("lab", "PID-5"), route("lab", "PID-18") + route("lab", "PID-5"), "lab"},
+	} {
+		if got := strings.Join(lanes.Resplit(parse(tt.old), parse(tt.cur)), ","); got != tt.want {
+			t.Errorf("%s: Resplit = %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }
