@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -497,5 +498,43 @@ func TestASilenceBetweenMessagesIsBoundByTheIdleTimeoutNotTheReadTimeout(t *test
 	}
 	if took := time.Since(silent); took < 2500*time.Millisecond || took > 5*time.Second {
 		t.Fatalf("a silent connection ended after %v; want it closed at idle_timeout (3 s)", took)
+	}
+}
+
+// A sender that stops reading its ACKs blocks the listener's writes once
+// the socket buffers are full; the write has read_timeout, after which the
+// connection is closed. Without that bound, such a sender would hold its
+// connection (one of max_connections) and its goroutine for as long as it
+// stays connected.
+func TestASenderThatReadsNoACKIsClosedAtTheReadTimeout(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	enginetest.Start(t, hostileConfig(addr, "read_timeout_seconds = 0.5"))
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.(*net.TCPConn).SetReadBuffer(16 << 10)
+	// Each ACK copies MSH-3 (as its MSH-5): 400 KB ACKs, 12 MB in all,
+	// more than the two sockets' buffers hold.
+	big := strings.Replace(adt("BIG", "P1"), "|EPIC|", "|"+strings.Repeat("E", 400<<10)+"|", 1)
+	frame, err := hl7.AppendFrame(nil, []byte(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for i := 0; i < 30; i++ {
+			c.SetWriteDeadline(time.Now().Add(20 * time.Second))
+			if _, err := c.Write(frame); err != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(3 * time.Second) // the listener's ACK write blocks, and times out
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.Copy(io.Discard, c)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the connection of a sender that read no ACK was still open %v after it stopped reading; want it closed once an ACK write waited read_timeout (0.5 s)", time.Since(start)+3*time.Second)
 	}
 }
