@@ -372,6 +372,10 @@ type Node struct {
 	LastSeen      time.Time
 	IsLeader      bool
 	ConfigVersion int64
+	// ConfigFingerprint is the fingerprint of the graph config the node
+	// runs (config.Config.GraphFingerprint), as of its last beat; "" for a
+	// node whose mf predates it.
+	ConfigFingerprint string
 }
 
 // NodeList is every node row and the database clock at which it was read.
@@ -387,11 +391,18 @@ type NodeHeartbeatParams struct {
 	PID           int64
 	IsLeader      bool
 	ConfigVersion int64
+	// ConfigFingerprint is the fingerprint of the graph config this node
+	// runs (at most MaxConfigFingerprintBytes).
+	ConfigFingerprint string
 	// Started says that this is the first beat of the process: started_at
 	// becomes now even if the row is active, as a run of the same node id
 	// that crashed (kill -9, no tombstone) left it.
 	Started bool
 }
+
+// MaxConfigFingerprintBytes bounds NodeHeartbeatParams.ConfigFingerprint,
+// the width of the mf_nodes column in every dialect.
+const MaxConfigFingerprintBytes = 100
 
 // NodeLeaveParams are the arguments of Store.NodeLeave.
 type NodeLeaveParams struct {

@@ -470,6 +470,7 @@ func (s *Store) NodeHeartbeat(ctx context.Context, p storage.NodeHeartbeatParams
 			sql.Named("pid", p.PID),
 			sql.Named("is_leader", p.IsLeader),
 			sql.Named("config_version", p.ConfigVersion),
+			sql.Named("config_fingerprint", p.ConfigFingerprint),
 			sql.Named("started", p.Started))
 		return err
 	})
@@ -506,12 +507,12 @@ func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
 		defer rows.Close()
 		for rows.Next() {
 			var (
-				id, host, status    sql.NullString
-				pid, cfgVersion     sql.NullInt64
-				startedAt, lastSeen sql.NullTime
-				isLeader            sql.NullBool
+				id, host, status, fp sql.NullString
+				pid, cfgVersion      sql.NullInt64
+				startedAt, lastSeen  sql.NullTime
+				isLeader             sql.NullBool
 			)
-			if err := rows.Scan(&out.DBNow, &id, &host, &pid, &status, &startedAt, &lastSeen, &isLeader, &cfgVersion); err != nil {
+			if err := rows.Scan(&out.DBNow, &id, &host, &pid, &status, &startedAt, &lastSeen, &isLeader, &cfgVersion, &fp); err != nil {
 				return err
 			}
 			if !id.Valid { // the clock row of an empty table
@@ -520,7 +521,7 @@ func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
 			out.Nodes = append(out.Nodes, storage.Node{
 				NodeID: id.String, Host: host.String, PID: pid.Int64, Status: status.String,
 				StartedAt: utc(startedAt.Time), LastSeen: utc(lastSeen.Time), IsLeader: isLeader.Bool,
-				ConfigVersion: cfgVersion.Int64,
+				ConfigVersion: cfgVersion.Int64, ConfigFingerprint: fp.String,
 			})
 		}
 		return rows.Err()

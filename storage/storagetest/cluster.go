@@ -686,6 +686,49 @@ func testNodes(t *testing.T, h *harness) {
 	}
 }
 
+// Each beat records the node's graph config fingerprint, which the next beat
+// replaces (a reload changes it); a node that sends none (an older mf) reads
+// back as "". The widest fingerprint fits.
+func testNodeConfigFingerprint(t *testing.T, h *harness) {
+	beat := func(id, fp string) {
+		t.Helper()
+		err := h.s.NodeHeartbeat(h.ctx, storage.NodeHeartbeatParams{NodeID: id, Host: "host-" + id, PID: 42, ConfigVersion: 1, ConfigFingerprint: fp})
+		if err != nil {
+			t.Fatalf("heartbeat %s with fingerprint %q: %v", id, fp, err)
+		}
+	}
+	fps := func() map[string]string {
+		t.Helper()
+		l, err := h.s.NodeList(h.ctx)
+		if err != nil {
+			t.Fatalf("node list: %v", err)
+		}
+		m := map[string]string{}
+		for _, n := range l.Nodes {
+			m[n.NodeID] = n.ConfigFingerprint
+		}
+		return m
+	}
+	wide := "v1:" + strings.Repeat("f", storage.MaxConfigFingerprintBytes-3)
+	beat("a", "v1:aaaa")
+	beat("b", wide)
+	beat("c", "")
+	if got := fps(); got["a"] != "v1:aaaa" || got["b"] != wide || got["c"] != "" {
+		t.Fatalf("fingerprints after first beats: %q", got)
+	}
+	beat("a", "v1:bbbb") // a reload
+	if got := fps()["a"]; got != "v1:bbbb" {
+		t.Fatalf("fingerprint of a after a beat with another one: %q, want v1:bbbb", got)
+	}
+	if err := h.s.NodeLeave(h.ctx, storage.NodeLeaveParams{NodeID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	beat("a", "v1:cccc") // a tombstone revived takes the new one too
+	if got := fps()["a"]; got != "v1:cccc" {
+		t.Fatalf("fingerprint of a revived a: %q, want v1:cccc", got)
+	}
+}
+
 // The config version starts at 0 and grows by one per bump, per name.
 func testConfigVersion(t *testing.T, h *harness) {
 	read := func(name string) int64 {

@@ -62,6 +62,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Purge/NodesNotSeenSinceTheCutoff", testPurgeNodes},
 		{"Sweep/OnlyExpiredLeases", testReclaimExpired},
 		{"Nodes/HeartbeatLeaveList", testNodes},
+		{"Nodes/ConfigFingerprint", testNodeConfigFingerprint},
 		{"Config/VersionBumpAndRead", testConfigVersion},
 		{"Secret/FirstValueWins", testSecretFirstValueWins},
 		{"Secret/RacingNodesAgree", testSecretRace},

@@ -2,12 +2,13 @@
 -- with a new started_at, and so does any row at the first beat of a process
 -- (?6: a run of a pinned node id that crashed left its row active). Every
 -- SET expression reads the row as it was.
--- ?1 node id, ?2 host, ?3 pid, ?4 is leader, ?5 config version, ?6 started.
-INSERT INTO mf_nodes (node_id, host, pid, status, started_at, last_seen, is_leader, config_version)
+-- ?1 node id, ?2 host, ?3 pid, ?4 is leader, ?5 config version, ?6 started,
+-- ?7 config fingerprint.
+INSERT INTO mf_nodes (node_id, host, pid, status, started_at, last_seen, is_leader, config_version, config_fingerprint)
 VALUES (?1, ?2, ?3, 'active',
         CAST(round(unixepoch('subsec') * 1000) AS INTEGER),
         CAST(round(unixepoch('subsec') * 1000) AS INTEGER),
-        ?4, ?5)
+        ?4, ?5, ?7)
 ON CONFLICT (node_id) DO UPDATE
    SET host = excluded.host,
        pid = excluded.pid,
@@ -15,4 +16,5 @@ ON CONFLICT (node_id) DO UPDATE
        status = 'active',
        last_seen = excluded.last_seen,
        is_leader = excluded.is_leader,
-       config_version = excluded.config_version
+       config_version = excluded.config_version,
+       config_fingerprint = excluded.config_fingerprint

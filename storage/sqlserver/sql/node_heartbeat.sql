@@ -15,7 +15,8 @@ WHEN MATCHED THEN
                status = N'active',
                last_seen = @now,
                is_leader = @is_leader,
-               config_version = @config_version
+               config_version = @config_version,
+               config_fingerprint = @config_fingerprint
 WHEN NOT MATCHED THEN
-    INSERT (node_id, host, pid, status, started_at, last_seen, is_leader, config_version)
-    VALUES (@node_id, @host, @pid, N'active', @now, @now, @is_leader, @config_version);
+    INSERT (node_id, host, pid, status, started_at, last_seen, is_leader, config_version, config_fingerprint)
+    VALUES (@node_id, @host, @pid, N'active', @now, @now, @is_leader, @config_version, @config_fingerprint);
