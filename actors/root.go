@@ -546,6 +546,9 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	if len(restart) > 0 {
 		log.Warn().Strs("sections", restart).Msg("the reloaded file changes sections this node reads only at start; they are not in force: restart the node to apply them")
 	}
+	// The fingerprint first: ConfigLoaded makes the elector beat at once,
+	// and that beat reports both.
+	r.tellLeadership(ctx, leadership.ConfigInForce{Fingerprint: cfg.GraphFingerprint()})
 	r.tellLeadership(ctx, leadership.ConfigLoaded{Version: version})
 }
 

@@ -85,6 +85,7 @@ var help = map[string]string{
 	"mf_lanes_blocked":                  "Lanes whose head is held for an operator (on_exhausted = block).",
 	"mf_lanes_active":                   "Lanes with a delivering actor on this node now (each stops when its lane runs dry).",
 	"mf_is_leader":                      "1 while this node is the leader (runs the graph), else 0.",
+	"mf_config_drift":                   "1 while this node's graph config ([[inbound]], [[outbound]], [[route]] and the settings the graph reads) differs from the primary's, else 0 (the primary's is 0; its WARN names the node).",
 	"mf_leader_term":                    "The leader term this node works under (0 when not leading, or single-node).",
 	"mf_lease_renew_duration_seconds":   "Time of one leader lease renewal.",
 	"mf_leadership_changes_total":       "Leadership changes of this node by reason: elected, renew-lost, fenced, single-node.",

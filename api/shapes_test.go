@@ -82,6 +82,7 @@ func TestMetricsParseAndCarryEveryName(t *testing.T) {
 		"mf_lease_renew_duration_seconds", "mf_leadership_changes_total", "mf_ingest_batch_size", "mf_store_errors_total",
 		"mf_connections_refused_total", // README lists it: an alert on it must find a series before the first refusal
 		"mf_messages_unrouted_total",   // likewise
+		"mf_config_drift",              // likewise (0 on a single node)
 		"go_goroutines", "process_resident_memory_bytes",
 	} {
 		if _, ok := families[name]; !ok {
@@ -90,6 +91,9 @@ func TestMetricsParseAndCarryEveryName(t *testing.T) {
 	}
 	if f := families["mf_is_leader"]; f == nil || f.Metric[0].GetGauge().GetValue() != 1 {
 		t.Errorf("mf_is_leader: %v", f)
+	}
+	if f := families["mf_config_drift"]; f == nil || f.GetHelp() == "" || f.Metric[0].GetGauge().GetValue() != 0 {
+		t.Errorf("mf_config_drift, want a gauge at 0 with its HELP: %v", f)
 	}
 	for _, f := range families {
 		if !strings.HasPrefix(f.GetName(), "mf_") {

@@ -228,10 +228,6 @@ func clustered(ctx context.Context, opts *actors.Options, log zerolog.Logger) er
 	}
 	opts.Trust = leadership.NewTrust()
 	opts.ConfigVersion = version
-	opts.Leadership = leadership.NewElector(leadership.ElectorOptions{
-		Store: opts.Store, Cluster: cfg.Cluster, NodeID: opts.NodeID, Trust: opts.Trust, ConfigVersion: version,
-		Pinned: cfg.Cluster.NodeID != "", Log: log,
-	})
 	path, password := cfg.Path, cfg.Store.Password
 	opts.Reload = func() (*config.Config, error) {
 		c, err := reloadConfig(path)
@@ -258,5 +254,11 @@ func clustered(ctx context.Context, opts *actors.Options, log zerolog.Logger) er
 		return fmt.Errorf("config: %s changed while this node started and no longer loads: %w", cfg.Path, err)
 	}
 	opts.Config = fresh
+	// Made once the config in force is known: the elector reports its
+	// graph's fingerprint from the first beat.
+	opts.Leadership = leadership.NewElector(leadership.ElectorOptions{
+		Store: opts.Store, Cluster: cfg.Cluster, NodeID: opts.NodeID, Trust: opts.Trust, ConfigVersion: version,
+		ConfigFingerprint: fresh.GraphFingerprint(), Pinned: cfg.Cluster.NodeID != "", Log: log,
+	})
 	return nil
 }

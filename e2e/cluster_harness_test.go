@@ -36,6 +36,9 @@ type cluster struct {
 	nodes  []*engine
 	dest   *receiver
 	admin  storage.Store
+	// edit, if set, changes the config file of the node it names before
+	// the node starts (a node whose file differs from the others').
+	edit func(id, cfg string) string
 }
 
 // startCluster starts n nodes, node-0 … node-n-1, and waits for a primary.
@@ -84,24 +87,24 @@ func (c *cluster) addNode(storeURL string) *engine {
 func (c *cluster) addNodeAs(storeURL, id string) *engine {
 	c.t.Helper()
 	apiAddr := freePortNoT()
-	e := newEngine(c.t, `
+	cfg := `
 [store]
 backend = "postgres"
-url = "`+storeURL+`"
+url = "` + storeURL + `"
 pool_size = 4
 lease_ttl_seconds = 5
 
 [cluster]
 enabled = true
-node_id = "`+id+`"
+node_id = "` + id + `"
 reclaim_interval_seconds = 1
-`+c.timing.toml()+`
+` + c.timing.toml() + `
 [api]
-listen = "`+apiAddr+`"
+listen = "` + apiAddr + `"
 [[api.tokens]]
 name = "test"
 role = "viewer"
-sha256 = "`+viewerTokenSHA+`"
+sha256 = "` + viewerTokenSHA + `"
 
 [[inbound]]
 name = "adt_in"
@@ -111,7 +114,7 @@ listen = "{{listen}}"
 [[outbound]]
 name = "lab"
 type = "mllp"
-address = "`+c.dest.addr()+`"
+address = "` + c.dest.addr() + `"
 timeout_seconds = 2
 retry_base_seconds = 0.1
 retry_max_seconds = 0.5
@@ -120,7 +123,11 @@ retry_max_seconds = 0.5
 from = "adt_in"
 to = ["lab"]
 lane_key = "PID-3.1"
-`)
+`
+	if c.edit != nil {
+		cfg = c.edit(id, cfg)
+	}
+	e := newEngine(c.t, cfg)
 	e.api = "http://" + apiAddr
 	e.launch()
 	c.nodes = append(c.nodes, e)

@@ -36,6 +36,12 @@ type ConfigChanged struct{ Version int64 }
 // which its heartbeat reports.
 type ConfigLoaded struct{ Version int64 }
 
+// ConfigInForce tells the elector the fingerprint of the graph config this
+// node now runs (config.Config.GraphFingerprint), which its heartbeat
+// reports and the drift check compares. Root sends it after a reload, before
+// ConfigLoaded.
+type ConfigInForce struct{ Fingerprint string }
+
 type tick struct{ gen int }
 type checkTrust struct{ until time.Time }
 type resigned struct{}
@@ -62,6 +68,8 @@ type Elector struct {
 	nextAttempt  time.Time     // when the next election or renewal attempt is due
 	configSeen   int64         // the last shared config version seen
 	configLoaded int64         // the version this node runs (reported in mf_nodes)
+	fingerprint  string        // its graph config's fingerprint (reported in mf_nodes)
+	drift        driftWatch    // the drift check's state (drift.go)
 	beaten       bool          // a heartbeat of this process has been recorded
 	gen          int           // the current tick; older ones are ignored
 	timer        scheduler.CancelFunc
@@ -86,6 +94,7 @@ type Elector struct {
 // is restarted after a panic.
 type carried struct {
 	configSeen, configLoaded int64
+	fingerprint              string
 	beaten                   bool
 }
 
@@ -99,6 +108,9 @@ type ElectorOptions struct {
 	Trust *Trust
 	// ConfigVersion is the shared config version this node started with.
 	ConfigVersion int64
+	// ConfigFingerprint is the fingerprint of the graph config it started
+	// with (config.Config.GraphFingerprint).
+	ConfigFingerprint string
 	// Pinned says NodeID comes from the config file: each heartbeat then
 	// checks that no other process writes this node's row (CheckNodeIDFree
 	// misses two processes started at one moment).
@@ -110,12 +122,12 @@ type ElectorOptions struct {
 func NewElector(o ElectorOptions) *actor.Props {
 	// A restarted elector takes the config versions over: starting again
 	// from o.ConfigVersion would reload a config already loaded.
-	carry := &carried{configSeen: o.ConfigVersion, configLoaded: o.ConfigVersion}
+	carry := &carried{configSeen: o.ConfigVersion, configLoaded: o.ConfigVersion, fingerprint: o.ConfigFingerprint}
 	return actor.PropsFromProducer(func() actor.Actor {
 		host, _ := os.Hostname()
 		return &Elector{
 			store: o.Store, cfg: o.Cluster, nodeID: o.NodeID, host: host, pid: int64(os.Getpid()),
-			trust: o.Trust, pinned: o.Pinned, configSeen: carry.configSeen, configLoaded: carry.configLoaded, beaten: carry.beaten, carry: carry,
+			trust: o.Trust, pinned: o.Pinned, configSeen: carry.configSeen, configLoaded: carry.configLoaded, fingerprint: carry.fingerprint, beaten: carry.beaten, carry: carry,
 			log: o.Log.With().Str("component", "leadership").Logger(),
 		}
 	})
@@ -153,6 +165,8 @@ func (e *Elector) Receive(ctx actor.Context) {
 			e.lose(ctx, "fenced", "a write was refused by the fence: another node holds a newer term")
 			e.schedule(ctx, e.cfg.Heartbeat())
 		}
+	case ConfigInForce:
+		e.fingerprint = msg.Fingerprint
 	case ConfigLoaded:
 		e.configLoaded = msg.Version
 		e.heartbeat() // report the version now, not a heartbeat later
@@ -180,7 +194,7 @@ func (e *Elector) restarting(ctx actor.Context) {
 	if e.stopWatch != nil {
 		e.stopWatch()
 	}
-	e.carry.configSeen, e.carry.configLoaded, e.carry.beaten = e.configSeen, e.configLoaded, e.beaten
+	e.carry.configSeen, e.carry.configLoaded, e.carry.fingerprint, e.carry.beaten = e.configSeen, e.configLoaded, e.fingerprint, e.beaten
 	if e.leader {
 		e.lose(ctx, "fenced", "the leadership actor panicked and restarts as a follower (a bug: report it with the protoactor \"Recovering\" line just before, which has its reason)")
 	}
@@ -344,14 +358,22 @@ func (e *Elector) endTerm() {
 // heartbeat records this node in mf_nodes. Best effort: membership is for
 // operators; it never decides who leads. The first beat of the process sets
 // the row's started_at, whatever a crashed run of the same node id left.
+// Before it, the membership this node last wrote is read for the twin and
+// drift checks; a failed read is left to the beat that follows to report.
 func (e *Elector) heartbeat() {
 	cctx, cancel := e.callContext()
 	defer cancel()
-	if e.pinned && e.beaten {
-		e.checkTwin(cctx)
+	if e.beaten {
+		if l, err := e.store.NodeList(cctx); err == nil {
+			if e.pinned {
+				e.checkTwin(l)
+			}
+			e.checkDrift(l, time.Now())
+		}
 	}
 	err := e.store.NodeHeartbeat(cctx, storage.NodeHeartbeatParams{
-		NodeID: e.nodeID, Host: e.host, PID: e.pid, IsLeader: e.leader, ConfigVersion: e.configLoaded, Started: !e.beaten,
+		NodeID: e.nodeID, Host: e.host, PID: e.pid, IsLeader: e.leader, ConfigVersion: e.configLoaded,
+		ConfigFingerprint: e.fingerprint, Started: !e.beaten,
 	})
 	if err != nil {
 		e.callFailed(&e.beating, "node_heartbeat", "membership heartbeat", err)
@@ -365,13 +387,8 @@ func (e *Elector) heartbeat() {
 // wrote it at its last beat, another host or pid in it is another process
 // running under the same node_id. Both then write one row in turn, and
 // /cluster/nodes shows them as one node, its leader flag and pid flapping.
-// Logged at ERROR once a minute while it lasts; a failed read is left to
-// the beat that follows to report.
-func (e *Elector) checkTwin(ctx context.Context) {
-	l, err := e.store.NodeList(ctx)
-	if err != nil {
-		return
-	}
+// Logged at ERROR once a minute while it lasts.
+func (e *Elector) checkTwin(l storage.NodeList) {
 	for _, n := range l.Nodes {
 		if n.NodeID != e.nodeID {
 			continue
