@@ -25,6 +25,9 @@ const (
 	// lease expiry is the fallback.
 	resignAttempts = 3
 	resignTimeout  = time.Second
+	// schemaCheckEvery is how often a node reads the migrations applied
+	// to its database (ElectorOptions.SchemaCheckInterval by default).
+	schemaCheckEvery = time.Minute
 )
 
 // ConfigChanged tells root that the shared config version moved: it reloads
@@ -88,6 +91,11 @@ type Elector struct {
 	// this node's row written by another process.
 	pinned bool
 	twin   storage.Outage
+	// schemaEvery, nextSchema and schemaWarned run the schema check:
+	// its period, when it is next due, and whether it has warned (once).
+	schemaEvery  time.Duration
+	nextSchema   time.Time
+	schemaWarned bool
 }
 
 // carried is what an elector hands over to the one that replaces it when it
@@ -115,7 +123,11 @@ type ElectorOptions struct {
 	// checks that no other process writes this node's row (CheckNodeIDFree
 	// misses two processes started at one moment).
 	Pinned bool
-	Log    zerolog.Logger
+	// SchemaCheckInterval is how often the node reads the migrations
+	// applied to its database, to warn once if a newer mf migrated it
+	// (0: a minute).
+	SchemaCheckInterval time.Duration
+	Log                 zerolog.Logger
 }
 
 // NewElector returns the props of a clustered node's leadership actor.
@@ -123,11 +135,15 @@ func NewElector(o ElectorOptions) *actor.Props {
 	// A restarted elector takes the config versions over: starting again
 	// from o.ConfigVersion would reload a config already loaded.
 	carry := &carried{configSeen: o.ConfigVersion, configLoaded: o.ConfigVersion, fingerprint: o.ConfigFingerprint}
+	schemaEvery := o.SchemaCheckInterval
+	if schemaEvery <= 0 {
+		schemaEvery = schemaCheckEvery
+	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		host, _ := os.Hostname()
 		return &Elector{
 			store: o.Store, cfg: o.Cluster, nodeID: o.NodeID, host: host, pid: int64(os.Getpid()),
-			trust: o.Trust, pinned: o.Pinned, configSeen: carry.configSeen, configLoaded: carry.configLoaded, fingerprint: carry.fingerprint, beaten: carry.beaten, carry: carry,
+			trust: o.Trust, pinned: o.Pinned, schemaEvery: schemaEvery, configSeen: carry.configSeen, configLoaded: carry.configLoaded, fingerprint: carry.fingerprint, beaten: carry.beaten, carry: carry,
 			log: o.Log.With().Str("component", "leadership").Logger(),
 		}
 	})
@@ -242,7 +258,27 @@ func (e *Elector) step(ctx actor.Context) {
 	e.nextAttempt = began.Add(next)
 	e.heartbeat()
 	e.watchConfig(ctx)
+	e.checkSchema()
 	e.schedule(ctx, max(0, time.Until(e.nextAttempt)))
+}
+
+// checkSchema reads, once every schemaEvery, the migrations applied to the
+// database: a newer mf migrate run during a rolling upgrade left this node
+// writing with statements made for the older schema, and it said nothing
+// (Migrate refuses such a schema only at start). Warned of once; other
+// failures are the heartbeat's calls' to report.
+func (e *Elector) checkSchema() {
+	now := time.Now()
+	if e.schemaWarned || now.Before(e.nextSchema) {
+		return
+	}
+	e.nextSchema = now.Add(e.schemaEvery)
+	cctx, cancel := e.callContext()
+	defer cancel()
+	if err := e.store.SchemaCheck(cctx); errors.Is(err, storage.ErrSchemaNewer) {
+		e.schemaWarned = true
+		e.log.Warn().Err(err).Msg("this node's mf is older than its database's schema, which a newer mf has migrated since this node started: upgrade mf on this node to that version and restart it (logged once)")
+	}
 }
 
 // callContext bounds a side call (heartbeat, config read) by the heartbeat

@@ -51,6 +51,12 @@ type Store interface {
 	Migrate(ctx context.Context) error
 	// Ping checks that the store is reachable and migrated.
 	Ping(ctx context.Context) error
+	// SchemaCheck reads the migrations applied to the database, without a
+	// lock, and returns ErrSchemaNewer (see CheckApplied) if one of them is
+	// not this build's: a newer mf migrated it while this one runs (a
+	// rolling upgrade). Migrate refuses such a schema at start; a running
+	// node calls this now and then to learn of it.
+	SchemaCheck(ctx context.Context) error
 	// Close releases the store's connections.
 	Close() error
 

@@ -259,6 +259,27 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// SchemaCheck implements storage.Store.
+func (s *Store) SchemaCheck(ctx context.Context) error {
+	migrations, err := storage.LoadMigrations(migrationsFS, "migrations")
+	if err != nil {
+		return err
+	}
+	rows, err := s.pool.Query(ctx, queries.Get("migrate_applied"))
+	if err != nil {
+		return fmt.Errorf("postgres: read applied migrations: %w", err)
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return fmt.Errorf("postgres: read applied migrations: %w", err)
+	}
+	done := map[int]bool{}
+	for _, v := range applied {
+		done[int(v)] = true
+	}
+	return storage.CheckApplied(migrations, done)
+}
+
 // Migrate implements storage.Store: every pending migration in one
 // transaction, under a transaction-scoped advisory lock (PostgreSQL DDL is
 // transactional, so a failed migration leaves nothing behind). On a schema

@@ -569,6 +569,46 @@ func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return fn(tx)
 }
 
+// querier is what appliedMigrations reads with: a transaction, or the
+// database.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// appliedMigrations reads the versions recorded in mf_schema_migrations.
+func appliedMigrations(ctx context.Context, q querier) (map[int]bool, error) {
+	rows, err := q.QueryContext(ctx, queries.Get("migrate_applied"))
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	defer rows.Close()
+	done := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("read applied migrations: %w", err)
+		}
+		done[v] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	return done, nil
+}
+
+// SchemaCheck implements storage.Store.
+func (s *Store) SchemaCheck(ctx context.Context) error {
+	migrations, err := storage.LoadMigrations(migrationsFS, "migrations")
+	if err != nil {
+		return err
+	}
+	done, err := appliedMigrations(ctx, s.db)
+	if err != nil {
+		return wrap("schema check", err)
+	}
+	return storage.CheckApplied(migrations, done)
+}
+
 // Migrate implements storage.Store: every pending migration in one BEGIN
 // IMMEDIATE transaction, whose write lock is the migration lock (SQLite DDL
 // is transactional, so a failed migration leaves nothing behind).
@@ -581,24 +621,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if _, err := tx.ExecContext(ctx, queries.Get("migrate_table")); err != nil {
 			return fmt.Errorf("create mf_schema_migrations: %w", err)
 		}
-		rows, err := tx.QueryContext(ctx, queries.Get("migrate_applied"))
+		done, err := appliedMigrations(ctx, tx)
 		if err != nil {
-			return fmt.Errorf("read applied migrations: %w", err)
-		}
-		done := map[int]bool{}
-		for rows.Next() {
-			var v int
-			if err := rows.Scan(&v); err != nil {
-				rows.Close()
-				return fmt.Errorf("read applied migrations: %w", err)
-			}
-			done[v] = true
-		}
-		if err := rows.Close(); err != nil {
-			return fmt.Errorf("read applied migrations: %w", err)
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read applied migrations: %w", err)
+			return err
 		}
 		if err := storage.CheckApplied(migrations, done); err != nil {
 			return err

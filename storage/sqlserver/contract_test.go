@@ -177,6 +177,7 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 	_ = s.Ping(ctx)
 	_, _ = s.DelayedDurability(ctx)
 	_ = s.Migrate(ctx)
+	_ = s.SchemaCheck(ctx)
 	_, _, _ = s.LeaseAttemptElect(ctx, storage.LeaseAttemptElectParams{Owner: "node-a", TTL: time.Minute})
 	_, _ = s.LeaseAttemptRenew(ctx, storage.LeaseAttemptRenewParams{Owner: "node-a", Term: 3, TTL: time.Minute})
 	_, _ = s.LeaseResign(ctx, storage.LeaseResignParams{Owner: "node-a", Term: 3})

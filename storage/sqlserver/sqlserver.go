@@ -236,8 +236,32 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return wrap("migrate", err)
 }
 
-func appliedMigrations(ctx context.Context, tx *sql.Tx) (map[int]bool, error) {
-	rows, err := tx.QueryContext(ctx, queries.Get("migrate_applied"))
+// querier is what appliedMigrations reads with: a transaction, or the
+// database.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// SchemaCheck implements storage.Store.
+func (s *Store) SchemaCheck(ctx context.Context) error {
+	migrations, err := storage.LoadMigrations(migrationsFS, "migrations")
+	if err != nil {
+		return err
+	}
+	var done map[int]bool
+	err = retryDeadlocks(ctx, func() error {
+		var err error
+		done, err = appliedMigrations(ctx, s.db)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlserver: %w", err)
+	}
+	return storage.CheckApplied(migrations, done)
+}
+
+func appliedMigrations(ctx context.Context, q querier) (map[int]bool, error) {
+	rows, err := q.QueryContext(ctx, queries.Get("migrate_applied"))
 	if err != nil {
 		return nil, fmt.Errorf("read applied migrations: %w", err)
 	}

@@ -63,13 +63,21 @@ type migrationRecorder interface {
 
 // A database a newer mf has migrated is refused, and left as it is: an
 // older mf would write to it with statements written for its own schema.
+// A running store's SchemaCheck says so too (a newer mf migrate ran while
+// it ran), and nothing before.
 func testMigrateRefusesNewer(t *testing.T, h *harness) {
 	r, ok := h.s.(migrationRecorder)
 	if !ok {
 		t.Fatalf("%T has no RecordMigration: add it to the dialect's export_test.go", h.s)
 	}
+	if err := h.s.SchemaCheck(h.ctx); err != nil {
+		t.Fatalf("schema check of a schema this build migrated: %v", err)
+	}
 	if err := r.RecordMigration(h.ctx, 9999, "9999_from_a_newer_mf"); err != nil {
 		t.Fatal(err)
+	}
+	if err := h.s.SchemaCheck(h.ctx); !errors.Is(err, storage.ErrSchemaNewer) || !strings.Contains(err.Error(), "[9999]") {
+		t.Fatalf("schema check of a newer schema: %v; want ErrSchemaNewer naming migration 9999", err)
 	}
 	err := h.open().Migrate(h.ctx)
 	if !errors.Is(err, storage.ErrSchemaNewer) || !strings.Contains(err.Error(), "[9999]") {
