@@ -177,6 +177,12 @@
 // effort: membership informs operators, it never decides who leads) and
 // reads the shared config version; when another node's `mf reload` bumped
 // it, root reloads this node's own config file and restarts its graph.
+// The heartbeat carries the fingerprint of the graph config in force, and
+// the membership read before it is compared (drift.go): the primary warns
+// of every live node whose graph config differs from its own, and each
+// node's mf_config_drift says whether its own differs from the primary's.
+// Once a minute the elector also reads the applied migrations, to warn
+// once when a newer mf has migrated the database under it.
 // A clean stop resigns the lease (a few bounded attempts; expiry is the
 // fallback) and marks the node left.
 package leadership
