@@ -173,8 +173,12 @@ func runCommand() *cli.Command {
 				// exit status tells the service manager that mf failed.
 				log.Error().Err(failed).Msg("stopping: the engine can no longer run (the ERROR line before says why); exiting non-zero")
 			} else {
-				log.Info().Str("cause", context.Cause(ctx).Error()).Dur("drain_timeout", c.Duration("drain-timeout")).
-					Msg("stopping: closing listeners and finishing the deliveries in hand; a second SIGINT, SIGTERM or SIGHUP stops at once")
+				what := "stopping: closing listeners and finishing the deliveries in hand; a second SIGINT, SIGTERM or SIGHUP stops at once"
+				if !e.Status().Leader {
+					// A standby has neither.
+					what = "stopping: this node is a standby (no listener open, no delivery in hand); a second SIGINT, SIGTERM or SIGHUP stops at once"
+				}
+				log.Info().Str("cause", context.Cause(ctx).Error()).Dur("drain_timeout", c.Duration("drain-timeout")).Msg(what)
 			}
 			sctx, cancel := context.WithTimeout(context.Background(), c.Duration("drain-timeout")+30*time.Second)
 			defer cancel()

@@ -383,6 +383,11 @@ func TestClusterEndpointsShapes(t *testing.T) {
 	waitFor(t, "node-2 to join", 10*time.Second, func() bool { _, e := nodes(s, "string"); return len(e) == 3 })
 	third.signal(syscall.SIGTERM)
 	<-third.exited
+	// A standby has no listener and no delivery to finish: its stop line
+	// said it closed and finished them.
+	if line := grepLines(third.logs.String(), `"message":"stopping: `); !strings.Contains(line, "this node is a standby") {
+		t.Errorf("the standby's stop line: %s; want it to say it is a standby", line)
+	}
 	_, entries := nodes(s, "string")
 	for _, n := range entries {
 		if n["node_id"] == "node-2" && (n["status"] != "left" || n["is_leader"] != false) {
