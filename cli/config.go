@@ -130,6 +130,15 @@ func reloadCommand() *cli.Command {
 				return fmt.Errorf("reload: %s: %w", cfg.Path, api.ErrSingleNodeReload)
 			}
 			return withStore(c, cfg, false, func(st storage.Store) error {
+				// The wait reads mf_nodes as this mf's migrations left it. On
+				// a schema they have not reached (a rolling upgrade before mf
+				// migrate) it would set the version, then fail on a missing
+				// column, as if the reload had not been made: refused first.
+				if wait > 0 {
+					if err := st.SchemaCheck(c.Context); errors.Is(err, storage.ErrSchemaOlder) {
+						return fmt.Errorf("reload: %w; or run mf reload --wait 0, which sets the version without waiting for the nodes to report it (this mf cannot read it from an older schema)", err)
+					}
+				}
 				v, err := st.ConfigVersionBump(c.Context, storage.ConfigVersionBumpParams{})
 				if err != nil {
 					return fmt.Errorf("reload: %w", err)

@@ -112,3 +112,50 @@ func TestReloadWithNoNodeRunningSaysSo(t *testing.T) {
 		t.Fatalf("mf reload with no node running: error %v, printed %q; want it to say that no node runs", err, out)
 	}
 }
+
+// mf reload of a newer mf on a database its migrations have not reached yet
+// (a rolling upgrade: the new binary installed, mf migrate not run) cannot
+// read which nodes run the new version (mf_nodes lacks config_fingerprint).
+// It set the version, then failed on PostgreSQL's "column does not exist",
+// exit 1, as if the reload had not been made. It is refused before the
+// bump, saying what to do.
+func TestReloadOnAnOlderSchemaSaysToMigrateFirst(t *testing.T) {
+	url := pgtest.NewSchema(t)
+	path := filepath.Join(t.TempDir(), "mf.toml")
+	cfg := "[store]\nbackend = \"postgres\"\npool_size = 2\nurl = \"" + url + "\"\n[cluster]\nenabled = true\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runMF(t, "migrate", "--config", path); err != nil {
+		t.Fatalf("mf migrate: %v\n%s", err, out)
+	}
+	// The schema as the release before migration 0010 left it.
+	st, err := postgres.Open(context.Background(), postgres.Options{URL: url, PoolSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Pool().Exec(context.Background(), "ALTER TABLE mf_nodes DROP COLUMN config_fingerprint; DELETE FROM mf_schema_migrations WHERE version = 10")
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	readVersion := func() int64 {
+		t.Helper()
+		v, err := st.ConfigVersionRead(context.Background(), storage.ConfigVersionReadParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := readVersion()
+	out, err := runMF(t, "reload", "--config", path)
+	after := readVersion()
+	st.Close()
+	if err == nil || !strings.Contains(err.Error(), "mf migrate") || !strings.Contains(err.Error(), "--wait 0") || after != before {
+		t.Fatalf("mf reload on a schema without migration 10: error %v, printed %q, config version %d -> %d; want it refused before the bump, saying to run mf migrate or mf reload --wait 0", err, out, before, after)
+	}
+	// --wait 0 does not read mf_nodes: the bump alone, as before the wait.
+	if out, err := runMF(t, "reload", "--config", path, "--wait", "0"); err != nil || !strings.Contains(out, "config version") {
+		t.Fatalf("mf reload --wait 0 on the older schema: %v\n%s", err, out)
+	}
+}

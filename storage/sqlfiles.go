@@ -125,6 +125,32 @@ func CheckApplied(known []Migration, applied map[int]bool) error {
 		ErrSchemaNewer, unknown, newest)
 }
 
+// ErrSchemaOlder is the error of a SchemaCheck that finds a migration of
+// this build not applied to the database: a newer mf (this one) on a
+// schema only an older mf has migrated, mf migrate not run yet.
+var ErrSchemaOlder = errors.New("the database's schema is older than this mf")
+
+// CheckSchema is CheckApplied, then ErrSchemaOlder, naming the versions, if
+// a migration of known is not in applied. A command of a newer mf that reads
+// columns its migrations add (mf reload's wait reads mf_nodes) says to run
+// mf migrate, rather than fail on a missing column.
+func CheckSchema(known []Migration, applied map[int]bool) error {
+	if err := CheckApplied(known, applied); err != nil {
+		return err
+	}
+	var pending []int
+	for _, m := range known {
+		if !applied[m.Version] {
+			pending = append(pending, m.Version)
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: migration %v of this mf is not applied to it; run mf migrate (nodes of the older mf go on working on the migrated schema)",
+		ErrSchemaOlder, pending)
+}
+
 // Seconds converts a duration to the fractional seconds the SQL files take.
 func Seconds(d time.Duration) float64 { return d.Seconds() }
 

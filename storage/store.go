@@ -56,6 +56,8 @@ type Store interface {
 	// not this build's: a newer mf migrated it while this one runs (a
 	// rolling upgrade). Migrate refuses such a schema at start; a running
 	// node calls this now and then to learn of it.
+	// It returns ErrSchemaOlder (see CheckSchema) if one of this build's
+	// is not applied: mf migrate has not run yet.
 	SchemaCheck(ctx context.Context) error
 	// Close releases the store's connections.
 	Close() error

@@ -277,7 +277,7 @@ func (s *Store) SchemaCheck(ctx context.Context) error {
 	for _, v := range applied {
 		done[int(v)] = true
 	}
-	return storage.CheckApplied(migrations, done)
+	return storage.CheckSchema(migrations, done)
 }
 
 // Migrate implements storage.Store: every pending migration in one

@@ -606,7 +606,7 @@ func (s *Store) SchemaCheck(ctx context.Context) error {
 	if err != nil {
 		return wrap("schema check", err)
 	}
-	return storage.CheckApplied(migrations, done)
+	return storage.CheckSchema(migrations, done)
 }
 
 // Migrate implements storage.Store: every pending migration in one BEGIN

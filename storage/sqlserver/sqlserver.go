@@ -257,7 +257,7 @@ func (s *Store) SchemaCheck(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sqlserver: %w", err)
 	}
-	return storage.CheckApplied(migrations, done)
+	return storage.CheckSchema(migrations, done)
 }
 
 func appliedMigrations(ctx context.Context, q querier) (map[int]bool, error) {

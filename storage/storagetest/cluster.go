@@ -88,6 +88,31 @@ func testMigrateRefusesNewer(t *testing.T, h *harness) {
 	}
 }
 
+// migrationForgetter is what a dialect's tests add to its store
+// (export_test.go): an applied migration's record removed, as a schema an
+// older mf migrated looks to this one.
+type migrationForgetter interface {
+	ForgetMigration(ctx context.Context, version int) error
+}
+
+// A schema that lacks a migration of this build (a newer mf's command run
+// before mf migrate, in a rolling upgrade) is said to be older by
+// SchemaCheck, naming the migration, so that such a command can say to run
+// mf migrate rather than fail on a column it lacks.
+func testSchemaCheckSaysOlder(t *testing.T, h *harness) {
+	f, ok := h.s.(migrationForgetter)
+	if !ok {
+		t.Fatalf("%T has no ForgetMigration: add it to the dialect's export_test.go", h.s)
+	}
+	if err := f.ForgetMigration(h.ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	err := h.s.SchemaCheck(h.ctx)
+	if !errors.Is(err, storage.ErrSchemaOlder) || !strings.Contains(err.Error(), "[1]") || !strings.Contains(err.Error(), "mf migrate") {
+		t.Fatalf("schema check of a schema without migration 1: %v; want ErrSchemaOlder naming migration 1 and mf migrate", err)
+	}
+}
+
 // Elect only on an expired or resigned lease, never preempting; renew only
 // for the same owner and term; resign frees it at once; every election
 // increments the term by one.

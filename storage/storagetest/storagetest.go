@@ -32,6 +32,7 @@ func Run(t *testing.T, newDB Opener) {
 	}{
 		{"Migrate/ConcurrentAndIdempotent", testMigrateConcurrent},
 		{"Migrate/RefusesANewerSchema", testMigrateRefusesNewer},
+		{"Migrate/SchemaCheckSaysOlder", testSchemaCheckSaysOlder},
 		{"Lane/ClaimsInIDOrder", testLaneFIFO},
 		{"Lane/OtherLanesInterleave", testLanesInterleave},
 		{"Lane/KeysDifferingInTrailingSpacesAreTwoLanes", testTrailingSpaceLanes},
