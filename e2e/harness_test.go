@@ -148,8 +148,11 @@ func (e *engine) checkAlive() {
 }
 
 // accepts reports whether the engine's MLLP port accepts a connection now.
-func (e *engine) accepts() bool {
-	c, err := net.DialTimeout("tcp", e.listen, 100*time.Millisecond)
+func (e *engine) accepts() bool { return e.acceptsWithin(100 * time.Millisecond) }
+
+// acceptsWithin is accepts with a dial timeout of d.
+func (e *engine) acceptsWithin(d time.Duration) bool {
+	c, err := net.DialTimeout("tcp", e.listen, d)
 	if err != nil {
 		return false
 	}
