@@ -409,3 +409,19 @@ func TestRunStoppedWhileOpeningItsStoreIsAStop(t *testing.T) {
 		t.Fatalf("mf run stopped before its store opened: %v; want a clean stop", err)
 	}
 }
+
+// mf run logs the migrations it applied at start (an upgrade's schema
+// change, or a new store's), and nothing when there were none.
+func TestRunLogsTheMigrationsItApplied(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mf.toml")
+	cfg := fmt.Sprintf("[store]\npath = %q\n[api]\nlisten = %q\n", filepath.Join(dir, "mf.db"), enginetest.FreeAddr(t))
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := runInProcess(t, path)
+	enginetest.WaitFor(t, "the engine to run", 30*time.Second, func() bool { return strings.Contains(logs.String(), "graph started") })
+	if !strings.Contains(logs.String(), "store: schema created or brought up to date") {
+		t.Fatalf("a new store's migrations were not logged:\n%s", logs.String())
+	}
+}

@@ -111,9 +111,12 @@ func runCommand() *cli.Command {
 			// service manager whose restarts run out first (systemd's, 5
 			// in 10 s).
 			timedOut := false
+			var pending []int
+			var known bool
 			err = reachStore(ctx, log, "migrate", func(ctx context.Context) error {
 				mctx, cancel := context.WithTimeout(ctx, migrateTimeout)
 				defer cancel()
+				pending, known = storage.PendingMigrations(st.SchemaCheck(mctx))
 				err := st.Migrate(mctx)
 				timedOut = errors.Is(mctx.Err(), context.DeadlineExceeded)
 				return err
@@ -131,6 +134,9 @@ func runCommand() *cli.Command {
 			}
 			if err != nil {
 				return fmt.Errorf("store: %w", err)
+			}
+			if !known || len(pending) > 0 {
+				log.Info().Ints("migrations", pending).Msg("store: " + appliedText(pending, known))
 			}
 			warnAutovacuum(ctx, st, log)
 			warnDelayedDurability(ctx, st, log)

@@ -159,3 +159,33 @@ func TestReloadOnAnOlderSchemaSaysToMigrateFirst(t *testing.T) {
 		t.Fatalf("mf reload --wait 0 on the older schema: %v\n%s", err, out)
 	}
 }
+
+// mf migrate says what it applied: an operator upgrading a cluster learns
+// whether the schema moved. It printed "postgres store migrated (…)"
+// whatever it did, and mf run logged nothing of it.
+func TestMigrateSaysWhatItApplied(t *testing.T) {
+	url := pgtest.NewSchema(t)
+	path := filepath.Join(t.TempDir(), "mf.toml")
+	cfg := "[store]\nbackend = \"postgres\"\npool_size = 2\nurl = \"" + url + "\"\n[cluster]\nenabled = true\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"schema created or brought up to date", "nothing to apply"} {
+		if out, err := runMF(t, "migrate", "--config", path); err != nil || !strings.Contains(out, want) {
+			t.Fatalf("mf migrate: %v, printed %q; want it to say %q", err, out, want)
+		}
+	}
+	// The schema as the release before migration 0010 left it.
+	st, err := postgres.Open(context.Background(), postgres.Options{URL: url, PoolSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Pool().Exec(context.Background(), "ALTER TABLE mf_nodes DROP COLUMN config_fingerprint; DELETE FROM mf_schema_migrations WHERE version = 10")
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runMF(t, "migrate", "--config", path); err != nil || !strings.Contains(out, "applied migration [10]") {
+		t.Fatalf("mf migrate of a schema without migration 10: %v, printed %q; want it to say it applied [10]", err, out)
+	}
+}

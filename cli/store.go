@@ -72,6 +72,7 @@ func migrateCommand() *cli.Command {
 				}
 			}
 			return withStore(c, cfg, true, func(st storage.Store) error {
+				pending, known := storage.PendingMigrations(st.SchemaCheck(c.Context))
 				if err := st.Migrate(c.Context); err != nil {
 					return err
 				}
@@ -79,7 +80,7 @@ func migrateCommand() *cli.Command {
 				if cfg.Store.Backend == config.BackendSQLite {
 					where = cfg.Store.Path + ", config " + cfg.Path
 				}
-				fmt.Fprintf(c.App.Writer, "%s store migrated (%s)\n", st.Dialect(), where)
+				fmt.Fprintf(c.App.Writer, "%s store migrated (%s): %s\n", st.Dialect(), where, appliedText(pending, known))
 				return nil
 			})
 		},
@@ -179,4 +180,18 @@ func reachStore(ctx context.Context, log zerolog.Logger, what string, fn func(co
 		case <-t.C:
 		}
 	}
+}
+
+// appliedText says what a migration did, from PendingMigrations read
+// before it: the operator of an upgrade learns whether the schema moved
+// (the migrations themselves are idempotent, and one run beside another
+// node's may find them applied by it).
+func appliedText(pending []int, known bool) string {
+	switch {
+	case !known:
+		return "schema created or brought up to date"
+	case len(pending) == 0:
+		return "nothing to apply, the schema was up to date"
+	}
+	return fmt.Sprintf("applied migration %v", pending)
 }

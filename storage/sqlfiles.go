@@ -147,8 +147,33 @@ func CheckSchema(known []Migration, applied map[int]bool) error {
 	if len(pending) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: migration %v of this mf is not applied to it; run mf migrate (nodes of the older mf go on working on the migrated schema)",
-		ErrSchemaOlder, pending)
+	return &SchemaOlderError{Pending: pending}
+}
+
+// SchemaOlderError is CheckSchema's ErrSchemaOlder: Pending lists, in
+// order, this build's migrations the database does not have.
+type SchemaOlderError struct{ Pending []int }
+
+func (e *SchemaOlderError) Error() string {
+	return fmt.Sprintf("%v: migration %v of this mf is not applied to it; run mf migrate (nodes of the older mf go on working on the migrated schema)",
+		ErrSchemaOlder, e.Pending)
+}
+
+// Is makes a SchemaOlderError an ErrSchemaOlder.
+func (e *SchemaOlderError) Is(target error) bool { return target == ErrSchemaOlder }
+
+// PendingMigrations reads a SchemaCheck's answer: the migrations to apply,
+// and whether that is known (false for any other error: a new database
+// whose migrations table is not there yet, say).
+func PendingMigrations(schemaCheck error) (pending []int, known bool) {
+	var e *SchemaOlderError
+	switch {
+	case schemaCheck == nil:
+		return nil, true
+	case errors.As(schemaCheck, &e):
+		return e.Pending, true
+	}
+	return nil, false
 }
 
 // Seconds converts a duration to the fractional seconds the SQL files take.
