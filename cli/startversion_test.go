@@ -98,12 +98,7 @@ func runInProcess(t *testing.T, path string) *enginetest.LogBuffer {
 // its start, and says so: it printed "every live node runs config version
 // 1: " with an empty list, as if nodes had taken it.
 func TestReloadWithNoNodeRunningSaysSo(t *testing.T) {
-	url := pgtest.NewSchema(t)
-	path := filepath.Join(t.TempDir(), "mf.toml")
-	cfg := "[store]\nbackend = \"postgres\"\npool_size = 2\nurl = \"" + url + "\"\n[cluster]\nenabled = true\n"
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path, _ := clusterFile(t)
 	if out, err := runMF(t, "migrate", "--config", path); err != nil {
 		t.Fatalf("mf migrate: %v\n%s", err, out)
 	}
@@ -120,23 +115,13 @@ func TestReloadWithNoNodeRunningSaysSo(t *testing.T) {
 // exit 1, as if the reload had not been made. It is refused before the
 // bump, saying what to do.
 func TestReloadOnAnOlderSchemaSaysToMigrateFirst(t *testing.T) {
-	url := pgtest.NewSchema(t)
-	path := filepath.Join(t.TempDir(), "mf.toml")
-	cfg := "[store]\nbackend = \"postgres\"\npool_size = 2\nurl = \"" + url + "\"\n[cluster]\nenabled = true\n"
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path, url := clusterFile(t)
 	if out, err := runMF(t, "migrate", "--config", path); err != nil {
 		t.Fatalf("mf migrate: %v\n%s", err, out)
 	}
-	// The schema as the release before migration 0010 left it.
+	beforeMigration10(t, url)
 	st, err := postgres.Open(context.Background(), postgres.Options{URL: url, PoolSize: 1})
 	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = st.Pool().Exec(context.Background(), "ALTER TABLE mf_nodes DROP COLUMN config_fingerprint; DELETE FROM mf_schema_migrations WHERE version = 10")
-	if err != nil {
-		st.Close()
 		t.Fatal(err)
 	}
 	readVersion := func() int64 {
@@ -164,28 +149,41 @@ func TestReloadOnAnOlderSchemaSaysToMigrateFirst(t *testing.T) {
 // whether the schema moved. It printed "postgres store migrated (…)"
 // whatever it did, and mf run logged nothing of it.
 func TestMigrateSaysWhatItApplied(t *testing.T) {
-	url := pgtest.NewSchema(t)
-	path := filepath.Join(t.TempDir(), "mf.toml")
-	cfg := "[store]\nbackend = \"postgres\"\npool_size = 2\nurl = \"" + url + "\"\n[cluster]\nenabled = true\n"
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path, url := clusterFile(t)
 	for _, want := range []string{"schema created or brought up to date", "nothing to apply"} {
 		if out, err := runMF(t, "migrate", "--config", path); err != nil || !strings.Contains(out, want) {
 			t.Fatalf("mf migrate: %v, printed %q; want it to say %q", err, out, want)
 		}
 	}
-	// The schema as the release before migration 0010 left it.
+	beforeMigration10(t, url)
+	if out, err := runMF(t, "migrate", "--config", path); err != nil || !strings.Contains(out, "applied migration [10]") {
+		t.Fatalf("mf migrate of a schema without migration 10: %v, printed %q; want it to say it applied [10]", err, out)
+	}
+}
+
+// clusterFile writes a clustered config on a PostgreSQL schema of its own,
+// and returns its path and the schema's URL.
+func clusterFile(t *testing.T) (path, url string) {
+	t.Helper()
+	url = pgtest.NewSchema(t)
+	path = filepath.Join(t.TempDir(), "mf.toml")
+	cfg := "[store]\nbackend = \"postgres\"\npool_size = 2\nurl = \"" + url + "\"\n[cluster]\nenabled = true\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, url
+}
+
+// beforeMigration10 takes the migrated schema at url back to what the
+// release before migration 0010 (mf_nodes.config_fingerprint) left.
+func beforeMigration10(t *testing.T, url string) {
+	t.Helper()
 	st, err := postgres.Open(context.Background(), postgres.Options{URL: url, PoolSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = st.Pool().Exec(context.Background(), "ALTER TABLE mf_nodes DROP COLUMN config_fingerprint; DELETE FROM mf_schema_migrations WHERE version = 10")
-	st.Close()
-	if err != nil {
+	defer st.Close()
+	if _, err := st.Pool().Exec(context.Background(), "ALTER TABLE mf_nodes DROP COLUMN config_fingerprint; DELETE FROM mf_schema_migrations WHERE version = 10"); err != nil {
 		t.Fatal(err)
-	}
-	if out, err := runMF(t, "migrate", "--config", path); err != nil || !strings.Contains(out, "applied migration [10]") {
-		t.Fatalf("mf migrate of a schema without migration 10: %v, printed %q; want it to say it applied [10]", err, out)
 	}
 }
