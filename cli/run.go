@@ -135,7 +135,9 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return fmt.Errorf("store: %w", err)
 			}
-			if !known || len(pending) > 0 {
+			if !known {
+				log.Info().Msg("store: " + appliedText(pending, known))
+			} else if len(pending) > 0 {
 				log.Info().Ints("migrations", pending).Msg("store: " + appliedText(pending, known))
 			}
 			warnAutovacuum(ctx, st, log)
