@@ -265,19 +265,31 @@ func (s *Store) SchemaCheck(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.pool.Query(ctx, queries.Get("migrate_applied"))
+	done, err := appliedMigrations(ctx, s.pool)
 	if err != nil {
-		return fmt.Errorf("postgres: read applied migrations: %w", err)
+		return err
+	}
+	return storage.CheckSchema(migrations, done)
+}
+
+// appliedMigrations reads the versions recorded in mf_schema_migrations,
+// with the pool or in a transaction.
+func appliedMigrations(ctx context.Context, q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}) (map[int]bool, error) {
+	rows, err := q.Query(ctx, queries.Get("migrate_applied"))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read applied migrations: %w", err)
 	}
 	applied, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 	if err != nil {
-		return fmt.Errorf("postgres: read applied migrations: %w", err)
+		return nil, fmt.Errorf("postgres: read applied migrations: %w", err)
 	}
 	done := map[int]bool{}
 	for _, v := range applied {
 		done[int(v)] = true
 	}
-	return storage.CheckSchema(migrations, done)
+	return done, nil
 }
 
 // Migrate implements storage.Store: every pending migration in one
@@ -352,17 +364,9 @@ func (s *Store) migrateOnce(ctx context.Context, migrations []storage.Migration)
 				return fmt.Errorf("postgres: create mf_schema_migrations: %w", err)
 			}
 		}
-		rows, err := tx.Query(ctx, queries.Get("migrate_applied"))
+		done, err := appliedMigrations(ctx, tx)
 		if err != nil {
-			return fmt.Errorf("postgres: read applied migrations: %w", err)
-		}
-		applied, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-		if err != nil {
-			return fmt.Errorf("postgres: read applied migrations: %w", err)
-		}
-		done := map[int]bool{}
-		for _, v := range applied {
-			done[int(v)] = true
+			return err
 		}
 		if err := storage.CheckApplied(migrations, done); err != nil {
 			return err
