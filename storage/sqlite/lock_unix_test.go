@@ -89,3 +89,41 @@ func TestANewDatabaseThroughADanglingSymlinkIsPrivate(t *testing.T) {
 		t.Errorf("a lock file beside the link, %s: want it beside the file the link leads to only", link+".lock")
 	}
 }
+
+// A database file with a second name (a hard link) is refused to the
+// engine, by either name: SQLite names its -wal and -shm files after the
+// path it opened, so two engines, one through each name, each had a lock
+// and a write-ahead log of their own on one file, and ran side by side
+// (each delivering every lane) while the file went corrupt.
+func TestExclusiveRefusesAHardLinkedDatabase(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path, other := filepath.Join(dir, "mf.db"), filepath.Join(dir, "copy.db")
+	s, err := sqlite.Open(ctx, sqlite.Options{Path: path, Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := os.Link(path, other); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, other} {
+		s, err := sqlite.Open(ctx, sqlite.Options{Path: p, Exclusive: true})
+		if err == nil {
+			s.Close()
+			t.Fatalf("open %s with a second hard link to it: <nil>, want it refused", filepath.Base(p))
+		}
+		if !strings.Contains(err.Error(), "2 names") || !strings.Contains(err.Error(), "find") {
+			t.Errorf("open %s: %v; want it to say the file has 2 names and how to find them", filepath.Base(p), err)
+		}
+	}
+	// Once the other name is gone, the engine runs on it again.
+	if err := os.Remove(other); err != nil {
+		t.Fatal(err)
+	}
+	s, err = sqlite.Open(ctx, sqlite.Options{Path: path, Exclusive: true})
+	if err != nil {
+		t.Fatalf("open after the link was removed: %v", err)
+	}
+	s.Close()
+}

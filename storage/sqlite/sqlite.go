@@ -134,6 +134,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 			return nil, err
 		}
 		lock = l
+		if err := refuseHardLinks(o.Path); err != nil {
+			lock.release()
+			return nil, err
+		}
 	}
 	if err := createPrivate(o.Path, o.Log); err != nil {
 		lock.release()
@@ -156,6 +160,20 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// refuseHardLinks refuses a database file that has another name besides
+// path. SQLite names its -wal and -shm files after the path it opened, and
+// the process lock is PATH.lock: an engine on each name had a lock and a
+// write-ahead log of its own on one file, ran beside the other (each
+// delivering every lane) and corrupted it. SQLite itself only logs this.
+func refuseHardLinks(path string) error {
+	real := realPath(path)
+	n, err := linkCount(real)
+	if err != nil || n <= 1 {
+		return nil // a missing file is created below; others fail there
+	}
+	return fmt.Errorf("sqlite: %s has %d names (hard links): SQLite keeps its write-ahead log beside the name it opens, so an engine on another name would run beside this one and corrupt the file; remove the other names (find / -samefile %s) or give one engine a copy", path, n, real)
 }
 
 // dbFileMode is the mode of a database file the store creates: it holds
