@@ -39,6 +39,7 @@ func App(stdout, stderr io.Writer) *cli.App {
 			runCommand(),
 			checkCommand(),
 			migrateCommand(),
+			backupCommand(),
 			reloadCommand(),
 			sendCommand(),
 			benchCommand(),

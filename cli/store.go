@@ -87,6 +87,55 @@ func migrateCommand() *cli.Command {
 	}
 }
 
+// backupCommand is mf backup: a copy of a SQLite store that mf run starts
+// on, made while the engine runs. A database server's store is backed up
+// with the server's own tools, which know its other sessions and files.
+func backupCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "backup",
+		Usage: "write a consistent copy of the SQLite store to a new file, while mf run runs or not",
+		Flags: []cli.Flag{
+			configFlag(),
+			&cli.StringFlag{Name: "to", Usage: "the file to write the copy to (it must not exist; mode 0600)"},
+		},
+		Action: func(c *cli.Context) error {
+			cfg, err := loadConfig(c)
+			if err != nil {
+				return err
+			}
+			switch cfg.Store.Backend {
+			case config.BackendPostgres:
+				return fmt.Errorf("backup: store.backend is postgres: mf backup copies a SQLite store only; back up a PostgreSQL store with pg_dump (README, Backing up and restoring the store)")
+			case config.BackendSQLServer:
+				return fmt.Errorf("backup: store.backend is sqlserver: mf backup copies a SQLite store only; back up a SQL Server store with the server's BACKUP DATABASE")
+			}
+			to := c.String("to")
+			if to == "" {
+				return fmt.Errorf("backup: --to FILE is required: the new file to write the copy to")
+			}
+			// A store that is not there is not created: a backup run in
+			// the wrong directory would copy a new empty store and report
+			// success.
+			if _, err := os.Stat(cfg.Store.Path); err != nil {
+				return fmt.Errorf("backup: store.path %q (config %s): %w: nothing to back up", cfg.Store.Path, cfg.Path, err)
+			}
+			// Not exclusive: the copy is read beside a running engine.
+			return withStore(c, cfg, false, func(st storage.Store) error {
+				if err := st.Ping(c.Context); err != nil {
+					return fmt.Errorf("backup: store.path %q: %w", cfg.Store.Path, err)
+				}
+				sum, err := st.(*sqlite.Store).Backup(c.Context, to)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "sqlite store %s (config %s) backed up to %s: %d messages, %d queue rows to deliver, last message id %d, last queue id %d\n",
+					cfg.Store.Path, cfg.Path, to, sum.Messages, sum.Unfinished, sum.LastMessageID, sum.LastQueueID)
+				return nil
+			})
+		},
+	}
+}
+
 // warnAutovacuum warns when PostgreSQL will not vacuum mf's tables by
 // itself: every delivery leaves dead row versions in mf_queue, and without
 // vacuum the table and its indexes only grow, so claims and the purge slow
