@@ -40,6 +40,7 @@ func App(stdout, stderr io.Writer) *cli.App {
 			checkCommand(),
 			migrateCommand(),
 			backupCommand(),
+			restoreCommand(),
 			reloadCommand(),
 			sendCommand(),
 			benchCommand(),

@@ -136,6 +136,47 @@ func backupCommand() *cli.Command {
 	}
 }
 
+// restoreCommand is mf restore: a backup put in place of a SQLite store,
+// the store it replaces moved aside whole (its -wal with it).
+func restoreCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "restore",
+		Usage: "put a backup made by mf backup in place of the SQLite store (mf run stopped), moving the store it replaces aside",
+		Flags: []cli.Flag{
+			configFlag(),
+			&cli.StringFlag{Name: "from", Usage: "the backup to restore (mf backup's file)"},
+		},
+		Action: func(c *cli.Context) error {
+			cfg, err := loadConfig(c)
+			if err != nil {
+				return err
+			}
+			switch cfg.Store.Backend {
+			case config.BackendPostgres:
+				return fmt.Errorf("restore: store.backend is postgres: mf restore restores a SQLite store only; restore a PostgreSQL dump with pg_restore into a new database (README, Backing up and restoring the store)")
+			case config.BackendSQLServer:
+				return fmt.Errorf("restore: store.backend is sqlserver: mf restore restores a SQLite store only; use the server's RESTORE DATABASE")
+			}
+			from := c.String("from")
+			if from == "" {
+				return fmt.Errorf("restore: --from FILE is required: the backup (made by mf backup) to put in place of the store")
+			}
+			r, err := sqlite.Restore(c.Context, cfg.Store.Path, from, time.Now().UTC().Format("20060102T150405Z"))
+			if err != nil {
+				return fmt.Errorf("restore: store.path %q (config %s): %w", cfg.Store.Path, cfg.Path, err)
+			}
+			replaced := "there was no store there"
+			if len(r.Aside) > 0 {
+				replaced = "the store it replaces was moved to " + strings.Join(r.Aside, ", ")
+			}
+			fmt.Fprintf(c.App.Writer, "restored %s to %s (config %s): %d messages, %d queue rows to deliver, last message id %d, last queue id %d; %s\n",
+				from, cfg.Store.Path, cfg.Path, r.Messages, r.Unfinished, r.LastMessageID, r.LastQueueID, replaced)
+			fmt.Fprintln(c.App.Writer, "mf run delivers the backup's queue again: messages delivered since the backup are sent again, and messages accepted since the backup are not in it (ask their senders to resend them)")
+			return nil
+		},
+	}
+}
+
 // warnAutovacuum warns when PostgreSQL will not vacuum mf's tables by
 // itself: every delivery leaves dead row versions in mf_queue, and without
 // vacuum the table and its indexes only grow, so claims and the purge slow

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -124,4 +125,102 @@ func syncDir(dir string) error {
 		return err
 	}
 	return nil
+}
+
+// Restored is what Restore did.
+type Restored struct {
+	BackupSummary
+	// Aside are the files of the replaced store, as they were moved
+	// (database file first, then its -wal and -shm if there were any).
+	Aside []string
+}
+
+// Restore puts a copy of the backup at from in place of the store at path,
+// and moves the store it replaces aside, whole: path, path-wal and
+// path-shm become path.before-restore-STAMP, and the same with -wal and
+// -shm, which SQLite opens together again. A backup put in place of the
+// database file alone, beside the -wal a crash left, is read with that log
+// applied to it, which belongs to another file: a damaged store. It takes
+// the lock mf run takes, so it fails while an engine runs on the store,
+// and checks the backup (SQLite's quick_check, mf's tables) before it
+// changes anything. stamp names the files set aside.
+func Restore(ctx context.Context, path, from, stamp string) (Restored, error) {
+	if realPath(from) == realPath(path) {
+		return Restored{}, fmt.Errorf("sqlite: restore: %s is the store itself", from)
+	}
+	if fi, err := os.Stat(from); err != nil {
+		return Restored{}, fmt.Errorf("sqlite: restore: %w", err)
+	} else if !fi.Mode().IsRegular() {
+		return Restored{}, fmt.Errorf("sqlite: restore: %s is not a file", from)
+	}
+	// A -wal beside it holds commits the file alone lacks: that is a store
+	// (or a snapshot of one), not a backup.
+	if _, err := os.Stat(from + "-wal"); err == nil {
+		return Restored{}, fmt.Errorf("sqlite: restore: %s has a -wal file beside it, so it is a store, not a backup (the file alone lacks what its -wal holds): make a backup of it with mf backup, or run mf on it where it is", from)
+	}
+	lock, err := lockFile(path)
+	if err != nil {
+		return Restored{}, err
+	}
+	defer lock.release()
+	sum, err := readBackup(ctx, from)
+	if err != nil {
+		return Restored{}, fmt.Errorf("sqlite: restore: %s is not a backup of an mf store: %w", from, err)
+	}
+	tmp, err := copyPrivate(from, filepath.Dir(realPath(path)), filepath.Base(path))
+	if err != nil {
+		return Restored{}, fmt.Errorf("sqlite: restore: copying %s: %w", from, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			os.Remove(tmp)
+		}
+	}()
+	r := Restored{BackupSummary: sum}
+	target := realPath(path)
+	aside := target + ".before-restore-" + stamp
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if _, err := os.Lstat(target + suffix); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := os.Rename(target+suffix, aside+suffix); err != nil {
+			return r, fmt.Errorf("sqlite: restore: moving the store aside (moved so far: %v): %w", r.Aside, err)
+		}
+		r.Aside = append(r.Aside, aside+suffix)
+	}
+	if err := os.Rename(tmp, target); err != nil {
+		return r, fmt.Errorf("sqlite: restore: the store was moved aside (%v), but the backup could not be put in its place: %w", r.Aside, err)
+	}
+	done = true
+	if err := syncDir(filepath.Dir(target)); err != nil {
+		return r, fmt.Errorf("sqlite: restore: syncing the directory of %s: %w", target, err)
+	}
+	return r, nil
+}
+
+// copyPrivate copies from into a new file of mode 0600 in dir, synced, and
+// returns its name.
+func copyPrivate(from, dir, base string) (string, error) {
+	src, err := os.Open(from)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	dst, err := os.CreateTemp(dir, "."+base+".*.tmp")
+	if err != nil {
+		return "", err
+	}
+	_, err = io.Copy(dst, src)
+	if err == nil {
+		err = dst.Sync()
+	}
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(dst.Name())
+		return "", err
+	}
+	return dst.Name(), nil
 }
