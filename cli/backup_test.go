@@ -137,3 +137,18 @@ func TestBackupNeedsATargetOtherThanTheStore(t *testing.T) {
 		t.Errorf("mf backup onto the store itself: %v, printed %q; want it refused", err, out)
 	}
 }
+
+// Without a config file mf backup copies ./mf.db, the store mf run would
+// use there, and says so once: it printed "(config (built-in default
+// config))".
+func TestBackupWithoutAConfigNamesTheBuiltInConfig(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("MF_CONFIG", "")
+	os.Unsetenv("MF_CONFIG")
+	ingest(t, filepath.Join(dir, "mf.db"), 1)
+	out, err := runMF(t, "backup", "--to", "backup.db")
+	if err != nil || !strings.Contains(out, "sqlite store mf.db (built-in default config) backed up to backup.db: 1 messages") {
+		t.Fatalf("mf backup without a config: %v, printed %q; want it to name ./mf.db and the built-in default config", err, out)
+	}
+}

@@ -117,7 +117,7 @@ func backupCommand() *cli.Command {
 			// the wrong directory would copy a new empty store and report
 			// success.
 			if _, err := os.Stat(cfg.Store.Path); err != nil {
-				return fmt.Errorf("backup: store.path %q (config %s): %w: nothing to back up", cfg.Store.Path, cfg.Path, err)
+				return fmt.Errorf("backup: store.path %q (%s): %w: nothing to back up", cfg.Store.Path, configName(cfg), err)
 			}
 			// Not exclusive: the copy is read beside a running engine.
 			return withStore(c, cfg, false, func(st storage.Store) error {
@@ -128,8 +128,8 @@ func backupCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(c.App.Writer, "sqlite store %s (config %s) backed up to %s: %d messages, %d queue rows to deliver, last message id %d, last queue id %d\n",
-					cfg.Store.Path, cfg.Path, to, sum.Messages, sum.Unfinished, sum.LastMessageID, sum.LastQueueID)
+				fmt.Fprintf(c.App.Writer, "sqlite store %s (%s) backed up to %s: %d messages, %d queue rows to deliver, last message id %d, last queue id %d\n",
+					cfg.Store.Path, configName(cfg), to, sum.Messages, sum.Unfinished, sum.LastMessageID, sum.LastQueueID)
 				return nil
 			})
 		},
@@ -163,18 +163,27 @@ func restoreCommand() *cli.Command {
 			}
 			r, err := sqlite.Restore(c.Context, cfg.Store.Path, from, time.Now().UTC().Format("20060102T150405Z"))
 			if err != nil {
-				return fmt.Errorf("restore: store.path %q (config %s): %w", cfg.Store.Path, cfg.Path, err)
+				return fmt.Errorf("restore: store.path %q (%s): %w", cfg.Store.Path, configName(cfg), err)
 			}
 			replaced := "there was no store there"
 			if len(r.Aside) > 0 {
 				replaced = "the store it replaces was moved to " + strings.Join(r.Aside, ", ")
 			}
-			fmt.Fprintf(c.App.Writer, "restored %s to %s (config %s): %d messages, %d queue rows to deliver, last message id %d, last queue id %d; %s\n",
-				from, cfg.Store.Path, cfg.Path, r.Messages, r.Unfinished, r.LastMessageID, r.LastQueueID, replaced)
+			fmt.Fprintf(c.App.Writer, "restored %s to %s (%s): %d messages, %d queue rows to deliver, last message id %d, last queue id %d; %s\n",
+				from, cfg.Store.Path, configName(cfg), r.Messages, r.Unfinished, r.LastMessageID, r.LastQueueID, replaced)
 			fmt.Fprintln(c.App.Writer, "mf run delivers the backup's queue again: messages delivered since the backup are sent again, and messages accepted since the backup are not in it (ask their senders to resend them)")
 			return nil
 		},
 	}
+}
+
+// configName names cfg's file for a message in parentheses, "config
+// FILE", or "built-in default config".
+func configName(cfg *config.Config) string {
+	if cfg.Path == config.DefaultName {
+		return strings.Trim(cfg.Path, "()")
+	}
+	return "config " + cfg.Path
 }
 
 // warnAutovacuum warns when PostgreSQL will not vacuum mf's tables by
