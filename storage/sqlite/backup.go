@@ -180,6 +180,13 @@ func Restore(ctx context.Context, path, from, stamp string) (Restored, error) {
 	r := Restored{BackupSummary: sum}
 	target := realPath(path)
 	aside := target + ".before-restore-" + stamp
+	// A rename replaces a file of the new name: one set aside by an
+	// earlier restore of the same stamp would be lost.
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if _, err := os.Lstat(aside + suffix); err == nil {
+			return Restored{}, fmt.Errorf("sqlite: restore: %s already exists (an earlier restore's): nothing was changed; try again in a second", aside+suffix)
+		}
+	}
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		if _, err := os.Lstat(target + suffix); errors.Is(err, fs.ErrNotExist) {
 			continue

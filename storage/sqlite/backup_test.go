@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -74,5 +75,47 @@ func TestBackupBesideWritesHoldsEveryEarlierCommit(t *testing.T) {
 	close(stop)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A restore never replaces files set aside by an earlier one: two restores
+// within one second (a script run twice) named their sets alike, and the
+// second one's rename replaced the store the first had set aside, the
+// only copy of it.
+func TestRestoreKeepsAnEarlierRestoresFilesSetAside(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mf.db")
+	s, err := sqlite.Open(ctx, sqlite.Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(dir, "backup.db")
+	if _, err := s.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{{Inbound: "in", ControlID: "1", MessageType: "ADT^A01",
+		Payload: []byte("MSH|^~\\&|A|B|C|D|20260101||ADT^A01|1|P|2.5\r"), Status: storage.MessageRouted}}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	first, err := sqlite.Restore(ctx, path, backup, "STAMP")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.Restore(ctx, path, backup, "STAMP"); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("a second restore whose set-aside names are taken: %v; want it refused", err)
+	}
+	old, err := sqlite.Open(ctx, sqlite.Options{Path: first.Aside[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	var n int
+	if err := old.DB().QueryRow("SELECT count(*) FROM mf_messages").Scan(&n); err != nil || n != 1 {
+		t.Errorf("the store the first restore set aside holds %d messages (%v); want its 1", n, err)
 	}
 }
