@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -11,8 +12,6 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
-
-	"database/sql"
 )
 
 // BackupSummary is what a backup holds, read back from the copy.
@@ -58,7 +57,9 @@ func (s *Store) Backup(ctx context.Context, dest string) (BackupSummary, error) 
 		}
 	}()
 	if _, err := s.db.ExecContext(ctx, queries.Get("backup"), tmp); err != nil {
-		return BackupSummary{}, fmt.Errorf("sqlite: backup of %s: %w", s.path, s.full(err))
+		// Not s.full: a full disk here is most likely dest's, not the
+		// store's, and SQLite's own words say it is full.
+		return BackupSummary{}, fmt.Errorf("sqlite: backup of %s to %s: %w", s.path, dest, err)
 	}
 	sum, err := readBackup(ctx, tmp)
 	if err != nil {
