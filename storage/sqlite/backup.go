@@ -53,6 +53,9 @@ func (s *Store) Backup(ctx context.Context, dest string) (BackupSummary, error) 
 	done := false
 	defer func() {
 		if !done {
+			// VACUUM INTO writes through a rollback journal beside the
+			// file, which a failed one (a full disk) leaves there.
+			os.Remove(tmp + "-journal")
 			os.Remove(tmp)
 		}
 	}()
