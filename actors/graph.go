@@ -60,6 +60,9 @@ func (g *graph) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		g.spawn(ctx)
+	case drainInbounds:
+		g.stopListeners(ctx)
+		ctx.Respond(drainInbounds{})
 	case *actor.Stopping:
 		g.stopListeners(ctx)
 	case *actor.Stopped:
@@ -116,6 +119,10 @@ func (g *graph) stopListeners(ctx actor.Context) {
 		}
 	}
 }
+
+// drainInbounds asks the graph to drain its inbounds (stopListeners) and
+// answers once they are: its lanes go on delivering until it stops.
+type drainInbounds struct{}
 
 // drainListenerTimeout bounds a listener's drain: its connections' grace
 // (listeners.Grace), their closing, and some.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -501,8 +503,16 @@ func (r *root) reload(ctx actor.Context, version int64) {
 		r.unapplied = version
 		return
 	}
+	previous, previousRouter := r.opts.Config, r.router
+	// A destination split into lanes by another lane_key: see refuseResplit.
+	resplit := lanes.Resplit(previous, cfg)
+	if r.spec != nil && len(resplit) > 0 {
+		if r.refuseResplit(log, version, resplit) {
+			return
+		}
+		r.drainResplit(ctx, log, resplit)
+	}
 	r.unapplied = 0
-	previous := r.opts.Config
 	r.opts.Config, r.router = cfg, router
 	r.inForce.Store(cfg)
 	// Added connections get their series at zero, as the start-up
@@ -527,6 +537,14 @@ func (r *root) reload(ctx actor.Context, version int64) {
 			// reload. Started, the graph would open its ports again for a
 			// moment, and the stop would drain it a second time.
 			log.Info().Msg("the node is stopping: not starting the reloaded graph")
+		case len(resplit) > 0 && r.refuseResplit(log, version, resplit):
+			// Rows of such a destination were left queued after all (the
+			// drain timed out): the graph starts again on the config in
+			// force, under which they were stored.
+			r.opts.Config, r.router = previous, previousRouter
+			r.inForce.Store(previous)
+			r.startGraph(ctx, fence, ended)
+			return
 		default:
 			r.startGraph(ctx, fence, ended)
 		}
@@ -540,8 +558,8 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	for _, w := range cfg.Warnings() {
 		log.Warn().Str("config", cfg.Path).Msg(w)
 	}
-	for _, dest := range lanes.Resplit(previous, cfg) {
-		log.Warn().Str("destination", dest).Msg("the reload changes the lane_key that splits this destination into lanes: its rows already queued stay in the lanes they were stored in, so a message stored from now on may be delivered before an older one of the same key still queued (let a destination's queue drain before changing its lane_key)")
+	for _, dest := range resplit {
+		log.Info().Str("destination", dest).Msg("the reload changes the lane_key that splits this destination into lanes; a leader applies such a change only once the destination has no rows queued (it closes its inbounds until they are delivered, for at most the drain timeout), so its messages stay in order")
 	}
 	if len(restart) > 0 {
 		log.Warn().Strs("sections", restart).Msg("the reloaded file changes sections this node reads only at start; they are not in force: restart the node to apply them")
@@ -550,6 +568,68 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	// and that beat reports both.
 	r.tellLeadership(ctx, leadership.ConfigInForce{Fingerprint: cfg.GraphFingerprint()})
 	r.tellLeadership(ctx, leadership.ConfigLoaded{Version: version})
+}
+
+// queuedIn counts the unfinished rows (pending or in flight, held ones
+// too) of each of dests that has any.
+func (r *root) queuedIn(dests []string) (map[string]int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stats, err := r.opts.Store.QueueStats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	queued := map[string]int64{}
+	for _, st := range stats {
+		if (st.Status == storage.QueuePending || st.Status == storage.QueueInflight) && slices.Contains(dests, st.Destination) {
+			queued[st.Destination] += st.Count
+		}
+	}
+	return queued, nil
+}
+
+// refuseResplit reports whether a leader's reload to config version
+// version must be refused because one of dests, each split into lanes by
+// another lane_key in the reloaded config, has rows queued: it then logs
+// why and what to do. Why a change of lane_key needs an empty queue is
+// said in lanes/doc.go. Only a leader looks: a standby runs no lanes, and
+// applies the file.
+func (r *root) refuseResplit(log zerolog.Logger, version int64, dests []string) bool {
+	queued, err := r.queuedIn(dests)
+	if err != nil {
+		storage.CountError(context.Background(), "queue_stats", err)
+		log.Error().Err(err).Strs("destinations", dests).Msg("config reload failed: it changes the lane_key of these destinations, and whether they have rows queued could not be read; this node keeps running its current config (check the database, then run mf reload again)")
+		r.unapplied = version
+		return true
+	}
+	for _, dest := range slices.Sorted(maps.Keys(queued)) {
+		log.Error().Str("destination", dest).Int64("rows", queued[dest]).Msg("config reload failed: it changes the lane_key that splits this destination into lanes, and the destination has rows queued in its current lanes; messages stored under the new lane_key could be delivered before older ones of the same key still queued. This node keeps running its current config: let the destination's queue drain (bring the destination up; release or skip the heads GET /lanes shows blocked), then run mf reload again")
+	}
+	if len(queued) > 0 {
+		r.unapplied = version
+		return true
+	}
+	return false
+}
+
+// drainResplit closes the inbounds of the running graph and lets its lanes
+// deliver the rows of dests that came in since refuseResplit looked, for
+// at most the drain timeout, so that a reload that changes a destination's
+// lane_key under steady traffic is not refused for the last messages
+// stored under the old one. refuseResplit looks again once the graph has
+// stopped.
+func (r *root) drainResplit(ctx actor.Context, log zerolog.Logger, dests []string) {
+	if _, err := ctx.RequestFuture(r.graph, drainInbounds{}, drainListenerTimeout+time.Second).Result(); err != nil {
+		log.Warn().Err(err).Msg("the inbounds did not finish their messages in hand in time")
+	}
+	deadline := time.Now().Add(r.opts.DrainTimeout)
+	for {
+		queued, err := r.queuedIn(dests)
+		if err == nil && len(queued) == 0 || time.Now().After(deadline) || closed(r.spec.ended) || r.stopRequested.Load() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // tellLeadership sends m to the leadership actor, unless it has stopped.

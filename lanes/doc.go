@@ -22,6 +22,15 @@
 // the claim statement: storage/postgres/sql/queue_claim_next.sql, "THE FIFO
 // ARGUMENT" (each dialect's copy says the same for its SQL).
 //
+// Order per lane_key value holds only while the lane_key stays: rows keep
+// the lane they were stored in, so under a changed lane_key a message's
+// older ones of the same key may still be queued in another lane, with no
+// order between the two. A leader therefore applies a reload that changes
+// a destination's lane_key (Resplit) only once that destination has no
+// unfinished row, its inbounds closed meanwhile, and refuses it otherwise
+// (package actors, root.refuseResplit). A restart with another lane_key is
+// not checked.
+//
 // Lane actors exist only under a leader: the graph that spawns the Manager
 // is started on winning a term and stopped on losing it (package actors).
 package lanes
