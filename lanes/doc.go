@@ -28,8 +28,10 @@
 // order between the two. A leader therefore applies a reload that changes
 // a destination's lane_key (Resplit) only once that destination has no
 // unfinished row, its inbounds closed meanwhile, and refuses it otherwise
-// (package actors, root.refuseResplit). A restart with another lane_key is
-// not checked.
+// (package actors, root.refuseResplit). A restart (or a failover) onto
+// another lane_key is not prevented: the Manager says so at WARN when the
+// change is to or from no lane_key, which leaves lane names of another
+// form (Manager.misplaced).
 //
 // Lane actors exist only under a leader: the graph that spawns the Manager
 // is started on winning a term and stopped on losing it (package actors).

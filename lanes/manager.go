@@ -170,6 +170,9 @@ type Manager struct {
 	// unconfigured holds the destinations with unfinished rows that are
 	// not in this graph's config, reported once each (orphans).
 	unconfigured map[string]bool
+	// resplit holds the destinations reported once for rows queued in
+	// lanes their routes no longer make (misplaced).
+	resplit map[string]bool
 }
 
 // restartPause is how long after a lane actor's panic its lane is started
@@ -326,6 +329,7 @@ func (m *Manager) start(ctx actor.Context) {
 	m.crashed = map[string]string{}
 	m.restarts = map[string]scheduler.CancelFunc{}
 	m.unconfigured = map[string]bool{}
+	m.resplit = map[string]bool{}
 	for _, o := range m.env.Config.Outbound {
 		s, err := NewSender(o)
 		if err != nil {
@@ -527,6 +531,7 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 	maps.DeleteFunc(m.parked, func(_ string, p parking) bool { return p.n <= m.scanFrom })
 	answered := time.Now()
 	m.orphans(r.lanes)
+	m.misplaced(r.lanes)
 	for _, l := range r.lanes {
 		_, running := m.lanes[l.Lane]
 		switch {
@@ -584,6 +589,60 @@ func (m *Manager) orphans(ls []storage.LaneSummary) {
 		m.unconfigured[dest] = true
 		m.env.Log.Warn().Str("destination", dest).Int64("lanes", c.lanes).Int64("rows", c.rows).
 			Msg("unfinished queue rows of a destination that is not in this node's config: no lane delivers them; put the [[outbound]] back (and reload) to deliver them, or skip each (POST /queue/{id}/skip, GET /lanes lists them)")
+	}
+}
+
+// misplaced reports, once per destination, unfinished rows in lanes that
+// the routes in force do not make for it: a lane named after the bare
+// destination where every route to it has a lane_key, or one with a key
+// where none has. Their lane_key was changed while they were queued (a
+// restart with another file, a failover to a node whose file has another
+// one; a reload checks it: lanes/doc.go), so they are delivered with no
+// order against the messages stored from now on. A change from one
+// lane_key to another leaves lane names of the same form, and is not seen
+// here. Lane names carry lane keys (PHI): only counts are logged.
+func (m *Manager) misplaced(ls []storage.LaneSummary) {
+	type forms struct{ bare, keyed bool }
+	var made map[string]forms
+	type count struct{ lanes, rows int64 }
+	var found map[string]*count
+	for _, l := range ls {
+		if _, running := m.dests[l.Destination]; !running || m.resplit[l.Destination] {
+			continue
+		}
+		if made == nil {
+			made = map[string]forms{}
+			for _, rc := range m.env.Config.Route {
+				for _, d := range rc.To {
+					f := made[d]
+					if rc.LaneKey == "" {
+						f.bare = true
+					} else {
+						f.keyed = true
+					}
+					made[d] = f
+				}
+			}
+		}
+		f, bare := made[l.Destination], l.Lane == l.Destination
+		if bare && f.bare || !bare && f.keyed {
+			continue
+		}
+		if found == nil {
+			found = map[string]*count{}
+		}
+		c := found[l.Destination]
+		if c == nil {
+			c = &count{}
+			found[l.Destination] = c
+		}
+		c.lanes++
+		c.rows += l.Depth
+	}
+	for dest, c := range found {
+		m.resplit[dest] = true
+		m.env.Log.Warn().Str("destination", dest).Int64("lanes", c.lanes).Int64("rows", c.rows).
+			Msg("unfinished queue rows of this destination are in lanes of another lane_key than its routes' (it was changed while they were queued: a restart with another file, or a failover to a node whose file differs); they are delivered with no order against the messages stored from now on, so a patient's newer message may overtake an older one. To keep order, run the lane_key they were stored under until GET /lanes shows them delivered, then change it")
 	}
 }
 
