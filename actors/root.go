@@ -507,7 +507,7 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	// A destination split into lanes by another lane_key: see refuseResplit.
 	resplit := lanes.Resplit(previous, cfg)
 	if r.spec != nil && len(resplit) > 0 {
-		if r.refuseResplit(log, version, resplit) {
+		if r.refuseResplit(log, version, resplit, false) {
 			return
 		}
 		r.drainResplit(ctx, log, resplit)
@@ -537,7 +537,7 @@ func (r *root) reload(ctx actor.Context, version int64) {
 			// reload. Started, the graph would open its ports again for a
 			// moment, and the stop would drain it a second time.
 			log.Info().Msg("the node is stopping: not starting the reloaded graph")
-		case len(resplit) > 0 && r.refuseResplit(log, version, resplit):
+		case len(resplit) > 0 && r.refuseResplit(log, version, resplit, true):
 			// Rows of such a destination were left queued after all (the
 			// drain timed out): the graph starts again on the config in
 			// force, under which they were stored.
@@ -570,62 +570,90 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	r.tellLeadership(ctx, leadership.ConfigLoaded{Version: version})
 }
 
-// queuedIn counts the unfinished rows (pending or in flight, held ones
-// too) of each of dests that has any.
-func (r *root) queuedIn(dests []string) (map[string]int64, error) {
+// queued is what a reload that changes the lane_key of a destination
+// finds of its unfinished rows (pending or in flight, held ones too).
+type queued struct {
+	rows int64
+	// failing counts its lanes whose head has failed a delivery and waits
+	// to be tried again, or for an operator (held).
+	failing int64
+}
+
+// queuedIn reads the unfinished rows of each of dests that has any.
+func (r *root) queuedIn(dests []string) (map[string]queued, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	stats, err := r.opts.Store.QueueStats(ctx)
+	ls, err := r.opts.Store.QueueLanes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	queued := map[string]int64{}
-	for _, st := range stats {
-		if (st.Status == storage.QueuePending || st.Status == storage.QueueInflight) && slices.Contains(dests, st.Destination) {
-			queued[st.Destination] += st.Count
+	out := map[string]queued{}
+	for _, l := range ls {
+		if !slices.Contains(dests, l.Destination) {
+			continue
 		}
+		q := out[l.Destination]
+		q.rows += l.Depth
+		if l.Head.Held || l.Head.Status == storage.QueuePending && l.Head.Attempts > 0 {
+			q.failing++
+		}
+		out[l.Destination] = q
 	}
-	return queued, nil
+	return out, nil
 }
 
 // refuseResplit reports whether a leader's reload to config version
 // version must be refused because one of dests, each split into lanes by
-// another lane_key in the reloaded config, has rows queued: it then logs
-// why and what to do. Why a change of lane_key needs an empty queue is
-// said in lanes/doc.go. Only a leader looks: a standby runs no lanes, and
-// applies the file.
-func (r *root) refuseResplit(log zerolog.Logger, version int64, dests []string) bool {
-	queued, err := r.queuedIn(dests)
+// another lane_key in the reloaded config, has rows queued (before the
+// old graph stops, only rows that wait: a head that failed or is held; the
+// others are delivered first, drainResplit): it then logs why and what to
+// do. Why a change of lane_key needs an empty queue is said in
+// lanes/doc.go. Only a leader looks: a standby runs no lanes, and applies
+// the file.
+func (r *root) refuseResplit(log zerolog.Logger, version int64, dests []string, stopped bool) bool {
+	found, err := r.queuedIn(dests)
 	if err != nil {
-		storage.CountError(context.Background(), "queue_stats", err)
+		storage.CountError(context.Background(), "queue_lanes", err)
 		log.Error().Err(err).Strs("destinations", dests).Msg("config reload failed: it changes the lane_key of these destinations, and whether they have rows queued could not be read; this node keeps running its current config (check the database, then run mf reload again)")
 		r.unapplied = version
 		return true
 	}
-	for _, dest := range slices.Sorted(maps.Keys(queued)) {
-		log.Error().Str("destination", dest).Int64("rows", queued[dest]).Msg("config reload failed: it changes the lane_key that splits this destination into lanes, and the destination has rows queued in its current lanes; messages stored under the new lane_key could be delivered before older ones of the same key still queued. This node keeps running its current config: let the destination's queue drain (bring the destination up; release or skip the heads GET /lanes shows blocked), then run mf reload again")
+	refused := false
+	for _, dest := range slices.Sorted(maps.Keys(found)) {
+		q := found[dest]
+		if q.rows == 0 || !stopped && q.failing == 0 {
+			continue
+		}
+		refused = true
+		log.Error().Str("destination", dest).Int64("rows", q.rows).Int64("failing_lanes", q.failing).Msg("config reload failed: it changes the lane_key that splits this destination into lanes, and the destination has rows queued in its current lanes that it could not deliver; messages stored under the new lane_key could be delivered before older ones of the same key still queued. This node keeps running its current config: let the destination's queue drain (bring the destination up; release or skip the heads GET /lanes shows blocked), then run mf reload again")
 	}
-	if len(queued) > 0 {
+	if refused {
 		r.unapplied = version
-		return true
 	}
-	return false
+	return refused
 }
 
 // drainResplit closes the inbounds of the running graph and lets its lanes
-// deliver the rows of dests that came in since refuseResplit looked, for
-// at most the drain timeout, so that a reload that changes a destination's
-// lane_key under steady traffic is not refused for the last messages
-// stored under the old one. refuseResplit looks again once the graph has
-// stopped.
+// deliver the rows of dests queued under the old lane_key, for at most the
+// drain timeout: under steady traffic a destination that delivers always
+// has some in flight, and a reload that changes its lane_key was refused
+// for them. refuseResplit looks again once the graph has stopped.
 func (r *root) drainResplit(ctx actor.Context, log zerolog.Logger, dests []string) {
+	log.Info().Strs("destinations", dests).Dur("drain_timeout", r.opts.DrainTimeout).
+		Msg("the reload changes the lane_key of these destinations: closing the inbounds until their queued rows are delivered (at most drain_timeout), so that no newer message overtakes an older one")
 	if _, err := ctx.RequestFuture(r.graph, drainInbounds{}, drainListenerTimeout+time.Second).Result(); err != nil {
 		log.Warn().Err(err).Msg("the inbounds did not finish their messages in hand in time")
 	}
 	deadline := time.Now().Add(r.opts.DrainTimeout)
 	for {
-		queued, err := r.queuedIn(dests)
-		if err == nil && len(queued) == 0 || time.Now().After(deadline) || closed(r.spec.ended) || r.stopRequested.Load() {
+		found, err := r.queuedIn(dests)
+		failing := false
+		for _, q := range found {
+			failing = failing || q.failing > 0
+		}
+		// A failing head will not be delivered soon: the reload is
+		// refused once the graph has stopped, without waiting longer.
+		if err == nil && (len(found) == 0 || failing) || time.Now().After(deadline) || closed(r.spec.ended) || r.stopRequested.Load() {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
