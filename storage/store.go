@@ -255,6 +255,11 @@ var (
 	// once space is freed, so it is retried (an ingest answers AE, a lane
 	// tries again), never refused. Its message says where to free space.
 	ErrFull = errors.New("storage: the database is out of disk space")
+	// ErrDamaged means the store has found its own file damaged (SQLite's
+	// "database disk image is malformed"): from then on it stores nothing
+	// more (an ingest answers AE, and the sender keeps its message) and
+	// Ping fails, until it is restored from a backup. Its message says how.
+	ErrDamaged = errors.New("storage: the database file is damaged")
 )
 
 // NotPending is the ErrNotPending of an operator action (QueueRelease,

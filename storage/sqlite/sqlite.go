@@ -98,6 +98,10 @@ type Store struct {
 	stmtsMu sync.Mutex
 	stmts   map[string]*sql.Stmt // see prepared
 
+	// damaged holds the first error that found the file damaged (see
+	// damage); nil while none has.
+	damaged atomic.Pointer[error]
+
 	// commits counts the write transactions committed (a test observes the
 	// grouping with it).
 	commits atomic.Int64
@@ -293,6 +297,9 @@ func (s *Store) Close() error {
 
 // Ping implements storage.Store.
 func (s *Store) Ping(ctx context.Context) error {
+	if found := s.damaged.Load(); found != nil {
+		return s.damagedError(*found)
+	}
 	var n int64
 	if err := s.db.QueryRowContext(ctx, queries.Get("ping")).Scan(&n); err != nil {
 		return fmt.Errorf("sqlite: ping (is the store migrated?): %w", err)
@@ -321,6 +328,9 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 
 // run queues j for the next group commit and returns its outcome.
 func (s *Store) run(j *writeJob) error {
+	if found := s.damaged.Load(); found != nil {
+		return s.damagedError(*found)
+	}
 	ctx := j.ctx
 	s.mu.Lock()
 	s.queue = append(s.queue, j)
@@ -508,9 +518,36 @@ func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 // check the disk's health. Else it returns err.
 func (s *Store) full(err error) error {
 	if err == nil || errors.Is(err, storage.ErrFull) || !diskFull(err, s.path) {
-		return err
+		return s.damage(err)
 	}
 	return fmt.Errorf("%w: free disk space on the file system of %s (SQLite: %w)", storage.ErrFull, s.path, err)
+}
+
+// damage marks the store damaged if err is SQLite's finding that its file
+// is (SQLITE_CORRUPT, SQLITE_NOTADB), and returns err as damagedError
+// says it then; else it returns err. A damaged file does not mend: writing
+// on into it would store acknowledged messages where SQLite already found
+// pages it cannot read (a backup copied over a crashed store's mf.db, the
+// stale -wal beside it applied to it, did that: AA to every message while
+// every listing of the lanes failed). So from then on every write is
+// refused (an ingest answers AE, and its sender keeps the message) and
+// Ping fails, which makes the node not ready.
+func (s *Store) damage(err error) error {
+	var e interface{ Code() int }
+	if err == nil || errors.Is(err, storage.ErrDamaged) || !errors.As(err, &e) ||
+		e.Code()&0xff != sqlite3.SQLITE_CORRUPT && e.Code()&0xff != sqlite3.SQLITE_NOTADB {
+		return err
+	}
+	if s.damaged.CompareAndSwap(nil, &err) {
+		s.log.Error().Err(err).Str("path", s.path).Msg("the SQLite store's file is damaged: mf stores nothing more in it (senders are answered AE and keep their messages) and reports not ready; stop mf run, then put the latest backup in its place with mf restore, or salvage it with sqlite3's .recover into a new file")
+	}
+	return s.damagedError(err)
+}
+
+// damagedError is the error of any write once the store is damaged: what
+// SQLite found first, and what to do.
+func (s *Store) damagedError(found error) error {
+	return fmt.Errorf("%w: %s (%w): stop mf run, then mf restore --from the latest backup, or salvage it with sqlite3's .recover", storage.ErrDamaged, s.path, found)
 }
 
 // fullBelow is the free space under which a write's I/O error is taken for
@@ -622,7 +659,7 @@ func (s *Store) SchemaCheck(ctx context.Context) error {
 	}
 	done, err := appliedMigrations(ctx, s.db)
 	if err != nil {
-		return wrap("schema check", err)
+		return s.wrap("schema check", err)
 	}
 	return storage.CheckSchema(migrations, done)
 }
@@ -659,7 +696,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 		return nil
 	})
-	return wrap("migrate", err)
+	return s.wrap("migrate", err)
 }
 
 // fenced runs fn as a write (see write) only if the fence f is current:
@@ -757,7 +794,7 @@ func (s *Store) LeaseAttemptElect(ctx context.Context, p storage.LeaseAttemptEle
 		return err
 	})
 	if err != nil {
-		return l, false, wrap("lease elect for "+p.Owner, err)
+		return l, false, s.wrap("lease elect for "+p.Owner, err)
 	}
 	return l, elected, nil
 }
@@ -774,7 +811,7 @@ func (s *Store) LeaseAttemptRenew(ctx context.Context, p storage.LeaseAttemptRen
 		return l, storage.ErrLeaseLost
 	}
 	if err != nil {
-		return l, wrap(fmt.Sprintf("lease renew for term %d", p.Term), err)
+		return l, s.wrap(fmt.Sprintf("lease renew for term %d", p.Term), err)
 	}
 	return l, nil
 }
@@ -791,7 +828,7 @@ func (s *Store) LeaseResign(ctx context.Context, p storage.LeaseResignParams) (b
 		return err
 	})
 	if err != nil {
-		return false, wrap(fmt.Sprintf("lease resign for term %d", p.Term), err)
+		return false, s.wrap(fmt.Sprintf("lease resign for term %d", p.Term), err)
 	}
 	return n > 0, nil
 }
@@ -799,7 +836,7 @@ func (s *Store) LeaseResign(ctx context.Context, p storage.LeaseResignParams) (b
 // LeaseRead implements storage.Store.
 func (s *Store) LeaseRead(ctx context.Context) (storage.Lease, error) {
 	l, err := scanLease(s.db.QueryRowContext(ctx, queries.Get("lease_read")))
-	return l, wrap("lease read", err)
+	return l, s.wrap("lease read", err)
 }
 
 // NodeHeartbeat implements storage.Store.
@@ -808,7 +845,7 @@ func (s *Store) NodeHeartbeat(ctx context.Context, p storage.NodeHeartbeatParams
 		_, err := tx.ExecContext(ctx, queries.Get("node_heartbeat"), p.NodeID, p.Host, p.PID, p.IsLeader, p.ConfigVersion, p.Started, p.ConfigFingerprint)
 		return err
 	})
-	return wrap("node heartbeat for "+p.NodeID, err)
+	return s.wrap("node heartbeat for "+p.NodeID, err)
 }
 
 // NodeLeave implements storage.Store.
@@ -830,7 +867,7 @@ func (s *Store) NodeLeave(ctx context.Context, p storage.NodeLeaveParams) error 
 	if errors.Is(err, storage.ErrNotFound) {
 		return err
 	}
-	return wrap("node leave for "+p.NodeID, err)
+	return s.wrap("node leave for "+p.NodeID, err)
 }
 
 // NodeList implements storage.Store.
@@ -838,7 +875,7 @@ func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
 	var out storage.NodeList
 	rows, err := s.db.QueryContext(ctx, queries.Get("node_list"))
 	if err != nil {
-		return out, wrap("node list", err)
+		return out, s.wrap("node list", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -850,7 +887,7 @@ func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
 		)
 		if err := rows.Scan(msTime{&out.DBNow}, &id, &host, &pid, &status,
 			nullMsTime{&startedAt}, nullMsTime{&lastSeen}, &isLeader, &cfgVersion, &fp); err != nil {
-			return out, wrap("node list", err)
+			return out, s.wrap("node list", err)
 		}
 		if !id.Valid { // the clock row of an empty table
 			continue
@@ -860,7 +897,7 @@ func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
 			LastSeen: *lastSeen, IsLeader: isLeader.Bool, ConfigVersion: cfgVersion.Int64, ConfigFingerprint: fp.String,
 		})
 	}
-	return out, wrap("node list", rows.Err())
+	return out, s.wrap("node list", rows.Err())
 }
 
 // MessageIngest implements storage.Store: the whole batch in one BEGIN
@@ -896,7 +933,7 @@ func (s *Store) MessageIngest(ctx context.Context, p storage.MessageIngestParams
 		if r := refusal(err); r != nil {
 			err = r // not the driver's message: it may quote the value
 		}
-		return nil, wrap("message ingest", err)
+		return nil, s.wrap("message ingest", err)
 	}
 	return out, nil
 }
@@ -976,7 +1013,7 @@ func (s *Store) MessageRead(ctx context.Context, id int64) (storage.MessageDetai
 	if errors.Is(err, storage.ErrNotFound) {
 		return d, err
 	}
-	return d, wrap(fmt.Sprintf("message read %d", id), err)
+	return d, s.wrap(fmt.Sprintf("message read %d", id), err)
 }
 
 // MessagePurge implements storage.Store.
@@ -1009,7 +1046,7 @@ func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) 
 		return err
 	})
 	if err != nil {
-		return storage.PurgeResult{}, wrap("message purge", err)
+		return storage.PurgeResult{}, s.wrap("message purge", err)
 	}
 	return res, nil
 }
@@ -1032,7 +1069,7 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 		return storage.QueueClaim{}, err
 	}
 	if err != nil {
-		return storage.QueueClaim{}, wrap(fmt.Sprintf("queue claim from row %d", p.From), err)
+		return storage.QueueClaim{}, s.wrap(fmt.Sprintf("queue claim from row %d", p.From), err)
 	}
 	return *c, nil
 }
@@ -1055,7 +1092,7 @@ func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) 
 		return err
 	})
 	if err != nil {
-		return storage.QueueAdvanced{}, wrap(fmt.Sprintf("queue advance of row %d attempt %d", p.Claim.ID, p.Claim.Attempt), err)
+		return storage.QueueAdvanced{}, s.wrap(fmt.Sprintf("queue advance of row %d attempt %d", p.Claim.ID, p.Claim.Attempt), err)
 	}
 	return out, nil
 }
@@ -1078,7 +1115,7 @@ func (s *Store) QueueGiveBack(ctx context.Context, p storage.QueueGiveBackParams
 		return nil
 	})
 	if err != nil {
-		return 0, wrap(fmt.Sprintf("queue give back of %d rows", len(p.Claims)), err)
+		return 0, s.wrap(fmt.Sprintf("queue give back of %d rows", len(p.Claims)), err)
 	}
 	return total, nil
 }
@@ -1095,7 +1132,7 @@ func (s *Store) QueueReleaseOwn(ctx context.Context, p storage.QueueReleaseOwnPa
 		return err
 	})
 	if err != nil {
-		return 0, wrap("queue release own", err) // not the lane: its key is often a patient id
+		return 0, s.wrap("queue release own", err) // not the lane: its key is often a patient id
 	}
 	return n, nil
 }
@@ -1150,7 +1187,7 @@ func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c s
 		}
 		return unchangedOr(missingOr(ctx, tx, c.ID, storage.ErrClaimLost))
 	})
-	return wrap(fmt.Sprintf("%s of queue row %d attempt %d", op, c.ID, c.Attempt), err)
+	return s.wrap(fmt.Sprintf("%s of queue row %d attempt %d", op, c.ID, c.Attempt), err)
 }
 
 // updateClaim runs op on the row of claim c in tx and returns the rows it
@@ -1218,7 +1255,7 @@ func (s *Store) operatorUpdate(ctx context.Context, op string, refused func(cont
 		}
 		return unchangedOr(refused(ctx, tx, id))
 	})
-	return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
+	return s.wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
 }
 
 // QueueExtendLease implements storage.Store.
@@ -1243,7 +1280,7 @@ func (s *Store) repend(ctx context.Context, op string, f storage.Fence, args ...
 		return err
 	})
 	if err != nil {
-		return 0, wrap(strings.ReplaceAll(op, "_", " "), err)
+		return 0, s.wrap(strings.ReplaceAll(op, "_", " "), err)
 	}
 	return n, nil
 }
@@ -1262,7 +1299,7 @@ func (s *Store) QueueReclaimExpired(ctx context.Context, p storage.QueueReclaimE
 func (s *Store) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
 	rows, err := s.db.QueryContext(ctx, queries.Get("queue_lanes"))
 	if err != nil {
-		return nil, wrap("queue lanes", err)
+		return nil, s.wrap("queue lanes", err)
 	}
 	defer rows.Close()
 	var out []storage.LaneSummary
@@ -1271,13 +1308,13 @@ func (s *Store) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
 		var ageMS int64
 		dest := append([]any{&l.Lane, &l.Destination, &l.Depth}, queueRowDest(&l.Head)...)
 		if err := rows.Scan(append(dest, &ageMS, &l.Claimable, &l.Head.LastErrorDetail)...); err != nil {
-			return nil, wrap("queue lanes", err)
+			return nil, s.wrap("queue lanes", err)
 		}
 		l.HeadAge = time.Duration(ageMS) * time.Millisecond
 		out = append(out, l)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrap("queue lanes", err)
+		return nil, s.wrap("queue lanes", err)
 	}
 	return out, nil
 }
@@ -1286,19 +1323,19 @@ func (s *Store) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
 func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
 	rows, err := s.db.QueryContext(ctx, queries.Get("queue_stats"))
 	if err != nil {
-		return nil, wrap("queue stats", err)
+		return nil, s.wrap("queue stats", err)
 	}
 	defer rows.Close()
 	out := []storage.QueueStat{}
 	for rows.Next() {
 		var st storage.QueueStat
 		if err := rows.Scan(&st.Destination, &st.Status, &st.Count, &st.Held); err != nil {
-			return nil, wrap("queue stats", err)
+			return nil, s.wrap("queue stats", err)
 		}
 		out = append(out, st)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrap("queue stats", err)
+		return nil, s.wrap("queue stats", err)
 	}
 	return out, nil
 }
@@ -1311,7 +1348,7 @@ func (s *Store) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBu
 		return err
 	})
 	if err != nil {
-		return 0, wrap("config version bump", err)
+		return 0, s.wrap("config version bump", err)
 	}
 	return v, nil
 }
@@ -1333,7 +1370,7 @@ func (s *Store) ConfigVersionRead(ctx context.Context, p storage.ConfigVersionRe
 		return 0, nil
 	}
 	if err != nil {
-		return 0, wrap("config version read", err)
+		return 0, s.wrap("config version read", err)
 	}
 	return v, nil
 }
@@ -1352,18 +1389,19 @@ func (s *Store) Secret(ctx context.Context, name string, fresh []byte) ([]byte, 
 		return tx.QueryRowContext(ctx, queries.Get("secret_read"), name).Scan(&v)
 	})
 	if err != nil {
-		return nil, wrap(fmt.Sprintf("secret %q", name), err)
+		return nil, s.wrap(fmt.Sprintf("secret %q", name), err)
 	}
 	return v, nil
 }
 
 // wrap adds the dialect and operation to an error, keeping the shared
-// sentinels matchable with errors.Is.
-func wrap(op string, err error) error {
+// sentinels matchable with errors.Is, and marks the store damaged when
+// SQLite found its file so (damage).
+func (s *Store) wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("sqlite: %s: %w", op, err)
+	return s.damage(fmt.Errorf("sqlite: %s: %w", op, err))
 }
 
 // unchangedOr marks missingOr's verdicts (ErrNotFound, ErrClaimLost,
