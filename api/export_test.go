@@ -22,6 +22,14 @@ func NewWithLimitsDividedBy(o Options, div time.Duration) *Server {
 	return newServer(o, l)
 }
 
+// NewWithMaxConnections is New with the API's bound on open connections set
+// to n.
+func NewWithMaxConnections(o Options, n int) *Server {
+	l := defaultLimits
+	l.maxConns = n
+	return newServer(o, l)
+}
+
 // Authenticates reports whether r's credential is one of tokens'.
 func Authenticates(r *http.Request, tokens []config.Token) bool {
 	_, ok := authenticate(r, tokens)

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -70,5 +71,104 @@ func TestLargeHeadersRefused(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Fatalf("GET /health with 100 KiB of headers: %d, want 431", resp.StatusCode)
+	}
+}
+
+// The API holds a bounded number of connections: before, every client that
+// connected, with no token, held a connection, a goroutine and a file
+// descriptor of the process's one limit until a timeout let it go (idle
+// keep-alive connections for 2 minutes), and 20,000 of them took every
+// descriptor: the MLLP listeners then closed each partner's connection at
+// once. Beyond the bound, a connection that no idle one can make way for
+// is closed at once.
+func TestConnectionsAreBounded(t *testing.T) {
+	const max = 4
+	v := start(t, fileOutbound)
+	addr := serve(t, v, func(o api.Options) *api.Server { return api.NewWithMaxConnections(o, max) })
+	// Connections that send nothing yet: none is idle, none can make way.
+	var held []net.Conn
+	for range max {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := extra.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a connection beyond the %d the API may hold is still open after 5 s", max)
+	}
+	// One let go makes room again.
+	held[0].Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: mf\r\nConnection: close\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got, _ := io.ReadAll(c)
+		c.Close()
+		if strings.HasPrefix(string(got), "HTTP/1.1 200") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no room for a connection 10 s after one of %d was closed: %q", max, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// At the bound, a kept-alive connection idle between requests makes way for
+// a new one: clients that asked once and keep their connections cannot
+// lock out the next (a load balancer's check, a scrape).
+func TestIdleConnectionsMakeWayAtTheBound(t *testing.T) {
+	const max = 4
+	v := start(t, fileOutbound)
+	addr := serve(t, v, func(o api.Options) *api.Server { return api.NewWithMaxConnections(o, max) })
+	get := func(c net.Conn) string {
+		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: mf\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return err.Error()
+		}
+		resp.Body.Close()
+		return resp.Status
+	}
+	for i := range max {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if got := get(c); got != "200 OK" {
+			t.Fatalf("kept-alive connection %d: %s", i, got)
+		}
+	}
+	// The server marks a connection idle once it has written the answer;
+	// a client may read it first, so the new connection may come before.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := get(c)
+		c.Close()
+		if got == "200 OK" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a new connection, with %d idle ones open: %s; want 200 OK (an idle one closed for it)", max, got)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -48,6 +48,7 @@ type Server struct {
 	o      Options
 	limits limits
 	http   *http.Server
+	conns  *connCap
 	ln     net.Listener
 	// laneHash names lanes for tokens without MESSAGE_READ.
 	laneHash laneHasher
@@ -104,6 +105,9 @@ type limits struct {
 	// storeWrite bounds an operator's write (retry, skip, reload): longer,
 	// since SQLite lets a write wait its busy timeout (10 s) for the lock.
 	storeWrite time.Duration
+	// maxConns bounds the connections the API holds open at once (see
+	// connCap); 0 is apiConnsFor the process's limit of file descriptors.
+	maxConns int
 }
 
 var defaultLimits = limits{
@@ -126,7 +130,11 @@ const minClientRate = 64 << 10
 func New(o Options) *Server { return newServer(o, defaultLimits) }
 
 func newServer(o Options, l limits) *Server {
+	if l.maxConns <= 0 {
+		l.maxConns = apiConnsFor(fdLimit())
+	}
 	s := &Server{o: o, limits: l, laneHash: laneHasher{store: o.Store}}
+	s.conns = newConnCap(nil, l.maxConns, o.Log.With().Str("component", "api").Logger())
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /ready", s.ready)
@@ -150,7 +158,7 @@ func newServer(o Options, l limits) *Server {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	s.http = &http.Server{Handler: jsonAnswers(mux), ReadHeaderTimeout: l.readHeader, ReadTimeout: l.read, WriteTimeout: l.write,
-		IdleTimeout: l.idle, MaxHeaderBytes: l.maxHeaderBytes, ErrorLog: log.New(serverLog{o.Log}, "", 0)}
+		IdleTimeout: l.idle, MaxHeaderBytes: l.maxHeaderBytes, ErrorLog: log.New(serverLog{o.Log}, "", 0), ConnState: s.conns.state}
 	registerMetrics(o.Config)
 	return s
 }
@@ -197,7 +205,11 @@ func (s *Server) Start() error {
 	// a second for as long as it lasted; the guard logs once a minute and
 	// closes the connections it cannot serve.
 	ln = accept.NewGuard(ln, s.o.Log.With().Str("component", "api").Logger(), "the API", nil)
-	s.ln = ln
+	// Bounded below the process's descriptors, so that clients of the
+	// API cannot starve the MLLP listeners of them.
+	s.conns.Listener = ln
+	s.ln = s.conns
+	ln = s.conns
 	go func() {
 		var err error
 		if a.TLSCert != "" {

@@ -1,0 +1,134 @@
+package api
+
+import (
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// maxAPIConns is the most connections the API holds open at once: far
+// above what its clients need (load balancer checks, scrapes, dashboards,
+// an operator's mf status), and few enough goroutines and buffers to cost
+// a few tens of MB. apiConnsFor lowers it to half the process's file
+// descriptors where those are fewer.
+const maxAPIConns = 4096
+
+// apiConnsFor is the bound on the API's connections under a limit of fds
+// file descriptors (0: none known): at most half of them, so that clients
+// of the API, with or without a token, can never take the descriptors the
+// MLLP listeners, the store and the destinations need.
+func apiConnsFor(fds uint64) int {
+	if fds == 0 || fds/2 >= maxAPIConns {
+		return maxAPIConns
+	}
+	return max(int(fds/2), 16)
+}
+
+// connCap is the API's listener, holding at most max connections open at
+// once. At the bound it closes a kept-alive connection that is idle
+// between requests to make way for the new one (a client that asked once
+// and kept its connection must not lock out the next, such as a load
+// balancer's check); with none idle it closes the new connection at once.
+// Every connection is counted from its accept to its close, whoever
+// closes it.
+type connCap struct {
+	net.Listener
+	max int
+	log zerolog.Logger
+
+	mu   sync.Mutex
+	open int
+	// idle holds the connections net/http reports idle (http.StateIdle),
+	// as it names them: the counted connection, or the TLS connection
+	// over it.
+	idle map[net.Conn]struct{}
+	// since the last line: connections closed to make way, and refused
+	evicted, refused int
+	logged           time.Time
+}
+
+func newConnCap(ln net.Listener, max int, log zerolog.Logger) *connCap {
+	return &connCap{Listener: ln, max: max, log: log, idle: map[net.Conn]struct{}{}}
+}
+
+// Accept returns the next connection there is room for.
+func (l *connCap) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		l.mu.Lock()
+		var victim net.Conn
+		if l.open >= l.max {
+			for v := range l.idle {
+				victim = v
+				break
+			}
+			if victim == nil {
+				l.refused++
+				l.report()
+				l.mu.Unlock()
+				c.Close()
+				continue
+			}
+			// A request that starts on it just now is cut, as at the
+			// idle timeout: HTTP clients send such a request again.
+			delete(l.idle, victim)
+			l.evicted++
+			l.report()
+		}
+		l.open++
+		l.mu.Unlock()
+		if victim != nil {
+			// Not here: a TLS connection's close writes an alert, which
+			// a client that reads nothing could hold up for seconds.
+			go victim.Close()
+		}
+		return &countedConn{Conn: c, l: l}, nil
+	}
+}
+
+// report logs, at most once a minute, that the bound was reached. Called
+// with mu held.
+func (l *connCap) report() {
+	now := time.Now()
+	if now.Sub(l.logged) < time.Minute {
+		return
+	}
+	l.log.Warn().Int("max_connections", l.max).Int("idle_closed", l.evicted).Int("refused", l.refused).
+		Msg("the API is at its bound of open connections: idle kept-alive connections are closed to make way for new ones, and new ones closed at once when none is idle; logged once a minute while it lasts (is a client opening connections without end? a firewall's or load balancer's log names it)")
+	l.logged = now
+	l.evicted, l.refused = 0, 0
+}
+
+// state follows net/http's view of each connection (http.Server.ConnState).
+func (l *connCap) state(c net.Conn, s http.ConnState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s == http.StateIdle {
+		l.idle[c] = struct{}{}
+	} else {
+		delete(l.idle, c)
+	}
+}
+
+// countedConn gives its place back when first closed.
+type countedConn struct {
+	net.Conn
+	l    *connCap
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		c.l.open--
+		c.l.mu.Unlock()
+	})
+	return err
+}
