@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -1022,5 +1023,48 @@ func TestAnInboundNoRouteReadsFromIsWarnedOf(t *testing.T) {
 	w := strings.Join(c.Warnings(), "\n")
 	if !strings.Contains(w, "inbound[1] (orders_in): no [[route]] reads from it") || strings.Contains(w, "adt_in") {
 		t.Fatalf("warnings %q; want inbound[1] (orders_in) named as read by no route, and adt_in not", w)
+	}
+}
+
+// A TLS private key that every local user may read is warned of, naming the
+// key and the file (as a SQLite store others can read is): whoever reads it
+// can pose as the API or a listener to the partners, or as mf to a
+// destination. A key its group may read (a ssl-cert group) is a choice, and
+// is not warned of.
+func TestAPrivateKeyEveryUserCanReadIsWarnedOf(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("Windows files have no mode bits for other users")
+	}
+	p := enginetest.NewPKI(t, t.TempDir())
+	q := func(path string) string { return "\"" + path + "\"" }
+	site := func(key string) string {
+		return "[api]\ntls_cert = " + q(p.ServerCert) + "\ntls_key = " + q(key) + "\n" +
+			"[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\ntls_cert = " + q(p.ServerCert) + "\ntls_key = " + q(key) + "\n" +
+			"[[outbound]]\nname = \"y\"\ntype = \"mllp\"\naddress = \"h:1\"\ntls = true\ntls_cert = " + q(p.ServerCert) + "\ntls_key = " + q(key) + "\n"
+	}
+	for _, mode := range []os.FileMode{0o600, 0o640} {
+		if err := os.Chmod(p.ServerKey, mode); err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.Parse([]byte(minimal+site(p.ServerKey)), "site.toml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := strings.Join(c.Warnings(), "\n"); strings.Contains(w, "tls_key") {
+			t.Errorf("a key of mode %v is warned of: %q", mode, w)
+		}
+	}
+	if err := os.Chmod(p.ServerKey, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Parse([]byte(minimal+site(p.ServerKey)), "site.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := strings.Join(c.Warnings(), "\n")
+	for _, key := range []string{"api.tls_key", "inbound[1].tls_key", "outbound[1].tls_key"} {
+		if want := key + ": " + p.ServerKey + " (mode -rw-r--r--) is readable by every local user"; !strings.Contains(w, want) {
+			t.Errorf("warnings lack %q: %q", want, w)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -1019,6 +1020,22 @@ func absDir(dir string) string {
 	return filepath.Clean(dir)
 }
 
+// keyEveryUserReads says, of the TLS private key at path, that every local
+// user may read it, or "" (no path, a key only its owner or group may read,
+// a file that cannot be looked at, which validation reports, or Windows,
+// whose files have no such mode bits). Whoever reads the key can pose as
+// the API or a listener to its clients, or as mf to a destination.
+func keyEveryUserReads(path string) string {
+	if path == "" || runtime.GOOS == "windows" {
+		return ""
+	}
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o004 == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s (mode %s) is readable by every local user, and it is a private key: chmod o-rwx it (mf needs only its own user, or its group, to read it)", path, fi.Mode().Perm())
+}
+
 // Warnings lists the settings of a valid config that weaken its safety on
 // purpose (plaintext on the network, payloads in logs), each naming its key:
 // mf run logs them at WARN so that they never go unnoticed.
@@ -1062,6 +1079,18 @@ func (c *Config) Warnings() []string {
 		if !routed[in.Name] {
 			w = append(w, fmt.Sprintf("inbound[%d] (%s): no [[route]] reads from it: every message it accepts is acknowledged AA, stored as unrouted and delivered nowhere; add a route from it, or take it out", i, in.Name))
 		}
+	}
+	openKey := func(key, path string) {
+		if msg := keyEveryUserReads(path); msg != "" {
+			w = append(w, key+": "+msg)
+		}
+	}
+	openKey("api.tls_key", c.API.TLSKey)
+	for i, in := range c.Inbound {
+		openKey(fmt.Sprintf("inbound[%d].tls_key", i), in.TLSKey)
+	}
+	for i, o := range c.Outbound {
+		openKey(fmt.Sprintf("outbound[%d].tls_key", i), o.TLSKey)
 	}
 	if storeURLHasPassword(c.Store.URL) {
 		w = append(w, "store.url carries a password, which makes the config file a secret: remove it from the url and set "+PasswordEnv+" (it takes precedence over the url's)")
