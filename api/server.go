@@ -9,6 +9,7 @@ package api
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -49,7 +50,11 @@ type Server struct {
 	limits limits
 	http   *http.Server
 	conns  *connCap
-	ln     net.Listener
+	// cert is the API's own certificate (tls_cert), nil without TLS: a
+	// failed handshake says when it is out of its dates. Set before the
+	// server serves.
+	cert *x509.Certificate
+	ln   net.Listener
 	// laneHash names lanes for tokens without MESSAGE_READ.
 	laneHash laneHasher
 	// unready and unscraped count the failed store calls of GET /ready
@@ -158,7 +163,7 @@ func newServer(o Options, l limits) *Server {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	s.http = &http.Server{Handler: jsonAnswers(mux), ReadHeaderTimeout: l.readHeader, ReadTimeout: l.read, WriteTimeout: l.write,
-		IdleTimeout: l.idle, MaxHeaderBytes: l.maxHeaderBytes, ErrorLog: log.New(serverLog{o.Log}, "", 0), ConnState: s.conns.state}
+		IdleTimeout: l.idle, MaxHeaderBytes: l.maxHeaderBytes, ErrorLog: log.New(serverLog{o.Log, s}, "", 0), ConnState: s.conns.state}
 	registerMetrics(o.Config)
 	return s
 }
@@ -166,7 +171,10 @@ func newServer(o Options, l limits) *Server {
 // serverLog turns what net/http reports itself (a failed TLS handshake, an
 // accept error, a handler's panic) into lines of the node's log: by default
 // it writes plain text on stderr, in the middle of the JSON log.
-type serverLog struct{ log zerolog.Logger }
+type serverLog struct {
+	log zerolog.Logger
+	s   *Server
+}
 
 func (l serverLog) Write(p []byte) (int, error) {
 	msg := strings.TrimSpace(string(p))
@@ -175,6 +183,12 @@ func (l serverLog) Write(p []byte) (int, error) {
 	// TCP-connect check, every few seconds.
 	if strings.HasPrefix(msg, "http: TLS handshake error") && strings.HasSuffix(msg, ": EOF") {
 		level = zerolog.DebugLevel
+	} else if strings.HasPrefix(msg, "http: TLS handshake error") && l.s.cert != nil {
+		// A client refuses an expired certificate of the API's, and its
+		// alert ("bad certificate") names none.
+		if why := config.CertOutOfDate(l.s.cert, time.Now()); why != "" {
+			msg += "; the API's own certificate (tls_cert " + l.s.o.Config.API.TLSCert + ") " + why + ", which clients refuse: renew it, then restart mf run"
+		}
 	}
 	l.log.WithLevel(level).Str("component", "api").Msg(msg)
 	return len(p), nil
@@ -196,6 +210,7 @@ func (s *Server) Start() error {
 			return fmt.Errorf("load [api] tls_cert and tls_key: %w", err)
 		}
 		s.http.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+		s.cert = cert.Leaf
 	}
 	ln, err := net.Listen("tcp", a.Listen)
 	if err != nil {

@@ -1068,3 +1068,49 @@ func TestAPrivateKeyEveryUserCanReadIsWarnedOf(t *testing.T) {
 		}
 	}
 }
+
+// A tls_cert out of its dates, or about to be, is warned of at start and by
+// mf check, naming the key, the file and the date: an expired certificate
+// was loaded without a word, and every peer then refused the handshake.
+func TestACertificateOutOfDateIsWarnedOf(t *testing.T) {
+	dir := t.TempDir()
+	p := enginetest.NewPKI(t, dir)
+	now := time.Now()
+	q := func(path string) string { return "\"" + path + "\"" }
+	site := func(cert, key string) string {
+		return "[api]\ntls_cert = " + q(cert) + "\ntls_key = " + q(key) + "\n" +
+			"[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\ntls_cert = " + q(cert) + "\ntls_key = " + q(key) + "\n" +
+			"[[outbound]]\nname = \"y\"\ntype = \"mllp\"\naddress = \"h:1\"\ntls = true\ntls_cert = " + q(cert) + "\ntls_key = " + q(key) + "\n"
+	}
+	for _, tc := range []struct {
+		name      string
+		from, to  time.Time
+		want      string // "" for no warning
+		wantsDate time.Time
+	}{
+		{"valid for a year", now.Add(-time.Hour), now.Add(365 * 24 * time.Hour), "", time.Time{}},
+		{"valid for 31 days", now.Add(-time.Hour), now.Add(31 * 24 * time.Hour), "", time.Time{}},
+		{"expired", now.Add(-48 * time.Hour), now.Add(-24 * time.Hour), "expired on ", now.Add(-24 * time.Hour)},
+		{"not yet valid", now.Add(24 * time.Hour), now.Add(48 * time.Hour), "is not valid before ", now.Add(24 * time.Hour)},
+		{"expiring in 10 days", now.Add(-time.Hour), now.Add(10*24*time.Hour + time.Hour), "expires on ", now.Add(10*24*time.Hour + time.Hour)},
+	} {
+		cert, key := p.ServerCertValid(t, dir, strings.ReplaceAll(tc.name, " ", "_"), tc.from, tc.to)
+		c, err := config.Parse([]byte(minimal+site(cert, key)), "site.toml")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		w := strings.Join(c.Warnings(), "\n")
+		if tc.want == "" {
+			if strings.Contains(w, "tls_cert") {
+				t.Errorf("%s: warned %q", tc.name, w)
+			}
+			continue
+		}
+		for _, k := range []string{"api.tls_cert", "inbound[1].tls_cert", "outbound[1].tls_cert"} {
+			want := k + ": " + cert + " " + tc.want + tc.wantsDate.UTC().Format("2006-01-02 15:04 UTC")
+			if !strings.Contains(w, want) {
+				t.Errorf("%s: warnings lack %q: %q", tc.name, want, w)
+			}
+		}
+	}
+}

@@ -1085,12 +1085,21 @@ func (c *Config) Warnings() []string {
 			w = append(w, key+": "+msg)
 		}
 	}
+	now := time.Now()
+	cert := func(key, path string) {
+		if msg := certWarning(path, now); msg != "" {
+			w = append(w, key+": "+msg)
+		}
+	}
 	openKey("api.tls_key", c.API.TLSKey)
+	cert("api.tls_cert", c.API.TLSCert)
 	for i, in := range c.Inbound {
 		openKey(fmt.Sprintf("inbound[%d].tls_key", i), in.TLSKey)
+		cert(fmt.Sprintf("inbound[%d].tls_cert", i), in.TLSCert)
 	}
 	for i, o := range c.Outbound {
 		openKey(fmt.Sprintf("outbound[%d].tls_key", i), o.TLSKey)
+		cert(fmt.Sprintf("outbound[%d].tls_cert", i), o.TLSCert)
 	}
 	if storeURLHasPassword(c.Store.URL) {
 		w = append(w, "store.url carries a password, which makes the config file a secret: remove it from the url and set "+PasswordEnv+" (it takes precedence over the url's)")

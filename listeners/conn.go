@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/hl7"
 	"github.com/messagefoundry/mf/storage"
 )
@@ -38,7 +39,15 @@ func (cn *conn) serve() {
 				l.log.Debug().Err(err).Str("remote", cn.c.RemoteAddr().String()).Msg("connection closed during the TLS handshake")
 				return
 			}
-			cn.fault("tls", nil).Err(err).Msg("TLS handshake failed; connection closed (check the sender's certificate)")
+			msg := "TLS handshake failed; connection closed (check the sender's certificate)"
+			if l.cert != nil {
+				// A sender refuses an expired certificate of the
+				// listener's, and its alert names no certificate.
+				if why := config.CertOutOfDate(l.cert, time.Now()); why != "" {
+					msg = "TLS handshake failed; connection closed: this listener's own certificate (tls_cert " + l.cfg.TLSCert + ") " + why + ", which senders refuse: renew it, then restart mf run"
+				}
+			}
+			cn.fault("tls", nil).Err(err).Msg(msg)
 			return
 		}
 		tc.SetDeadline(time.Time{})

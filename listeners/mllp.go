@@ -53,6 +53,9 @@ type MLLP struct {
 	failures int            // attempts to open the port in a row that failed
 	binding  storage.Outage // when to log them
 	faults   faults         // which connection faults to log
+	// cert is the listener's own certificate (tls_cert), nil without TLS:
+	// a failed handshake says when it is out of its dates.
+	cert *x509.Certificate
 }
 
 // NewMLLP returns the props of an MLLP listener actor.
@@ -107,6 +110,7 @@ func (l *MLLP) bind(ctx actor.Context) {
 	l.env.Binds.bound(l.cfg.Name)
 	if tlsCfg != nil {
 		l.ln = tls.NewListener(l.ln, tlsCfg)
+		l.cert = tlsCfg.Certificates[0].Leaf
 	}
 	l.log.Info().Str("listen", l.ln.Addr().String()).Bool("tls", tlsCfg != nil).Int("failed_attempts", failed).Msg("MLLP listener open")
 	l.accepted.Add(1)

@@ -176,3 +176,30 @@ func TestAConnectionThatNeverHandshakesIsClosedAtTheReadTimeout(t *testing.T) {
 		t.Fatalf("a silent TLS connection: read %v after %v; want it closed at read_timeout (0.5 s)", err, took)
 	}
 }
+
+// When a handshake fails while the listener's own certificate is out of
+// its dates, the WARN says so, naming tls_cert and the date: it said to
+// check the sender's certificate, and the sender only refused an expired
+// one of the listener's.
+func TestAHandshakeRefusedForTheListenersExpiredCertificateSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	p := enginetest.NewPKI(t, dir)
+	cert, key := p.ServerCertValid(t, dir, "expired", time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour))
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, tlsConfig(addr, cert, key, ""))
+	if _, err := sendTLS(t, addr, &tls.Config{RootCAs: p.Pool, MinVersion: tls.VersionTLS12}); err == nil {
+		t.Fatal("a client took an expired certificate")
+	}
+	enginetest.WaitFor(t, "a WARN of the failed handshake", 10*time.Second, func() bool {
+		return strings.Contains(e.Logs.String(), "TLS handshake failed")
+	})
+	var line string
+	for _, l := range strings.Split(e.Logs.String(), "\n") {
+		if strings.Contains(l, "TLS handshake failed") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "this listener's own certificate (tls_cert "+cert+") expired on ") {
+		t.Fatalf("the WARN of a handshake refused for the listener's expired certificate does not say so: %s", line)
+	}
+}

@@ -21,27 +21,43 @@ type PKI struct {
 	Pool                          *x509.CertPool
 	Client                        tls.Certificate
 	StrangerClient                tls.Certificate // signed by another CA
+
+	caCert *x509.Certificate
+	caKey  *ecdsa.PrivateKey
 }
+
+// validFor is how long the PKI's certificates are valid: a year, so that no
+// test config draws the warning of a certificate about to expire.
+const validFor = 365 * 24 * time.Hour
 
 // NewPKI makes the certificates in dir.
 func NewPKI(t testing.TB, dir string) *PKI {
 	t.Helper()
 	caCert, caKey := selfSignedCA(t, "mf test CA")
-	p := &PKI{Pool: x509.NewCertPool()}
+	p := &PKI{Pool: x509.NewCertPool(), caCert: caCert, caKey: caKey}
 	p.Pool.AddCert(caCert)
 	p.CAFile = WriteFile(t, dir, "ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw}))
 
-	srvDER, srvKey := leaf(t, caCert, caKey, "mf server", x509.ExtKeyUsageServerAuth)
+	srvDER, srvKey := leaf(t, caCert, caKey, "mf server", x509.ExtKeyUsageServerAuth, time.Now().Add(-time.Hour), time.Now().Add(validFor))
 	p.ServerCert = WriteFile(t, dir, "server.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvDER}))
 	p.ServerKey = WriteFile(t, dir, "server.key", keyPEM(t, srvKey))
 
-	cliDER, cliKey := leaf(t, caCert, caKey, "partner", x509.ExtKeyUsageClientAuth)
+	cliDER, cliKey := leaf(t, caCert, caKey, "partner", x509.ExtKeyUsageClientAuth, time.Now().Add(-time.Hour), time.Now().Add(validFor))
 	p.Client = tls.Certificate{Certificate: [][]byte{cliDER}, PrivateKey: cliKey}
 
 	otherCA, otherKey := selfSignedCA(t, "someone else's CA")
-	strDER, strKey := leaf(t, otherCA, otherKey, "stranger", x509.ExtKeyUsageClientAuth)
+	strDER, strKey := leaf(t, otherCA, otherKey, "stranger", x509.ExtKeyUsageClientAuth, time.Now().Add(-time.Hour), time.Now().Add(validFor))
 	p.StrangerClient = tls.Certificate{Certificate: [][]byte{strDER}, PrivateKey: strKey}
 	return p
+}
+
+// ServerCertValid writes in dir a server certificate of the PKI's CA (for
+// 127.0.0.1), valid from notBefore to notAfter, as name.pem and its key as
+// name.key, and returns the two files.
+func (p *PKI) ServerCertValid(t testing.TB, dir, name string, notBefore, notAfter time.Time) (cert, key string) {
+	t.Helper()
+	der, k := leaf(t, p.caCert, p.caKey, name, x509.ExtKeyUsageServerAuth, notBefore, notAfter)
+	return WriteFile(t, dir, name+".pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), WriteFile(t, dir, name+".key", keyPEM(t, k))
 }
 
 func selfSignedCA(t testing.TB, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
@@ -52,7 +68,7 @@ func selfSignedCA(t testing.TB, name string) (*x509.Certificate, *ecdsa.PrivateK
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(validFor),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
@@ -66,7 +82,7 @@ func selfSignedCA(t testing.TB, name string) (*x509.Certificate, *ecdsa.PrivateK
 	return cert, key
 }
 
-func leaf(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string, usage x509.ExtKeyUsage) ([]byte, *ecdsa.PrivateKey) {
+func leaf(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string, usage x509.ExtKeyUsage, notBefore, notAfter time.Time) ([]byte, *ecdsa.PrivateKey) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -74,7 +90,7 @@ func leaf(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name stri
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: notBefore, NotAfter: notAfter,
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 	}
