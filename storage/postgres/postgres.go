@@ -75,7 +75,13 @@ var _ storage.Store = (*Store)(nil)
 
 // plaintextWarning is what Open logs, and mf check prints, of a store url
 // that lets connections to another host go unencrypted.
-const plaintextWarning = "the store url lets connections to the database go unencrypted, and they carry every message (PHI): set sslmode=verify-full (or require) in [store] url"
+const plaintextWarning = "the store url lets connections to the database go unencrypted, and they carry every message (PHI): set sslmode=verify-full in [store] url (with sslrootcert, the CA of the database's certificate, unless the system's roots hold it)"
+
+// unverifiedWarning is what Open logs, and mf check prints, of a store url
+// whose connections to another host are encrypted without any check of
+// the server's certificate: pgx's sslmode=require without sslrootcert, as
+// libpq's.
+const unverifiedWarning = "the store url encrypts connections to the database without verifying its certificate (sslmode=require without sslrootcert): a machine on the path can pose as the database and read every message (PHI) and the password: set sslmode=verify-full in [store] url (with sslrootcert, the CA of the database's certificate, unless the system's roots hold it)"
 
 // CheckURL refuses a store url that Open would refuse, and returns the
 // warning Open would log of it (or ""), without connecting: mf check calls
@@ -87,6 +93,9 @@ func CheckURL(url string) (warning string, err error) {
 	}
 	if host, why := plaintextRisk(cfg.ConnConfig); why != "" {
 		return fmt.Sprintf("%s (host %s, sslmode %s)", plaintextWarning, host, why), nil
+	}
+	if host := unverifiedRisk(cfg.ConnConfig); host != "" {
+		return fmt.Sprintf("%s (host %s)", unverifiedWarning, host), nil
 	}
 	return "", nil
 }
@@ -136,6 +145,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	if host, why := plaintextRisk(cfg.ConnConfig); why != "" {
 		o.Log.Warn().Str("host", host).Str("sslmode", why).Msg(plaintextWarning)
+	} else if host := unverifiedRisk(cfg.ConnConfig); host != "" {
+		o.Log.Warn().Str("host", host).Msg(unverifiedWarning)
 	}
 	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && o.ApplicationName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = o.ApplicationName
@@ -216,6 +227,21 @@ func plaintextRisk(cc *pgx.ConnConfig) (host, why string) {
 		}
 	}
 	return "", ""
+}
+
+// unverifiedRisk returns a host of another machine that cc reaches over
+// TLS that checks nothing of its certificate (pgx skips the check and sets
+// no check of its own), or "" for none. Called once plaintextRisk found
+// none: prefer and allow check nothing either.
+func unverifiedRisk(cc *pgx.ConnConfig) string {
+	configs := []*pgconn.FallbackConfig{{Host: cc.Host, TLSConfig: cc.TLSConfig}}
+	configs = append(configs, cc.Fallbacks...)
+	for _, c := range configs {
+		if c.TLSConfig != nil && c.TLSConfig.InsecureSkipVerify && c.TLSConfig.VerifyPeerCertificate == nil && !isLocalHost(c.Host) {
+			return c.Host
+		}
+	}
+	return ""
 }
 
 func isLocalHost(host string) bool {

@@ -172,3 +172,35 @@ func TestApplicationNameUnlessTheURLSetsOne(t *testing.T) {
 		}
 	}
 }
+
+// A store url that encrypts but verifies nothing of the server (sslmode
+// require without sslrootcert: pgx skips the certificate's check, as libpq
+// does) is warned of as well: whoever can sit on the path to the database
+// can pose as it and read every message and the password. require with
+// sslrootcert verifies the chain (libpq's verify-ca), and is not.
+func TestAStoreURLThatDoesNotVerifyTheServerIsWarnedAbout(t *testing.T) {
+	ca := enginetest.NewPKI(t, t.TempDir()).CAFile
+	for _, c := range []struct {
+		url  string
+		warn bool
+	}{
+		{"postgres://mf@db.internal:5432/mf?sslmode=require", true},
+		{"host=db.internal user=mf dbname=mf sslmode=require", true},
+		{"postgres://mf@db.internal:5432/mf?sslmode=require&sslrootcert=" + ca, false},
+		{"postgres://mf@db.internal:5432/mf?sslmode=verify-ca&sslrootcert=" + ca, false},
+		{"postgres://mf@db.internal:5432/mf?sslmode=verify-full", false},
+		{"postgres://mf@127.0.0.1:5432/mf?sslmode=require", false},
+		{"postgres://mf@db.internal:5432/mf?sslmode=disable", false}, // the plaintext warning's
+	} {
+		warning, err := postgres.CheckURL(c.url)
+		if err != nil {
+			t.Fatalf("%s: %v", c.url, err)
+		}
+		if warned := strings.Contains(warning, "without verifying"); warned != c.warn {
+			t.Errorf("%s: warned %v, want %v: %q", c.url, warned, c.warn, warning)
+		}
+		if strings.Contains(warning, "mf@") {
+			t.Errorf("%s: the warning quotes the url: %q", c.url, warning)
+		}
+	}
+}

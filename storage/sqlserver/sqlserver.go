@@ -111,6 +111,11 @@ var _ storage.Store = (*Store)(nil)
 // that lets connections to another machine go unencrypted.
 const plaintextWarning = "the store url lets connections to the database go unencrypted, and they carry every message (PHI): set encrypt=strict (or true) in [store] url"
 
+// unverifiedWarning is what Open logs, and mf check prints, of a store url
+// whose connections to another host are encrypted without any check of
+// the server's certificate.
+const unverifiedWarning = "the store url encrypts connections to the database without verifying its certificate (TrustServerCertificate=true): a machine on the path can pose as the database and read every message (PHI) and the password: remove TrustServerCertificate from [store] url (with certificate=, the CA of the database's certificate, unless the system's roots hold it)"
+
 // CheckURL refuses a store url that Open would refuse, and returns the
 // warning Open would log of it (or ""), without connecting: mf check calls
 // it, so that a config it passes does not fail at start unannounced.
@@ -121,6 +126,9 @@ func CheckURL(url string) (warning string, err error) {
 	}
 	if host, why := plaintextRisk(cfg); why != "" {
 		return fmt.Sprintf("%s (host %s, encrypt %s)", plaintextWarning, host, why), nil
+	}
+	if host := unverifiedRisk(cfg); host != "" {
+		return fmt.Sprintf("%s (host %s)", unverifiedWarning, host), nil
 	}
 	return "", nil
 }
@@ -134,6 +142,8 @@ func Open(_ context.Context, o Options) (*Store, error) {
 	}
 	if host, why := plaintextRisk(cfg); why != "" {
 		o.Log.Warn().Str("host", host).Str("encrypt", why).Msg(plaintextWarning)
+	} else if host := unverifiedRisk(cfg); host != "" {
+		o.Log.Warn().Str("host", host).Msg(unverifiedWarning)
 	}
 	// NewConnectorConfig builds the connector of the same driver that
 	// go-mssqldb registers as "sqlserver" (@name parameters, no "?"
@@ -1191,6 +1201,22 @@ func plaintextRisk(cfg msdsn.Config) (host, why string) {
 		}
 	}
 	return "", ""
+}
+
+// unverifiedRisk returns a host of another machine (the server or its
+// failover partner) that cfg reaches over TLS that checks nothing of its
+// certificate, or "" for none. Called once plaintextRisk found none.
+func unverifiedRisk(cfg msdsn.Config) string {
+	if cfg.TLSConfig == nil || !cfg.TLSConfig.InsecureSkipVerify || cfg.TLSConfig.VerifyPeerCertificate != nil {
+		return "" // verified, or pinned (serverCertificate)
+	}
+	partner, _, _ := strings.Cut(cfg.FailOverPartner, `\`)
+	for _, h := range []string{cfg.Host, partner} {
+		if h != "" && !storage.LocalHost(h) {
+			return h
+		}
+	}
+	return ""
 }
 
 func connectorConfig(o Options) (msdsn.Config, error) {

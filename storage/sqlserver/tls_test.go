@@ -105,3 +105,29 @@ func TestAStoreURLThatMayGoUnencryptedIsWarnedAbout(t *testing.T) {
 		}
 	}
 }
+
+// A store url that encrypts but verifies nothing of the server
+// (TrustServerCertificate=true) is warned of as well: whoever can sit on the
+// path to the database can pose as it and read every message and the
+// password.
+func TestAStoreURLThatDoesNotVerifyTheServerIsWarnedAbout(t *testing.T) {
+	for _, c := range []struct {
+		url  string
+		warn bool
+	}{
+		{"sqlserver://mf@db.internal:1433?database=mf&encrypt=true&TrustServerCertificate=true", true},
+		{"server=db.internal;user id=mf;database=mf;encrypt=true;TrustServerCertificate=true", true},
+		{"sqlserver://mf@db.internal:1433?database=mf&encrypt=true", false},
+		{"sqlserver://mf@db.internal:1433?database=mf&encrypt=strict", false},
+		{"sqlserver://mf@127.0.0.1:1433?database=mf&encrypt=true&TrustServerCertificate=true", false},
+		{"sqlserver://mf@db.internal:1433?database=mf&encrypt=disable", false}, // the plaintext warning's
+	} {
+		warning, err := CheckURL(c.url)
+		if err != nil {
+			t.Fatalf("%s: %v", c.url, err)
+		}
+		if warned := strings.Contains(warning, "without verifying"); warned != c.warn {
+			t.Errorf("%s: warned %v, want %v: %q", c.url, warned, c.warn, warning)
+		}
+	}
+}
