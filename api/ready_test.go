@@ -2,12 +2,14 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +19,9 @@ import (
 	"github.com/messagefoundry/mf/actors"
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/api"
+	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/listeners"
+	"github.com/messagefoundry/mf/storage"
 )
 
 // A primary whose MLLP port another process holds takes no message on that
@@ -115,5 +119,71 @@ func TestAnUnboundListenerMakesOnlyThePrimaryUnready(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("leader %v with an unbound listener: /ready %d %s; want %d", leader, resp.StatusCode, body, want)
 		}
+	}
+}
+
+// gatedPing is a store whose Ping waits for release, counting the pings in
+// flight at once.
+type gatedPing struct {
+	storage.Store
+	release        chan struct{}
+	inFlight, most atomic.Int32
+}
+
+func (g *gatedPing) Ping(ctx context.Context) error {
+	n := g.inFlight.Add(1)
+	defer g.inFlight.Add(-1)
+	for m := g.most.Load(); n > m && !g.most.CompareAndSwap(m, n); m = g.most.Load() {
+	}
+	select {
+	case <-g.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// The /ready requests that come while a store ping runs share it: /ready
+// needs no token, and each request took a connection of the store's pool
+// (pool_size, 5 by default) for its ping, so that anyone who could reach
+// the API could keep the pool busy with /ready and hold up every message's
+// store calls behind it.
+func TestReadyChecksShareOneStorePing(t *testing.T) {
+	g := &gatedPing{release: make(chan struct{})}
+	s := api.New(api.Options{Config: &config.Config{}, Store: g, Log: zerolog.Nop()})
+	var arrived atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		s.Handler().ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	const n = 20
+	codes := make(chan int, n)
+	for range n {
+		go func() {
+			resp, err := http.Get(srv.URL + "/ready")
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	enginetest.WaitFor(t, "every request to reach the API", 10*time.Second, func() bool { return arrived.Load() == n })
+	// Each request goes on to its ping, or to the one in flight, at once;
+	// a moment for the pings of the code before.
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) && g.inFlight.Load() < n {
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(g.release)
+	for range n {
+		if code := <-codes; code != http.StatusOK {
+			t.Fatalf("GET /ready: %d, want 200", code)
+		}
+	}
+	if most := g.most.Load(); most != 1 {
+		t.Fatalf("%d concurrent GET /ready held %d store pings at once; want 1, shared", n, most)
 	}
 }

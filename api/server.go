@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -65,6 +66,51 @@ type Server struct {
 	// unread follows the store reads behind GET /lanes, /messages/{id}
 	// and /cluster/nodes, which dashboards poll.
 	unread storage.Outage
+	// readyPing is the store ping of GET /ready in flight, if any.
+	readyPing pingFlight
+}
+
+// pingFlight shares one store ping among the GET /ready requests that come
+// while it runs. /ready needs no token, and each request held a connection
+// of the store's pool (pool_size, 5 by default) for its own ping: whoever
+// could reach the API could keep the pool busy and hold up the store calls
+// of every message behind it. Now /ready holds one connection at most.
+type pingFlight struct {
+	mu   sync.Mutex
+	call *pingCall
+}
+
+type pingCall struct {
+	done chan struct{}
+	err  error
+}
+
+// ping returns the outcome of the ping in flight, or of a new one, unless
+// ctx ends first. The ping runs apart from any request, with readyTimeout,
+// so that a client gone does not fail it for the others.
+func (f *pingFlight) ping(ctx context.Context, store storage.Store) error {
+	f.mu.Lock()
+	c := f.call
+	if c == nil {
+		c = &pingCall{done: make(chan struct{})}
+		f.call = c
+		go func() {
+			pctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+			c.err = store.Ping(pctx)
+			cancel()
+			f.mu.Lock()
+			f.call = nil
+			f.mu.Unlock()
+			close(c.done)
+		}()
+	}
+	f.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // readyTimeout bounds the store check of /ready.
@@ -397,7 +443,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if err := s.o.Store.Ping(ctx); err != nil {
+	if err := s.readyPing.ping(ctx, s.o.Store); err != nil {
 		reason := "the store is unreachable or not migrated"
 		if errors.Is(err, context.DeadlineExceeded) {
 			reason = "the store did not answer within " + readyTimeout.String()
