@@ -59,6 +59,9 @@ type FilePoller struct {
 	// afterRead, if not nil, is called between reading a file and checking
 	// that it did not change meanwhile (tests change it there).
 	afterRead func(path string)
+	// listed, if not nil, is called between listing a file as regular and
+	// reading it (tests put another in its place there).
+	listed func(path string)
 }
 
 // fileID is what the poller knows of a file: the same name with another size
@@ -168,6 +171,9 @@ func (f *FilePoller) poll() {
 		if f.env.Ctx.Err() != nil {
 			return
 		}
+		if f.listed != nil {
+			f.listed(filepath.Join(f.cfg.Directory, name))
+		}
 		if !f.ingestFile(name) {
 			return // keep order: later files wait for this one
 		}
@@ -199,11 +205,19 @@ func (f *FilePoller) waiting(name, reason string) {
 // the file must be tried again.
 func (f *FilePoller) ingestFile(name string) bool {
 	path := filepath.Join(f.cfg.Directory, name)
-	fi, err := os.Stat(path)
+	// Lstat, and the read below takes only the file it finds: a link put
+	// in the place of the listed file (whoever writes the directory can
+	// make one) would have mf read a file of its own, which the link's
+	// maker may not read, and store and route it.
+	fi, err := os.Lstat(path)
 	if err != nil {
 		f.troubled("reading "+name).Err(err).Str("file", name).
 			Msg("cannot read an inbound file; no later file is read until it can (will retry)")
 		return false
+	}
+	if !fi.Mode().IsRegular() {
+		f.waiting(name, "not a regular file (a symbolic link?): not read, as the listing leaves such names")
+		return true
 	}
 	id := idOf(name, fi)
 	if !f.settled(id, time.Now()) {
@@ -220,7 +234,11 @@ func (f *FilePoller) ingestFile(name string) bool {
 		})
 		return false
 	}
-	b, err := readAtMost(path, f.cfg.MaxFileBytes)
+	b, err := readAtMost(path, f.cfg.MaxFileBytes, fi)
+	if errors.Is(err, errReplaced) {
+		f.waiting(name, "replaced while read")
+		return false
+	}
 	if err != nil {
 		f.troubled("reading "+name).Err(err).Str("file", name).
 			Msg("cannot read an inbound file; no later file is read until it can (will retry)")
@@ -231,7 +249,7 @@ func (f *FilePoller) ingestFile(name string) bool {
 	}
 	// A writer that went on while the file was read: what was read may end
 	// mid-message, and would be stored as a whole message.
-	if after, err := os.Stat(path); err != nil || !id.is(idOf(name, after)) || int64(len(b)) != id.size {
+	if after, err := os.Lstat(path); err != nil || !id.is(idOf(name, after)) || int64(len(b)) != id.size {
 		f.waiting(name, "changed while read")
 		return false
 	}
@@ -343,16 +361,27 @@ func (f *FilePoller) troubled(what string) *zerolog.Event {
 	return f.log.Error().Int("polls", t.polls)
 }
 
-// readAtMost reads a file, but no more than limit+1 bytes of it (a file that
-// grew past the limit since it was stat'ed then reads longer than its size).
-// limit+1 stops at the largest int64: it overflowed to a negative limit,
-// which reads nothing (config bounds max_file_bytes well below it).
-func readAtMost(path string, limit int64) ([]byte, error) {
+// errReplaced is readAtMost's error for a path that no longer names the
+// file it was asked to read.
+var errReplaced = errors.New("the file was replaced")
+
+// readAtMost reads the file at path, but no more than limit+1 bytes of it (a
+// file that grew past the limit since it was stat'ed then reads longer than
+// its size), and only if it is want, the file lstat found there (else
+// errReplaced): never what a link put in its place leads to. limit+1 stops
+// at the largest int64: it overflowed to a negative limit, which reads
+// nothing (config bounds max_file_bytes well below it).
+func readAtMost(path string, limit int64, want fs.FileInfo) ([]byte, error) {
 	r, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
+	if got, err := r.Stat(); err != nil {
+		return nil, err
+	} else if !os.SameFile(got, want) {
+		return nil, errReplaced
+	}
 	if limit < math.MaxInt64 {
 		limit++
 	}

@@ -35,7 +35,17 @@ func startPoller(t *testing.T, st storage.Store, extra string, afterRead func(pa
 // logging to log.
 func startPollerLogging(t *testing.T, st storage.Store, extra string, afterRead func(path string), log zerolog.Logger) string {
 	t.Helper()
-	dir := t.TempDir()
+	return startPollerIn(t, st, extra, afterRead, nil, log, t.TempDir())
+}
+
+// startPollerListed is startPoller in dir with the poller's listed hook.
+func startPollerListed(t *testing.T, st storage.Store, extra string, listed func(path string), dir string) string {
+	t.Helper()
+	return startPollerIn(t, st, extra, nil, listed, zerolog.Nop(), dir)
+}
+
+func startPollerIn(t *testing.T, st storage.Store, extra string, afterRead, listed func(path string), log zerolog.Logger, dir string) string {
+	t.Helper()
 	cfg, err := config.Parse([]byte(`
 [[inbound]]
 name = "drop"
@@ -67,7 +77,7 @@ lane_key = "PID-3.1"
 	env.Ingest = sys.Root.Spawn(NewIngest(env))
 	in := cfg.Inbound[0]
 	poller := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &FilePoller{env: env, cfg: in, log: env.Log, afterRead: afterRead}
+		return &FilePoller{env: env, cfg: in, log: env.Log, afterRead: afterRead, listed: listed}
 	}))
 	t.Cleanup(func() {
 		cancel()
@@ -331,13 +341,17 @@ func TestReadAtMostTakesTheLargestLimit(t *testing.T) {
 	if err := os.WriteFile(path, want, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, limit := range []int64{math.MaxInt64, math.MaxInt64 - 1, int64(len(want))} {
-		got, err := readAtMost(path, limit)
+		got, err := readAtMost(path, limit, fi)
 		if err != nil || string(got) != string(want) {
 			t.Errorf("readAtMost(limit %d) = %q, %v; want the file's %d bytes", limit, got, err, len(want))
 		}
 	}
-	if got, err := readAtMost(path, 10); err != nil || len(got) != 11 {
+	if got, err := readAtMost(path, 10, fi); err != nil || len(got) != 11 {
 		t.Errorf("readAtMost(limit 10) read %d bytes, %v; want 11 (the limit and one more)", len(got), err)
 	}
 }
@@ -404,5 +418,68 @@ func TestAFileThatKeepsChangingNeverSettles(t *testing.T) {
 	last := fileID{name: "lab.hl7", size: 500, mtime: ahead.Add(2400 * time.Millisecond)}
 	if !f.settled(last, t0.Add(2400*time.Millisecond+time.Second)) {
 		t.Fatal("a file unchanged for settle_seconds is not settled")
+	}
+}
+
+// A file put in the place of a listed one as a symbolic link (its writer
+// can make one: an SFTP account, a share) is not read: the poller reads
+// only regular files, so that the link cannot make mf read, store and
+// route a file of its own (a key, another feed's archive) that the link's
+// maker may not read. Only the listing skipped links; a link put there
+// after it was read through.
+func TestALinkPutInPlaceOfAListedFileIsNotRead(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret.hl7")
+	if err := os.WriteFile(secret, []byte(adt("STOLEN", "P9")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(t.TempDir(), "probe")); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	st := openSQLite(t)
+	var swapped atomic.Bool
+	dir := t.TempDir()
+	in := startPollerListed(t, st, "settle_seconds = 0", func(path string) {
+		if filepath.Base(path) != "a.hl7" || swapped.Swap(true) {
+			return
+		}
+		if err := os.Remove(path); err != nil {
+			t.Error(err)
+		}
+		if err := os.Symlink(secret, path); err != nil {
+			t.Error(err)
+		}
+	}, dir)
+	drop(t, in, "a.hl7", adt("A1", "P1"))
+	waitFor(t, "the swap", 10*time.Second, swapped.Load)
+	drop(t, in, "b.hl7", adt("B1", "P1"))
+	waitFor(t, "b.hl7 archived", 10*time.Second, func() bool { return isArchived(in, "b.hl7") })
+	if got := stored(t, st); got != "B1/0" {
+		t.Fatalf("stored %s (control id/OBX count); want B1/0: the file the link leads to was read", got)
+	}
+}
+
+// readAtMost reads only the file it is given: one put in its place since
+// it was looked at (a symbolic link to another file, say) is errReplaced.
+func TestReadAtMostRefusesAFilePutInItsPlace(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path, other := filepath.Join(dir, "adt.hl7"), filepath.Join(dir, "other.hl7")
+	for _, p := range []string{path, other} {
+		if err := os.WriteFile(p, []byte(adt("C1", "P1")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, path); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	if got, err := readAtMost(path, 1<<20, fi); !errors.Is(err, errReplaced) {
+		t.Fatalf("readAtMost of a link put in the file's place: %d bytes, %v; want errReplaced", len(got), err)
 	}
 }
