@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/messagefoundry/mf/config"
 )
@@ -102,16 +104,52 @@ func (s *Server) require(p Permission, h http.HandlerFunc) http.HandlerFunc {
 		who, ok := authenticate(r, s.o.Config.API.Tokens)
 		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, who))
 		if !ok {
+			// A credential that is none of the tokens is logged (never
+			// the credential); no credential at all is a probe or a
+			// client not set up, and is not.
+			if r.Header.Get("Authorization") != "" {
+				if log, unlogged := s.unknownToken.note(time.Now()); log {
+					s.o.Log.Warn().Str("remote", r.RemoteAddr).Str("method", r.Method).Str("path", r.URL.Path).Int("unlogged", unlogged).
+						Msg("API request refused (401): a bearer token that matches no configured token (revoked, mistyped, or guessed); logged at most once a minute, with how many more came")
+				}
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mf"`)
 			writeError(w, http.StatusUnauthorized, "a valid bearer token is required (Authorization: Bearer TOKEN)")
 			return
 		}
 		if !HasPermission(who.role, p) {
+			if log, unlogged := s.forbidden.note(time.Now()); log {
+				s.o.Log.Warn().Str("token", who.name).Str("role", who.role).Str("permission", p.String()).
+					Str("remote", r.RemoteAddr).Str("method", r.Method).Str("path", r.URL.Path).Int("unlogged", unlogged).
+					Msg("API request refused (403): the token's role lacks the permission; logged at most once a minute, with how many more came")
+			}
 			writeError(w, http.StatusForbidden, "token "+who.name+" ("+who.role+") lacks "+p.String())
 			return
 		}
 		h(w, r)
 	}
+}
+
+// refusals counts refused requests of one kind, so that they are logged
+// when they start and at most once a minute after: a client that keeps
+// sending a revoked token every few seconds must not fill the log.
+type refusals struct {
+	mu       sync.Mutex
+	logged   time.Time
+	unlogged int
+}
+
+// note records a refusal at now and reports whether to log it, with how
+// many came unlogged since the last line.
+func (c *refusals) note(now time.Time) (log bool, unlogged int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.logged.IsZero() && now.Sub(c.logged) < time.Minute {
+		c.unlogged++
+		return false, 0
+	}
+	c.logged, unlogged, c.unlogged = now, c.unlogged, 0
+	return true, unlogged
 }
 
 // NewToken returns a fresh random token and the hex SHA-256 to put in the

@@ -68,6 +68,9 @@ type Server struct {
 	unread storage.Outage
 	// readyPing is the store ping of GET /ready in flight, if any.
 	readyPing pingFlight
+	// unknownToken and forbidden count the requests refused for their
+	// credential (401 with a token, 403), logged once a minute at most.
+	unknownToken, forbidden refusals
 }
 
 // pingFlight shares one store ping among the GET /ready requests that come
