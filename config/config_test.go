@@ -1114,3 +1114,40 @@ func TestACertificateOutOfDateIsWarnedOf(t *testing.T) {
 		}
 	}
 }
+
+// A config file that holds the store password and that every local user
+// may read is warned of, naming the file and its mode: the password's own
+// warning says the file is then a secret, and nothing said that this one
+// was readable by all.
+func TestAConfigFileWithThePasswordEveryUserCanReadIsWarnedOf(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("Windows files have no mode bits for other users")
+	}
+	path := filepath.Join(t.TempDir(), "mf.toml")
+	write := func(url string, mode os.FileMode) *config.Config {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(fmt.Sprintf("[store]\nbackend = \"postgres\"\nurl = %q\n%s", url, minimal)), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	want := path + " (mode -rw-r--r--) holds the store password"
+	if w := strings.Join(write("postgres://mf:S3cretPW@db/mf?sslmode=verify-full", 0o644).Warnings(), "\n"); !strings.Contains(w, want) {
+		t.Errorf("warnings lack %q: %q", want, w)
+	}
+	for _, tc := range []struct {
+		url  string
+		mode os.FileMode
+	}{{"postgres://mf:S3cretPW@db/mf?sslmode=verify-full", 0o640}, {"postgres://mf@db/mf?sslmode=verify-full", 0o644}} {
+		if w := strings.Join(write(tc.url, tc.mode).Warnings(), "\n"); strings.Contains(w, "holds the store password") {
+			t.Errorf("%s, mode %v: warned %q", tc.url, tc.mode, w)
+		}
+	}
+}

@@ -1026,14 +1026,25 @@ func absDir(dir string) string {
 // whose files have no such mode bits). Whoever reads the key can pose as
 // the API or a listener to its clients, or as mf to a destination.
 func keyEveryUserReads(path string) string {
-	if path == "" || runtime.GOOS == "windows" {
+	mode, ok := everyUserReads(path)
+	if !ok {
 		return ""
+	}
+	return fmt.Sprintf("%s (mode %s) is readable by every local user, and it is a private key: chmod o-rwx it (mf needs only its own user, or its group, to read it)", path, mode)
+}
+
+// everyUserReads reports whether the regular file at path may be read by
+// every local user, and its mode; false for no path, a file that cannot be
+// looked at, or Windows, whose files have no such mode bits.
+func everyUserReads(path string) (os.FileMode, bool) {
+	if path == "" || runtime.GOOS == "windows" {
+		return 0, false
 	}
 	fi, err := os.Stat(path)
 	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o004 == 0 {
-		return ""
+		return 0, false
 	}
-	return fmt.Sprintf("%s (mode %s) is readable by every local user, and it is a private key: chmod o-rwx it (mf needs only its own user, or its group, to read it)", path, fi.Mode().Perm())
+	return fi.Mode().Perm(), true
 }
 
 // Warnings lists the settings of a valid config that weaken its safety on
@@ -1103,6 +1114,9 @@ func (c *Config) Warnings() []string {
 	}
 	if storeURLHasPassword(c.Store.URL) {
 		w = append(w, "store.url carries a password, which makes the config file a secret: remove it from the url and set "+PasswordEnv+" (it takes precedence over the url's)")
+		if mode, ok := everyUserReads(c.Path); ok {
+			w = append(w, fmt.Sprintf("%s (mode %s) holds the store password (store.url) and every local user may read it: chmod o-rwx it, or move the password to %s", c.Path, mode, PasswordEnv))
+		}
 	}
 	if c.LogPayloads {
 		w = append(w, "log_payloads = true: log lines about rejected messages carry their contents (patient data); turn it off outside debugging")
