@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -185,5 +186,24 @@ func TestReadyChecksShareOneStorePing(t *testing.T) {
 	}
 	if most := g.most.Load(); most != 1 {
 		t.Fatalf("%d concurrent GET /ready held %d store pings at once; want 1, shared", n, most)
+	}
+}
+
+// damagedStore is a store that has found its file damaged.
+type damagedStore struct{ storage.Store }
+
+func (damagedStore) Ping(context.Context) error {
+	return fmt.Errorf("%w: mf.db (database disk image is malformed (11)): stop mf run, then mf restore --from the latest backup", storage.ErrDamaged)
+}
+
+// A node whose store found its file damaged is not ready, and says so: it
+// said "the store is unreachable or not migrated", which sends an operator
+// to the network or to mf migrate.
+func TestADamagedStoreIsNotReadyAndSaysSo(t *testing.T) {
+	s := api.New(api.Options{Config: &config.Config{}, Store: damagedStore{}, Log: zerolog.Nop()})
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/ready", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "damaged") || !strings.Contains(rec.Body.String(), "backup") {
+		t.Fatalf("GET /ready of a damaged store: %d %s; want 503 saying the store is damaged and to restore a backup", rec.Code, rec.Body.String())
 	}
 }

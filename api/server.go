@@ -448,8 +448,11 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if err := s.readyPing.ping(ctx, s.o.Store); err != nil {
 		reason := "the store is unreachable or not migrated"
-		if errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
 			reason = "the store did not answer within " + readyTimeout.String()
+		case errors.Is(err, storage.ErrDamaged):
+			reason = "the store's database file is damaged: restore it from a backup (the log says how)"
 		}
 		if log, n := s.unready.Failed(time.Now()); log {
 			s.o.Log.Warn().Err(err).Int("failures", n).Msg("not ready: " + reason + " (logged once a minute while it lasts)")
