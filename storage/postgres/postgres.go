@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -151,29 +152,59 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && o.ApplicationName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = o.ApplicationName
 	}
-	// Run on every new session, in order.
-	afterConnect := []func(context.Context, *pgconn.PgConn) error{(&durability{log: o.Log}).ensure}
+	// Run on every new session, in order. A DBA's statement_timeout for
+	// mf's role goes first, as it would cut the others short.
+	var afterConnect []func(context.Context, *pgconn.PgConn) error
+	if _, set := cfg.ConnConfig.RuntimeParams["statement_timeout"]; !set {
+		afterConnect = append(afterConnect, func(ctx context.Context, c *pgconn.PgConn) error {
+			if err := c.Exec(ctx, queries.Get("session_statement_timeout")).Close(); err != nil {
+				return fmt.Errorf("postgres: set statement_timeout: %w", err)
+			}
+			return nil
+		})
+	}
+	afterConnect = append(afterConnect, (&durability{log: o.Log}).ensure)
+	// Set once connected, not sent with the startup: a pooler (PgBouncer)
+	// refuses a startup parameter it does not know, and mf could not
+	// connect through one at all. A URL that sets one of them keeps its own
+	// (idle_in_transaction_session_timeout excepted: the fence needs it).
+	// lock_timeout and idle_session_timeout are 0 whatever mf's role has:
+	// every store call has its own deadline, a fence waits for the table
+	// locks of maintenance by design, and the resignation listener sits
+	// idle on its session.
+	settings := map[string]string{"lock_timeout": "0", "idle_session_timeout": "0"}
 	if o.IdleInTransactionTimeout > 0 {
-		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(o.IdleInTransactionTimeout.Milliseconds())
 		// That timeout does not run for a session the server is reading a
 		// pipelined batch from (the fence and its writes, one Sync at the
 		// end: the session is active until the Sync). A client cut off in
 		// the middle of one (a network gone, a host powered off) is found
 		// by TCP keepalive, whose default is two hours: these make the
-		// server drop it within about the same timeout. A URL that sets
-		// them keeps its own.
+		// server drop it within about the same timeout.
 		secs := max(int64(o.IdleInTransactionTimeout/time.Second), 3)
 		for param, v := range map[string]int64{"tcp_keepalives_idle": secs / 2, "tcp_keepalives_interval": max(secs/6, 1), "tcp_keepalives_count": 3} {
-			if _, set := cfg.ConnConfig.RuntimeParams[param]; !set {
-				cfg.ConnConfig.RuntimeParams[param] = fmt.Sprint(v)
-			}
+			settings[param] = fmt.Sprint(v)
 		}
+	}
+	var names, values []string
+	for name, v := range settings {
+		if _, set := cfg.ConnConfig.RuntimeParams[name]; !set {
+			names, values = append(names, name), append(values, v)
+		}
+	}
+	if o.IdleInTransactionTimeout > 0 {
+		names, values = append(names, "idle_in_transaction_session_timeout"), append(values, fmt.Sprint(o.IdleInTransactionTimeout.Milliseconds()))
+	}
+	afterConnect = append(afterConnect, func(ctx context.Context, c *pgconn.PgConn) error {
+		return setSession(ctx, c, names, values)
+	})
+	if o.IdleInTransactionTimeout > 0 {
 		// Keepalive probes nothing while the server has output the client
 		// has not acknowledged (results of the batch's first statements):
 		// the retransmissions give up after about 15 minutes. This makes
 		// them give up within the same timeout. Set after connecting, as
 		// a server older than 12 refuses it as a startup parameter.
 		if _, set := cfg.ConnConfig.RuntimeParams["tcp_user_timeout"]; !set {
+			secs := max(int64(o.IdleInTransactionTimeout/time.Second), 3)
 			afterConnect = append(afterConnect, func(ctx context.Context, c *pgconn.PgConn) error {
 				return setTCPUserTimeout(ctx, c, secs*1000, tcpUserTimeoutSince)
 			})
@@ -576,6 +607,25 @@ func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
 		return out, fmt.Errorf("postgres: node list: %w", err)
 	}
 	return out, nil
+}
+
+// setSession sets the session parameters names to values, those the
+// server has (session_settings.sql).
+func setSession(ctx context.Context, c *pgconn.PgConn, names, values []string) error {
+	m := pgtype.NewMap()
+	var args [2][]byte
+	for i, v := range [][]string{names, values} {
+		b, err := m.Encode(pgtype.TextArrayOID, pgtype.TextFormatCode, v, nil)
+		if err != nil {
+			return fmt.Errorf("postgres: set the session's parameters: %w", err)
+		}
+		args[i] = b
+	}
+	err := c.ExecParams(ctx, queries.Get("session_settings"), args[:], []uint32{pgtype.TextArrayOID, pgtype.TextArrayOID}, nil, nil).Read().Err
+	if err != nil {
+		return fmt.Errorf("postgres: set the session's parameters %v: %w", names, err)
+	}
+	return nil
 }
 
 // tcpUserTimeoutSince is the first server_version_num with tcp_user_timeout.
