@@ -17,6 +17,7 @@ import (
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/leadership"
 	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/postgres"
 )
 
 // migrateTimeout bounds mf run's migrations, so that a node never waits
@@ -116,6 +117,14 @@ func runCommand() *cli.Command {
 			err = reachStore(ctx, log, "migrate", func(ctx context.Context) error {
 				mctx, cancel := context.WithTimeout(ctx, migrateTimeout)
 				defer cancel()
+				if pg, ok := st.(*postgres.Store); ok {
+					// Before anything else: behind a pooler that shares
+					// sessions the migrations themselves may fail on
+					// prepared statements, saying nothing of why.
+					if err := pg.OwnSessions(mctx); err != nil {
+						return err
+					}
+				}
 				pending, known = storage.PendingMigrations(st.SchemaCheck(mctx))
 				err := st.Migrate(mctx)
 				timedOut = errors.Is(mctx.Err(), context.DeadlineExceeded)
