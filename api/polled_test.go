@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -123,5 +124,26 @@ func serveWithTheDatabaseAway(t *testing.T, role string) (store *awayStore, logs
 		rec := httptest.NewRecorder()
 		s.Handler().ServeHTTP(rec, req)
 		return rec.Code
+	}
+}
+
+// readOnlyStore answers reads, and its ping says the database takes no
+// writes, as a standby's does.
+type readOnlyStore struct{ storage.Store }
+
+func (s *readOnlyStore) Ping(ctx context.Context) error {
+	return fmt.Errorf("postgres: ping: %w: point [store] url at the primary", storage.ErrReadOnly)
+}
+
+// A read-only database (a standby, after a managed failover) answers the
+// ping's read, and /ready said the store was "unreachable or not migrated",
+// which sent an operator to the network. It says the store is read-only.
+func TestReadySaysTheStoreIsReadOnly(t *testing.T) {
+	v := start(t, fileOutbound)
+	s := api.New(api.Options{Config: v.e.Config, Store: &readOnlyStore{v.e.Store}, Status: v.e.Status, Log: zerolog.Nop()})
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/ready", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "read-only") {
+		t.Fatalf("/ready on a read-only database: %d %s; want 503 saying the store is read-only", rec.Code, rec.Body.String())
 	}
 }

@@ -453,6 +453,8 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 			reason = "the store did not answer within " + readyTimeout.String()
 		case errors.Is(err, storage.ErrDamaged):
 			reason = "the store's database file is damaged: restore it from a backup (the log says how)"
+		case errors.Is(err, storage.ErrReadOnly):
+			reason = "the store is read-only (a standby?): point [store] url at the primary"
 		}
 		if log, n := s.unready.Failed(time.Now()); log {
 			s.o.Log.Warn().Err(err).Int("failures", n).Msg("not ready: " + reason + " (logged once a minute while it lasts)")

@@ -260,6 +260,11 @@ var (
 	// more (an ingest answers AE, and the sender keeps its message) and
 	// Ping fails, until it is restored from a backup. Its message says how.
 	ErrDamaged = errors.New("storage: the database file is damaged")
+	// ErrReadOnly means the database takes no writes: a standby, or one
+	// set read-only (a managed service does when its disk is nearly full).
+	// Ping returns it, so that /ready tells a node that can do nothing
+	// there; its message says what to do.
+	ErrReadOnly = errors.New("storage: the database is read-only")
 )
 
 // NotPending is the ErrNotPending of an operator action (QueueRelease,

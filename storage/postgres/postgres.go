@@ -307,11 +307,15 @@ func (s *Store) Close() error {
 // Ping implements storage.Store.
 func (s *Store) Ping(ctx context.Context) error {
 	var n int64
-	if err := s.pool.QueryRow(ctx, queries.Get("ping")).Scan(&n); err != nil {
-		return fmt.Errorf("postgres: ping (is the store migrated?): %w", err)
+	var readOnly bool
+	if err := s.pool.QueryRow(ctx, queries.Get("ping")).Scan(&n, &readOnly); err != nil {
+		return fmt.Errorf("postgres: ping (is the store migrated?): %w", explain(err))
 	}
 	if n != 1 {
 		return fmt.Errorf("postgres: ping: %d leader lease rows, want 1", n)
+	}
+	if readOnly {
+		return fmt.Errorf("postgres: ping: %w %s", storage.ErrReadOnly, readOnlyAdvice)
 	}
 	return nil
 }
@@ -383,7 +387,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
-		return fmt.Errorf("%w: the store's role may not change the schema; run mf migrate with a [store] url whose role may (the schema's owner), then start mf again", err)
+		return fmt.Errorf("%w: the store's role lacks a privilege on the schema: to apply migrations it must be the schema's owner (run mf migrate with a [store] url whose role is, then start mf again); "+
+			"to run on a migrated schema it needs USAGE on the schema, SELECT, INSERT, UPDATE, DELETE on mf's tables and USAGE on their sequences", err)
+	case readOnly(err):
+		return fmt.Errorf("%w: %s", err, hints["25006"])
 	case lockConflict(err):
 		return fmt.Errorf("%w: the migrations could not take their locks in %d attempts: another session holds mf_messages, mf_queue or mf_leader_lease (see pg_stat_activity); run mf migrate again once it ends", err, migrateAttempts)
 	case errors.As(err, &pgErr) && pgErr.Code == "3F000": // invalid_schema_name
@@ -522,7 +529,7 @@ func (s *Store) LeaseAttemptElect(ctx context.Context, p storage.LeaseAttemptEle
 	var elected bool
 	l, err := scanLease(s.lease.QueryRow(ctx, queries.Get("lease_attempt_elect"), p.Owner, storage.Seconds(p.TTL)), &elected)
 	if err != nil {
-		return l, false, fmt.Errorf("postgres: lease elect for %s: %w", p.Owner, err)
+		return l, false, fmt.Errorf("postgres: lease elect for %s: %w", p.Owner, explain(err))
 	}
 	return l, elected, nil
 }
@@ -534,7 +541,7 @@ func (s *Store) LeaseAttemptRenew(ctx context.Context, p storage.LeaseAttemptRen
 		return l, storage.ErrLeaseLost
 	}
 	if err != nil {
-		return l, fmt.Errorf("postgres: lease renew for term %d: %w", p.Term, err)
+		return l, fmt.Errorf("postgres: lease renew for term %d: %w", p.Term, explain(err))
 	}
 	return l, nil
 }
@@ -543,7 +550,7 @@ func (s *Store) LeaseAttemptRenew(ctx context.Context, p storage.LeaseAttemptRen
 func (s *Store) LeaseResign(ctx context.Context, p storage.LeaseResignParams) (bool, error) {
 	tag, err := s.lease.Exec(ctx, queries.Get("lease_resign"), p.Owner, p.Term)
 	if err != nil {
-		return false, fmt.Errorf("postgres: lease resign for term %d: %w", p.Term, err)
+		return false, fmt.Errorf("postgres: lease resign for term %d: %w", p.Term, explain(err))
 	}
 	return tag.RowsAffected() > 0, nil
 }
@@ -552,7 +559,7 @@ func (s *Store) LeaseResign(ctx context.Context, p storage.LeaseResignParams) (b
 func (s *Store) LeaseRead(ctx context.Context) (storage.Lease, error) {
 	l, err := scanLease(s.pool.QueryRow(ctx, queries.Get("lease_read")))
 	if err != nil {
-		return l, fmt.Errorf("postgres: lease read: %w", err)
+		return l, fmt.Errorf("postgres: lease read: %w", explain(err))
 	}
 	return l, nil
 }
@@ -560,7 +567,7 @@ func (s *Store) LeaseRead(ctx context.Context) (storage.Lease, error) {
 // NodeHeartbeat implements storage.Store.
 func (s *Store) NodeHeartbeat(ctx context.Context, p storage.NodeHeartbeatParams) error {
 	if _, err := s.pool.Exec(ctx, queries.Get("node_heartbeat"), p.NodeID, p.Host, p.PID, p.IsLeader, p.ConfigVersion, p.Started, p.ConfigFingerprint); err != nil {
-		return fmt.Errorf("postgres: node heartbeat for %s: %w", p.NodeID, err)
+		return fmt.Errorf("postgres: node heartbeat for %s: %w", p.NodeID, explain(err))
 	}
 	return nil
 }
@@ -569,7 +576,7 @@ func (s *Store) NodeHeartbeat(ctx context.Context, p storage.NodeHeartbeatParams
 func (s *Store) NodeLeave(ctx context.Context, p storage.NodeLeaveParams) error {
 	tag, err := s.pool.Exec(ctx, queries.Get("node_leave"), p.NodeID)
 	if err != nil {
-		return fmt.Errorf("postgres: node leave for %s: %w", p.NodeID, err)
+		return fmt.Errorf("postgres: node leave for %s: %w", p.NodeID, explain(err))
 	}
 	if tag.RowsAffected() == 0 {
 		return storage.ErrNotFound
@@ -582,7 +589,7 @@ func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
 	var out storage.NodeList
 	rows, err := s.pool.Query(ctx, queries.Get("node_list"))
 	if err != nil {
-		return out, fmt.Errorf("postgres: node list: %w", err)
+		return out, fmt.Errorf("postgres: node list: %w", explain(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -1050,7 +1057,7 @@ func (s *Store) repend(ctx context.Context, op string, f storage.Fence, args ...
 func (s *Store) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
 	rows, err := s.pool.Query(ctx, queries.Get("queue_lanes"))
 	if err != nil {
-		return nil, fmt.Errorf("postgres: queue lanes: %w", err)
+		return nil, fmt.Errorf("postgres: queue lanes: %w", explain(err))
 	}
 	defer rows.Close()
 	var out []storage.LaneSummary
@@ -1088,7 +1095,7 @@ func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
 func (s *Store) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBumpParams) (int64, error) {
 	v, err := bumpVersion(ctx, s.pool, storage.ConfigName(p.Name))
 	if err != nil {
-		return 0, fmt.Errorf("postgres: config version bump: %w", err)
+		return 0, fmt.Errorf("postgres: config version bump: %w", explain(err))
 	}
 	return v, nil
 }
@@ -1112,7 +1119,7 @@ func (s *Store) ConfigVersionRead(ctx context.Context, p storage.ConfigVersionRe
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("postgres: config version read: %w", err)
+		return 0, fmt.Errorf("postgres: config version read: %w", explain(err))
 	}
 	return v, nil
 }
@@ -1146,7 +1153,7 @@ func wrap(op string, err error) error {
 	if errors.As(err, &pgErr) && pgErr.Code == "53100" { // disk_full: "could not extend file"
 		return fmt.Errorf("postgres: %s: %w: free disk space on the database server (%w)", op, storage.ErrFull, err)
 	}
-	return fmt.Errorf("postgres: %s: %w", op, err)
+	return fmt.Errorf("postgres: %s: %w", op, explain(err))
 }
 
 // Autovacuum says whether PostgreSQL removes the dead row versions of mf's

@@ -1,0 +1,54 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// hints say what to do about the errors of the database's state or of mf's
+// role, which PostgreSQL's own words leave an operator to work out, by
+// SQLSTATE. Each names what to change; the node retries meanwhile (a lane,
+// an election, a renewal, the ingest with AE).
+var hints = map[string]string{
+	// read_only_sql_transaction: a hot standby (the old primary after a
+	// managed failover), or default_transaction_read_only set.
+	"25006": "the database is read-only " + readOnlyAdvice,
+	// insufficient_privilege
+	"42501": "mf's role lacks a privilege: GRANT it USAGE on the schema, SELECT, INSERT, UPDATE, DELETE on mf's tables and USAGE on their sequences (applying migrations needs the schema's owner: mf migrate)",
+	// too_many_connections: the server's max_connections, or a role's or
+	// database's CONNECTION LIMIT.
+	"53300": "the database takes no more sessions (its max_connections, or the CONNECTION LIMIT of mf's role or database): each node opens up to [store] pool_size + 2 (the lease's and the resignation listener's); lower pool_size or raise the limit",
+	// invalid_sql_statement_name, duplicate_prepared_statement: the
+	// prepared statements of one connection met on another's session.
+	"26000": sharedSessionsHint,
+	"42P05": sharedSessionsHint,
+	// invalid_password, invalid_authorization_specification
+	"28P01": "the database refused mf's login: check [store] url's user and MF_STORE_PASSWORD",
+	"28000": "the database refused mf's login: check [store] url's user, that the role exists and may log in (LOGIN), and pg_hba.conf",
+}
+
+// readOnlyAdvice follows "the database is read-only" (Ping's
+// storage.ErrReadOnly says that much itself).
+const readOnlyAdvice = "(a standby, or default_transaction_read_only set, as a managed service does when its disk is nearly full): point [store] url at the primary (a url naming every host with target_session_attrs=read-write finds it), or make the database writable"
+
+const sharedSessionsHint = "a connection pooler in transaction or statement mode stands between mf and PostgreSQL: set pool_mode = session for mf's database in it (mf run refuses such a pooler at start, if it can tell)"
+
+// explain adds to err what to do about it, when its SQLSTATE has a hint.
+func explain(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	if h, ok := hints[pgErr.Code]; ok {
+		return fmt.Errorf("%w: %s", err, h)
+	}
+	return err
+}
+
+// readOnly reports a write refused because the database is read-only.
+func readOnly(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "25006"
+}

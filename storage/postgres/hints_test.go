@@ -1,0 +1,84 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/postgres"
+	"github.com/messagefoundry/mf/storage/postgres/pgtest"
+)
+
+// What the database answers when it will not take mf's writes, and what
+// mf's error then says to do. A read-only database (a hot standby after a
+// managed failover, or default_transaction_read_only, which a managed
+// service sets when its disk is nearly full) failed every write, election
+// and renewal with PostgreSQL's "cannot execute UPDATE in a read-only
+// transaction" and "check the database", and /ready answered 200, as the
+// ping only reads. A role without rights, or out of sessions, said only
+// PostgreSQL's words.
+func TestStoreErrorsSayWhatToDo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	schemaURL := pgtest.NewSchema(t)
+	owner, err := postgres.Open(ctx, postgres.Options{URL: schemaURL, PoolSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	if err := owner.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ingest := func(s *postgres.Store) error {
+		_, err := s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{{
+			Inbound: "in", Payload: []byte("MSH|"), Status: storage.MessageRouted,
+			Deliveries: []storage.Delivery{{Destination: "d", Lane: "d/1"}},
+		}}})
+		return err
+	}
+	open := func(u string) *postgres.Store {
+		s, err := postgres.Open(ctx, postgres.Options{URL: u, PoolSize: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+
+	t.Run("read-only", func(t *testing.T) {
+		u, _ := url.Parse(schemaURL)
+		q := u.Query()
+		q.Set("default_transaction_read_only", "on") // as a standby, or ALTER DATABASE … SET, would have it
+		u.RawQuery = q.Encode()
+		ro := open(u.String())
+		const want = "point [store] url at the primary"
+		_, _, electErr := ro.LeaseAttemptElect(ctx, storage.LeaseAttemptElectParams{Owner: "n", TTL: time.Second})
+		for what, err := range map[string]error{"ingest": ingest(ro), "election": electErr, "heartbeat": ro.NodeHeartbeat(ctx, storage.NodeHeartbeatParams{NodeID: "n"})} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s on a read-only database: %v; want an error that says to %s", what, err, want)
+			}
+		}
+		if err := ro.Ping(ctx); !errors.Is(err, storage.ErrReadOnly) {
+			t.Errorf("ping of a read-only database: %v; want storage.ErrReadOnly (/ready 503)", err)
+		}
+		if err := owner.Ping(ctx); err != nil {
+			t.Errorf("ping of a writable database: %v", err)
+		}
+	})
+	t.Run("no rights", func(t *testing.T) {
+		s := open(newRole(t, ctx, schemaURL))
+		if err := ingest(s); err == nil || !strings.Contains(err.Error(), "GRANT") {
+			t.Errorf("ingest by a role without rights on mf's tables: %v; want an error that says what to GRANT", err)
+		}
+	})
+	t.Run("no sessions left", func(t *testing.T) {
+		s := open(newRole(t, ctx, schemaURL, "ALTER ROLE %ROLE CONNECTION LIMIT 0"))
+		if err := ingest(s); err == nil || !strings.Contains(err.Error(), "pool_size") {
+			t.Errorf("ingest by a role out of sessions: %v; want an error that names pool_size", err)
+		}
+	})
+}
