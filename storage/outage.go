@@ -18,34 +18,51 @@ const OutageRepeat = time.Minute
 type Outage struct {
 	failing atomic.Bool // read on every success, which must stay cheap
 	mu      sync.Mutex
-	n       int       // failures since the last success
-	logged  time.Time // when the failure was last logged
+	n       int       // failures since the last line that counted them
+	logged  time.Time // when a failure was last logged
+	last    time.Time // when the last failure was
+	// reported is set when a failure of the outage in hand was logged:
+	// only then is its end.
+	reported bool
 }
 
 // Failed records a failure at now. It reports whether to log it, and the
-// failures counted so far.
+// failures counted so far. A failure is logged unless one was less than
+// OutageRepeat ago, including one of an outage that has since ended: a
+// call that fails and works in turn (a pool whose new sessions the
+// database refuses while its open ones work) logs once a minute, not at
+// every turn. Failures not logged are counted in the next line.
 func (o *Outage) Failed(now time.Time) (log bool, failures int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if !o.failing.Load() && now.Sub(o.last) >= OutageRepeat {
+		o.n = 0 // a new outage, long after the last failure
+	}
 	o.failing.Store(true)
 	o.n++
-	if o.n > 1 && now.Sub(o.logged) < OutageRepeat {
+	o.last = now
+	if now.Sub(o.logged) < OutageRepeat {
 		return false, o.n
 	}
-	o.logged = now
+	o.logged, o.reported = now, true
 	return true, o.n
 }
 
-// Over records a success and returns how many failures it ends (0 when
-// none was counted: the usual case, which takes no lock).
+// Over records a success and returns how many failures it ends: 0 when
+// none was counted (the usual case, which takes no lock), and 0 for an
+// outage none of whose failures was logged, whose count goes on into the
+// next line.
 func (o *Outage) Over() int {
 	if !o.failing.Load() {
 		return 0
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	n := o.n
-	o.n, o.logged = 0, time.Time{}
 	o.failing.Store(false)
+	if !o.reported {
+		return 0
+	}
+	n := o.n
+	o.n, o.reported = 0, false
 	return n
 }

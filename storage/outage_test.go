@@ -7,7 +7,7 @@ import (
 
 // A lasting failure is logged at its first failure and then once an
 // OutageRepeat; a success ends it with the count, and the next failure is
-// logged at once again.
+// logged once OutageRepeat has passed since the last line.
 func TestOutageLogsTheStartOnceAMinuteAndTheEnd(t *testing.T) {
 	var o Outage
 	t0 := time.Unix(1000, 0)
@@ -26,7 +26,44 @@ func TestOutageLogsTheStartOnceAMinuteAndTheEnd(t *testing.T) {
 	if n := o.Over(); n != 150 {
 		t.Fatalf("the success ends %d failures, want 150", n)
 	}
-	if log, n := o.Failed(t0.Add(151 * time.Second)); !log || n != 1 {
-		t.Fatalf("the first failure after a success: log %v, failures %d; want logged, 1", log, n)
+	if log, n := o.Failed(t0.Add(151 * time.Second)); log || n != 1 {
+		t.Fatalf("a failure 30 s after the last line: log %v, failures %d; want counted, not logged", log, n)
+	}
+	o.Over()
+	if log, n := o.Failed(t0.Add(181 * time.Second)); !log || n != 2 {
+		t.Fatalf("a failure a minute after the last line: log %v, failures %d; want logged, with the one not logged: 2", log, n)
+	}
+}
+
+// Calls that fail and work in turn (a pool whose new sessions the database
+// refuses while its open ones work: a role's CONNECTION LIMIT below
+// pool_size) are one outage to the log: each failure after a success began
+// a new one, logged at once with its end, and a node logged dozens of
+// ERROR lines a second. Within OutageRepeat of the last line, a new
+// failure is counted, not logged, and its end is not logged either.
+func TestOutageThatFlapsIsLoggedOnceAMinute(t *testing.T) {
+	var o Outage
+	t0 := time.Unix(1000, 0)
+	var lines, ends int
+	for i := range 1000 { // 10 s of a call failing and working in turn
+		if log, _ := o.Failed(t0.Add(time.Duration(i) * 10 * time.Millisecond)); log {
+			lines++
+		}
+		if o.Over() > 0 {
+			ends++
+		}
+	}
+	if lines != 1 || ends != 1 {
+		t.Fatalf("1000 failures, each followed by a success, in 10 s logged %d failures and %d ends; want 1 and 1", lines, ends)
+	}
+	log, n := o.Failed(t0.Add(65 * time.Second))
+	if !log || n != 1000 {
+		t.Fatalf("a failure a minute after the last line: log %v, failures %d; want logged, with the 999 not logged before it and itself", log, n)
+	}
+	if got := o.Over(); got != 1000 {
+		t.Fatalf("its end reports %d failures; want 1000", got)
+	}
+	if log, n := o.Failed(t0.Add(200 * time.Second)); !log || n != 1 {
+		t.Fatalf("the first failure long after the last line: log %v, failures %d; want logged, 1", log, n)
 	}
 }
