@@ -150,6 +150,7 @@ func runCommand() *cli.Command {
 				log.Info().Ints("migrations", pending).Msg("store: " + appliedText(pending, known))
 			}
 			warnAutovacuum(ctx, st, log)
+			warnSessionLimits(ctx, st, log)
 			warnDelayedDurability(ctx, st, log)
 
 			opts := actors.Options{Config: cfg, Store: st, Log: log, NodeID: nodeID, DrainTimeout: c.Duration("drain-timeout")}

@@ -210,6 +210,25 @@ func warnAutovacuum(ctx context.Context, st storage.Store, log zerolog.Logger) {
 	}
 }
 
+// warnSessionLimits warns when a limit on PostgreSQL sessions (a
+// CONNECTION LIMIT of mf's role or database, max_connections) is below
+// what this node opens: under load its pool's new sessions are refused,
+// and messages answered AE now and then, with nothing said at start.
+func warnSessionLimits(ctx context.Context, st storage.Store, log zerolog.Logger) {
+	pg, ok := st.(*postgres.Store)
+	if !ok {
+		return
+	}
+	below, err := pg.SessionLimits(ctx)
+	if err != nil {
+		log.Warn().Err(err).Msg("could not read the limits on this node's database sessions; running on")
+		return
+	}
+	if below != "" {
+		log.Warn().Msg(below + ": under load the database refuses its new sessions (too many connections, SQLSTATE 53300), and messages are answered AE; lower [store] pool_size or raise the limit, for every node (each opens as many)")
+	}
+}
+
 // warnDelayedDurability logs an ERROR when a SQL Server database forces
 // delayed durability: each commit is acknowledged before its log records
 // are on disk, so an AA would not mean the message is safe.

@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -51,4 +53,37 @@ func explain(err error) error {
 func readOnly(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "25006"
+}
+
+// sessionsPerNode is what a node opens besides its pool: the lease's
+// session and the resignation listener's.
+const sessionsPerNode = 2
+
+// SessionLimits says which limit on sessions (a CONNECTION LIMIT of mf's
+// role or database, or the server's max_connections) is below what this
+// node opens, pool_size + 2, or "" for none. Above it, the pool's new
+// sessions are refused under load (SQLSTATE 53300): messages answered AE,
+// lanes retrying. Each node opens as many, which one node cannot count.
+func (s *Store) SessionLimits(ctx context.Context) (string, error) {
+	var role, db, server int
+	var roleName, dbName string
+	if err := s.pool.QueryRow(ctx, queries.Get("session_limits")).Scan(&role, &db, &roleName, &dbName, &server); err != nil {
+		return "", fmt.Errorf("postgres: read the limits on sessions: %w", err)
+	}
+	pool := int(s.pool.Config().MaxConns)
+	need := pool + sessionsPerNode
+	var below []string
+	if role >= 0 && role < need {
+		below = append(below, fmt.Sprintf("the CONNECTION LIMIT %d of role %s", role, roleName))
+	}
+	if db >= 0 && db < need {
+		below = append(below, fmt.Sprintf("the CONNECTION LIMIT %d of database %s", db, dbName))
+	}
+	if server < need {
+		below = append(below, fmt.Sprintf("the server's max_connections, %d for this role", server))
+	}
+	if len(below) == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("%s is below the %d sessions this node opens (pool_size %d, the lease's and the resignation listener's)", strings.Join(below, " and "), need, pool), nil
 }

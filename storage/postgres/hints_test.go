@@ -82,3 +82,41 @@ func TestStoreErrorsSayWhatToDo(t *testing.T) {
 		}
 	})
 }
+
+// A role's or a database's CONNECTION LIMIT below what a node opens
+// (pool_size, the lease's session and the listener's) let the node start,
+// and then its pool's new sessions were refused under load (SQLSTATE 53300):
+// messages answered AE now and then, lanes retrying, nothing said at start.
+// SessionLimits finds the limit, for mf run to warn of it.
+func TestSessionLimitsFindsALimitBelowWhatANodeOpens(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	schemaURL := pgtest.NewSchema(t)
+	for _, c := range []struct {
+		name     string
+		settings []string
+		want     string
+	}{
+		{"none", nil, ""},
+		{"the role's", []string{"ALTER ROLE %ROLE CONNECTION LIMIT 4"}, "CONNECTION LIMIT 4 of role"},
+		{"the role's, enough", []string{"ALTER ROLE %ROLE CONNECTION LIMIT 40"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := postgres.Open(ctx, postgres.Options{URL: newRole(t, ctx, schemaURL, c.settings...), PoolSize: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			got, err := s.SessionLimits(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+				t.Fatalf("session limits with %s: %q; want %q", c.name, got, c.want)
+			}
+			if got != "" && !strings.Contains(got, "pool_size 5") {
+				t.Fatalf("session limits: %q; want it to name pool_size 5", got)
+			}
+		})
+	}
+}
