@@ -44,6 +44,9 @@ func Unreachable(err error) bool {
 		// 08: connection exception; 57P03: the server is starting up or
 		// shutting down; 53300: too many connections; 57P01/57P02: the
 		// session was ended by a shutdown or a crash of another backend.
+		if code == "08P01" && pgbouncerRefusal(err.Error()) {
+			return false
+		}
 		return strings.HasPrefix(code, "08") || code == "57P03" || code == "53300" || code == "57P01" || code == "57P02"
 	}
 	if loginReadFailed(err) {
@@ -56,6 +59,28 @@ func Unreachable(err error) bool {
 		// started); 40613, 40197, 40501: the database is not available,
 		// being reconfigured, or busy (Azure SQL's transient errors).
 		case 18401, 40613, 40197, 40501:
+			return true
+		}
+	}
+	return false
+}
+
+// pgbouncerRefusals are PgBouncer's words for refusing a login of this
+// node's settings, which it answers with SQLSTATE 08P01 (a protocol
+// violation, class 08 "connection exception"), as it does the failures of
+// its own way to the server, which waiting mends ("pgbouncer cannot
+// connect to server").
+var pgbouncerRefusals = []string{
+	"password authentication failed",
+	"SASL authentication failed",
+	"no such user",
+	"no such database",
+	"unsupported startup parameter",
+}
+
+func pgbouncerRefusal(text string) bool {
+	for _, r := range pgbouncerRefusals {
+		if strings.Contains(text, r) {
 			return true
 		}
 	}

@@ -18,6 +18,13 @@ type sqlState string
 func (s sqlState) Error() string    { return "server error " + string(s) }
 func (s sqlState) SQLState() string { return string(s) }
 
+// pgbouncerError is an error with a SQLSTATE and PgBouncer's words, as
+// pgconn.PgError is of PgBouncer's refusals: it answers them all 08P01.
+type pgbouncerError string
+
+func (e pgbouncerError) Error() string    { return "FATAL: " + string(e) + " (SQLSTATE 08P01)" }
+func (e pgbouncerError) SQLState() string { return "08P01" }
+
 // sqlNumber is an error with a SQL Server error number, as mssql.Error is.
 type sqlNumber int32
 
@@ -47,6 +54,15 @@ func TestUnreachableTellsTheWayFromTheSettings(t *testing.T) {
 		{"SQL Server closing the session during login", wrap(fmt.Errorf("login error: %s", &net.OpError{Op: "Read", Err: io.EOF})), true},
 		{"SQL Server resetting the session during login", wrap(fmt.Errorf("login error: %s", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET})), true},
 
+		{"PgBouncer unable to reach the server (08P01)", wrap(pgbouncerError("pgbouncer cannot connect to server")), true},
+
+		// PgBouncer refuses a login with 08P01, a connection exception,
+		// where PostgreSQL says 28P01: a node behind it with a wrong
+		// password waited at start for ever, "cannot reach the database".
+		{"a wrong password, said by PgBouncer (08P01)", wrap(pgbouncerError("password authentication failed")), false},
+		{"a user PgBouncer does not know (08P01)", wrap(pgbouncerError("no such user: mf")), false},
+		{"a database PgBouncer does not know (08P01)", wrap(pgbouncerError("no such database: mf")), false},
+		{"a startup parameter PgBouncer refuses (08P01)", wrap(pgbouncerError("unsupported startup parameter: search_path")), false},
 		{"a name that does not exist", wrap(&net.DNSError{Name: "db.example", IsNotFound: true}), false},
 		{"a TLS handshake refused", wrap(&net.OpError{Op: "remote error", Err: tls.AlertError(40)}), false},
 		{"a wrong password (28P01)", wrap(sqlState("28P01")), false},
