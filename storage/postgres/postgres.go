@@ -171,8 +171,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	// lock_timeout and idle_session_timeout are 0 whatever mf's role has:
 	// every store call has its own deadline, a fence waits for the table
 	// locks of maintenance by design, and the resignation listener sits
-	// idle on its session.
-	settings := map[string]string{"lock_timeout": "0", "idle_session_timeout": "0"}
+	// idle on its session. mf's statements are written for read committed
+	// (the fence's lock on the lease row, each claim's own): a role's
+	// serializable made concurrent writes fail (40001), AE to senders.
+	settings := map[string]string{"lock_timeout": "0", "idle_session_timeout": "0", "default_transaction_isolation": "read committed"}
 	if o.IdleInTransactionTimeout > 0 {
 		// That timeout does not run for a session the server is reading a
 		// pipelined batch from (the fence and its writes, one Sync at the
