@@ -26,6 +26,10 @@ var hints = map[string]string{
 	// prepared statements of one connection met on another's session.
 	"26000": sharedSessionsHint,
 	"42P05": sharedSessionsHint,
+	// query_canceled: mf sets no statement_timeout of its own (its calls'
+	// deadlines end them through the client, and are told as such), so it
+	// is one in the store url, or an operator's cancel.
+	"57014": "the database cancelled the statement: by a statement_timeout that [store] url sets (mf's store calls have deadlines of their own: remove it from the url), or by an operator (pg_cancel_backend)",
 	// invalid_password, invalid_authorization_specification
 	"28P01": "the database refused mf's login: check [store] url's user and MF_STORE_PASSWORD",
 	"28000": "the database refused mf's login: check [store] url's user, that the role exists and may log in (LOGIN), and pg_hba.conf",

@@ -69,6 +69,27 @@ func TestStoreErrorsSayWhatToDo(t *testing.T) {
 			t.Errorf("ping of a writable database: %v", err)
 		}
 	})
+	t.Run("a statement_timeout in the url", func(t *testing.T) {
+		u, _ := url.Parse(schemaURL)
+		q := u.Query()
+		q.Set("statement_timeout", "100") // ms: the url's own is kept
+		u.RawQuery = q.Encode()
+		s := open(u.String())
+		// An election waits for the lease row, held by an operator's
+		// session, past the url's statement_timeout.
+		tx, err := owner.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // only held
+		if _, err := tx.Exec(ctx, "SELECT 1 FROM mf_leader_lease FOR UPDATE"); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = s.LeaseAttemptElect(ctx, storage.LeaseAttemptElectParams{Owner: "n", TTL: time.Second})
+		if err == nil || !strings.Contains(err.Error(), "57014") || !strings.Contains(err.Error(), "remove it") {
+			t.Errorf("election cut short by the url's statement_timeout: %v; want SQLSTATE 57014 and an error that says to remove it", err)
+		}
+	})
 	t.Run("no rights", func(t *testing.T) {
 		s := open(newRole(t, ctx, schemaURL))
 		if err := ingest(s); err == nil || !strings.Contains(err.Error(), "GRANT") {
