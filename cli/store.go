@@ -269,7 +269,9 @@ const storeRetryPause = time.Second
 
 // reachStore runs fn, one of the first calls mf run makes to its database
 // (what names it), again every storeRetryPause for as long as it fails
-// because the database cannot be reached (storage.Unreachable), logging
+// because the database cannot be reached (storage.Unreachable), or every
+// host of a PostgreSQL url asking for a writable one is read-only
+// (postgres.NoWritableHost: a failover under way), logging
 // when the wait starts, once a minute while it lasts and when it ends. It
 // returns fn's last error, nil included, or the error it had when ctx
 // ended. A node waiting here holds nothing: no lease, no port, no row.
@@ -278,7 +280,7 @@ func reachStore(ctx context.Context, log zerolog.Logger, what string, fn func(co
 	var waiting storage.Outage
 	for {
 		err := fn(ctx)
-		if err == nil || !storage.Unreachable(err) || ctx.Err() != nil {
+		if err == nil || !(storage.Unreachable(err) || postgres.NoWritableHost(err)) || ctx.Err() != nil {
 			if n := waiting.Over(); err == nil && n > 0 {
 				log.Info().Str("step", what).Int("failures", n).Dur("waited", time.Since(began).Round(time.Millisecond)).
 					Msg("reached the database; starting")

@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/url"
@@ -18,11 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/storage/postgres"
-	"github.com/messagefoundry/mf/storage/postgres/pgtest"
 )
 
 // PgBouncer in front of the database. In session mode (each client
@@ -72,42 +67,6 @@ func TestClusterBehindPgBouncer(t *testing.T) {
 			t.Fatalf("exit code %d; want 1, with a line that says to set pool_mode = session:\n%s", code, e.logs.String())
 		}
 	})
-}
-
-// scratchDatabase creates a database of its own on the test server (a
-// pooler passes no search_path, so a schema of a shared database will not
-// do) and drops it when t ends. It returns its URL.
-func scratchDatabase(t *testing.T) string {
-	t.Helper()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	name := "mf_pgb_" + hex.EncodeToString(b[:])
-	do := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, pgtest.BaseURL())
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := do("CREATE DATABASE " + name); err != nil {
-		pgtest.NewSchema(t) // skips, or fails under CI, when the server is away
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		if err := do("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
-			t.Logf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(pgtest.BaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
 }
 
 // viaPgBouncer starts a PgBouncer in pool mode mode in front of the

@@ -91,3 +91,12 @@ func (s *Store) SessionLimits(ctx context.Context) (string, error) {
 	}
 	return fmt.Sprintf("%s is below the %d sessions this node opens (pool_size %d, the lease's and the resignation listener's)", strings.Join(below, " and "), need, pool), nil
 }
+
+// NoWritableHost reports a connection that the store url's
+// target_session_attrs (read-write, primary) turned down because every
+// host it names is read-only or a standby: a database failing over, whose
+// new primary is not promoted yet. Waiting mends it, as it does a database
+// that does not answer.
+func NoWritableHost(err error) bool {
+	return errors.Is(err, pgconn.ErrReadOnlyConnection) || errors.Is(err, pgconn.ErrStandbyConnection)
+}
