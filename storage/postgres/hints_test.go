@@ -101,6 +101,11 @@ func TestStoreErrorsSayWhatToDo(t *testing.T) {
 		if err := ingest(s); err == nil || !strings.Contains(err.Error(), "pool_size") {
 			t.Errorf("ingest by a role out of sessions: %v; want an error that names pool_size", err)
 		}
+		// mf run's first call, which it retries while the database
+		// refuses sessions, saying so once a minute.
+		if err := s.OwnSessions(ctx); err == nil || !strings.Contains(err.Error(), "pool_size") {
+			t.Errorf("the sessions check by a role out of sessions: %v; want an error that names pool_size", err)
+		}
 	})
 }
 

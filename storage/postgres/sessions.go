@@ -30,12 +30,12 @@ func (s *Store) OwnSessions(ctx context.Context) error {
 	cfg := s.pool.Config().ConnConfig
 	a, err := pgx.ConnectConfig(ctx, cfg.Copy())
 	if err != nil {
-		return fmt.Errorf("postgres: connect to check the sessions: %w", err)
+		return fmt.Errorf("postgres: connect to check the sessions: %w", explain(err))
 	}
 	defer a.Close(context.WithoutCancel(ctx))
 	b, err := pgx.ConnectConfig(ctx, cfg.Copy())
 	if err != nil {
-		return fmt.Errorf("postgres: connect to check the sessions: %w", err)
+		return fmt.Errorf("postgres: connect to check the sessions: %w", explain(err))
 	}
 	defer b.Close(context.WithoutCancel(ctx))
 	// The simple protocol: a pooler in transaction mode breaks prepared
