@@ -457,6 +457,9 @@ to = ["lab"]
 	if got := w.p.query(t, `mf_lanes_blocked`); !maps.Equal(got, map[string]string{instance(n0)["instance"]: "2", instance(n1)["instance"]: "2"}) {
 		t.Fatalf("mf_lanes_blocked by instance is %v; want 2 (P1, P2) on both nodes", got)
 	}
+	if got := w.p.query(t, `mf_queue_oldest_age_seconds{destination="lab"} > 0`); len(got) != 2 {
+		t.Fatalf("mf_queue_oldest_age_seconds{destination=\"lab\"} > 0 by instance is %v; want the waiting rows' age on both nodes", got)
+	}
 	// The primary's count has the 3 messages, the one not HL7 and
 	// waitForPrimary's probes; the standby received none.
 	if got := w.p.query(t, `mf_messages_received_total{inbound="adt_in"} >= 4`); len(got) != 1 || got[instance(n0)["instance"]] == "" {
@@ -491,7 +494,7 @@ to = ["lab"]
 	w.waitResolved("MfMessagesRejected", within)
 	var gauges map[string]string
 	waitFor(t, "the queue gauges back to 0 on both nodes", within, func() bool {
-		gauges = w.p.query(t, `sum by (instance) (mf_queue_depth) + on (instance) mf_lanes_blocked`)
+		gauges = w.p.query(t, `sum by (instance) (mf_queue_depth) + on (instance) mf_lanes_blocked + on (instance) sum by (instance) (mf_queue_oldest_age_seconds)`)
 		return maps.Equal(gauges, map[string]string{instance(n0)["instance"]: "0", instance(n1)["instance"]: "0"})
 	})
 

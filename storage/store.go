@@ -816,6 +816,9 @@ type QueueStat struct {
 	// Held counts those held for an operator: each is the head of a
 	// blocked lane (LaneSummary.Blocked).
 	Held int64
+	// OldestAge is how long the oldest of them has been queued, on the
+	// database's clock (zero for dead rows): an operator alerts on it.
+	OldestAge time.Duration
 }
 
 // Secret limits, the same in every dialect: SQL Server keeps a name in an

@@ -1084,7 +1084,9 @@ func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.QueueStat, error) {
 		var st storage.QueueStat
-		err := r.Scan(&st.Destination, &st.Status, &st.Count, &st.Held)
+		var oldest float64
+		err := r.Scan(&st.Destination, &st.Status, &st.Count, &st.Held, &oldest)
+		st.OldestAge = time.Duration(oldest * float64(time.Second))
 		return st, err
 	})
 	if err != nil {

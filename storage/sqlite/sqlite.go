@@ -1329,9 +1329,11 @@ func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
 	out := []storage.QueueStat{}
 	for rows.Next() {
 		var st storage.QueueStat
-		if err := rows.Scan(&st.Destination, &st.Status, &st.Count, &st.Held); err != nil {
+		var oldestMS int64
+		if err := rows.Scan(&st.Destination, &st.Status, &st.Count, &st.Held, &oldestMS); err != nil {
 			return nil, s.wrap("queue stats", err)
 		}
+		st.OldestAge = time.Duration(oldestMS) * time.Millisecond
 		out = append(out, st)
 	}
 	if err := rows.Err(); err != nil {

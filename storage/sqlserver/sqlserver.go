@@ -1023,9 +1023,11 @@ func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
 		defer rows.Close()
 		for rows.Next() {
 			var st storage.QueueStat
-			if err := rows.Scan(&st.Destination, &st.Status, &st.Count, &st.Held); err != nil {
+			var oldestUS int64
+			if err := rows.Scan(&st.Destination, &st.Status, &st.Count, &st.Held, &oldestUS); err != nil {
 				return err
 			}
+			st.OldestAge = time.Duration(oldestUS) * time.Microsecond
 			out = append(out, st)
 		}
 		return rows.Err()

@@ -223,6 +223,9 @@ func (h *harness) snapshot(msgIDs []int64) snapshot {
 	if s.Stats, err = h.s.QueueStats(h.ctx); err != nil {
 		h.t.Fatalf("stats: %v", err)
 	}
+	for i := range s.Stats {
+		s.Stats[i].OldestAge = 0 // as HeadAge
+	}
 	return s
 }
 

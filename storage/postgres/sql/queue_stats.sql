@@ -4,12 +4,15 @@
 -- the three statuses is implied by neither index's predicate, and was a
 -- scan of the whole table at every scrape (TestQueueStatsReadsNoDoneRows).
 -- held: the blocked lanes (a held row is always its lane's head).
-SELECT destination, status, count(*), count(*) FILTER (WHERE held)
-  FROM (SELECT destination, status, held
+-- The last column is the age of the oldest unfinished row, in seconds on the
+-- database's clock (0 for dead rows): read from the rows already visited.
+SELECT destination, status, count(*), count(*) FILTER (WHERE held),
+       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at))::float8, 0)
+  FROM (SELECT destination, status, held, created_at
           FROM mf_queue
          WHERE status IN ('pending', 'inflight')
         UNION ALL
-        SELECT destination, status, held
+        SELECT destination, status, held, NULL
           FROM mf_queue
          WHERE status = 'dead') AS q
  GROUP BY destination, status

@@ -3,12 +3,15 @@
 -- the partial indexes mf_queue_lane_head and mf_queue_dead (SQLite would
 -- otherwise scan the whole table for the three-status IN list).
 -- held: the blocked lanes (a held row is always its lane's head).
-SELECT destination, status, count(*), sum(held)
-  FROM (SELECT destination, status, held
+-- The last column is the age of the oldest unfinished row, in milliseconds
+-- on the database's clock (0 for dead rows).
+SELECT destination, status, count(*), sum(held),
+       coalesce(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) - min(created_at), 0)
+  FROM (SELECT destination, status, held, created_at
           FROM mf_queue
          WHERE status IN ('pending', 'inflight')
         UNION ALL
-        SELECT destination, 'dead' AS status, held
+        SELECT destination, 'dead' AS status, held, NULL AS created_at
           FROM mf_queue
          WHERE status = 'dead')
  GROUP BY destination, status
