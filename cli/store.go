@@ -103,11 +103,8 @@ func backupCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			switch cfg.Store.Backend {
-			case config.BackendPostgres:
-				return fmt.Errorf("backup: store.backend is postgres: mf backup copies a SQLite store only; back up a PostgreSQL store with pg_dump (README, Backing up and restoring the store)")
-			case config.BackendSQLServer:
-				return fmt.Errorf("backup: store.backend is sqlserver: mf backup copies a SQLite store only; back up a SQL Server store with the server's BACKUP DATABASE")
+			if err := sqliteOnly(cfg, "backup", "back up a PostgreSQL store with pg_dump", "back up a SQL Server store with the server's BACKUP DATABASE"); err != nil {
+				return err
 			}
 			to := c.String("to")
 			if to == "" {
@@ -151,11 +148,8 @@ func restoreCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			switch cfg.Store.Backend {
-			case config.BackendPostgres:
-				return fmt.Errorf("restore: store.backend is postgres: mf restore restores a SQLite store only; restore a PostgreSQL dump with pg_restore into a new database (README, Backing up and restoring the store)")
-			case config.BackendSQLServer:
-				return fmt.Errorf("restore: store.backend is sqlserver: mf restore restores a SQLite store only; use the server's RESTORE DATABASE")
+			if err := sqliteOnly(cfg, "restore", "restore a PostgreSQL dump with pg_restore into a new database", "use the server's RESTORE DATABASE"); err != nil {
+				return err
 			}
 			from := c.String("from")
 			if from == "" {
@@ -175,6 +169,17 @@ func restoreCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// sqliteOnly refuses mf backup and mf restore (cmd) on a database server's
+// store, saying what to use there instead: the server's own tools, which
+// know its other sessions and files.
+func sqliteOnly(cfg *config.Config, cmd, postgres, sqlserver string) error {
+	instead := map[string]string{config.BackendPostgres: postgres, config.BackendSQLServer: sqlserver}[cfg.Store.Backend]
+	if instead == "" {
+		return nil
+	}
+	return fmt.Errorf("%s: store.backend is %s: mf %s works on a SQLite store only; %s (README, Backing up and restoring the store)", cmd, cfg.Store.Backend, cmd, instead)
 }
 
 // configName names cfg's file for a message in parentheses, "config

@@ -564,8 +564,7 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 // restart with another file): no lane delivers them, and nothing else would
 // say so. Lane names carry lane keys (PHI): only counts are logged.
 func (m *Manager) orphans(ls []storage.LaneSummary) {
-	type count struct{ lanes, rows int64 }
-	var found map[string]*count
+	var found laneCounts
 	for _, l := range ls {
 		// m.dests (the usual case, a map lookup) lacks a configured
 		// destination whose sender could not be set up, which start
@@ -574,22 +573,31 @@ func (m *Manager) orphans(ls []storage.LaneSummary) {
 			slices.ContainsFunc(m.env.Config.Outbound, func(o config.Outbound) bool { return o.Name == l.Destination }) {
 			continue
 		}
-		if found == nil {
-			found = map[string]*count{}
-		}
-		c := found[l.Destination]
-		if c == nil {
-			c = &count{}
-			found[l.Destination] = c
-		}
-		c.lanes++
-		c.rows += l.Depth
+		found.add(l)
 	}
 	for dest, c := range found {
 		m.unconfigured[dest] = true
 		m.env.Log.Warn().Str("destination", dest).Int64("lanes", c.lanes).Int64("rows", c.rows).
 			Msg("unfinished queue rows of a destination that is not in this node's config: no lane delivers them; put the [[outbound]] back (and reload) to deliver them, or skip each (POST /queue/{id}/skip, GET /lanes lists them)")
 	}
+}
+
+// laneCounts counts lanes and their unfinished rows by destination, for a
+// report that must not name the lanes (their keys are PHI).
+type laneCounts map[string]*struct{ lanes, rows int64 }
+
+// add counts l, making the map on first use.
+func (c *laneCounts) add(l storage.LaneSummary) {
+	if *c == nil {
+		*c = laneCounts{}
+	}
+	n := (*c)[l.Destination]
+	if n == nil {
+		n = &struct{ lanes, rows int64 }{}
+		(*c)[l.Destination] = n
+	}
+	n.lanes++
+	n.rows += l.Depth
 }
 
 // misplaced reports, once per destination, unfinished rows in lanes that
@@ -604,8 +612,7 @@ func (m *Manager) orphans(ls []storage.LaneSummary) {
 func (m *Manager) misplaced(ls []storage.LaneSummary) {
 	type forms struct{ bare, keyed bool }
 	var made map[string]forms
-	type count struct{ lanes, rows int64 }
-	var found map[string]*count
+	var found laneCounts
 	for _, l := range ls {
 		if _, running := m.dests[l.Destination]; !running || m.resplit[l.Destination] {
 			continue
@@ -628,16 +635,7 @@ func (m *Manager) misplaced(ls []storage.LaneSummary) {
 		if bare && f.bare || !bare && f.keyed {
 			continue
 		}
-		if found == nil {
-			found = map[string]*count{}
-		}
-		c := found[l.Destination]
-		if c == nil {
-			c = &count{}
-			found[l.Destination] = c
-		}
-		c.lanes++
-		c.rows += l.Depth
+		found.add(l)
 	}
 	for dest, c := range found {
 		m.resplit[dest] = true
