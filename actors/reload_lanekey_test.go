@@ -277,3 +277,68 @@ func TestAReloadThatChangesALaneKeyIsNotRefusedForRowsInFlight(t *testing.T) {
 		t.Fatalf("the destination had got %q when the reloaded graph started; want FIRST,SECOND", got)
 	}
 }
+
+// hangingLanes is a store whose QueueLanes, once hang is set, answers only
+// when its context ends: a database that stopped answering. hung counts
+// the calls with a deadline (root's: the lanes' own have none) it holds.
+type hangingLanes struct {
+	storage.Store
+	hang atomic.Bool
+	hung atomic.Int32
+}
+
+func (s *hangingLanes) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
+	if s.hang.Load() {
+		if _, ok := ctx.Deadline(); ok {
+			s.hung.Add(1)
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.Store.QueueLanes(ctx)
+}
+
+// A leader that loses its term while a reload that changes a lane_key
+// waits for the destination's rows (the database no longer answering, as
+// when the lease is lost for it) stops leading at once: root must not sit
+// in a look at the queue that no longer matters, saying it leads
+// (/cluster/status, mf_is_leader) and holding the loss in its mailbox
+// while a standby may already be elected (leadership/doc.go).
+func TestALeaseLostWhileAReloadDrainsEndsTheDrainAtOnce(t *testing.T) {
+	dest := startFlakyDestination(t)
+	dest.down.Store(false)
+	dest.delay.Store(int64(3 * time.Second))
+	listen := enginetest.FreeAddr(t)
+	next := laneKeyed(t, listen, dest.addr, "PID-3.1")
+	var st *hangingLanes
+	e := startScripted(t, laneKeyed(t, listen, dest.addr, ""), func(o *actors.Options) {
+		o.Reload = func() (*config.Config, error) { return next, nil }
+		st = &hangingLanes{Store: o.Store}
+		o.Store = st
+	})
+	l, elected, err := st.LeaseAttemptElect(context.Background(), storage.LeaseAttemptElectParams{Owner: "n1", TTL: time.Hour})
+	if err != nil || !elected {
+		t.Fatalf("elect: %v, %v", elected, err)
+	}
+	fence := storage.Fence{Owner: "n1", Term: l.Term}
+	ended := make(chan struct{})
+	e.tell(leadership.Changed{Leader: true, Fence: fence, Ended: ended, Reason: "elected"})
+	enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(listen) })
+	cl := enginetest.Dial(t, listen)
+	if ack := cl.Send(enginetest.ADT("FIRST", "P1")); ack.Code != "AA" {
+		t.Fatalf("FIRST answered %s; want AA", ack.Code)
+	}
+	e.tell(leadership.ConfigChanged{Version: 2})
+	enginetest.WaitFor(t, "the reload to drain", 10*time.Second, func() bool {
+		return strings.Contains(e.logs.String(), "closing the inbounds until their queued rows are delivered")
+	})
+	st.hang.Store(true)
+	enginetest.WaitFor(t, "the drain's look at the queue to hang", 5*time.Second, func() bool { return st.hung.Load() > 0 })
+	close(ended)
+	lost := time.Now()
+	e.tell(leadership.Changed{Leader: false, Fence: fence, Reason: "renew-lost"})
+	enginetest.WaitFor(t, "the node to stop leading", 20*time.Second, func() bool { return !e.eng.Status().Leader })
+	if took := time.Since(lost); took > 3*time.Second {
+		t.Fatalf("the node said it led for %v after its term ended during a reload's drain; want at once", took.Round(100*time.Millisecond))
+	}
+}

@@ -506,8 +506,10 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	previous, previousRouter := r.opts.Config, r.router
 	// A destination split into lanes by another lane_key: see refuseResplit.
 	resplit := lanes.Resplit(previous, cfg)
-	if r.spec != nil && len(resplit) > 0 {
-		if r.refuseResplit(log, version, resplit, false) {
+	// A term already ended (its loss still in the mailbox): the node is a
+	// standby now, and a standby applies the file.
+	if r.spec != nil && len(resplit) > 0 && !closed(r.spec.ended) {
+		if r.refuseResplit(log, version, r.spec.ended, resplit, false) {
 			return
 		}
 		r.drainResplit(ctx, log, resplit)
@@ -537,7 +539,7 @@ func (r *root) reload(ctx actor.Context, version int64) {
 			// reload. Started, the graph would open its ports again for a
 			// moment, and the stop would drain it a second time.
 			log.Info().Msg("the node is stopping: not starting the reloaded graph")
-		case len(resplit) > 0 && r.refuseResplit(log, version, resplit, true):
+		case len(resplit) > 0 && r.refuseResplit(log, version, ended, resplit, true):
 			// Rows of such a destination were left queued after all (the
 			// drain timed out): the graph starts again on the config in
 			// force, under which they were stored.
@@ -579,9 +581,14 @@ type queued struct {
 	failing int64
 }
 
-// queuedIn reads the unfinished rows of each of dests that has any.
-func (r *root) queuedIn(dests []string) (map[string]queued, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// queuedIn reads the unfinished rows of each of dests that has any. The
+// end of the term (ended closed) ends the read at once: root reads no
+// message meanwhile, and a database that stops answering is what often
+// ends a term.
+func (r *root) queuedIn(ended <-chan struct{}, dests []string) (map[string]queued, error) {
+	term, stop := termContext(ended)
+	defer stop()
+	ctx, cancel := context.WithTimeout(term, 10*time.Second)
 	defer cancel()
 	ls, err := r.opts.Store.QueueLanes(ctx)
 	if err != nil {
@@ -610,8 +617,8 @@ func (r *root) queuedIn(dests []string) (map[string]queued, error) {
 // do. Why a change of lane_key needs an empty queue is said in
 // lanes/doc.go. Only a leader looks: a standby runs no lanes, and applies
 // the file.
-func (r *root) refuseResplit(log zerolog.Logger, version int64, dests []string, stopped bool) bool {
-	found, err := r.queuedIn(dests)
+func (r *root) refuseResplit(log zerolog.Logger, version int64, ended <-chan struct{}, dests []string, stopped bool) bool {
+	found, err := r.queuedIn(ended, dests)
 	if err != nil {
 		storage.CountError(context.Background(), "queue_lanes", err)
 		log.Error().Err(err).Strs("destinations", dests).Msg("config reload failed: it changes the lane_key of these destinations, and whether they have rows queued could not be read; this node keeps running its current config (check the database, then run mf reload again)")
@@ -646,7 +653,7 @@ func (r *root) drainResplit(ctx actor.Context, log zerolog.Logger, dests []strin
 	}
 	deadline := time.Now().Add(r.opts.DrainTimeout)
 	for {
-		found, err := r.queuedIn(dests)
+		found, err := r.queuedIn(r.spec.ended, dests)
 		failing := false
 		for _, q := range found {
 			failing = failing || q.failing > 0
