@@ -26,22 +26,31 @@ type Outage struct {
 	reported bool
 }
 
+// outageQuiet is how long calls must have worked for a failure to start an
+// outage of its own, logged at once: failures closer together than that,
+// with successes between, are calls that fail and work in turn.
+const outageQuiet = 10 * time.Second
+
 // Failed records a failure at now. It reports whether to log it, and the
 // failures counted so far. A failure is logged unless one was less than
 // OutageRepeat ago, including one of an outage that has since ended: a
 // call that fails and works in turn (a pool whose new sessions the
 // database refuses while its open ones work) logs once a minute, not at
-// every turn. Failures not logged are counted in the next line.
+// every turn. A failure after calls worked for outageQuiet starts an
+// outage of its own and is logged all the same: counted only, a database
+// away for less than OutageRepeat soon after the last line left no line
+// at all. Failures not logged are counted in the next line.
 func (o *Outage) Failed(now time.Time) (log bool, failures int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	quiet := !o.failing.Load() && now.Sub(o.last) >= outageQuiet
 	if !o.failing.Load() && now.Sub(o.last) >= OutageRepeat {
 		o.n = 0 // a new outage, long after the last failure
 	}
 	o.failing.Store(true)
 	o.n++
 	o.last = now
-	if now.Sub(o.logged) < OutageRepeat {
+	if now.Sub(o.logged) < OutageRepeat && !quiet {
 		return false, o.n
 	}
 	o.logged, o.reported = now, true

@@ -67,3 +67,30 @@ func TestOutageThatFlapsIsLoggedOnceAMinute(t *testing.T) {
 		t.Fatalf("the first failure long after the last line: log %v, failures %d; want logged, 1", log, n)
 	}
 }
+
+// An outage of its own, after calls that worked for a while, is logged
+// when it starts even within OutageRepeat of the last line: counted only,
+// a database away for 25 s half a minute after a brief failure left no
+// line at all (its end was not logged either), while every message was
+// answered AE. Only a failure that follows the last one closely (calls
+// failing and working in turn) waits for OutageRepeat.
+func TestAnOutageAfterAQuietSpellIsLogged(t *testing.T) {
+	var o Outage
+	t0 := time.Unix(1000, 0)
+	if log, _ := o.Failed(t0); !log {
+		t.Fatal("the first failure was not logged")
+	}
+	if n := o.Over(); n != 1 {
+		t.Fatalf("its end reports %d failures; want 1", n)
+	}
+	var lines []int
+	for i := range 25 { // 30 s later, an outage of 25 s, a failure a second
+		if log, n := o.Failed(t0.Add(30*time.Second + time.Duration(i)*time.Second)); log {
+			lines = append(lines, n)
+		}
+	}
+	ended := o.Over()
+	if len(lines) == 0 || lines[0] != 1 || ended != 25 {
+		t.Fatalf("an outage of 25 failures, 30 s after the last one ended: logged at failures %v, its end reports %d; want logged at its first failure [1] and its end reporting 25", lines, ended)
+	}
+}
