@@ -372,14 +372,16 @@ var errReplaced = errors.New("the file was replaced")
 // at the largest int64: it overflowed to a negative limit, which reads
 // nothing (config bounds max_file_bytes well below it).
 func readAtMost(path string, limit int64, want fs.FileInfo) ([]byte, error) {
-	r, err := os.Open(path)
+	r, err := openListed(path)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
 	if got, err := r.Stat(); err != nil {
 		return nil, err
-	} else if !os.SameFile(got, want) {
+	} else if !got.Mode().IsRegular() || !os.SameFile(got, want) {
+		// Regular too: a file made in the place of one removed may have
+		// its inode number, which is all SameFile compares.
 		return nil, errReplaced
 	}
 	if limit < math.MaxInt64 {
