@@ -59,13 +59,14 @@ func readOnly(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "25006"
 }
 
-// sessionsPerNode is what a node opens besides its pool: the lease's
-// session and the resignation listener's.
+// sessionsPerNode is what a clustered node opens besides its pool: the
+// lease's session and the resignation listener's. A single node opens its
+// pool alone.
 const sessionsPerNode = 2
 
 // SessionLimits says which limit on sessions (a CONNECTION LIMIT of mf's
 // role or database, or the server's max_connections) is below what this
-// node opens, pool_size + 2, or "" for none. Above it, the pool's new
+// node opens, pool_size (+ 2 on a clustered node), or "" for none. Above it, the pool's new
 // sessions are refused under load (SQLSTATE 53300): messages answered AE,
 // lanes retrying. Each node opens as many, which one node cannot count.
 func (s *Store) SessionLimits(ctx context.Context) (string, error) {
@@ -75,7 +76,11 @@ func (s *Store) SessionLimits(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("postgres: read the limits on sessions: %w", err)
 	}
 	pool := int(s.pool.Config().MaxConns)
-	need := pool + sessionsPerNode
+	need, opens := pool, fmt.Sprintf("pool_size %d", pool)
+	if s.clustered {
+		need += sessionsPerNode
+		opens += ", the lease's and the resignation listener's"
+	}
 	var below []string
 	if role >= 0 && role < need {
 		below = append(below, fmt.Sprintf("the CONNECTION LIMIT %d of role %s", role, roleName))
@@ -89,7 +94,7 @@ func (s *Store) SessionLimits(ctx context.Context) (string, error) {
 	if len(below) == 0 {
 		return "", nil
 	}
-	return fmt.Sprintf("%s is below the %d sessions this node opens (pool_size %d, the lease's and the resignation listener's)", strings.Join(below, " and "), need, pool), nil
+	return fmt.Sprintf("%s is below the %d sessions this node opens (%s)", strings.Join(below, " and "), need, opens), nil
 }
 
 // NoWritableHost reports a connection that the store url's

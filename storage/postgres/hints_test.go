@@ -119,16 +119,25 @@ func TestSessionLimitsFindsALimitBelowWhatANodeOpens(t *testing.T) {
 	defer cancel()
 	schemaURL := pgtest.NewSchema(t)
 	for _, c := range []struct {
-		name     string
-		settings []string
-		want     string
+		name      string
+		settings  []string
+		clustered bool
+		want      string
 	}{
-		{"none", nil, ""},
-		{"the role's", []string{"ALTER ROLE %ROLE CONNECTION LIMIT 4"}, "CONNECTION LIMIT 4 of role"},
-		{"the role's, enough", []string{"ALTER ROLE %ROLE CONNECTION LIMIT 40"}, ""},
+		{"none", nil, true, ""},
+		{"the role's", []string{"ALTER ROLE %ROLE CONNECTION LIMIT 4"}, false, "CONNECTION LIMIT 4 of role"},
+		{"the role's, enough", []string{"ALTER ROLE %ROLE CONNECTION LIMIT 40"}, true, ""},
+		// Only a clustered node opens the lease's session and the
+		// resignation listener's: a single node opens its pool alone.
+		{"the role's, a clustered node", []string{"ALTER ROLE %ROLE CONNECTION LIMIT 5"}, true, "CONNECTION LIMIT 5 of role"},
+		{"the role's, enough for a single node", []string{"ALTER ROLE %ROLE CONNECTION LIMIT 5"}, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := postgres.Open(ctx, postgres.Options{URL: newRole(t, ctx, schemaURL, c.settings...), PoolSize: 5})
+			o := postgres.Options{URL: newRole(t, ctx, schemaURL, c.settings...), PoolSize: 5}
+			if c.clustered {
+				o.IdleInTransactionTimeout = 20 * time.Second // as mf run sets it on a clustered node
+			}
+			s, err := postgres.Open(ctx, o)
 			if err != nil {
 				t.Fatal(err)
 			}

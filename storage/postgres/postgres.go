@@ -70,6 +70,10 @@ type Store struct {
 	lease *pgxpool.Pool
 	lanes *laneBatcher   // the lanes' writes (lanebatch.go)
 	log   zerolog.Logger // what Migrate says of its retries
+	// clustered is set for a clustered node's store (its sessions carry
+	// the fence timeout): only such a node opens lease and its resignation
+	// listener's session besides pool (SessionLimits).
+	clustered bool
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -236,7 +240,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open the lease's connection to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
-	s := &Store{pool: pool, lease: lease, log: o.Log}
+	s := &Store{pool: pool, lease: lease, log: o.Log, clustered: o.IdleInTransactionTimeout > 0}
 	s.lanes = newLaneBatchers(s)
 	return s, nil
 }
