@@ -71,14 +71,39 @@ func (s *Store) Backup(ctx context.Context, dest string) (BackupSummary, error) 
 	if err := syncFile(tmp); err != nil {
 		return BackupSummary{}, fmt.Errorf("sqlite: backup: syncing %s: %w", tmp, err)
 	}
-	if err := os.Rename(tmp, dest); err != nil {
-		return BackupSummary{}, fmt.Errorf("sqlite: backup: %w", err)
+	if err := placeNew(tmp, dest); err != nil {
+		return BackupSummary{}, err
 	}
 	done = true
 	if err := syncDir(filepath.Dir(dest)); err != nil {
 		return BackupSummary{}, fmt.Errorf("sqlite: backup: syncing the directory of %s: %w", dest, err)
 	}
 	return sum, nil
+}
+
+// placeNew gives the file tmp the name dest, which must not exist, and
+// removes the name tmp. A rename replaces a file dest that came meanwhile
+// (another backup to the same name, its copy done first); a hard link
+// does not. A file system without hard links (FAT, some network shares)
+// has the rename, dest looked for just before.
+func placeNew(tmp, dest string) error {
+	err := os.Link(tmp, dest)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("sqlite: backup: %s already exists (made while this backup ran): mf leaves it as it is; name a new file", dest)
+	}
+	if err != nil {
+		if _, err := os.Lstat(dest); err == nil {
+			return fmt.Errorf("sqlite: backup: %s already exists (made while this backup ran): mf leaves it as it is; name a new file", dest)
+		}
+		if err := os.Rename(tmp, dest); err != nil {
+			return fmt.Errorf("sqlite: backup: %w", err)
+		}
+		return nil
+	}
+	if err := os.Remove(tmp); err != nil {
+		return fmt.Errorf("sqlite: backup: the copy is in %s, but its temporary name %s could not be removed: %w", dest, tmp, err)
+	}
+	return nil
 }
 
 // readBackup checks the copy at path (SQLite's quick_check) and reads what

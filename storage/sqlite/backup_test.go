@@ -119,3 +119,44 @@ func TestRestoreKeepsAnEarlierRestoresFilesSetAside(t *testing.T) {
 		t.Errorf("the store the first restore set aside holds %d messages (%v); want its 1", n, err)
 	}
 }
+
+// Two backups to one new file at once (a scheduled one and an operator's,
+// named by the minute as the README's example names them): one writes the
+// file, the other is refused. Both were told they had written it, the
+// second having replaced the first's file, while mf backup "never
+// overwrites a file".
+func TestBackupsToOneFileAtOnceWriteItOnce(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dest := filepath.Join(dir, "backup.db")
+	const n = 4
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := st.Backup(ctx, dest)
+			errs <- err
+		}()
+	}
+	var written []string
+	var refused int
+	for range n {
+		if err := <-errs; err == nil {
+			written = append(written, "ok")
+		} else if strings.Contains(err.Error(), "already exists") {
+			refused++
+		} else {
+			t.Errorf("backup: %v", err)
+		}
+	}
+	if len(written) != 1 || refused != n-1 {
+		t.Fatalf("%d backups to one new file at once: %d wrote it, %d refused; want 1 and %d", n, len(written), refused, n-1)
+	}
+}
