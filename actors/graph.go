@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -28,6 +29,9 @@ type graphSpec struct {
 	onFenced func(op string, err error)
 	binds    *listeners.Binds // the node's, across graphs
 	done     chan struct{}    // closed when the graph and all its children have stopped
+	// fenced is set with the first report of onFenced, which root may not
+	// read for a while (a reload's drain: root.drainResplit).
+	fenced atomic.Bool
 }
 
 // graphStarted, if set, runs at the end of every graph's Started: a test

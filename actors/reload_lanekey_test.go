@@ -342,3 +342,52 @@ func TestALeaseLostWhileAReloadDrainsEndsTheDrainAtOnce(t *testing.T) {
 		t.Fatalf("the node said it led for %v after its term ended during a reload's drain; want at once", took.Round(100*time.Millisecond))
 	}
 }
+
+// A graph fenced while a reload that changes a lane_key waits for the
+// destination's rows (another node elected into the lease: a single node
+// whose database a cluster was pointed at) stops at once, as it does when
+// root reads the fence's report: the rows the drain waits for can no
+// longer be delivered, and root read no report until the drain timeout.
+func TestAGraphFencedWhileAReloadDrainsStopsAtOnce(t *testing.T) {
+	dest := startFlakyDestination(t)
+	dest.down.Store(false)
+	dest.delay.Store(int64(time.Second))
+	listen := enginetest.FreeAddr(t)
+	next := laneKeyed(t, listen, dest.addr, "PID-3.1")
+	var st storage.Store
+	e := startScripted(t, laneKeyed(t, listen, dest.addr, ""), func(o *actors.Options) {
+		o.Reload = func() (*config.Config, error) { return next, nil }
+		st = o.Store
+	})
+	e.tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Reason: "single-node"})
+	enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(listen) })
+	cl := enginetest.Dial(t, listen)
+	for i := range 5 {
+		if ack := cl.Send(enginetest.ADT(fmt.Sprint("M", i), "P1")); ack.Code != "AA" {
+			t.Fatalf("M%d answered %s; want AA", i, ack.Code)
+		}
+	}
+	e.tell(leadership.ConfigChanged{Version: 2})
+	enginetest.WaitFor(t, "the reload to drain", 10*time.Second, func() bool {
+		return strings.Contains(e.logs.String(), "closing the inbounds until their queued rows are delivered")
+	})
+	if _, elected, err := st.LeaseAttemptElect(context.Background(), storage.LeaseAttemptElectParams{Owner: "intruder", TTL: time.Hour}); err != nil || !elected {
+		t.Fatalf("elect another owner: %v, %v", elected, err)
+	}
+	fencedAt := time.Now()
+	deadline := time.After(40 * time.Second)
+	for {
+		select {
+		case m := <-e.got:
+			if _, ok := m.(leadership.Fenced); !ok {
+				continue
+			}
+			if took := time.Since(fencedAt); took > 5*time.Second {
+				t.Fatalf("root reported the fence %v after the graph's writes were fenced during a reload's drain; want within a delivery or two", took.Round(100*time.Millisecond))
+			}
+			return
+		case <-deadline:
+			t.Fatal("root never reported the fence")
+		}
+	}
+}

@@ -424,6 +424,7 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 		done: make(chan struct{}),
 	}
 	spec.onFenced = func(op string, err error) {
+		spec.fenced.Store(true)
 		system.Root.Send(self, fenced{spec: spec, op: op, err: err})
 	}
 	// Leader before the graph spawns: its listeners open ports at once,
@@ -659,8 +660,10 @@ func (r *root) drainResplit(ctx actor.Context, log zerolog.Logger, dests []strin
 			failing = failing || q.failing > 0
 		}
 		// A failing head will not be delivered soon: the reload is
-		// refused once the graph has stopped, without waiting longer.
-		if err == nil && (len(found) == 0 || failing) || time.Now().After(deadline) || closed(r.spec.ended) || r.stopRequested.Load() {
+		// refused once the graph has stopped, without waiting longer. Nor
+		// will the rows of a graph fenced: the report waits in root's
+		// mailbox, and the stop is not to wait for the drain timeout.
+		if err == nil && (len(found) == 0 || failing) || time.Now().After(deadline) || closed(r.spec.ended) || r.spec.fenced.Load() || r.stopRequested.Load() {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
