@@ -76,6 +76,9 @@ var pgbouncerRefusals = []string{
 	"no such user",
 	"no such database",
 	"unsupported startup parameter",
+	// pool_mode = statement ends a connection that begins a transaction:
+	// a pooler mf cannot run behind (postgres.OwnSessions says so).
+	"transaction blocks not allowed",
 }
 
 func pgbouncerRefusal(text string) bool {

@@ -63,6 +63,10 @@ func TestUnreachableTellsTheWayFromTheSettings(t *testing.T) {
 		{"a user PgBouncer does not know (08P01)", wrap(pgbouncerError("no such user: mf")), false},
 		{"a database PgBouncer does not know (08P01)", wrap(pgbouncerError("no such database: mf")), false},
 		{"a startup parameter PgBouncer refuses (08P01)", wrap(pgbouncerError("unsupported startup parameter: search_path")), false},
+		// PgBouncer in statement mode ends a connection that begins a
+		// transaction, with 08P01: mf run's sessions check (OwnSessions)
+		// must refuse the pooler, not wait for ever for a database there.
+		{"a transaction refused by PgBouncer in statement mode (08P01)", fmt.Errorf("postgres: check the sessions: %w", pgbouncerError("transaction blocks not allowed in statement pooling mode")), false},
 		{"a name that does not exist", wrap(&net.DNSError{Name: "db.example", IsNotFound: true}), false},
 		{"a TLS handshake refused", wrap(&net.OpError{Op: "remote error", Err: tls.AlertError(40)}), false},
 		{"a wrong password (28P01)", wrap(sqlState("28P01")), false},
