@@ -219,6 +219,11 @@ func (f *FilePoller) ingestFile(name string) bool {
 		f.waiting(name, "not a regular file (a symbolic link?): not read, as the listing leaves such names")
 		return true
 	}
+	// On Windows, Lstat's FileInfo reads the file's id from the path only
+	// when first compared (os/types_windows.go, loadFileId): read it now,
+	// before the open, or a file put in its place meanwhile would be
+	// compared with itself below. Unix's Lstat has it already.
+	os.SameFile(fi, fi)
 	id := idOf(name, fi)
 	if !f.settled(id, time.Now()) {
 		f.waiting(name, "settling")
