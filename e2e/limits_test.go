@@ -23,47 +23,13 @@ import (
 func TestANodeWarnsWhenItsRoleMayNotOpenItsSessions(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, fast)
-	u, err := url.Parse(c.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema := u.Query().Get("search_path")
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	role := "mf_limited_" + hex.EncodeToString(b[:])
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, pgtest.BaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	t.Cleanup(func() { // before the schema's drop (cleanups run last first)
-		c, err := pgx.Connect(context.Background(), pgtest.BaseURL())
-		if err != nil {
-			t.Logf("drop role %s: %v", role, err)
-			return
-		}
-		defer c.Close(context.Background())
-		_, _ = c.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
-		for _, q := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
-			if _, err := c.Exec(context.Background(), q); err != nil {
-				t.Logf("%s: %v", q, err)
-			}
-		}
-	})
-	for _, q := range []string{
-		"CREATE ROLE " + role + " LOGIN CONNECTION LIMIT 5", // a node with pool_size 4 opens 6
-		"GRANT USAGE ON SCHEMA " + schema + " TO " + role,
-		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + schema + " TO " + role,
-		"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA " + schema + " TO " + role,
-	} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	u.User = url.User(role)
-	e := c.addNode(u.String())
+	roleURL := pgtest.NewRole(t, ctx, c.url,
+		"ALTER ROLE %ROLE CONNECTION LIMIT 5", // a node with pool_size 4 opens 6
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %SCHEMA TO %ROLE",
+		"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA %SCHEMA TO %ROLE")
+	e := c.addNode(roleURL)
 	waitFor(t, "a warning that names the role's CONNECTION LIMIT and pool_size", 30*time.Second, func() bool {
 		e.checkAlive()
 		for _, l := range strings.Split(e.logs.String(), "\n") {

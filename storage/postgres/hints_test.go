@@ -91,13 +91,13 @@ func TestStoreErrorsSayWhatToDo(t *testing.T) {
 		}
 	})
 	t.Run("no rights", func(t *testing.T) {
-		s := open(newRole(t, ctx, schemaURL))
+		s := open(pgtest.NewRole(t, ctx, schemaURL))
 		if err := ingest(s); err == nil || !strings.Contains(err.Error(), "GRANT") {
 			t.Errorf("ingest by a role without rights on mf's tables: %v; want an error that says what to GRANT", err)
 		}
 	})
 	t.Run("no sessions left", func(t *testing.T) {
-		s := open(newRole(t, ctx, schemaURL, "ALTER ROLE %ROLE CONNECTION LIMIT 0"))
+		s := open(pgtest.NewRole(t, ctx, schemaURL, "ALTER ROLE %ROLE CONNECTION LIMIT 0"))
 		if err := ingest(s); err == nil || !strings.Contains(err.Error(), "pool_size") {
 			t.Errorf("ingest by a role out of sessions: %v; want an error that names pool_size", err)
 		}
@@ -133,7 +133,7 @@ func TestSessionLimitsFindsALimitBelowWhatANodeOpens(t *testing.T) {
 		{"the role's, enough for a single node", []string{"ALTER ROLE %ROLE CONNECTION LIMIT 5"}, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			o := postgres.Options{URL: newRole(t, ctx, schemaURL, c.settings...), PoolSize: 5}
+			o := postgres.Options{URL: pgtest.NewRole(t, ctx, schemaURL, c.settings...), PoolSize: 5}
 			if c.clustered {
 				o.IdleInTransactionTimeout = 20 * time.Second // as mf run sets it on a clustered node
 			}

@@ -3,65 +3,19 @@ package postgres_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"net"
 	"net/url"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/messagefoundry/mf/storage"
 	"github.com/messagefoundry/mf/storage/postgres"
 	"github.com/messagefoundry/mf/storage/postgres/pgtest"
 )
-
-// newRole creates a login role for this test that may use and create in
-// the schema of schemaURL, runs each of settings (ALTER ROLE %ROLE SET …,
-// as a DBA would; %ROLE is the role), and returns schemaURL as that role. The role is dropped when
-// the test ends.
-func newRole(t *testing.T, ctx context.Context, schemaURL string, settings ...string) string {
-	t.Helper()
-	u, err := url.Parse(schemaURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema := u.Query().Get("search_path")
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	role := "mf_role_" + hex.EncodeToString(b[:])
-	admin, err := pgx.Connect(ctx, pgtest.BaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	t.Cleanup(func() { // before the schema's drop (cleanups run last first)
-		c, err := pgx.Connect(context.Background(), pgtest.BaseURL())
-		if err != nil {
-			t.Logf("drop role %s: %v", role, err)
-			return
-		}
-		defer c.Close(context.Background())
-		_, _ = c.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
-		for _, q := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
-			if _, err := c.Exec(context.Background(), q); err != nil {
-				t.Logf("%s: %v", q, err)
-			}
-		}
-	})
-	for _, q := range append([]string{"CREATE ROLE " + role + " LOGIN", "GRANT USAGE, CREATE ON SCHEMA " + schema + " TO " + role}, settings...) {
-		if _, err := admin.Exec(ctx, strings.ReplaceAll(q, "%ROLE", role)); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	u.User = url.User(role)
-	return u.String()
-}
 
 // A DBA's statement_timeout, lock_timeout or idle_session_timeout for mf's
 // role cut mf's own calls short: every store call already has mf's deadline
@@ -74,7 +28,7 @@ func newRole(t *testing.T, ctx context.Context, schemaURL string, settings ...st
 func TestSessionsDisregardTheRolesTimeouts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	roleURL := newRole(t, ctx, pgtest.NewSchema(t),
+	roleURL := pgtest.NewRole(t, ctx, pgtest.NewSchema(t),
 		"ALTER ROLE %ROLE SET statement_timeout = '20ms'",
 		"ALTER ROLE %ROLE SET lock_timeout = '1ms'",
 		"ALTER ROLE %ROLE SET idle_session_timeout = '300ms'")
@@ -235,7 +189,7 @@ func relay(c net.Conn, server string, allowed map[string]bool) {
 func TestSessionsReadCommittedWhateverTheirRoleSets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	roleURL := newRole(t, ctx, pgtest.NewSchema(t), "ALTER ROLE %ROLE SET default_transaction_isolation = 'serializable'")
+	roleURL := pgtest.NewRole(t, ctx, pgtest.NewSchema(t), "ALTER ROLE %ROLE SET default_transaction_isolation = 'serializable'")
 	s, err := postgres.Open(ctx, postgres.Options{URL: roleURL, PoolSize: 2})
 	if err != nil {
 		t.Fatal(err)

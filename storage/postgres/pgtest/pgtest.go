@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,4 +90,49 @@ func redact(raw string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+// NewRole creates a login role for t that may use and create in the schema
+// of schemaURL, runs each of statements as the server's admin, as a DBA
+// would (%ROLE stands for the role, %SCHEMA for the schema: "ALTER ROLE
+// %ROLE SET statement_timeout = '20ms'", "GRANT ... ON ALL TABLES IN
+// SCHEMA %SCHEMA TO %ROLE"), and returns schemaURL as that role. The role,
+// its sessions and what it owns go when t ends, before the schema does.
+func NewRole(t *testing.T, ctx context.Context, schemaURL string, statements ...string) string {
+	t.Helper()
+	u, err := url.Parse(schemaURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := u.Query().Get("search_path")
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	role := "mf_role_" + hex.EncodeToString(b[:])
+	admin, err := pgx.Connect(ctx, BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	t.Cleanup(func() { // before the schema's drop (cleanups run last first)
+		c, err := pgx.Connect(context.Background(), BaseURL())
+		if err != nil {
+			t.Logf("drop role %s: %v", role, err)
+			return
+		}
+		defer c.Close(context.Background())
+		_, _ = c.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
+		for _, q := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
+			if _, err := c.Exec(context.Background(), q); err != nil {
+				t.Logf("%s: %v", q, err)
+			}
+		}
+	})
+	for _, q := range append([]string{"CREATE ROLE %ROLE LOGIN", "GRANT USAGE, CREATE ON SCHEMA %SCHEMA TO %ROLE"}, statements...) {
+		q = strings.NewReplacer("%ROLE", role, "%SCHEMA", schema).Replace(q)
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	u.User = url.User(role)
+	return u.String()
 }
