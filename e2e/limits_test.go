@@ -43,8 +43,9 @@ func TestANodeWarnsWhenItsRoleMayNotOpenItsSessions(t *testing.T) {
 
 // scratchDatabase creates a database of its own on the test server (a
 // pooler passes no search_path, so a schema of a shared database will not
-// do) and drops it when t ends. It returns its URL.
-func scratchDatabase(t *testing.T) string {
+// do), migrated, and drops it when t ends. It returns its URL and a store
+// on it, closed when t ends.
+func scratchDatabase(t *testing.T) (string, *postgres.Store) {
 	t.Helper()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -74,7 +75,15 @@ func scratchDatabase(t *testing.T) string {
 		t.Fatal(err)
 	}
 	u.Path = "/" + name
-	return u.String()
+	admin, err := postgres.Open(context.Background(), postgres.Options{URL: u.String(), PoolSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() }) // before the drop (cleanups run last first)
+	if err := admin.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return u.String(), admin
 }
 
 // A node started while its database is read-only, with a store url that
@@ -86,15 +95,7 @@ func scratchDatabase(t *testing.T) string {
 // out (systemd's, 5 in 10 s) before a failover has ended.
 func TestANodeWaitsForAWritableDatabaseAtStart(t *testing.T) {
 	t.Parallel()
-	direct := scratchDatabase(t)
-	admin, err := postgres.Open(context.Background(), postgres.Options{URL: direct, PoolSize: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if err := admin.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	direct, admin := scratchDatabase(t)
 	u, err := url.Parse(direct)
 	if err != nil {
 		t.Fatal(err)

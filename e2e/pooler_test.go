@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/url"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/messagefoundry/mf/actors/enginetest"
-	"github.com/messagefoundry/mf/storage/postgres"
 )
 
 // PgBouncer in front of the database. In session mode (each client
@@ -35,15 +33,7 @@ import (
 // one.
 func TestClusterBehindPgBouncer(t *testing.T) {
 	t.Parallel()
-	direct := scratchDatabase(t)
-	admin, err := postgres.Open(context.Background(), postgres.Options{URL: direct, PoolSize: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if err := admin.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	direct, admin := scratchDatabase(t)
 
 	t.Run("session", func(t *testing.T) {
 		c := &cluster{t: t, url: direct, timing: fast, dest: startReceiver(t, ""), admin: admin}

@@ -575,11 +575,7 @@ func (m *Manager) orphans(ls []storage.LaneSummary) {
 		}
 		found.add(l)
 	}
-	for dest, c := range found {
-		m.unconfigured[dest] = true
-		m.env.Log.Warn().Str("destination", dest).Int64("lanes", c.lanes).Int64("rows", c.rows).
-			Msg("unfinished queue rows of a destination that is not in this node's config: no lane delivers them; put the [[outbound]] back (and reload) to deliver them, or skip each (POST /queue/{id}/skip, GET /lanes lists them)")
-	}
+	found.report(m.env.Log, m.unconfigured, "unfinished queue rows of a destination that is not in this node's config: no lane delivers them; put the [[outbound]] back (and reload) to deliver them, or skip each (POST /queue/{id}/skip, GET /lanes lists them)")
 }
 
 // laneCounts counts lanes and their unfinished rows by destination, for a
@@ -598,6 +594,15 @@ func (c *laneCounts) add(l storage.LaneSummary) {
 	}
 	n.lanes++
 	n.rows += l.Depth
+}
+
+// report logs msg at WARN for each destination counted, with its lanes and
+// rows, and marks it in reported, so that it is said once.
+func (c laneCounts) report(log zerolog.Logger, reported map[string]bool, msg string) {
+	for dest, n := range c {
+		reported[dest] = true
+		log.Warn().Str("destination", dest).Int64("lanes", n.lanes).Int64("rows", n.rows).Msg(msg)
+	}
 }
 
 // misplaced reports, once per destination, unfinished rows in lanes that
@@ -637,11 +642,7 @@ func (m *Manager) misplaced(ls []storage.LaneSummary) {
 		}
 		found.add(l)
 	}
-	for dest, c := range found {
-		m.resplit[dest] = true
-		m.env.Log.Warn().Str("destination", dest).Int64("lanes", c.lanes).Int64("rows", c.rows).
-			Msg("unfinished queue rows of this destination are in lanes of another lane_key than its routes' (it was changed while they were queued: a restart with another file, or a failover to a node whose file differs); they are delivered with no order against the messages stored from now on, so a patient's newer message may overtake an older one. To keep order, run the lane_key they were stored under until GET /lanes shows them delivered, then change it")
-	}
+	found.report(m.env.Log, m.resplit, "unfinished queue rows of this destination are in lanes of another lane_key than its routes' (it was changed while they were queued: a restart with another file, or a failover to a node whose file differs); they are delivered with no order against the messages stored from now on, so a patient's newer message may overtake an older one. To keep order, run the lane_key they were stored under until GET /lanes shows them delivered, then change it")
 }
 
 // dueAt converts at, when lane l's head can be claimed on the database's

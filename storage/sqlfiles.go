@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -182,3 +184,30 @@ func Seconds(d time.Duration) float64 { return d.Seconds() }
 // DefaultPurgeLimit bounds the rows one MessagePurge call deletes, so that a
 // long-idle sweeper does not hold one huge transaction.
 const DefaultPurgeLimit = 10000
+
+// SQLQuerier is what AppliedMigrations reads with: a *sql.DB or a *sql.Tx.
+type SQLQuerier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// AppliedMigrations reads the versions a dialect on database/sql (SQLite,
+// SQL Server) recorded as applied, with its query, one version a row.
+func AppliedMigrations(ctx context.Context, q SQLQuerier, query string) (map[int]bool, error) {
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	defer rows.Close()
+	done := map[int]bool{}
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("read applied migrations: %w", err)
+		}
+		done[int(v)] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	return done, nil
+}

@@ -624,40 +624,13 @@ func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return fn(tx)
 }
 
-// querier is what appliedMigrations reads with: a transaction, or the
-// database.
-type querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-// appliedMigrations reads the versions recorded in mf_schema_migrations.
-func appliedMigrations(ctx context.Context, q querier) (map[int]bool, error) {
-	rows, err := q.QueryContext(ctx, queries.Get("migrate_applied"))
-	if err != nil {
-		return nil, fmt.Errorf("read applied migrations: %w", err)
-	}
-	defer rows.Close()
-	done := map[int]bool{}
-	for rows.Next() {
-		var v int
-		if err := rows.Scan(&v); err != nil {
-			return nil, fmt.Errorf("read applied migrations: %w", err)
-		}
-		done[v] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read applied migrations: %w", err)
-	}
-	return done, nil
-}
-
 // SchemaCheck implements storage.Store.
 func (s *Store) SchemaCheck(ctx context.Context) error {
 	migrations, err := storage.LoadMigrations(migrationsFS, "migrations")
 	if err != nil {
 		return err
 	}
-	done, err := appliedMigrations(ctx, s.db)
+	done, err := storage.AppliedMigrations(ctx, s.db, queries.Get("migrate_applied"))
 	if err != nil {
 		return s.wrap("schema check", err)
 	}
@@ -676,7 +649,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if _, err := tx.ExecContext(ctx, queries.Get("migrate_table")); err != nil {
 			return fmt.Errorf("create mf_schema_migrations: %w", err)
 		}
-		done, err := appliedMigrations(ctx, tx)
+		done, err := storage.AppliedMigrations(ctx, tx, queries.Get("migrate_applied"))
 		if err != nil {
 			return err
 		}

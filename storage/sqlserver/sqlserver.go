@@ -220,7 +220,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if _, err := tx.ExecContext(ctx, queries.Get("migrate_table")); err != nil {
 			return fmt.Errorf("create mf_schema_migrations: %w", err)
 		}
-		done, err := appliedMigrations(ctx, tx)
+		done, err := storage.AppliedMigrations(ctx, tx, queries.Get("migrate_applied"))
 		if err != nil {
 			return err
 		}
@@ -246,12 +246,6 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return wrap("migrate", err)
 }
 
-// querier is what appliedMigrations reads with: a transaction, or the
-// database.
-type querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
 // SchemaCheck implements storage.Store.
 func (s *Store) SchemaCheck(ctx context.Context) error {
 	migrations, err := storage.LoadMigrations(migrationsFS, "migrations")
@@ -261,33 +255,13 @@ func (s *Store) SchemaCheck(ctx context.Context) error {
 	var done map[int]bool
 	err = retryDeadlocks(ctx, func() error {
 		var err error
-		done, err = appliedMigrations(ctx, s.db)
+		done, err = storage.AppliedMigrations(ctx, s.db, queries.Get("migrate_applied"))
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("sqlserver: %w", err)
 	}
 	return storage.CheckSchema(migrations, done)
-}
-
-func appliedMigrations(ctx context.Context, q querier) (map[int]bool, error) {
-	rows, err := q.QueryContext(ctx, queries.Get("migrate_applied"))
-	if err != nil {
-		return nil, fmt.Errorf("read applied migrations: %w", err)
-	}
-	defer rows.Close()
-	done := map[int]bool{}
-	for rows.Next() {
-		var v int32
-		if err := rows.Scan(&v); err != nil {
-			return nil, fmt.Errorf("read applied migrations: %w", err)
-		}
-		done[int(v)] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read applied migrations: %w", err)
-	}
-	return done, nil
 }
 
 // batches splits a migration on the lines that are exactly GO (trailing
