@@ -74,7 +74,9 @@ message: one too large for it, say) is that message's rejection.
 --json prints one object: target, connections, lanes, size_bytes, rate (0: closed
 loop), sent, accepted, rejected (AE, AR, CE or CR), errors, elapsed_seconds,
 throughput_per_second (accepted), latency_ms {p50, p90, p99, max}, sent_late,
-max_late_ms, and first_problem when a message was not accepted.`
+max_late_ms, started_unix (when the first message could go, after every connection
+was dialled: Unix seconds, to the microsecond), and first_problem when a message was
+not accepted. With mf bench sink's last_arrival_unix it times a run end to end.`
 
 // Bench defaults.
 const (
@@ -289,6 +291,10 @@ type benchReport struct {
 	ElapsedSeconds      float64   `json:"elapsed_seconds"`
 	ThroughputPerSecond float64   `json:"throughput_per_second"` // accepted per second
 	Latency             latencyMS `json:"latency_ms"`
+	// StartedUnix is when the clock started, once every connection was
+	// dialled (Unix seconds, microseconds): with the sink's LastArrivalUnix
+	// it gives the delivered rate without the start of the processes.
+	StartedUnix float64 `json:"started_unix"`
 	// SentLate counts the messages of an open-loop run written more than
 	// benchLateSlack after they were due (their connection still waiting
 	// for the previous ACK, or the generator short of CPU), and MaxLateMS
@@ -433,6 +439,7 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 		Target: o.Target, Connections: o.Connections, Lanes: o.Lanes, Rate: o.Rate,
 		SizeBytes:      tpl.size,
 		ElapsedSeconds: elapsed.Seconds(),
+		StartedUnix:    unixSeconds(start),
 		count:          o.Count,
 		interrupted:    ctx.Err() != nil,
 	}
@@ -467,6 +474,12 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 	}
 	rep.MaxLateMS = ms(maxLate)
 	return rep, stopErr
+}
+
+// unixSeconds is t as Unix seconds, to the microsecond (a float64 holds
+// no more of today's times).
+func unixSeconds(t time.Time) float64 {
+	return float64(t.UnixMicro()) / 1e6
 }
 
 // reportProgress rewrites a progress line on w once a second until done.

@@ -37,8 +37,9 @@ and prints the report. It exits non-zero if a message arrived twice, out of orde
 malformed, or if --timeout ran out before --expect was reached.
 
 --json prints one object: listen, received, unique, duplicates, reordered, unchecked,
-malformed, lanes, elapsed_seconds (first arrival to last), rate_per_second, and
-expect when given.`
+malformed, lanes, elapsed_seconds (first arrival to last), rate_per_second,
+last_arrival_unix (Unix seconds, to the microsecond; 0 before any), and expect when
+given.`
 
 // sinkMaxFrameBytes bounds a frame the sink reads.
 const sinkMaxFrameBytes = 16 << 20
@@ -125,7 +126,11 @@ type sinkReport struct {
 	// ElapsedSeconds runs from the first arrival to the last.
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
 	RatePerSecond  float64 `json:"rate_per_second"`
-	Expect         int64   `json:"expect,omitempty"`
+	// LastArrivalUnix is when the last message arrived (Unix seconds,
+	// microseconds; 0 before any): with mf bench's StartedUnix it times a
+	// run from its first send to its last delivery.
+	LastArrivalUnix float64 `json:"last_arrival_unix"`
+	Expect          int64   `json:"expect,omitempty"`
 }
 
 // listenSink listens on addr; expect, when positive, is the number of
@@ -275,6 +280,9 @@ func (s *sink) report() sinkReport {
 	defer s.mu.Unlock()
 	r := s.tally
 	r.Listen, r.Lanes, r.Expect = s.ln.Addr().String(), len(s.lanes), s.expect
+	if !s.last.IsZero() {
+		r.LastArrivalUnix = unixSeconds(s.last)
+	}
 	if span := s.last.Sub(s.first); span > 0 {
 		r.ElapsedSeconds = span.Seconds()
 		r.RatePerSecond = float64(r.Received-1) / span.Seconds() // intervals between arrivals

@@ -203,7 +203,7 @@ func TestSinkReportsDuplicatesAndReordered(t *testing.T) {
 
 	got := sink.stop(t)
 	want := sinkReport{Received: 7, Unique: 5, Duplicates: 1, Reordered: 1, Unchecked: 1, Lanes: 2}
-	got.Listen, got.ElapsedSeconds, got.RatePerSecond = "", 0, 0
+	got.Listen, got.ElapsedSeconds, got.RatePerSecond, got.LastArrivalUnix = "", 0, 0, 0
 	if got != want {
 		t.Fatalf("sink: %+v, want %+v", got, want)
 	}
@@ -476,7 +476,7 @@ func TestBenchJSON(t *testing.T) {
 		"target": "string", "connections": "number", "lanes": "number", "size_bytes": "number", "rate": "number",
 		"sent": "number", "accepted": "number", "rejected": "number", "errors": "number",
 		"elapsed_seconds": "number", "throughput_per_second": "number", "latency_ms": "object",
-		"sent_late": "number", "max_late_ms": "number",
+		"sent_late": "number", "max_late_ms": "number", "started_unix": "number",
 	}, "first_problem")
 	if got["accepted"] != 300.0 || got["connections"] != 3.0 || got["lanes"] != 3.0 {
 		t.Errorf("accepted %v, connections %v, lanes %v; want 300, 3, 3", got["accepted"], got["connections"], got["lanes"])
@@ -526,7 +526,7 @@ func TestBenchSinkCommandJSON(t *testing.T) {
 	enginetest.JSONShape(t, "mf bench sink --json", out.Bytes(), map[string]string{
 		"listen": "string", "received": "number", "unique": "number", "duplicates": "number", "reordered": "number",
 		"unchecked": "number", "malformed": "number", "lanes": "number", "elapsed_seconds": "number",
-		"rate_per_second": "number", "expect": "number",
+		"rate_per_second": "number", "last_arrival_unix": "number", "expect": "number",
 	})
 	var got sinkReport
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
@@ -534,6 +534,34 @@ func TestBenchSinkCommandJSON(t *testing.T) {
 	}
 	if got.Unique != 10 || got.Received != 10 || got.Lanes != 1 || got.Expect != 10 {
 		t.Fatalf("sink: %+v", got)
+	}
+}
+
+// TestBenchAndSinkTimeARunEndToEnd checks the two times bench/run takes
+// its delivered rate from: mf bench's start, after its dials, and the
+// sink's last arrival. It timed the run from before the processes started,
+// which counted their start and read the rate about 3% low.
+func TestBenchAndSinkTimeARunEndToEnd(t *testing.T) {
+	// Not parallel: urfave/cli's apps share global flags (--help).
+	sink := startSink(t, 200)
+	before := time.Now()
+	var out, errOut bytes.Buffer
+	err := App(&out, &errOut).Run([]string{"mf", "bench", "--target", sink.addr, "--connections", "2", "--count", "200", "--json"})
+	if err != nil {
+		t.Fatalf("%v (stderr %q)", err, errOut.String())
+	}
+	after := time.Now()
+	var b benchReport
+	if err := json.Unmarshal(out.Bytes(), &b); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out.String())
+	}
+	s := sink.report(t)
+	lo, hi := unixSeconds(before), unixSeconds(after)+1e-6
+	if b.StartedUnix < lo || b.StartedUnix > hi {
+		t.Errorf("mf bench started_unix %.6f; want it within the run, %.6f to %.6f", b.StartedUnix, lo, hi)
+	}
+	if s.LastArrivalUnix < b.StartedUnix || s.LastArrivalUnix > hi {
+		t.Errorf("sink last_arrival_unix %.6f; want it after mf bench's start %.6f and by the run's end %.6f", s.LastArrivalUnix, b.StartedUnix, hi)
 	}
 }
 
