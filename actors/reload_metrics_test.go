@@ -162,3 +162,70 @@ func TestAStartGivesItsConnectionsTheirSeriesAtZero(t *testing.T) {
 		}
 	}
 }
+
+// Every node exports when each certificate its config names expires, read
+// at start and again at each reload (whose graph reads the files again):
+// what monitoring alerts on before peers refuse the handshakes. A reload
+// retires the series of an endpoint it took out, and keeps the API's, whose
+// certificate is loaded at the process's start only.
+func TestCertificateExpiriesAreExported(t *testing.T) {
+	dir := t.TempDir()
+	p := enginetest.NewPKI(t, dir)
+	now := time.Now().Truncate(time.Second)
+	inCert, inKey := p.ServerCertValid(t, dir, "in", now.Add(-time.Hour), now.Add(40*24*time.Hour))
+	apiCert, apiKey := p.ServerCertValid(t, dir, "api", now.Add(-time.Hour), now.Add(90*24*time.Hour))
+	outCert, outKey := p.ServerCertValid(t, dir, "out", now.Add(-time.Hour), now.Add(10*24*time.Hour))
+	site := func(in, out string) *config.Config {
+		t.Helper()
+		c, err := config.Parse([]byte(fmt.Sprintf(`
+[api]
+listen = "127.0.0.1:1"
+tls_cert = %q
+tls_key = %q
+
+[[inbound]]
+name = "tls_in"
+type = "mllp"
+listen = %q
+%s
+
+[[outbound]]
+name = "tls_out"
+type = "mllp"
+address = "127.0.0.1:1"
+tls = true
+%s
+
+[[route]]
+from = "tls_in"
+to = ["tls_out"]
+`, apiCert, apiKey, enginetest.FreeAddr(t), in, out)), "test.toml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	started := site(fmt.Sprintf("tls_cert = %q\ntls_key = %q", inCert, inKey), "")
+	next := site("allow_plaintext = true", fmt.Sprintf("tls_cert = %q\ntls_key = %q", outCert, outKey))
+	e := startScripted(t, started, func(o *actors.Options) {
+		o.Reload = func() (*config.Config, error) { return next, nil }
+	})
+	want := func(when, series string, at time.Time) {
+		t.Helper()
+		got := scrape(series)
+		if w := fmt.Sprintf("%s %d", series, at.Unix()); len(got) != 1 || got[0] != w {
+			t.Errorf("%s: %q; want %q", when, got, w)
+		}
+	}
+	want("at start", `mf_tls_cert_expiry_timestamp_seconds{kind="inbound",name="tls_in"}`, now.Add(40*24*time.Hour))
+	want("at start", `mf_tls_cert_expiry_timestamp_seconds{kind="api",name="api"}`, now.Add(90*24*time.Hour))
+	if got := scrape(`mf_tls_cert_expiry_timestamp_seconds{kind="outbound"`); len(got) != 0 {
+		t.Errorf("at start, with no outbound certificate: %q", got)
+	}
+	e.reload(t, 2)
+	want("after the reload", `mf_tls_cert_expiry_timestamp_seconds{kind="outbound",name="tls_out"}`, now.Add(10*24*time.Hour))
+	want("after the reload", `mf_tls_cert_expiry_timestamp_seconds{kind="api",name="api"}`, now.Add(90*24*time.Hour))
+	if got := scrape(`mf_tls_cert_expiry_timestamp_seconds{kind="inbound"`); len(got) != 0 {
+		t.Errorf("after a reload that took the inbound's certificate out: %q", got)
+	}
+}

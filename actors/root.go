@@ -129,6 +129,7 @@ func Start(o Options) (*Engine, error) {
 	// node's start may have read again since; a reload registers its own).
 	listeners.RegisterMetrics(o.Config.Inbound)
 	lanes.RegisterMetrics(o.Config.Outbound)
+	setCertMetrics(o.Config, true)
 	return &Engine{system: system, root: pid, status: status, binds: binds, failed: failed, reload: o.Reload, started: o.Config, inForce: inForce, stopRequested: stopRequested}, nil
 }
 
@@ -522,6 +523,7 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	// config's do, before the new graph can count anything in them.
 	listeners.RegisterMetrics(cfg.Inbound)
 	lanes.RegisterMetrics(cfg.Outbound)
+	setCertMetrics(cfg, false)
 	if r.spec != nil {
 		fence, ended := r.spec.fence, r.spec.ended
 		r.stopGraph(ctx, true)
@@ -546,6 +548,7 @@ func (r *root) reload(ctx actor.Context, version int64) {
 			// force, under which they were stored.
 			r.opts.Config, r.router = previous, previousRouter
 			r.inForce.Store(previous)
+			setCertMetrics(previous, false)
 			r.startGraph(ctx, fence, ended)
 			return
 		default:

@@ -63,6 +63,10 @@ func TestAlertRulesPassPromtool(t *testing.T) {
 func fastRules(t *testing.T, rules string) string {
 	t.Helper()
 	out := regexp.MustCompile(`for: (\d+)m\b`).ReplaceAllString(rules, "for: ${1}s")
+	out = regexp.MustCompile(`for: (\d+)h\b`).ReplaceAllStringFunc(out, func(f string) string {
+		n, _ := strconv.Atoi(f[len("for: ") : len(f)-1])
+		return fmt.Sprintf("for: %ds", n*60)
+	})
 	out = regexp.MustCompile(`\[(\d+)m\]`).ReplaceAllString(out, "[${1}s]")
 	out = regexp.MustCompile(`\[(\d+)h\]`).ReplaceAllStringFunc(out, func(h string) string {
 		n, _ := strconv.Atoi(h[1 : len(h)-2])
@@ -340,6 +344,10 @@ func TestAlertsFireAndResolveInPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
+	// held_in has a certificate, valid for a year, so that the nodes export
+	// mf_tls_cert_expiry_timestamp_seconds, which the rules read.
+	pkiDir := t.TempDir()
+	heldCert, heldKey := enginetest.NewPKI(t, pkiDir).ServerCertValid(t, pkiDir, "held", time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour))
 	// Slower than fast: a primary fenced by a busy machine would make the
 	// drifted standby primary, and the other node the drifted one.
 	c := newCluster(t, timing{time.Second, 3 * time.Second, 5 * time.Second})
@@ -356,6 +364,8 @@ sha256 = "`+hex.EncodeToString(opSum[:])+`"
 name = "held_in"
 type = "mllp"
 listen = "`+heldAddr+`"
+tls_cert = "`+heldCert+`"
+tls_key = "`+heldKey+`"
 
 [[route]]
 from = "held_in"

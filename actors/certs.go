@@ -1,0 +1,50 @@
+package actors
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/lanes"
+)
+
+// certSeries holds the names of the mf_tls_cert_expiry_timestamp_seconds
+// series set last, so that a reload can retire those of endpoints it took
+// out (left behind, a removed listener's old certificate would keep an
+// expiry alert firing).
+var certSeries struct {
+	sync.Mutex
+	names map[string]string // series name -> kind
+}
+
+// setCertMetrics sets mf_tls_cert_expiry_timestamp_seconds{kind,name} to
+// the expiry of each certificate cfg names (config.CertExpiries), read now,
+// as the graph about to start reads them. withAPI is false on a reload: the
+// API loads its certificate at the process's start only, so its series
+// keeps the expiry of the certificate it serves.
+func setCertMetrics(cfg *config.Config, withAPI bool) {
+	certSeries.Lock()
+	defer certSeries.Unlock()
+	next := map[string]string{}
+	for _, c := range cfg.CertExpiries() {
+		if c.Kind == "api" && !withAPI {
+			continue
+		}
+		name := fmt.Sprintf(`mf_tls_cert_expiry_timestamp_seconds{kind=%s,name=%s}`, lanes.Label(c.Kind), lanes.Label(c.Name))
+		metrics.GetOrCreateGauge(name, nil).Set(float64(c.NotAfter.Unix()))
+		next[name] = c.Kind
+	}
+	for name, kind := range certSeries.names {
+		if _, kept := next[name]; kept {
+			continue
+		}
+		if kind == "api" && !withAPI {
+			next[name] = kind
+			continue
+		}
+		metrics.UnregisterMetric(name)
+	}
+	certSeries.names = next
+}
