@@ -86,9 +86,13 @@ func (r *Router) Route(inbound string, m *hl7.Message) []storage.Delivery {
 	return out
 }
 
+// matches reports whether every filter of rt holds for m: the field's
+// value, read as a lane_key reads it (laneKeyValue), equals the filter's.
+// Compared as written, a sender with other separators, or one that escapes
+// or pads a value, matched no route, its messages stored unrouted.
 func (rt route) matches(m *hl7.Message) bool {
 	for _, f := range rt.filters {
-		if m.Get(f.path) != f.value {
+		if laneKeyValue(m, f.path) != f.value {
 			return false
 		}
 	}

@@ -247,3 +247,62 @@ directory = "out/emr"
 		}
 	}
 }
+
+// A filter compares a field's value as HL7 means it, as a lane_key reads
+// it: a sender that writes another component separator, escapes a
+// character its separators use, or pads the field, sends the same value.
+// Compared as written, such a sender's messages matched no route, and were
+// acknowledged AA and stored unrouted, delivered nowhere.
+func TestAFilterComparesTheValueNotItsSpelling(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Parse([]byte(`
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "127.0.0.1:2575"
+
+[[outbound]]
+name = "lab"
+type = "file"
+directory = "out/lab"
+
+[[route]]
+from = "adt_in"
+to = ["lab"]
+filter = { "MSH-9" = "ADT^A01", "PV1-3.1" = "4W&B", "MSH-4" = "HOSP" }
+`), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := lanes.NewRouter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routed := func(msg string) bool {
+		t.Helper()
+		m, err := hl7.Parse([]byte(msg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(r.Route("adt_in", m)) == 1
+	}
+	for _, msg := range []string{
+		"MSH|^~\\&|E|HOSP|L|H|1||ADT^A01|C1|P|2.5.1\rPV1|1|I|4W\\T\\B\r",
+		"MSH|$~\\&|E|HOSP|L|H|1||ADT$A01|C2|P|2.5.1\rPV1|1|I|4W\\T\\B\r",     // another component separator
+		"MSH|^~\\$|E|HOSP|L|H|1||ADT^A01|C3|P|2.5.1\rPV1|1|I|4W&B\r",         // & is data under $
+		"MSH|^~\\&|E|HOSP  |L|H|1||ADT^A01^|C4|P|2.5.1\rPV1|1|I|4W\\T\\B \r", // padded, an empty trailing component
+	} {
+		if !routed(msg) {
+			t.Errorf("%q: not routed; want it routed to lab", msg)
+		}
+	}
+	for _, msg := range []string{
+		"MSH|^~\\&|E|HOSP|L|H|1||ADT^A08|C5|P|2.5.1\rPV1|1|I|4W\\T\\B\r",
+		"MSH|^~\\&|E|HOSP|L|H|1||ADT^A01|C6|P|2.5.1\rPV1|1|I|4W\r",
+		"MSH|^~\\&|E| HOSP|L|H|1||ADT^A01|C7|P|2.5.1\rPV1|1|I|4W\\T\\B\r", // leading blanks are data
+	} {
+		if routed(msg) {
+			t.Errorf("%q: routed; want it unrouted", msg)
+		}
+	}
+}
