@@ -68,15 +68,18 @@ max is exact.
 A message that gets no usable ACK (a timeout, the connection lost, a reply out of
 step) counts as an error and is not sent again: its connection is closed and dials
 again for the next message, once; a connection that cannot dial stops there, and the
-run exits non-zero. An AR or CR with an empty MSA-2 (the receiver could not read the
+run exits non-zero. With --redial D it keeps dialling, every 100 ms, for up to D
+before it stops: a run then goes on across a failover at a VIP, and the longest
+time between two accepted messages (longest_gap_ms) is the outage the senders saw. An AR or CR with an empty MSA-2 (the receiver could not read the
 message: one too large for it, say) is that message's rejection.
 
 --json prints one object: target, connections, lanes, size_bytes, rate (0: closed
 loop), sent, accepted, rejected (AE, AR, CE or CR), errors, elapsed_seconds,
 throughput_per_second (accepted), latency_ms {p50, p90, p99, max}, sent_late,
 max_late_ms, started_unix (when the first message could go, after every connection
-was dialled: Unix seconds, to the microsecond), and first_problem when a message was
-not accepted. With mf bench sink's last_arrival_unix it times a run end to end.`
+was dialled: Unix seconds, to the microsecond), longest_gap_ms (the longest time
+between two accepted messages of any connection, from the first to the last), and
+first_problem when a message was not accepted. With mf bench sink's last_arrival_unix it times a run end to end.`
 
 // Bench defaults.
 const (
@@ -120,6 +123,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "size", DefaultText: "a plain ADT^A01, about 600", Usage: "approximate message size in bytes, padded with OBX notes (at most 16 MiB)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object at the end, nothing else"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "wait this long for each ACK (and for each dial)"},
+			&cli.DurationFlag{Name: "redial", DefaultText: "0, dial again once", Usage: "keep dialling a lost target for up to this long (every 100 ms) instead of stopping the connection: a run across a failover"},
 		}, clientTLSFlags()...),
 		Subcommands: []*cli.Command{benchSinkCommand()},
 		Action: func(c *cli.Context) error {
@@ -135,6 +139,7 @@ func benchCommand() *cli.Command {
 				Lanes:       c.Int("lanes"),
 				Size:        c.Int("size"),
 				Timeout:     c.Duration("timeout"),
+				Redial:      c.Duration("redial"),
 			}
 			// runBench takes a zero for the default; given on the command
 			// line, it is refused rather than silently replaced (an empty
@@ -146,6 +151,9 @@ func benchCommand() *cli.Command {
 				if c.IsSet(name) && c.Int(name) < 1 {
 					return fmt.Errorf("bench: --%s %d: want at least 1", name, c.Int(name))
 				}
+			}
+			if o.Redial < 0 {
+				return fmt.Errorf("bench: --redial %s: want a duration, or 0 to dial again once", o.Redial)
 			}
 			if c.IsSet("timeout") && o.Timeout <= 0 {
 				return fmt.Errorf("bench: --timeout %s: want a positive duration", o.Timeout)
@@ -214,6 +222,9 @@ type benchOptions struct {
 	Size int
 	// Timeout bounds each dial and each wait for an ACK.
 	Timeout time.Duration
+	// Redial is how long a connection that lost its target keeps dialling
+	// it (every benchRedialEvery) before it stops; 0: it dials once.
+	Redial time.Duration
 	// TLS, when not nil, is the client TLS configuration.
 	TLS *tls.Config
 	// Progress, when not nil, receives a progress line once a second,
@@ -295,6 +306,10 @@ type benchReport struct {
 	// dialled (Unix seconds, microseconds): with the sink's LastArrivalUnix
 	// it gives the delivered rate without the start of the processes.
 	StartedUnix float64 `json:"started_unix"`
+	// LongestGapMS is the longest time between two accepted messages of
+	// any connection, from the first accepted to the last: across a
+	// failover (with Redial), the outage the senders saw.
+	LongestGapMS float64 `json:"longest_gap_ms"`
 	// SentLate counts the messages of an open-loop run written more than
 	// benchLateSlack after they were due (their connection still waiting
 	// for the previous ACK, or the generator short of CPU), and MaxLateMS
@@ -341,6 +356,9 @@ func (r *benchReport) print(w io.Writer) {
 			r.SentLate, r.Sent, benchLateSlack, r.MaxLateMS, float64(r.Sent)/r.ElapsedSeconds, r.Rate,
 			r.Rate, r.Connections, float64(r.Connections)*1e3/r.Rate)
 	}
+	if r.Accepted > 1 {
+		fmt.Fprintf(w, "longest gap between two accepted messages: %.1f ms\n", r.LongestGapMS)
+	}
 	if r.FirstProblem != "" {
 		fmt.Fprintf(w, "first problem: %s\n", r.FirstProblem)
 	}
@@ -376,8 +394,9 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 	start := time.Now()
 	tpl := newBenchTemplate(run, start, o.Size)
 	workers := make([]*benchWorker, o.Connections)
+	gaps := new(ackGaps)
 	for i := range workers {
-		workers[i] = &benchWorker{id: i, o: &o, tpl: tpl, hist: new(latencyHistogram)}
+		workers[i] = &benchWorker{id: i, o: &o, tpl: tpl, hist: new(latencyHistogram), gaps: gaps}
 	}
 	for l := range o.Lanes {
 		w := workers[l%o.Connections]
@@ -440,6 +459,7 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 		SizeBytes:      tpl.size,
 		ElapsedSeconds: elapsed.Seconds(),
 		StartedUnix:    unixSeconds(start),
+		LongestGapMS:   float64(gaps.longestGap()) / float64(time.Millisecond),
 		count:          o.Count,
 		interrupted:    ctx.Err() != nil,
 	}
@@ -528,6 +548,7 @@ type benchWorker struct {
 	stop func() bool // unregisters the close-on-cancel of conn
 
 	hist                              *latencyHistogram
+	gaps                              *ackGaps // shared by the run's workers
 	sent, accepted, rejected, errored atomic.Int64
 	late                              int64         // open loop: messages written late
 	maxLate                           time.Duration // and the latest of them
@@ -555,6 +576,56 @@ func (w *benchWorker) connect(ctx context.Context) error {
 	w.conn, w.fr = nc, hl7.NewFrameReader(nc, benchMaxAckBytes)
 	w.stop = context.AfterFunc(ctx, func() { _ = nc.Close() })
 	return nil
+}
+
+// benchRedialEvery is how often a connection dials a target it lost, with
+// --redial.
+const benchRedialEvery = 100 * time.Millisecond
+
+// redial dials the target again: once, or with Redial set, every
+// benchRedialEvery until it answers or Redial has passed.
+func (w *benchWorker) redial(ctx context.Context) error {
+	giveUp := time.Now().Add(w.o.Redial)
+	for {
+		err := w.connect(ctx)
+		if err == nil || w.o.Redial <= 0 || !time.Now().Before(giveUp) {
+			if err != nil && w.o.Redial > 0 {
+				err = fmt.Errorf("%w (dialled again for %s)", err, w.o.Redial)
+			}
+			return err
+		}
+		select {
+		case <-time.After(benchRedialEvery):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// ackGaps times the longest stretch with no accepted message, over all
+// the workers of a run.
+type ackGaps struct {
+	mu      sync.Mutex
+	last    time.Time
+	longest time.Duration
+}
+
+// accepted notes a message accepted at now.
+func (g *ackGaps) accepted(now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.last.IsZero() {
+		g.longest = max(g.longest, now.Sub(g.last))
+	}
+	if now.After(g.last) {
+		g.last = now
+	}
+}
+
+func (g *ackGaps) longestGap() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.longest
 }
 
 func (w *benchWorker) disconnect() {
@@ -621,9 +692,10 @@ func (w *benchWorker) run(ctx context.Context, start, end time.Time) {
 			return
 		}
 		if w.conn == nil {
-			// The last exchange failed: dial again, once. A target that
-			// stays away stops this connection (its quota is not sent).
-			if err := w.connect(ctx); err != nil {
+			// The last exchange failed: dial again. A target that stays
+			// away (past --redial) stops this connection (its quota is
+			// not sent).
+			if err := w.redial(ctx); err != nil {
 				if ctx.Err() == nil {
 					w.stopErr = err
 				}
@@ -684,6 +756,7 @@ func (w *benchWorker) exchange(ctx context.Context, frame, lane, seq []byte, due
 	case hl7.Accept:
 		w.hist.record(latency)
 		w.accepted.Add(1)
+		w.gaps.accepted(time.Now())
 		return
 	case hl7.Reject, hl7.Error:
 		if hl7.AckCode(code).Valid() {

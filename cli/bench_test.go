@@ -476,7 +476,7 @@ func TestBenchJSON(t *testing.T) {
 		"target": "string", "connections": "number", "lanes": "number", "size_bytes": "number", "rate": "number",
 		"sent": "number", "accepted": "number", "rejected": "number", "errors": "number",
 		"elapsed_seconds": "number", "throughput_per_second": "number", "latency_ms": "object",
-		"sent_late": "number", "max_late_ms": "number", "started_unix": "number",
+		"sent_late": "number", "max_late_ms": "number", "started_unix": "number", "longest_gap_ms": "number",
 	}, "first_problem")
 	if got["accepted"] != 300.0 || got["connections"] != 3.0 || got["lanes"] != 3.0 {
 		t.Errorf("accepted %v, connections %v, lanes %v; want 300, 3, 3", got["accepted"], got["connections"], got["lanes"])
@@ -576,6 +576,7 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{[]string{"--count", "0"}, "--count 0"},
 		{[]string{"--duration", "0s"}, "--duration 0s"},
 		{[]string{"--rate", "-1"}, "--rate"},
+		{[]string{"--redial", "-1s"}, "--redial -1s"},
 		{[]string{"--target", "nowhere"}, "--target"},
 		{[]string{"--tls-ca", "ca.pem"}, "need --tls"},
 		{[]string{"extra"}, "unexpected argument"},
@@ -908,5 +909,78 @@ func TestBenchRefusesTooManyConnections(t *testing.T) {
 	err = App(&out, &out).Run([]string{"mf", "bench", "--target", target, "--count", "1", "--connections", n})
 	if err == nil || !strings.Contains(err.Error(), "dial") {
 		t.Fatalf("mf bench --connections %s: error %v; want the dial's", n, err)
+	}
+}
+
+// With --redial, a connection whose target goes away keeps dialling until
+// it is back, and the report gives the longest time between two accepted
+// messages: what a failover at a VIP costs the senders. Without it the run
+// stopped at the first refused dial, so mf bench could not measure one.
+func TestBenchRedialsAcrossAnOutageAndReportsItsLength(t *testing.T) {
+	first, err := listenSink("127.0.0.1:0", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := first.Addr().String()
+	stopFirst := make(chan struct{})
+	firstDone := make(chan sinkReport, 1)
+	go func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() { <-stopFirst; cancel() }()
+		firstDone <- first.run(ctx)
+	}()
+	type result struct {
+		rep *benchReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := runBench(context.Background(), benchOptions{Target: addr, Connections: 2, Duration: 3 * time.Second, Rate: 200, Redial: 20 * time.Second, Timeout: 2 * time.Second})
+		done <- result{rep, err}
+	}()
+	// The target goes away once messages flow, for at least outage.
+	const outage = 500 * time.Millisecond
+	deadline := time.Now().Add(testDeadline)
+	for first.report().Received < 20 {
+		if time.Now().After(deadline) {
+			t.Fatal("the target received nothing from mf bench")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stopFirst)
+	r1 := <-firstDone
+	time.Sleep(outage) // the fault itself: nothing listens for this long
+	second, err := listenSink(addr, 0)
+	if err != nil {
+		t.Fatalf("listen again on %s: %v", addr, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	secondDone := make(chan sinkReport, 1)
+	go func() { secondDone <- second.run(ctx) }()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(testDeadline):
+		t.Fatal("bench did not end")
+	}
+	cancel()
+	r2 := <-secondDone
+	if res.rep == nil {
+		t.Fatalf("bench did not run: %v", res.err)
+	}
+	rep := res.rep
+	if r1.Received == 0 || r2.Received == 0 {
+		t.Fatalf("the target received %d before the outage and %d after; want messages on both sides", r1.Received, r2.Received)
+	}
+	if rep.Accepted > r1.Received+r2.Received {
+		t.Errorf("accepted %d, but the target received %d and %d", rep.Accepted, r1.Received, r2.Received)
+	}
+	// At most one message a connection was in hand when the target went.
+	if rep.Errors > 2 {
+		t.Errorf("%d errors; want at most one a connection, the message in hand at the outage (first: %s)", rep.Errors, rep.FirstProblem)
+	}
+	if gap := time.Duration(rep.LongestGapMS * float64(time.Millisecond)); gap < outage {
+		t.Errorf("longest gap between accepted messages %v; want at least the outage, %v", gap, outage)
 	}
 }
