@@ -129,6 +129,28 @@ func TestAckTable(t *testing.T) {
 		}
 		stillWorks()
 	})
+	// An empty frame holds no message: there is nothing to keep. Some
+	// senders send one as a keepalive, every few seconds: each was stored
+	// as a rejected message and logged at WARN.
+	t.Run("empty frame: AR, nothing stored, logged once, connection stays", func(t *testing.T) {
+		before := len(e.Messages(t))
+		cl := dial(t, addr)
+		for _, empty := range []string{"", "\r", "\r\n", "  "} {
+			if ack := cl.Send(empty); ack.Code != hl7.AR || ack.ControlID != "" || !strings.Contains(ack.Text+ack.ErrorMessage, "empty") {
+				t.Fatalf("empty frame %q: %+v; want AR saying the frame was empty", empty, ack)
+			}
+		}
+		if ack := cl.Send(adt("CTRLEMPTY", "P4")); ack.Code != hl7.AA || ack.ControlID != "CTRLEMPTY" {
+			t.Fatalf("the same connection after the empty frames: %+v", ack)
+		}
+		if after := len(e.Messages(t)); after != before+1 {
+			t.Fatalf("%d messages stored for 4 empty frames and one message; want 1", after-before)
+		}
+		if n := strings.Count(e.Logs.String(), "empty MLLP frame"); n != 1 {
+			t.Fatalf("%d log lines for 4 empty frames from one host; want 1 (once a minute)", n)
+		}
+		stillWorks()
+	})
 	t.Run("no MSH: AR with the reason, stored rejected, connection stays", func(t *testing.T) {
 		cl := dial(t, addr)
 		ack := cl.Send("PID|1||P4\rPV1|1|I\r")

@@ -172,6 +172,15 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 	// A byte order mark before MSH (a Windows program's text) is no part
 	// of the message, as in a file inbound's file: without this, AR.
 	payload = bytes.TrimPrefix(payload, utf8BOM)
+	if len(bytes.TrimSpace(payload)) == 0 {
+		// No message to keep, and some senders send such a frame as a
+		// keepalive every few seconds: a rejected row and a WARN each
+		// filled the store and the log. The NAK still answers it.
+		countRejected(l.cfg.Name, reasonParse)
+		cn.fault("empty frame", nil).Int("bytes", len(payload)).
+			Msg("empty MLLP frame (no message in it): answered AR, nothing stored (logged once a minute per sender; a keepalive needs no frame: the connection's TCP keepalive holds it)")
+		return hl7.NakUnparsable("empty MLLP frame: no message in it"), true
+	}
 	msg, perr := hl7.Parse(payload)
 	if perr != nil {
 		// With bad encoding characters the control ID may still be read
