@@ -9,9 +9,23 @@ import (
 	"github.com/messagefoundry/mf/lanes"
 )
 
+// newRouter is the router of the config file text toml.
+func newRouter(t *testing.T, toml string) *lanes.Router {
+	t.Helper()
+	cfg, err := config.Parse([]byte(toml), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := lanes.NewRouter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func routeOne(t *testing.T, laneKey, msg string) string {
 	t.Helper()
-	cfg, err := config.Parse([]byte(`
+	r := newRouter(t, `
 [[inbound]]
 name = "adt_in"
 type = "mllp"
@@ -26,14 +40,7 @@ directory = "out"
 from = "adt_in"
 to = ["lab"]
 lane_key = "`+laneKey+`"
-`), "test.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := lanes.NewRouter(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	m, err := hl7.Parse([]byte(msg))
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +122,7 @@ func TestALaneKeyIgnoresWhatHL7GivesNoMeaning(t *testing.T) {
 // evaluated at all.
 func TestRoutesChooseDestinationsAndLanes(t *testing.T) {
 	t.Parallel()
-	cfg, err := config.Parse([]byte(`
+	r := newRouter(t, `
 [[inbound]]
 name = "adt_in"
 type = "mllp"
@@ -160,14 +167,7 @@ to = ["billing"]
 [[route]]
 from = "lab_in"
 to = ["emr"]
-`), "test.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := lanes.NewRouter(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	route := func(inbound, trigger string) string {
 		m, err := hl7.Parse([]byte("MSH|^~\\&|E|H|L|H|20260101||ADT^" + trigger + "|C1|P|2.5.1\rPID|1||MRN1||DOE^JANE\r"))
 		if err != nil {
@@ -255,7 +255,7 @@ directory = "out/emr"
 // acknowledged AA and stored unrouted, delivered nowhere.
 func TestAFilterComparesTheValueNotItsSpelling(t *testing.T) {
 	t.Parallel()
-	cfg, err := config.Parse([]byte(`
+	r := newRouter(t, `
 [[inbound]]
 name = "adt_in"
 type = "mllp"
@@ -270,14 +270,7 @@ directory = "out/lab"
 from = "adt_in"
 to = ["lab"]
 filter = { "MSH-9" = "ADT^A01", "PV1-3.1" = "4W&B", "MSH-4" = "HOSP" }
-`), "test.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := lanes.NewRouter(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	routed := func(msg string) bool {
 		t.Helper()
 		m, err := hl7.Parse([]byte(msg))
