@@ -24,6 +24,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"time"
@@ -98,6 +99,24 @@ type Store interface {
 	MessageIngest(ctx context.Context, p MessageIngestParams) ([]IngestedMessage, error)
 	// MessageRead returns one message and its queue rows, or ErrNotFound.
 	MessageRead(ctx context.Context, id int64) (MessageDetail, error)
+	// MessageSearch lists the messages received in [p.Since, p.Until) that
+	// match p's filters, newest first (received_at, then id, descending), at
+	// most p.Limit, each with the id, destination and status of its queue
+	// rows; never a payload. p.Since is required: the search walks the
+	// received_at index over that window and no further, so it stays cheap on
+	// a store of any size. With p.BeforeID, only the messages after message
+	// p.BeforeID in that order (the next page).
+	MessageSearch(ctx context.Context, p MessageSearchParams) ([]MessageSummary, error)
+	// MessageResend queues message p.MessageID again, as an operator asks
+	// from any node's API: one new pending queue row per p.Deliveries, in
+	// their order, at the tail of its lane. Like MessageIngest it is
+	// serialised with every ingest, so that queue ids become visible in id
+	// order (the lane claim's FIFO argument, (b)), and unlike it it is not
+	// fenced. It bumps the QueueVersionName version in the same transaction,
+	// so that the leader's lanes look at the store again. ErrNotFound if
+	// there is no such message (nothing is queued then). It returns the new
+	// queue ids in the order of p.Deliveries.
+	MessageResend(ctx context.Context, p MessageResendParams) ([]int64, error)
 	// MessagePurge deletes finished queue rows ('done' or 'dead') last
 	// updated before db_now - p.OlderThan, then messages older than the
 	// cut-off that have no queue rows left, and the rows of nodes not seen
@@ -587,6 +606,99 @@ type QueueRow struct {
 type MessageDetail struct {
 	Message Message
 	Queue   []QueueRow
+}
+
+// MessageSearchParams are the arguments of Store.MessageSearch.
+type MessageSearchParams struct {
+	// Since and Until bound received_at: Since <= received_at < Until.
+	// Since is required; a zero Until is no upper bound.
+	Since, Until time.Time
+	// ControlID, Inbound and Status match exactly when set.
+	ControlID string
+	Inbound   string
+	Status    string
+	// BeforeID, when set, is the last message of the page before: only the
+	// messages after it in the order of the search are listed. If it is
+	// gone (purged), only those of lower ids are.
+	BeforeID int64
+	// Limit bounds the messages listed (1 to MaxSearchLimit).
+	Limit int
+}
+
+// MaxSearchLimit is the most messages one MessageSearch lists: the API's
+// most a page (1,000) and one more, which tells it whether a next page
+// exists.
+const MaxSearchLimit = 1001
+
+// CheckSearch refuses a search no dialect should run: one with no lower
+// bound on received_at (it would read the whole table) or an out-of-range
+// limit.
+func (p MessageSearchParams) CheckSearch() error {
+	switch {
+	case p.Since.IsZero():
+		return errors.New("storage: a message search needs a lower bound on received_at (Since)")
+	case !p.Until.IsZero() && !p.Until.After(p.Since):
+		return fmt.Errorf("storage: a message search's window is empty (until %s is not after since %s)", p.Until, p.Since)
+	case p.Limit < 1 || p.Limit > MaxSearchLimit:
+		return fmt.Errorf("storage: a message search's limit must be 1 to %d, not %d", MaxSearchLimit, p.Limit)
+	}
+	return nil
+}
+
+// SearchUntil is p.Until, or, when it is zero, the last time every dialect
+// can store (9999-12-31): no upper bound.
+func (p MessageSearchParams) SearchUntil() time.Time {
+	if p.Until.IsZero() {
+		return time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+	}
+	return p.Until
+}
+
+// SearchBefore is p.BeforeID, or, when it is zero, the highest id: no
+// cursor.
+func (p MessageSearchParams) SearchBefore() int64 {
+	if p.BeforeID <= 0 {
+		return math.MaxInt64
+	}
+	return p.BeforeID
+}
+
+// MessageSummary is a message as a search lists it: Message without its
+// Payload, and its queue rows with only ID, MessageID, Destination and
+// Status set, in id order.
+type MessageSummary struct {
+	Message Message
+	Queue   []QueueRow
+}
+
+// AppendSummary adds one row of a search's result (a message and one of
+// its queue rows, the queue row's columns NULL, nil here, for a message with
+// none) to out, in which the rows of one message come together: a dialect's
+// search joins each message of the page with its queue rows.
+func AppendSummary(out []MessageSummary, m Message, qID *int64, qDest, qStatus *string) []MessageSummary {
+	if n := len(out); n == 0 || out[n-1].Message.ID != m.ID {
+		out = append(out, MessageSummary{Message: m, Queue: []QueueRow{}})
+	}
+	if qID != nil {
+		last := &out[len(out)-1]
+		r := QueueRow{ID: *qID, MessageID: m.ID}
+		if qDest != nil {
+			r.Destination = *qDest
+		}
+		if qStatus != nil {
+			r.Status = *qStatus
+		}
+		last.Queue = append(last.Queue, r)
+	}
+	return out
+}
+
+// MessageResendParams are the arguments of Store.MessageResend.
+type MessageResendParams struct {
+	MessageID int64
+	// Deliveries get one new pending queue row each, in this order; their
+	// lanes as MessageIngest takes them (NewMessage.Storable).
+	Deliveries []Delivery
 }
 
 // MessagePurgeParams are the arguments of Store.MessagePurge.

@@ -795,6 +795,87 @@ func (s *Store) MessageRead(ctx context.Context, id int64) (storage.MessageDetai
 	return d, nil
 }
 
+// MessageSearch implements storage.Store: one statement, so one snapshot
+// (message_search.sql).
+func (s *Store) MessageSearch(ctx context.Context, p storage.MessageSearchParams) ([]storage.MessageSummary, error) {
+	if err := p.CheckSearch(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, queries.Get("message_search"), p.Since, p.SearchUntil(), p.ControlID, p.Inbound, p.Status, p.SearchBefore(), p.Limit)
+	if err != nil {
+		return nil, wrap("message search", err)
+	}
+	defer rows.Close()
+	var out []storage.MessageSummary
+	for rows.Next() {
+		var (
+			m              storage.Message
+			qID            *int64
+			qDest, qStatus *string
+		)
+		if err := rows.Scan(&m.ID, &m.Inbound, &m.ReceivedAt, &m.ControlID, &m.MessageType, &m.Status, &m.Error, &qID, &qDest, &qStatus); err != nil {
+			return nil, wrap("message search", err)
+		}
+		out = storage.AppendSummary(out, m, qID, qDest, qStatus)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("message search", err)
+	}
+	return out, nil
+}
+
+// MessageResend implements storage.Store: the lock that keeps the purge off
+// the message (message_resend_lock.sql), the ingest lock (as MessageIngest
+// takes it), the rows and the queue's version, in one transaction. Not fenced: an operator acts through any node's API.
+func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams) ([]int64, error) {
+	dests, lanes := make([]string, len(p.Deliveries)), make([]string, len(p.Deliveries))
+	for i, d := range p.Deliveries {
+		dests[i], lanes[i] = d.Destination, d.Lane
+	}
+	var ids []int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The rows first: a purge deleting them makes this wait, and no
+		// ingest should wait behind that.
+		if _, err := tx.Exec(ctx, queries.Get("message_resend_lock"), p.MessageID); err != nil {
+			return fmt.Errorf("lock the message's queue rows: %w", err)
+		}
+		if _, err := tx.Exec(ctx, queries.Get("message_ingest_lock")); err != nil {
+			return fmt.Errorf("take ingest lock: %w", err)
+		}
+		var queued bool
+		if err := tx.QueryRow(ctx, queries.Get("message_resend_queued"), p.MessageID).Scan(&queued); err != nil {
+			return err
+		}
+		if !queued {
+			return storage.ErrNotFound // no such message, or its rows are purged
+		}
+		rows, err := tx.Query(ctx, queries.Get("message_resend"), p.MessageID, dests, lanes)
+		if err != nil {
+			return err
+		}
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return err
+		}
+		if len(ids) != len(p.Deliveries) {
+			return fmt.Errorf("%d queue rows stored for %d deliveries", len(ids), len(p.Deliveries))
+		}
+		slices.Sort(ids) // given in delivery order; RETURNING has none
+		_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
+		return err
+	})
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, err
+	}
+	if err != nil {
+		if r := refusal(err); r != nil {
+			err = r // not the driver's message: it may quote the value
+		}
+		return nil, wrap(fmt.Sprintf("message resend of %d", p.MessageID), err)
+	}
+	return ids, nil
+}
+
 // MessagePurge implements storage.Store.
 func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) (storage.PurgeResult, error) {
 	var res storage.PurgeResult

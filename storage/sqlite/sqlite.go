@@ -989,6 +989,84 @@ func (s *Store) MessageRead(ctx context.Context, id int64) (storage.MessageDetai
 	return d, s.wrap(fmt.Sprintf("message read %d", id), err)
 }
 
+// MessageSearch implements storage.Store: one statement in a read
+// transaction (message_search.sql).
+func (s *Store) MessageSearch(ctx context.Context, p storage.MessageSearchParams) ([]storage.MessageSummary, error) {
+	if err := p.CheckSearch(); err != nil {
+		return nil, err
+	}
+	var out []storage.MessageSummary
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, queries.Get("message_search"), ceilMillis(p.Since), ceilMillis(p.SearchUntil()),
+			p.ControlID, p.Inbound, p.Status, p.SearchBefore(), p.Limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				m              storage.Message
+				qID            *int64
+				qDest, qStatus *string
+			)
+			if err := rows.Scan(&m.ID, &m.Inbound, msTime{&m.ReceivedAt}, &m.ControlID, &m.MessageType, &m.Status, &m.Error, &qID, &qDest, &qStatus); err != nil {
+				return err
+			}
+			out = storage.AppendSummary(out, m, qID, qDest, qStatus)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, s.wrap("message search", err)
+	}
+	return out, nil
+}
+
+// ceilMillis is t as Unix milliseconds, the precision received_at is kept
+// in, rounded up: received_at >= t (or < t) holds of a stored time exactly
+// when it holds against the rounded value.
+func ceilMillis(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if time.UnixMilli(ms).Before(t) {
+		ms++
+	}
+	return ms
+}
+
+// MessageResend implements storage.Store: the rows and the queue's version
+// in one write transaction. SQLite has one writer, so it is serialised with
+// every ingest, and its ids become visible in id order.
+func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams) ([]int64, error) {
+	ids := make([]int64, len(p.Deliveries))
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var queued bool
+		if err := tx.QueryRowContext(ctx, queries.Get("message_resend_queued"), p.MessageID).Scan(&queued); err != nil {
+			return err
+		}
+		if !queued {
+			return unchanged{storage.ErrNotFound} // no such message, or its rows are purged
+		}
+		insQueue, err := s.prepared(ctx, tx, queries.Get("message_ingest_queue"))
+		if err != nil {
+			return err
+		}
+		for i, d := range p.Deliveries {
+			if ids[i], err = insertID(ctx, insQueue, p.MessageID, d.Destination, d.Lane); err != nil {
+				return fmt.Errorf("insert queue row %d of %d: %w", i+1, len(p.Deliveries), err)
+			}
+		}
+		_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
+		return err
+	})
+	if err != nil {
+		if r := refusal(err); r != nil {
+			err = r // not the driver's message: it may quote the value
+		}
+		return nil, s.wrap(fmt.Sprintf("message resend of %d", p.MessageID), err)
+	}
+	return ids, nil
+}
+
 // MessagePurge implements storage.Store.
 func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) (storage.PurgeResult, error) {
 	var res storage.PurgeResult

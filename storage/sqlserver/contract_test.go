@@ -187,6 +187,8 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 	_, _ = s.NodeList(ctx)
 	_, _ = s.MessageIngest(ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{two, two}})
 	_, _ = s.MessageRead(ctx, 1)
+	_, _ = s.MessageSearch(ctx, storage.MessageSearchParams{Since: time.Now().Add(-time.Hour), ControlID: "ABC123", Limit: 51})
+	_, _ = s.MessageResend(ctx, storage.MessageResendParams{MessageID: 1, Deliveries: two.Deliveries})
 	_, _ = s.MessagePurge(ctx, storage.MessagePurgeParams{Fence: f, OlderThan: time.Hour})
 	_, _ = s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: "lab/1", Owner: "node-a", LeaseTTL: time.Minute})
 	_ = s.QueueComplete(ctx, storage.QueueCompleteParams{Fence: f, Claim: c})
@@ -403,14 +405,21 @@ func TestStatementsKeepTheFenceTheLaneOrderAndTheDatabaseClock(t *testing.T) {
 	// Ingest: ids are given under the ingest lock, held to commit, and in
 	// batch order; nothing reads them back in OUTPUT's order.
 	ingest := files["sql/message_ingest.sql"]
-	lock := regexp.MustCompile(`(?is)sp_getapplock[^;]*@LockOwner\s*=\s*N?'Transaction'`).FindStringIndex(ingest)
-	insert := regexp.MustCompile(`(?i)\bINSERT\s+INTO\s+mf_`).FindStringIndex(ingest)
-	if lock == nil || insert == nil || lock[0] > insert[0] {
-		t.Error("message_ingest.sql: the ingest lock (sp_getapplock, LockOwner Transaction) is not taken before the first id is drawn: a later queue id could commit before an earlier one")
-	}
 	// The statement's own ORDER BY: the last one, with no parenthesis
 	// after it (not a window's OVER (ORDER BY ...)).
 	ordered := regexp.MustCompile(`(?i)\bORDER\s+BY\b[^()]*$`)
+	// An operator's resend draws queue ids too: under the same lock.
+	for _, name := range []string{"message_ingest", "message_resend"} {
+		text := files["sql/"+name+".sql"]
+		lock := regexp.MustCompile(`(?is)sp_getapplock[^;]*@Resource\s*=\s*N'mf_ingest'[^;]*@LockOwner\s*=\s*N?'Transaction'`).FindStringIndex(text)
+		insert := regexp.MustCompile(`(?i)\bINSERT\s+INTO\s+mf_`).FindStringIndex(text)
+		if lock == nil || insert == nil || lock[0] > insert[0] {
+			t.Errorf("%s.sql: the ingest lock (sp_getapplock mf_ingest, LockOwner Transaction) is not taken before the first id is drawn: a later queue id could commit before an earlier one", name)
+		}
+	}
+	if stmt := regexp.MustCompile(`(?is)\bINSERT\s+INTO\s+mf_queue\b[^;]*`).FindString(files["sql/message_resend.sql"]); !ordered.MatchString(stmt) {
+		t.Error("message_resend.sql: INSERT INTO mf_queue ... SELECT has no ORDER BY: the ids would not follow the deliveries' order")
+	}
 	for _, table := range []string{"mf_messages", "mf_queue"} {
 		stmt := regexp.MustCompile(`(?is)\bINSERT\s+INTO\s+` + table + `\b[^;]*`).FindString(ingest)
 		if !ordered.MatchString(stmt) {

@@ -700,6 +700,107 @@ func (s *Store) MessageRead(ctx context.Context, id int64) (storage.MessageDetai
 	return d, nil
 }
 
+// MessageSearch implements storage.Store: one statement batch
+// (message_search.sql).
+func (s *Store) MessageSearch(ctx context.Context, p storage.MessageSearchParams) ([]storage.MessageSummary, error) {
+	if err := p.CheckSearch(); err != nil {
+		return nil, err
+	}
+	var out []storage.MessageSummary
+	err := retryDeadlocks(ctx, func() error {
+		out = nil
+		rows, err := s.db.QueryContext(ctx, queries.Get("message_search"),
+			sql.Named("since", isoMicros(p.Since)), sql.Named("until", isoMicros(p.SearchUntil())),
+			sql.Named("control_id", p.ControlID), sql.Named("inbound", p.Inbound), sql.Named("status", p.Status),
+			sql.Named("before", p.SearchBefore()), sql.Named("limit", int64(p.Limit)))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				m              storage.Message
+				qID            *int64
+				qDest, qStatus *string
+			)
+			if err := rows.Scan(&m.ID, &m.Inbound, &m.ReceivedAt, &m.ControlID, &m.MessageType, &m.Status, &m.Error, &qID, &qDest, &qStatus); err != nil {
+				return err
+			}
+			m.ReceivedAt = utc(m.ReceivedAt)
+			out = storage.AppendSummary(out, m, qID, qDest, qStatus)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, wrap("message search", err)
+	}
+	return out, nil
+}
+
+// isoMicros is t as message_search.sql converts it to a DATETIME2(6) (style
+// 126): UTC, to the microsecond, rounded up, as received_at is kept to the
+// microsecond (received_at >= t holds exactly when it holds of the rounded
+// value).
+func isoMicros(t time.Time) string {
+	r := t.Truncate(time.Microsecond)
+	if r.Before(t) {
+		r = r.Add(time.Microsecond)
+	}
+	return r.UTC().Format("2006-01-02T15:04:05.000000")
+}
+
+// MessageResend implements storage.Store: the ingest lock, the rows and the
+// queue's version in one transaction (message_resend.sql). Not fenced: an
+// operator acts through any node's API.
+func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams) ([]int64, error) {
+	dels := make([]ingestDeliveryRow, len(p.Deliveries))
+	for i, d := range p.Deliveries {
+		dels[i] = ingestDeliveryRow{MessageOrd: 1, Ord: int32(i + 1), Destination: d.Destination, Lane: d.Lane}
+	}
+	var ids []int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		ids = nil
+		rows, err := tx.QueryContext(ctx, queries.Get("message_resend"), sql.Named("message_id", p.MessageID),
+			sql.Named("deliveries", mssql.TVP{TypeName: ingestDeliveryType, Value: dels}))
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return storage.ErrNotFound // no such message, or its rows are purged
+		}
+		if len(ids) != len(dels) {
+			return fmt.Errorf("%d queue rows stored for %d deliveries", len(ids), len(dels))
+		}
+		_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
+		return err
+	})
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, err
+	}
+	if _, gone := errorNumber(err, func(n int32) bool { return n == 547 }); gone {
+		// The foreign key: the purge deleted the message as the rows went in.
+		return nil, storage.ErrNotFound
+	}
+	if err != nil {
+		if r := refusal(err); r != nil {
+			err = r // not the driver's message: a truncation error quotes the value
+		}
+		return nil, wrap(fmt.Sprintf("message resend of %d", p.MessageID), err)
+	}
+	return ids, nil
+}
+
 // MessagePurge implements storage.Store.
 func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) (storage.PurgeResult, error) {
 	var res storage.PurgeResult

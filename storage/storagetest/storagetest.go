@@ -51,6 +51,8 @@ func Run(t *testing.T, newDB Opener) {
 		{"Recovery/SingleNodeRestart", testRecoverAfterRestart},
 		{"Ingest/BatchIsAtomic", testIngestAtomic},
 		{"Ingest/AnyFieldsAreStorable", testIngestStorable},
+		{"Message/ResendQueuesAtTheLaneTail", testResend},
+		{"Message/SearchFiltersAndPages", testSearch},
 		{"Queue/RetryKeepsHeadAndHonoursDueTime", testRetry},
 		{"Queue/DeadMovesLaneOn", testDead},
 		{"Queue/HoldBlocksUntilReleaseOrSkip", testHoldReleaseSkip},

@@ -1,0 +1,19 @@
+-- First of an operator's resend (message_resend.sql), in its transaction,
+-- before the ingest lock (a wait here must not hold up the ingest): the
+-- message's finished queue rows, locked FOR KEY SHARE until commit; then
+-- message_resend_queued.sql, a statement of its own (so with a snapshot
+-- taken after any wait here), says whether the message has a queue row
+-- left.
+--
+-- mf_queue.message_id has no foreign key (migrations/0004): a queue row is
+-- known to name a stored message because only the ingest made them, in the
+-- message's own statement. A resend adds rows to an old message, which the
+-- purge may be deleting: message_purge_queue.sql deletes its finished rows,
+-- then message_purge_messages.sql the message once no row names it. The lock
+-- orders the two: a purge that deleted the rows first makes this wait, and
+-- the resend then finds no row left and inserts nothing; a resend that locked
+-- them first makes the purge's delete wait for its commit, after which the
+-- purge's next statement sees the new row and keeps the message. Unfinished
+-- rows are not locked (the lanes' claims lock them FOR UPDATE): the purge
+-- never deletes those, nor a message that has one.
+SELECT id FROM mf_queue WHERE message_id = $1 AND status IN ('done', 'dead') FOR KEY SHARE
