@@ -10,6 +10,7 @@ import (
 
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/hl7"
+	"github.com/messagefoundry/mf/lanes"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -189,4 +190,78 @@ to = ["emr"]
 	if strings.Contains(warned, "DOE") {
 		t.Errorf("the WARN quotes the message: %s", warned)
 	}
+}
+
+// An operator's resend (POST /messages/{id}/resend) queues a message again
+// at the tail of its lane, from any node: the lanes hear of it only through
+// the queue's version, at their next rescan. A lane delivering at the time
+// knew the newest row of its lane from the ingest, stopped once it had
+// delivered that one, and left the resent row, newer, to the next full
+// rescan (FullRescanInterval, 30 s). Now a rescan that sees the queue's
+// version moved tells each running lane to look for a next row, and the
+// resent message arrives at the MLLP destination right after the rows
+// queued before it in its lane.
+func TestAResentMessageArrivesAfterTheRowsQueuedBeforeIt(t *testing.T) {
+	var mu sync.Mutex
+	var received []string
+	release := make(chan struct{})
+	first := true
+	dest := enginetest.ServeTCP(t, func(c net.Conn) {
+		fr := hl7.NewFrameReader(c, 1<<20)
+		for {
+			p, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			m, err := hl7.Parse(p)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			received = append(received, m.ControlID())
+			hold := first
+			first = false
+			mu.Unlock()
+			if hold { // the lane is busy with its head while the resend is made
+				<-release
+			}
+			_ = hl7.WriteFrame(c, hl7.Ack(m, hl7.AA, ""))
+		}
+	})
+	got := func() string { mu.Lock(); defer mu.Unlock(); return strings.Join(received, ",") }
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, `
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "`+addr+`"
+
+[[outbound]]
+name = "lab"
+type = "mllp"
+address = "`+dest+`"
+timeout_seconds = 30
+
+[[route]]
+from = "adt_in"
+to = ["lab"]
+lane_key = "PID-3.1"
+`)
+	send(t, addr, msg("A1", "P1", "first"), msg("A2", "P1", "second"), msg("A3", "P1", "third"))
+	enginetest.WaitFor(t, "A1 at the destination, unanswered", 10*time.Second, func() bool { return got() == "A1" })
+
+	ctx := context.Background()
+	ids, err := e.Store.MessageResend(ctx, storage.MessageResendParams{MessageID: 1, Deliveries: []storage.Delivery{{Destination: "lab", Lane: "lab/P1"}}})
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("resend: %v %v", ids, err)
+	}
+	moved, err := e.Store.Store.ConfigVersionRead(ctx, storage.ConfigVersionReadParams{Name: storage.QueueVersionName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitFor(t, "a rescan to list the lanes after the resend", 10*time.Second, func() bool { return e.Store.LanesListedAt() >= moved })
+	close(release)
+	// Well inside FullRescanInterval: only the rescan that saw the resend
+	// can have told the lane of it.
+	enginetest.WaitFor(t, "A1 again, after A2 and A3", lanes.FullRescanInterval*2/3, func() bool { return got() == "A1,A2,A3,A1" })
 }

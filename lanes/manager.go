@@ -525,6 +525,14 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 	if !r.looked {
 		return
 	}
+	// The queue's version moved since the last listing: an operator may
+	// have resent a message (POST /messages/{id}/resend, from any node),
+	// which queues a row newer than the newest a running lane knows of
+	// (laneRef.newest, raised only by Ingested). Such a lane would stop once
+	// it had delivered that one and leave the resent row to the next full
+	// rescan: each running lane listed is told to look for a next row after
+	// every delivery from now on.
+	moved := r.version != m.version
 	m.looked, m.version = r.began, r.version
 	// Made afresh from what this rescan saw, but for the lanes parked
 	// since it began (see Manager.parked).
@@ -540,12 +548,15 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 			// it starts must look for a next row after every delivery. A
 			// running lane's bound stands (0 raises nothing).
 			newest := int64(0)
-			if !running {
+			if !running || moved {
 				newest = unknown
 			}
 			m.wake(ctx, l.Lane, newest, true)
 		case running:
 			// Its actor times its own backoff.
+			if moved {
+				m.wake(ctx, l.Lane, unknown, false)
+			}
 		case l.Head.Status == storage.QueuePending && l.Head.Held:
 			m.park(l.Lane, time.Time{})
 		case l.Head.Status == storage.QueuePending:

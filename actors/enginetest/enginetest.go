@@ -200,7 +200,34 @@ type FaultStore struct {
 
 	hold atomic.Pointer[chan struct{}]
 	held atomic.Int32
+
+	// versionRead is the highest queue version (storage.QueueVersionName)
+	// a ConfigVersionRead returned; listedAt is versionRead as the latest
+	// QueueLanes began.
+	versionRead, listedAt atomic.Int64
 }
+
+// ConfigVersionRead implements storage.Store.
+func (f *FaultStore) ConfigVersionRead(ctx context.Context, p storage.ConfigVersionReadParams) (int64, error) {
+	v, err := f.Store.ConfigVersionRead(ctx, p)
+	if err == nil && p.Name == storage.QueueVersionName {
+		for cur := f.versionRead.Load(); v > cur && !f.versionRead.CompareAndSwap(cur, v); cur = f.versionRead.Load() {
+		}
+	}
+	return v, err
+}
+
+// QueueLanes implements storage.Store.
+func (f *FaultStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
+	f.listedAt.Store(f.versionRead.Load())
+	return f.Store.QueueLanes(ctx)
+}
+
+// LanesListedAt is the queue version (storage.QueueVersionName) the lane
+// manager had read when it last began to list the lanes: once it is at
+// least the version a change moved it to, a rescan has listed the lanes
+// because of that change (the manager reads the version, then lists).
+func (f *FaultStore) LanesListedAt() int64 { return f.listedAt.Load() }
 
 // HoldIngest makes every MessageIngest from now on wait, before it stores
 // anything, until release is called (or its context ends): a commit that
