@@ -150,6 +150,7 @@ func TestPermissionsTable(t *testing.T) {
 		{"GET", "/metrics", api.MonitoringRead},
 		{"GET", "/lanes", api.MonitoringRead},
 		{"GET", fmt.Sprintf("/messages/%d", msgID), api.MessageRead},
+		{"GET", "/messages?control_id=X0", api.MessageRead},
 		{"POST", fmt.Sprintf("/queue/%d/retry", rows[0]), api.QueueWrite},
 		{"POST", "/config/reload", api.ConfigWrite},
 	}
@@ -240,6 +241,8 @@ func TestWrongMethodIs405WithAllow(t *testing.T) {
 		{"DELETE", "/lanes", get},
 		{"PUT", "/messages/1", get},
 		{"PATCH", "/messages/1", get},
+		{"POST", "/messages", get},
+		{"GET", "/messages/1/resend", post},
 		{"GET", fmt.Sprintf("/queue/%d/retry", id), post},
 		{"DELETE", fmt.Sprintf("/queue/%d/skip", id), post},
 		{"GET", "/config/reload", post},

@@ -1,7 +1,8 @@
 // Package api is the HTTP API every node serves, primary or standby (it is
 // not part of the leader-only graph): health and readiness for load
 // balancers, cluster membership for monitoring, Prometheus metrics, lanes,
-// messages, and the operator's actions on blocked lanes. Every endpoint but
+// messages (a search, one message, a resend), and the operator's actions on
+// blocked lanes. Every endpoint but
 // /health and /ready needs a bearer token whose role carries its permission
 // (DESIGN §8).
 package api
@@ -42,7 +43,11 @@ type Options struct {
 	// (actors.Engine.CheckReload); POST /config/reload asks it before it
 	// bumps the shared version. Nil: not asked.
 	CheckReload func() error
-	Log         zerolog.Logger
+	// InForce returns the config this node runs now (actors.Engine.Config),
+	// whose [[outbound]] and [[route]] a resend follows; nil, or a nil
+	// answer (the engine not started yet): Config.
+	InForce func() *config.Config
+	Log     zerolog.Logger
 }
 
 // Server is the API of one node.
@@ -196,7 +201,9 @@ func newServer(o Options, l limits) *Server {
 	mux.HandleFunc("GET /cluster/nodes", s.require(MonitoringRead, s.clusterNodes))
 	mux.HandleFunc("GET /metrics", s.require(MonitoringRead, s.metrics))
 	mux.HandleFunc("GET /lanes", s.require(MonitoringRead, s.lanes))
+	mux.HandleFunc("GET /messages", s.require(MessageRead, s.messageSearch))
 	mux.HandleFunc("GET /messages/{id}", s.require(MessageRead, s.message))
+	mux.HandleFunc("POST /messages/{id}/resend", s.require(QueueWrite, s.messageResend))
 	mux.HandleFunc("POST /queue/{id}/retry", s.require(QueueWrite, s.queueRetry))
 	mux.HandleFunc("POST /queue/{id}/skip", s.require(QueueWrite, s.queueSkip))
 	mux.HandleFunc("POST /config/reload", s.require(ConfigWrite, s.configReload))

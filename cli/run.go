@@ -88,6 +88,12 @@ func runCommand() *cli.Command {
 					}
 					return actors.Status{NodeID: nodeID, Clustered: cfg.Cluster.Enabled}
 				},
+				InForce: func() *config.Config {
+					if e := eng.Load(); e != nil {
+						return e.Config()
+					}
+					return nil
+				},
 				CheckReload: func() error {
 					if e := eng.Load(); e != nil {
 						return e.CheckReload()
