@@ -108,3 +108,7 @@ func (s *Store) walCheckpoint(ctx context.Context) (frames int64, err error) {
 	}
 	return frames, nil
 }
+
+// walSizeLimit is the size the -wal file is cut back to when the WAL
+// restarts (PRAGMA journal_size_limit).
+const walSizeLimit = 64 << 20

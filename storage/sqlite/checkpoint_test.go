@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/messagefoundry/mf/storage"
 )
@@ -81,4 +82,81 @@ func walRestarts(t *testing.T, path string) int64 {
 		t.Fatalf("WAL header: %v", err)
 	}
 	return int64(binary.BigEndian.Uint32(h[12:]))
+}
+
+// A long read (mf backup's VACUUM INTO of a large store, say) keeps the
+// checkpoints from passing it, so the WAL grows by everything written
+// meanwhile. Once the read ends and the WAL restarts, the -wal file must
+// shrink back to walSizeLimit: SQLite otherwise rewrites it in place from
+// its beginning and keeps its largest size on disk for as long as the
+// store is open.
+func TestTheWALFileShrinksAfterALongRead(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "mf.db")
+	s, err := Open(ctx, Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ingest := func(payload []byte) {
+		t.Helper()
+		if _, err := s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{{
+			Inbound: "in", ControlID: "C", Payload: payload, Status: storage.MessageRouted,
+			Deliveries: []storage.Delivery{{Destination: "d", Lane: "d/x"}},
+		}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ingest([]byte("first"))
+	// The long read: a transaction that has read, so its snapshot pins
+	// the WAL.
+	conn, err := s.DB().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM mf_messages").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("x"), 256<<10)
+	for written := int64(0); written < 2*walSizeLimit; written += int64(len(big)) {
+		ingest(big)
+	}
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown := fi.Size()
+	if grown <= walSizeLimit {
+		t.Fatalf("the -wal file is %d bytes after %d bytes written beside a read: the read did not pin it", grown, 2*walSizeLimit)
+	}
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	// Writes go on, small ones, as a running engine's do: the checkpoints
+	// catch up and the WAL restarts.
+	before := walRestarts(t, path)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ingest([]byte("small"))
+		fi, err := os.Stat(path + "-wal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if walRestarts(t, path) > before && fi.Size() <= walSizeLimit {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the -wal file is still %d bytes (%d at its largest) 30 s after the long read ended (%d WAL restarts since): it keeps its largest size, want at most %d",
+				fi.Size(), grown, walRestarts(t, path)-before, int64(walSizeLimit))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -236,6 +236,10 @@ func dsn(o Options) string {
 	q.Add("_pragma", "foreign_keys(1)")
 	// The store checkpoints in the background instead (checkpoint.go).
 	q.Add("_pragma", "wal_autocheckpoint(0)")
+	// A long read pins the WAL, which grows by everything written beside
+	// it; without a limit SQLite reuses the -wal file from its beginning
+	// once the read ends and keeps its largest size on disk.
+	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 	q.Set("_txlock", "immediate")
 	return "file:" + path + "?" + q.Encode()
 }
