@@ -1072,38 +1072,70 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 }
 
 // MessagePurge implements storage.Store.
+// MessagePurge implements storage.Store: at most p.Limit rows of each
+// table, in write transactions of at most purgeChunk rows each. Every write
+// waits for SQLite's one writer, so a batch deleted in one transaction held
+// every ingest (and its ACK) for the whole batch: 0.3 to 0.7 s for the
+// sweeper's 10,000 rows on a 2-core machine (bench/sqliteage). Between
+// chunks the writes queued meanwhile go first.
 func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) (storage.PurgeResult, error) {
 	var res storage.PurgeResult
-	limit := p.Limit
+	limit := int64(p.Limit)
 	if limit <= 0 {
 		limit = storage.DefaultPurgeLimit
 	}
+	for first := true; ; first = false {
+		q, m := min(purgeChunk, limit-res.QueueRows), min(purgeChunk, limit-res.Messages)
+		r, err := s.purgeOnce(ctx, p, q, m, first)
+		if err != nil {
+			return storage.PurgeResult{}, s.wrap("message purge", err)
+		}
+		res.QueueRows += r.QueueRows
+		res.Messages += r.Messages
+		res.Nodes += r.Nodes
+		// Done once neither table had as many rows as the chunk could take
+		// (a queue chunk may free messages for the next one).
+		if !(q > 0 && r.QueueRows == q || m > 0 && r.Messages == m) {
+			return res, nil
+		}
+	}
+}
+
+// purgeOnce is one write of MessagePurge: at most q queue rows and m
+// messages, and (first) the nodes not seen since the cut-off.
+func (s *Store) purgeOnce(ctx context.Context, p storage.MessagePurgeParams, q, m int64, first bool) (storage.PurgeResult, error) {
+	var res storage.PurgeResult
 	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, queries.Get("message_purge_queue"), millis(p.OlderThan), limit)
-		if err != nil {
-			return fmt.Errorf("purge queue rows: %w", err)
+		res = storage.PurgeResult{}
+		if q > 0 {
+			r, err := tx.ExecContext(ctx, queries.Get("message_purge_queue"), millis(p.OlderThan), q)
+			if err != nil {
+				return fmt.Errorf("purge queue rows: %w", err)
+			}
+			if res.QueueRows, err = r.RowsAffected(); err != nil {
+				return err
+			}
 		}
-		if res.QueueRows, err = r.RowsAffected(); err != nil {
-			return err
+		if m > 0 {
+			r, err := tx.ExecContext(ctx, queries.Get("message_purge_messages"), millis(p.OlderThan), m)
+			if err != nil {
+				return fmt.Errorf("purge messages: %w", err)
+			}
+			if res.Messages, err = r.RowsAffected(); err != nil {
+				return err
+			}
 		}
-		r, err = tx.ExecContext(ctx, queries.Get("message_purge_messages"), millis(p.OlderThan), limit)
-		if err != nil {
-			return fmt.Errorf("purge messages: %w", err)
+		if !first {
+			return nil
 		}
-		if res.Messages, err = r.RowsAffected(); err != nil {
-			return err
-		}
-		r, err = tx.ExecContext(ctx, queries.Get("node_purge"), millis(p.OlderThan))
+		r, err := tx.ExecContext(ctx, queries.Get("node_purge"), millis(p.OlderThan))
 		if err != nil {
 			return fmt.Errorf("purge nodes: %w", err)
 		}
 		res.Nodes, err = r.RowsAffected()
 		return err
 	})
-	if err != nil {
-		return storage.PurgeResult{}, s.wrap("message purge", err)
-	}
-	return res, nil
+	return res, err
 }
 
 // QueueClaimNext implements storage.Store: fence, reclaim the stranded head,
@@ -1520,3 +1552,8 @@ func queueStatus(ctx context.Context, tx *sql.Tx, id int64) (string, error) {
 	}
 	return status, err
 }
+
+// purgeChunk is the most rows of each table one write transaction of
+// MessagePurge deletes: 35 to 70 ms of the writer on a 2-core machine
+// (bench/sqliteage).
+const purgeChunk = 1000
