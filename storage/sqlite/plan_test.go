@@ -23,6 +23,7 @@ func TestQueueStatementsUseIndexes(t *testing.T) {
 		"queue_release_own":      "mf_queue_lane_head",
 		"message_purge_queue":    "mf_queue_finished",
 		"message_purge_messages": "mf_messages_received_at",
+		"message_purge_freed":    "mf_queue_message",
 		"queue_by_message":       "mf_queue_message",
 		"queue_skip":             "mf_queue_lane_head",
 		"queue_skip_refused":     "mf_queue_lane_head",
