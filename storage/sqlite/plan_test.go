@@ -17,7 +17,7 @@ func TestQueueStatementsUseIndexes(t *testing.T) {
 		"queue_claim_next":       "mf_queue_lane_head",
 		"queue_claim_run":        "mf_queue_lane_head",
 		"queue_lanes":            "mf_queue_lane_head",
-		"queue_stats":            "mf_queue_dead",
+		"queue_stats":            "mf_queue_stats",
 		"queue_reclaim_expired":  "mf_queue_inflight",
 		"queue_recover_foreign":  "mf_queue_inflight",
 		"queue_release_own":      "mf_queue_lane_head",
@@ -67,4 +67,33 @@ func placeholderArgs(name string) []any {
 		args[i] = 1
 	}
 	return args
+}
+
+// A metrics scrape (QueueStats, every 15 s or so) counts every unfinished
+// row. Read through mf_queue_lane_head it looked each one up in the table
+// for its destination, status, held and created_at: 0.73 to 0.85 s for
+// 61,000 unfinished rows in a 3.7 GiB store (bench/sqliteage), about 12 s
+// a scrape for an hour's backlog at 300 messages/s, each a read that keeps
+// the WAL from restarting. It must read indexes only.
+func TestQueueStatsReadsIndexesOnly(t *testing.T) {
+	s := openMigrated(t)
+	rows, err := s.db.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+queries.Get("queue_stats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	for _, line := range plan {
+		if strings.Contains(line, "mf_queue") && !strings.Contains(line, "COVERING INDEX") {
+			t.Fatalf("queue_stats reads mf_queue's rows, not an index alone (%q):\n%s", line, strings.Join(plan, "\n"))
+		}
+	}
 }

@@ -1,7 +1,10 @@
 -- Unfinished and dead rows only: done rows grow without bound until purged
 -- and are not worth a scan per metrics scrape. The two branches read only
--- the partial indexes mf_queue_lane_head and mf_queue_dead (SQLite would
--- otherwise scan the whole table for the three-status IN list).
+-- the partial indexes mf_queue_stats and mf_queue_dead, never a row of the
+-- table (TestQueueStatsReadsIndexesOnly; SQLite would otherwise scan the
+-- whole table for the three-status IN list). A dead row's held is 0: only
+-- a pending head is held, a row dies from inflight (queue_dead.sql) or by
+-- a skip, which clears held (queue_skip.sql).
 -- held: the blocked lanes (a held row is always its lane's head).
 -- The last column is the age of the oldest unfinished row, in milliseconds
 -- on the database's clock (0 for dead rows).
@@ -11,7 +14,7 @@ SELECT destination, status, count(*), sum(held),
           FROM mf_queue
          WHERE status IN ('pending', 'inflight')
         UNION ALL
-        SELECT destination, 'dead' AS status, held, NULL AS created_at
+        SELECT destination, 'dead' AS status, 0 AS held, NULL AS created_at
           FROM mf_queue
          WHERE status = 'dead')
  GROUP BY destination, status
