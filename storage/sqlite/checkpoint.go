@@ -80,10 +80,16 @@ func (s *Store) checkpointLoop() {
 	}
 }
 
-// checkpoint runs step 1 above, and step 2 when the WAL has grown enough.
+// checkpoint runs step 1 above, and step 2 when the WAL has grown enough
+// and step 1 copied all of it. A read older than the WAL's last pages (mf
+// backup's, a long metrics scrape) keeps any checkpoint from copying them:
+// step 2 would copy nothing more while it lasts, and once it ended would
+// copy everything written meanwhile holding the writer (323 ms for 93,439
+// pages after a backup of a 3.65 GiB store). The next rounds' step 1 copies
+// that without the writer first.
 func (s *Store) checkpoint(ctx context.Context) error {
-	frames, err := s.walCheckpoint(ctx)
-	if err != nil || frames < walRestartFrames {
+	frames, done, err := s.walCheckpoint(ctx)
+	if err != nil || frames < walRestartFrames || done < frames {
 		return err
 	}
 	select {
@@ -94,19 +100,20 @@ func (s *Store) checkpoint(ctx context.Context) error {
 		return fmt.Errorf("sqlite checkpoint: waiting for the writer: %w", ctx.Err())
 	}
 	defer func() { <-s.writer }()
-	_, err = s.walCheckpoint(ctx)
+	_, _, err = s.walCheckpoint(ctx)
 	return err
 }
 
 // walCheckpoint runs one PASSIVE checkpoint and returns the WAL's size in
-// pages. SQLite reports a checkpoint it could not do (another handle's
-// checkpoint in progress) as busy, not as an error: the next round does it.
-func (s *Store) walCheckpoint(ctx context.Context) (frames int64, err error) {
-	var busy, done int64
+// pages and how many of them are in the database file now. SQLite reports
+// a checkpoint it could not do (another handle's checkpoint in progress) as
+// busy, not as an error: the next round does it.
+func (s *Store) walCheckpoint(ctx context.Context) (frames, done int64, err error) {
+	var busy int64
 	if err := s.db.QueryRowContext(ctx, queries.Get("wal_checkpoint")).Scan(&busy, &frames, &done); err != nil {
-		return 0, fmt.Errorf("sqlite checkpoint: %w", err)
+		return 0, 0, fmt.Errorf("sqlite checkpoint: %w", err)
 	}
-	return frames, nil
+	return frames, done, nil
 }
 
 // walSizeLimit is the size the -wal file is cut back to when the WAL

@@ -160,3 +160,58 @@ func TestTheWALFileShrinksAfterALongRead(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// While a long read keeps the checkpoints from passing it, step 2 must not
+// take the writer: it could copy nothing more then, and once the read
+// ended it copied everything written during the read while every write
+// waited (323 ms for 93,439 pages after mf backup of a 3.65 GiB store beside
+// a load, measured with a timing print). Step 1, without the writer, copies
+// that first.
+func TestACheckpointBehindALongReadLeavesTheWriterAlone(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "mf.db")
+	s, err := Open(ctx, Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ingest := func(payload []byte) {
+		t.Helper()
+		if _, err := s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{{
+			Inbound: "in", ControlID: "C", Payload: payload, Status: storage.MessageRouted,
+			Deliveries: []storage.Delivery{{Destination: "d", Lane: "d/x"}},
+		}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ingest([]byte("first"))
+	conn, err := s.DB().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM mf_messages").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(ctx, "ROLLBACK") //nolint:errcheck // the test's end
+	big := bytes.Repeat([]byte("x"), 256<<10)
+	for written := 0; written < 2*walRestartFrames*4096; written += len(big) {
+		ingest(big)
+	}
+	// The writer is busy (a long group commit, say) for as long as the
+	// checkpoint runs.
+	s.writer <- struct{}{}
+	defer func() { <-s.writer }()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.checkpoint(cctx); err != nil {
+		t.Fatalf("a checkpoint behind a read that pins the WAL: %v", err)
+	}
+}
