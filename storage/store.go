@@ -205,6 +205,31 @@ type Store interface {
 	// QueueStats counts the unfinished and dead queue rows by destination
 	// and status, and the held ones among them.
 	QueueStats(ctx context.Context) ([]QueueStat, error)
+	// QueueLaneKeys returns, per destination, the laning its unfinished
+	// rows were split into lanes by, as last recorded (QueueLaneKeyRecord):
+	// a destination never recorded is not in the map. A lane is computed
+	// once, at ingest, from the routes in force then; a graph that starts
+	// with routes that lane a destination otherwise moves its rows first
+	// (QueueRelane), or newer messages of a key would be in another lane
+	// than its older ones, with no order between them.
+	QueueLaneKeys(ctx context.Context) (map[string]string, error)
+	// QueueLaneKeyRecord records that p.Destination's unfinished rows are
+	// laned by p.LaneKey (at most MaxLaneKeyBytes), replacing what was
+	// recorded. Fenced.
+	QueueLaneKeyRecord(ctx context.Context, p QueueLaneKeyRecordParams) error
+	// QueueRelaneRead returns up to p.Limit unfinished rows (pending or in
+	// flight, held ones too) of p.Destination that come after p.After in
+	// (lane, id) order, in that order, each with its message's inbound and
+	// payload: a page of the rows to lane again. The next page starts after
+	// the last row's (Lane, ID). Finished rows (done, dead) are not read:
+	// they are in no lane's order any more.
+	QueueRelaneRead(ctx context.Context, p QueueRelaneReadParams) ([]RelaneRow, error)
+	// QueueRelane moves each row of p.Moves to its Lane if it is still
+	// unfinished, in one transaction, and returns how many it moved. Its
+	// status, attempts, due time, hold and lease stay. Fenced. Only a
+	// leader with no lane running may call it (a lane's order is what
+	// its claims see).
+	QueueRelane(ctx context.Context, p QueueRelaneParams) (int64, error)
 
 	// ConfigVersionBump increments the named config version and returns it.
 	ConfigVersionBump(ctx context.Context, p ConfigVersionBumpParams) (int64, error)
@@ -931,6 +956,50 @@ type QueueStat struct {
 	// OldestAge is how long the oldest of them has been queued, on the
 	// database's clock (zero for dead rows): an operator alerts on it.
 	OldestAge time.Duration
+}
+
+// MaxLaneKeyBytes bounds QueueLaneKeyRecordParams.LaneKey, the width of
+// the column in every dialect.
+const MaxLaneKeyBytes = 1000
+
+// QueueLaneKeyRecordParams are the arguments of Store.QueueLaneKeyRecord.
+type QueueLaneKeyRecordParams struct {
+	Fence       Fence
+	Destination string
+	// LaneKey says how the destination's messages are split into lanes
+	// (lanes.LaneKeys makes it from the routes).
+	LaneKey string
+}
+
+// QueueRelaneReadParams are the arguments of Store.QueueRelaneRead.
+type QueueRelaneReadParams struct {
+	Destination string
+	// AfterLane and AfterID are the last row of the previous page; the
+	// first page has "" and 0.
+	AfterLane string
+	AfterID   int64
+	Limit     int
+}
+
+// RelaneRow is an unfinished queue row to lane again, with what its lane
+// is computed from.
+type RelaneRow struct {
+	ID      int64
+	Lane    string
+	Inbound string
+	Payload []byte
+}
+
+// LaneMove moves queue row ID to Lane.
+type LaneMove struct {
+	ID   int64
+	Lane string
+}
+
+// QueueRelaneParams are the arguments of Store.QueueRelane.
+type QueueRelaneParams struct {
+	Fence Fence
+	Moves []LaneMove
 }
 
 // Secret limits, the same in every dialect: SQL Server keeps a name in an

@@ -1180,6 +1180,72 @@ func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
 	return out, nil
 }
 
+// QueueLaneKeys implements storage.Store.
+func (s *Store) QueueLaneKeys(ctx context.Context) (map[string]string, error) {
+	rows, err := s.pool.Query(ctx, queries.Get("queue_lane_keys"))
+	if err != nil {
+		return nil, wrap("queue lane keys", err)
+	}
+	out := map[string]string{}
+	var dest, key string
+	_, err = pgx.ForEachRow(rows, []any{&dest, &key}, func() error {
+		out[dest] = key
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("queue lane keys", err)
+	}
+	return out, nil
+}
+
+// QueueLaneKeyRecord implements storage.Store.
+func (s *Store) QueueLaneKeyRecord(ctx context.Context, p storage.QueueLaneKeyRecordParams) error {
+	if len(p.LaneKey) > storage.MaxLaneKeyBytes {
+		return fmt.Errorf("postgres: queue lane key record: %d bytes, at most %d", len(p.LaneKey), storage.MaxLaneKeyBytes)
+	}
+	err := s.fenced(ctx, p.Fence, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, queries.Get("queue_lane_key_record"), p.Destination, p.LaneKey)
+		return err
+	})
+	return wrap("queue lane key record", err)
+}
+
+// QueueRelaneRead implements storage.Store.
+func (s *Store) QueueRelaneRead(ctx context.Context, p storage.QueueRelaneReadParams) ([]storage.RelaneRow, error) {
+	rows, err := s.pool.Query(ctx, queries.Get("queue_relane_read"), p.Destination, p.AfterLane, p.AfterID, p.Limit)
+	if err != nil {
+		return nil, wrap("queue relane read", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.RelaneRow, error) {
+		var row storage.RelaneRow
+		err := r.Scan(&row.ID, &row.Lane, &row.Inbound, &row.Payload)
+		return row, err
+	})
+	if err != nil {
+		return nil, wrap("queue relane read", err)
+	}
+	return out, nil
+}
+
+// QueueRelane implements storage.Store.
+func (s *Store) QueueRelane(ctx context.Context, p storage.QueueRelaneParams) (int64, error) {
+	ids := make([]int64, len(p.Moves))
+	lanes := make([]string, len(p.Moves))
+	for i, m := range p.Moves {
+		ids[i], lanes[i] = m.ID, m.Lane
+	}
+	var n int64
+	err := s.fenced(ctx, p.Fence, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, queries.Get("queue_relane"), ids, lanes)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, wrap("queue relane", err)
+	}
+	return n, nil
+}
+
 // ConfigVersionBump implements storage.Store.
 func (s *Store) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBumpParams) (int64, error) {
 	v, err := bumpVersion(ctx, s.pool, storage.ConfigName(p.Name))

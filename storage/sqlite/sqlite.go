@@ -1466,6 +1466,88 @@ func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
 	return out, nil
 }
 
+// QueueLaneKeys implements storage.Store.
+func (s *Store) QueueLaneKeys(ctx context.Context) (map[string]string, error) {
+	rows, err := s.db.QueryContext(ctx, queries.Get("queue_lane_keys"))
+	if err != nil {
+		return nil, s.wrap("queue lane keys", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var dest, key string
+		if err := rows.Scan(&dest, &key); err != nil {
+			return nil, s.wrap("queue lane keys", err)
+		}
+		out[dest] = key
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("queue lane keys", err)
+	}
+	return out, nil
+}
+
+// QueueLaneKeyRecord implements storage.Store.
+func (s *Store) QueueLaneKeyRecord(ctx context.Context, p storage.QueueLaneKeyRecordParams) error {
+	if len(p.LaneKey) > storage.MaxLaneKeyBytes {
+		return fmt.Errorf("sqlite: queue lane key record: %d bytes, at most %d", len(p.LaneKey), storage.MaxLaneKeyBytes)
+	}
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, queries.Get("queue_lane_key_record"), p.Destination, p.LaneKey)
+		return err
+	})
+	return s.wrap("queue lane key record", err)
+}
+
+// QueueRelaneRead implements storage.Store.
+func (s *Store) QueueRelaneRead(ctx context.Context, p storage.QueueRelaneReadParams) ([]storage.RelaneRow, error) {
+	rows, err := s.db.QueryContext(ctx, queries.Get("queue_relane_read"), p.Destination, p.AfterLane, p.AfterID, p.Limit)
+	if err != nil {
+		return nil, s.wrap("queue relane read", err)
+	}
+	defer rows.Close()
+	var out []storage.RelaneRow
+	for rows.Next() {
+		var r storage.RelaneRow
+		if err := rows.Scan(&r.ID, &r.Lane, &r.Inbound, &r.Payload); err != nil {
+			return nil, s.wrap("queue relane read", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("queue relane read", err)
+	}
+	return out, nil
+}
+
+// QueueRelane implements storage.Store.
+func (s *Store) QueueRelane(ctx context.Context, p storage.QueueRelaneParams) (int64, error) {
+	var n int64
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		n = 0
+		st, err := s.prepared(ctx, tx, queries.Get("queue_relane"))
+		if err != nil {
+			return err
+		}
+		for _, m := range p.Moves {
+			res, err := st.ExecContext(ctx, m.ID, m.Lane)
+			if err != nil {
+				return err
+			}
+			k, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n += k
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, s.wrap("queue relane", err)
+	}
+	return n, nil
+}
+
 // ConfigVersionBump implements storage.Store.
 func (s *Store) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBumpParams) (int64, error) {
 	var v int64

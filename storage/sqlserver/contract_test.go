@@ -207,6 +207,10 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 	_, _ = s.ConfigVersionBump(ctx, storage.ConfigVersionBumpParams{})
 	_, _ = s.ConfigVersionRead(ctx, storage.ConfigVersionReadParams{})
 	_, _ = s.Secret(ctx, "lane_hash", []byte("fresh"))
+	_, _ = s.QueueLaneKeys(ctx)
+	_ = s.QueueLaneKeyRecord(ctx, storage.QueueLaneKeyRecordParams{Fence: f, Destination: "lab", LaneKey: "in=PID-3.1"})
+	_, _ = s.QueueRelaneRead(ctx, storage.QueueRelaneReadParams{Destination: "lab", AfterLane: "lab/1", AfterID: 7, Limit: 500})
+	_, _ = s.QueueRelane(ctx, storage.QueueRelaneParams{Fence: f, Moves: []storage.LaneMove{{ID: 7, Lane: "lab/2"}}})
 
 	reached := map[string]bool{}
 	batches := 0

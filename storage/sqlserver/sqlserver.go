@@ -1113,6 +1113,92 @@ func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
 	return out, nil
 }
 
+// QueueLaneKeys implements storage.Store.
+func (s *Store) QueueLaneKeys(ctx context.Context) (map[string]string, error) {
+	var out map[string]string
+	err := retryDeadlocks(ctx, func() error {
+		out = map[string]string{}
+		rows, err := s.db.QueryContext(ctx, queries.Get("queue_lane_keys"))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var dest, key string
+			if err := rows.Scan(&dest, &key); err != nil {
+				return err
+			}
+			out[dest] = key
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlserver: queue lane keys: %w", err)
+	}
+	return out, nil
+}
+
+// QueueLaneKeyRecord implements storage.Store.
+func (s *Store) QueueLaneKeyRecord(ctx context.Context, p storage.QueueLaneKeyRecordParams) error {
+	if len(p.LaneKey) > storage.MaxLaneKeyBytes {
+		return fmt.Errorf("sqlserver: queue lane key record: %d bytes, at most %d", len(p.LaneKey), storage.MaxLaneKeyBytes)
+	}
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, queries.Get("queue_lane_key_record"),
+			sql.Named("destination", p.Destination), sql.Named("lane_key", p.LaneKey))
+		return err
+	})
+	return wrap("queue lane key record", err)
+}
+
+// QueueRelaneRead implements storage.Store.
+func (s *Store) QueueRelaneRead(ctx context.Context, p storage.QueueRelaneReadParams) ([]storage.RelaneRow, error) {
+	var out []storage.RelaneRow
+	err := retryDeadlocks(ctx, func() error {
+		out = nil
+		rows, err := s.db.QueryContext(ctx, queries.Get("queue_relane_read"), sql.Named("destination", p.Destination),
+			sql.Named("after_lane", p.AfterLane), sql.Named("after_id", p.AfterID), sql.Named("limit", p.Limit))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r storage.RelaneRow
+			if err := rows.Scan(&r.ID, &r.Lane, &r.Inbound, &r.Payload); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlserver: queue relane read: %w", err)
+	}
+	return out, nil
+}
+
+// QueueRelane implements storage.Store: one statement per row, in one
+// fenced transaction (a move is rare: a lane_key changed across a restart or
+// a failover).
+func (s *Store) QueueRelane(ctx context.Context, p storage.QueueRelaneParams) (int64, error) {
+	var n int64
+	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		n = 0
+		for _, m := range p.Moves {
+			var k int64
+			if err := tx.QueryRowContext(ctx, queries.Get("queue_relane"), sql.Named("id", m.ID), sql.Named("new_lane", m.Lane)).Scan(&k); err != nil {
+				return err
+			}
+			n += k
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, wrap("queue relane", err)
+	}
+	return n, nil
+}
+
 // ConfigVersionBump implements storage.Store.
 func (s *Store) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBumpParams) (int64, error) {
 	var v int64

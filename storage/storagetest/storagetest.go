@@ -61,6 +61,8 @@ func Run(t *testing.T, newDB Opener) {
 		{"Queue/VersionMovesWithWhatNoLaneIsToldOf", testQueueVersion},
 		{"Queue/ClaimChecks", testClaimChecks},
 		{"Queue/LanesAndStats", testLanesAndStats},
+		{"Queue/LaneKeyRecordedPerDestination", testLaneKeyRecord},
+		{"Queue/RelaneMovesUnfinishedRowsInIDOrder", testRelane},
 		{"Purge/OnlyFinishedOlderThanCutoff", testPurge},
 		{"Purge/NodesNotSeenSinceTheCutoff", testPurgeNodes},
 		{"Sweep/OnlyExpiredLeases", testReclaimExpired},

@@ -1,0 +1,2 @@
+-- The laning each destination's unfinished rows were recorded under.
+SELECT destination, lane_key FROM mf_lane_keys
