@@ -413,6 +413,9 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 		return
 	default:
 	}
+	if !r.relane(ctx, f, ended) {
+		return
+	}
 	// The term's end cancels its graph at once, even while root is busy (a
 	// drain, promotion recovery): deliveries in hand are abandoned then, as
 	// on any demotion, not at the end of the drain, when a standby may
@@ -446,6 +449,52 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 		return
 	}
 	r.graph, r.spec, r.cancel = pid, spec, cancel
+}
+
+// relane moves the unfinished rows of each destination whose lane_key in
+// the config in force differs from the one they were laned by into the
+// lanes it makes (lanes.Relane), before the graph, and so any lane, starts:
+// after promotion recovery (no row is in flight), at every graph start, a
+// single node's included. It reports false when the graph must not start:
+// term f is over (fenced, or ended closed) or the node is stopping. A
+// failure of the store is tried again until it works, the term ends or a
+// stop comes: a graph started on rows laned by another key could deliver a
+// patient's newer message before an older one.
+func (r *root) relane(ctx actor.Context, f storage.Fence, ended <-chan struct{}) bool {
+	term, stop := termContext(ended)
+	defer stop()
+	log := r.opts.Log.With().Int64("term", f.Term).Logger()
+	pause := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		done, err := lanes.Relane(term, r.opts.Store, f, r.opts.Config, r.router)
+		for _, d := range done {
+			d.Log(log)
+		}
+		if err == nil {
+			return true
+		}
+		switch {
+		case term.Err() != nil:
+			log.Warn().Msg("leadership of this term ended while the queued rows were laned again; not starting the graph for this term")
+			return false
+		case errors.Is(err, storage.ErrFenced):
+			storage.CountError(context.Background(), "queue_relane", err)
+			log.Error().Err(err).Msg("laning the queued rows again was fenced: the lease has moved past this term; not starting the graph for this term")
+			r.tellLeadership(ctx, leadership.Fenced{Fence: f})
+			return false
+		case r.stopRequested.Load():
+			log.Warn().Err(err).Msg("laning the queued rows again failed and the node is stopping; not starting the graph")
+			return false
+		}
+		storage.CountError(context.Background(), "queue_relane", err)
+		log.Error().Err(err).Int("attempt", attempt).Dur("retry_in", pause).
+			Msg("the config's lane_key differs from the one queued rows were laned by, and moving them failed; the graph waits for it, or newer messages could overtake older ones of the same key (check the database)")
+		select {
+		case <-term.Done():
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
 }
 
 // setStatus publishes a changed copy of the status.

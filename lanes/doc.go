@@ -14,6 +14,8 @@
 //	lane.go         the lane actor: claim the head → send → record, retry with
 //	                backoff, dead-letter or hold once attempts are exhausted
 //	sender*.go      the destinations' protocols: MLLP, file, HTTP
+//	relane.go       Relane: rows queued under another lane_key moved into the
+//	                lanes of the one in force, before the lanes start
 //	outage.go       one log line per destination outage, not one per attempt
 //	metrics.go      delivery counters and latencies, labelled by destination
 //
@@ -22,16 +24,22 @@
 // the claim statement: storage/postgres/sql/queue_claim_next.sql, "THE FIFO
 // ARGUMENT" (each dialect's copy says the same for its SQL).
 //
-// Order per lane_key value holds only while the lane_key stays: rows keep
-// the lane they were stored in, so under a changed lane_key a message's
-// older ones of the same key may still be queued in another lane, with no
-// order between the two. A leader therefore applies a reload that changes
-// a destination's lane_key (Resplit) only once that destination has no
-// unfinished row, its inbounds closed meanwhile, and refuses it otherwise
-// (package actors, root.refuseResplit). A restart (or a failover) onto
-// another lane_key is not prevented: the Manager says so at WARN when the
-// change is to or from no lane_key, which leaves lane names of another
-// form (Manager.misplaced).
+// A row's lane is computed once, at ingest, under the lane_key in force
+// then. Under a changed lane_key a key's newer messages would be in another
+// lane than its older ones still queued, with no order between the two; so
+// every graph, before any lane starts (after promotion recovery, and at a
+// single node's start), moves the unfinished rows of each destination whose
+// lane_key differs from the one they were laned by (recorded per
+// destination) into the lanes the routes make now (Relane, relane.go), each
+// key's rows in id order, which is arrival order. That covers a restart or
+// a failover onto another lane_key, and a standby that applied a reload its
+// leader refused. A leader's live reload that changes a destination's
+// lane_key (Resplit) still waits until that destination has no unfinished
+// row, its inbounds closed meanwhile, and is refused otherwise (package
+// actors, root.refuseResplit). A row whose inbound no longer routes to its
+// destination, under routes that disagree on the lane_key, keeps its lane:
+// Relane says so at WARN, and the Manager still reports rows in lanes of
+// another form (Manager.misplaced).
 //
 // Lane actors exist only under a leader: the graph that spawns the Manager
 // is started on winning a term and stopped on losing it (package actors).

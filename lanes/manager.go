@@ -621,7 +621,8 @@ func (c laneCounts) report(log zerolog.Logger, reported map[string]bool, msg str
 // destination where every route to it has a lane_key, or one with a key
 // where none has. Their lane_key was changed while they were queued (a
 // restart with another file, a failover to a node whose file has another
-// one; a reload checks it: lanes/doc.go), so they are delivered with no
+// one), and Relane, which moves such rows before the lanes start, left
+// them where they were (see Relaned.Kept), so they are delivered with no
 // order against the messages stored from now on. A change from one
 // lane_key to another leaves lane names of the same form, and is not seen
 // here. Lane names carry lane keys (PHI): only counts are logged.

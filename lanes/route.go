@@ -23,6 +23,8 @@ type route struct {
 	filters []filter
 	to      []string
 	laneKey *hl7.Path // nil: one lane per destination
+	// key is lane_key as written ("" for none).
+	key string
 }
 
 type filter struct {
@@ -35,7 +37,7 @@ type filter struct {
 func NewRouter(c *config.Config) (*Router, error) {
 	r := &Router{byInbound: map[string][]route{}}
 	for i, rc := range c.Route {
-		rt := route{to: rc.To}
+		rt := route{to: rc.To, key: rc.LaneKey}
 		keys := make([]string, 0, len(rc.Filter))
 		for k := range rc.Filter {
 			keys = append(keys, k)
@@ -76,14 +78,18 @@ func (r *Router) Route(inbound string, m *hl7.Message) []storage.Delivery {
 				continue
 			}
 			seen[dest] = true
-			lane := dest
-			if rt.laneKey != nil {
-				lane = LaneName(dest, laneKeyValue(m, *rt.laneKey))
-			}
-			out = append(out, storage.Delivery{Destination: dest, Lane: lane})
+			out = append(out, storage.Delivery{Destination: dest, Lane: rt.lane(dest, m)})
 		}
 	}
 	return out
+}
+
+// lane is the lane of m for destination dest by this route.
+func (rt route) lane(dest string, m *hl7.Message) string {
+	if rt.laneKey == nil {
+		return dest
+	}
+	return LaneName(dest, laneKeyValue(m, *rt.laneKey))
 }
 
 // matches reports whether every filter of rt holds for m: the field's

@@ -39,6 +39,8 @@ type Engine struct {
 	stopOnce sync.Once
 	stopped  chan struct{} // closed when the clean stop has ended
 	stopErr  error
+	// closeStore closes the engine's store, once.
+	closeStore func()
 }
 
 // LogBuffer collects log lines safely across goroutines.
@@ -85,7 +87,14 @@ func ServeTCP(t testing.TB, handle func(net.Conn)) string {
 // Every [[inbound]] of type mllp must be open before Start returns.
 func Start(t testing.TB, cfg string) *Engine {
 	t.Helper()
-	dir := t.TempDir()
+	return StartIn(t, t.TempDir(), cfg)
+}
+
+// StartIn is Start with dir as the directory, whose mf.db the engine
+// opens, or makes: an engine started again in the dir of one stopped
+// (Shutdown) is that node restarted, on its queue.
+func StartIn(t testing.TB, dir, cfg string) *Engine {
+	t.Helper()
 	cfg = strings.ReplaceAll(cfg, "{{dir}}", dir)
 	c, err := config.Parse([]byte(cfg), filepath.Join(dir, "mf.toml"))
 	if err != nil {
@@ -112,12 +121,13 @@ func Start(t testing.TB, cfg string) *Engine {
 		t.Fatal(err)
 	}
 	e := &Engine{Config: c, Store: fs, Dir: dir, Logs: logs, eng: eng, stopped: make(chan struct{})}
+	e.closeStore = sync.OnceFunc(func() { st.Close() })
 	t.Cleanup(func() {
 		<-e.Stop()
 		if e.stopErr != nil {
 			t.Errorf("engine stop: %v", e.stopErr)
 		}
-		st.Close()
+		e.closeStore()
 	})
 	for _, in := range c.Inbound {
 		if in.Type == config.InboundMLLP {
@@ -146,6 +156,17 @@ func (e *Engine) Stop() <-chan struct{} {
 		}()
 	})
 	return e.stopped
+}
+
+// Shutdown stops the engine cleanly, waits for it, and closes its store,
+// so that another engine may open it (StartIn).
+func (e *Engine) Shutdown(t testing.TB) {
+	t.Helper()
+	<-e.Stop()
+	if e.stopErr != nil {
+		t.Fatalf("engine stop: %v", e.stopErr)
+	}
+	e.closeStore()
 }
 
 // Status is the engine's current role.

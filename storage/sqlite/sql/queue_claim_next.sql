@@ -49,6 +49,17 @@
 --       one file too: the lock is SQLite's, not the process's.)
 --   (e) The fence (fence.sql, under the same write lock) means only the
 --       current term's leader can claim; a paused old leader's claim fails.
+--   (f) A lane is one key's rows under the destination's lane_key, and a
+--       row's lane is computed at ingest. A graph that starts with another
+--       lane_key for a destination than its rows were laned by (a restart,
+--       a failover, a reload a standby applied) first moves each of its
+--       unfinished rows into the lane its message has under the lane_key in
+--       force (lanes.Relane, queue_relane.sql), before any lane runs and
+--       after promotion recovery (nothing is in flight), fenced. A moved row
+--       keeps its id, status and hold, so each new lane holds every
+--       unfinished row of its key in id order, which is arrival order, and
+--       (a) to (e) hold for it from there. Floors (?4) live only in a
+--       running graph, so none spans a move.
 -- A row may be delivered more than once (at least once), never out of order.
 --
 -- The head is read by the scalar subquery (through the partial index
