@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -29,9 +28,6 @@ type graphSpec struct {
 	onFenced func(op string, err error)
 	binds    *listeners.Binds // the node's, across graphs
 	done     chan struct{}    // closed when the graph and all its children have stopped
-	// fenced is set with the first report of onFenced, which root may not
-	// read for a while (a reload's drain: root.drainResplit).
-	fenced atomic.Bool
 }
 
 // graphStarted, if set, runs at the end of every graph's Started: a test
@@ -64,9 +60,6 @@ func (g *graph) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		g.spawn(ctx)
-	case drainInbounds:
-		g.stopListeners(ctx)
-		ctx.Respond(drainInbounds{})
 	case *actor.Stopping:
 		g.stopListeners(ctx)
 	case *actor.Stopped:
@@ -123,10 +116,6 @@ func (g *graph) stopListeners(ctx actor.Context) {
 		}
 	}
 }
-
-// drainInbounds asks the graph to drain its inbounds (stopListeners) and
-// answers once they are: its lanes go on delivering until it stops.
-type drainInbounds struct{}
 
 // drainListenerTimeout bounds a listener's drain: its connections' grace
 // (listeners.Grace), their closing, and some.

@@ -90,8 +90,8 @@ func TestANodeElectedOnAConfigItFailedToReloadSaysSo(t *testing.T) {
 }
 
 // A reload that changes how a destination is split into lanes (lane_key)
-// says so, naming the destination (here on a standby, which applies it: the
-// leader's refusal while rows are queued is
+// says so, naming the destination (here on a standby, which applies it and
+// moves the queued rows when promoted; the leader's move is
 // TestAReloadThatChangesALaneKeyKeepsAPatientsMessagesInOrder).
 func TestAReloadThatChangesALaneKeySaysSo(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")

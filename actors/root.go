@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -428,7 +426,6 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 		done: make(chan struct{}),
 	}
 	spec.onFenced = func(op string, err error) {
-		spec.fenced.Store(true)
 		system.Root.Send(self, fenced{spec: spec, op: op, err: err})
 	}
 	// Leader before the graph spawns: its listeners open ports at once,
@@ -554,17 +551,7 @@ func (r *root) reload(ctx actor.Context, version int64) {
 		r.unapplied = version
 		return
 	}
-	previous, previousRouter := r.opts.Config, r.router
-	// A destination split into lanes by another lane_key: see refuseResplit.
-	resplit := lanes.Resplit(previous, cfg)
-	// A term already ended (its loss still in the mailbox): the node is a
-	// standby now, and a standby applies the file.
-	if r.spec != nil && len(resplit) > 0 && !closed(r.spec.ended) {
-		if r.refuseResplit(log, version, r.spec.ended, resplit, false) {
-			return
-		}
-		r.drainResplit(ctx, log, resplit)
-	}
+	previous := r.opts.Config
 	r.unapplied = 0
 	r.opts.Config, r.router = cfg, router
 	r.inForce.Store(cfg)
@@ -581,6 +568,10 @@ func (r *root) reload(ctx actor.Context, version int64) {
 		// row in flight is one the old graph left there (a send abandoned
 		// at the drain timeout, rows claimed ahead it could not give back).
 		// Left to their row lease, the new graph's lanes waited for it.
+		// With them pending, and no lane running, the new graph's start
+		// moves the queued rows of a destination whose lane_key the file
+		// changes into the lanes of the new one (relane), so that no newer
+		// message of a key overtakes an older one.
 		switch {
 		case !r.recover(fence, ended, log.With().Str("after", "reload").Logger()):
 			if !closed(ended) {
@@ -591,15 +582,6 @@ func (r *root) reload(ctx actor.Context, version int64) {
 			// reload. Started, the graph would open its ports again for a
 			// moment, and the stop would drain it a second time.
 			log.Info().Msg("the node is stopping: not starting the reloaded graph")
-		case len(resplit) > 0 && r.refuseResplit(log, version, ended, resplit, true):
-			// Rows of such a destination were left queued after all (the
-			// drain timed out): the graph starts again on the config in
-			// force, under which they were stored.
-			r.opts.Config, r.router = previous, previousRouter
-			r.inForce.Store(previous)
-			setCertMetrics(previous, false)
-			r.startGraph(ctx, fence, ended)
-			return
 		default:
 			r.startGraph(ctx, fence, ended)
 		}
@@ -613,8 +595,12 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	for _, w := range cfg.Warnings() {
 		log.Warn().Str("config", cfg.Path).Msg(w)
 	}
-	for _, dest := range resplit {
-		log.Info().Str("destination", dest).Msg("the reload changes the lane_key that splits this destination into lanes; a leader applies such a change only once the destination has no rows queued (it closes its inbounds until they are delivered, for at most the drain timeout), so its messages stay in order")
+	was := lanes.LaneKeys(previous)
+	for dest, key := range lanes.LaneKeys(cfg) {
+		if old, ok := was[dest]; ok && old != key {
+			log.Info().Str("destination", dest).Str("lane_key_was", old).Str("lane_key", key).
+				Msg("the reload changes the lane_key that splits this destination into lanes; the leader's graph moves its queued rows into the lanes of the new one before any lane starts (a standby's, when it is promoted), so that its messages stay in order")
+		}
 	}
 	if len(restart) > 0 {
 		log.Warn().Strs("sections", restart).Msg("the reloaded file changes sections this node reads only at start; they are not in force: restart the node to apply them")
@@ -623,103 +609,6 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	// and that beat reports both.
 	r.tellLeadership(ctx, leadership.ConfigInForce{Fingerprint: cfg.GraphFingerprint()})
 	r.tellLeadership(ctx, leadership.ConfigLoaded{Version: version})
-}
-
-// queued is what a reload that changes the lane_key of a destination
-// finds of its unfinished rows (pending or in flight, held ones too).
-type queued struct {
-	rows int64
-	// failing counts its lanes whose head has failed a delivery and waits
-	// to be tried again, or for an operator (held).
-	failing int64
-}
-
-// queuedIn reads the unfinished rows of each of dests that has any. The
-// end of the term (ended closed) ends the read at once: root reads no
-// message meanwhile, and a database that stops answering is what often
-// ends a term.
-func (r *root) queuedIn(ended <-chan struct{}, dests []string) (map[string]queued, error) {
-	term, stop := termContext(ended)
-	defer stop()
-	ctx, cancel := context.WithTimeout(term, 10*time.Second)
-	defer cancel()
-	ls, err := r.opts.Store.QueueLanes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]queued{}
-	for _, l := range ls {
-		if !slices.Contains(dests, l.Destination) {
-			continue
-		}
-		q := out[l.Destination]
-		q.rows += l.Depth
-		if l.Head.Held || l.Head.Status == storage.QueuePending && l.Head.Attempts > 0 {
-			q.failing++
-		}
-		out[l.Destination] = q
-	}
-	return out, nil
-}
-
-// refuseResplit reports whether a leader's reload to config version
-// version must be refused because one of dests, each split into lanes by
-// another lane_key in the reloaded config, has rows queued (before the
-// old graph stops, only rows that wait: a head that failed or is held; the
-// others are delivered first, drainResplit): it then logs why and what to
-// do. Why a change of lane_key needs an empty queue is said in
-// lanes/doc.go. Only a leader looks: a standby runs no lanes, and applies
-// the file.
-func (r *root) refuseResplit(log zerolog.Logger, version int64, ended <-chan struct{}, dests []string, stopped bool) bool {
-	found, err := r.queuedIn(ended, dests)
-	if err != nil {
-		storage.CountError(context.Background(), "queue_lanes", err)
-		log.Error().Err(err).Strs("destinations", dests).Msg("config reload failed: it changes the lane_key of these destinations, and whether they have rows queued could not be read; this node keeps running its current config (check the database, then run mf reload again)")
-		r.unapplied = version
-		return true
-	}
-	refused := false
-	for _, dest := range slices.Sorted(maps.Keys(found)) {
-		q := found[dest]
-		if q.rows == 0 || !stopped && q.failing == 0 {
-			continue
-		}
-		refused = true
-		log.Error().Str("destination", dest).Int64("rows", q.rows).Int64("failing_lanes", q.failing).Msg("config reload failed: it changes the lane_key that splits this destination into lanes, and the destination has rows queued in its current lanes that it could not deliver; messages stored under the new lane_key could be delivered before older ones of the same key still queued. This node keeps running its current config: let the destination's queue drain (bring the destination up; release or skip the heads GET /lanes shows blocked), then run mf reload again")
-	}
-	if refused {
-		r.unapplied = version
-	}
-	return refused
-}
-
-// drainResplit closes the inbounds of the running graph and lets its lanes
-// deliver the rows of dests queued under the old lane_key, for at most the
-// drain timeout: under steady traffic a destination that delivers always
-// has some in flight, and a reload that changes its lane_key was refused
-// for them. refuseResplit looks again once the graph has stopped.
-func (r *root) drainResplit(ctx actor.Context, log zerolog.Logger, dests []string) {
-	log.Info().Strs("destinations", dests).Dur("drain_timeout", r.opts.DrainTimeout).
-		Msg("the reload changes the lane_key of these destinations: closing the inbounds until their queued rows are delivered (at most drain_timeout), so that no newer message overtakes an older one")
-	if _, err := ctx.RequestFuture(r.graph, drainInbounds{}, drainListenerTimeout+time.Second).Result(); err != nil {
-		log.Warn().Err(err).Msg("the inbounds did not finish their messages in hand in time")
-	}
-	deadline := time.Now().Add(r.opts.DrainTimeout)
-	for {
-		found, err := r.queuedIn(r.spec.ended, dests)
-		failing := false
-		for _, q := range found {
-			failing = failing || q.failing > 0
-		}
-		// A failing head will not be delivered soon: the reload is
-		// refused once the graph has stopped, without waiting longer. Nor
-		// will the rows of a graph fenced: the report waits in root's
-		// mailbox, and the stop is not to wait for the drain timeout.
-		if err == nil && (len(found) == 0 || failing) || time.Now().After(deadline) || closed(r.spec.ended) || r.spec.fenced.Load() || r.stopRequested.Load() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // tellLeadership sends m to the leadership actor, unless it has stopped.

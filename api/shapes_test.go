@@ -252,7 +252,7 @@ func TestEveryStoreErrorSeriesStartsAtZero(t *testing.T) {
 	for _, op := range []string{
 		"message_ingest", "metrics_queue", // listeners, api
 		"claim", "advance", "complete", "retry", "hold", "dead", "give back", "release own", "queue_lanes", // lanes
-		"queue_reclaim_expired", "message_purge", "queue_recover_foreign", // actors
+		"queue_reclaim_expired", "message_purge", "queue_recover_foreign", "queue_relane", // actors
 		"lease_elect", "lease_renew", "node_heartbeat", "config_version_read", // leadership
 	} {
 		if !zero[op] {

@@ -32,11 +32,11 @@
 // lane_key differs from the one they were laned by (recorded per
 // destination) into the lanes the routes make now (Relane, relane.go), each
 // key's rows in id order, which is arrival order. That covers a restart or
-// a failover onto another lane_key, and a standby that applied a reload its
-// leader refused. A leader's live reload that changes a destination's
-// lane_key (Resplit) still waits until that destination has no unfinished
-// row, its inbounds closed meanwhile, and is refused otherwise (package
-// actors, root.refuseResplit). A row whose inbound no longer routes to its
+// a failover onto another lane_key, a standby that applied a reload while
+// it ran no lanes, and a leader's live reload, which stops its graph (the
+// lanes finish the delivery in hand), re-pends what was left in flight, and
+// starts the new graph, which moves the rows first (package actors,
+// root.reload). A row whose inbound no longer routes to its
 // destination, under routes that disagree on the lane_key, keeps its lane:
 // Relane says so at WARN, and the Manager still reports rows in lanes of
 // another form (Manager.misplaced).

@@ -2,8 +2,6 @@ package lanes
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"sort"
 	"strings"
 
@@ -149,32 +147,3 @@ func joinTrimmed(parts []string, sep string, f func(string) string) string {
 // the bare destination name.
 // (The ingest stores it as every dialect can: storage.NewMessage.Storable.)
 func LaneName(dest, key string) string { return dest + "/" + key }
-
-// Resplit names, sorted, the destinations whose messages from an inbound
-// that routes to them in both old and cur are split into lanes by another
-// lane_key in cur (the first route from the inbound that names the
-// destination gives the key). Rows keep the lane they were stored in, so
-// across such a change messages of one key are in two lanes, with no
-// order between them.
-func Resplit(old, cur *config.Config) []string {
-	type pair struct{ from, dest string }
-	keys := func(c *config.Config) map[pair]string {
-		m := map[pair]string{}
-		for _, rc := range c.Route {
-			for _, d := range rc.To {
-				if _, ok := m[pair{rc.From, d}]; !ok {
-					m[pair{rc.From, d}] = rc.LaneKey
-				}
-			}
-		}
-		return m
-	}
-	before := keys(old)
-	changed := map[string]bool{}
-	for p, key := range keys(cur) {
-		if was, ok := before[p]; ok && was != key {
-			changed[p.dest] = true
-		}
-	}
-	return slices.Sorted(maps.Keys(changed))
-}

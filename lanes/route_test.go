@@ -193,61 +193,6 @@ to = ["emr"]
 	}
 }
 
-// Resplit names the destinations whose lanes a reload splits differently:
-// a lane_key changed, added or removed (rows already queued keep their
-// lane, so a patient's messages would be in two lanes with no order between
-// them), judged by the first route from an inbound that names the
-// destination, as Route gives it its lane.
-func TestResplitNamesTheDestinationsWhoseLaneKeyChanges(t *testing.T) {
-	t.Parallel()
-	parse := func(routes string) *config.Config {
-		t.Helper()
-		cfg, err := config.Parse([]byte(`
-[[inbound]]
-name = "adt_in"
-type = "mllp"
-listen = "127.0.0.1:2575"
-
-[[outbound]]
-name = "lab"
-type = "file"
-directory = "out/lab"
-
-[[outbound]]
-name = "emr"
-type = "file"
-directory = "out/emr"
-`+routes), "test.toml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
-	}
-	route := func(to, key string) string {
-		s := "\n[[route]]\nfrom = \"adt_in\"\nto = [\"" + to + "\"]\n"
-		if key != "" {
-			s += "lane_key = \"" + key + "\"\n"
-		}
-		return s
-	}
-	for _, tt := range []struct {
-		name, old, cur, want string
-	}{
-		{"unchanged", route("lab", "PID-3.1"), route("lab", "PID-3.1"), ""},
-		{"changed", route("lab", "PID-3.1"), route("lab", "PID-3"), "lab"},
-		{"removed", route("lab", "PID-3.1"), route("lab", ""), "lab"},
-		{"added", route("lab", ""), route("lab", "PID-3.1"), "lab"},
-		{"a new destination", route("lab", "PID-3.1"), route("lab", "PID-3.1") + route("emr", "PID-3.1"), ""},
-		// The first route naming lab gives its lane; a later one's key changing is no resplit.
-		{"a later route's key", route("lab", "PID-3.1") + route("lab", "PID-5"), route("lab", "PID-3.1") + route("lab", "PID-18"), ""},
-		{"the first route's key", route("lab", "PID-3.1") + route("lab", "PID-5"), route("lab", "PID-18") + route("lab", "PID-5"), "lab"},
-	} {
-		if got := strings.Join(lanes.Resplit(parse(tt.old), parse(tt.cur)), ","); got != tt.want {
-			t.Errorf("%s: Resplit = %q, want %q", tt.name, got, tt.want)
-		}
-	}
-}
-
 // A filter compares a field's value as HL7 means it, as a lane_key reads
 // it: a sender that writes another component separator, escapes a
 // character its separators use, or pads the field, sends the same value.

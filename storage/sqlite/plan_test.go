@@ -31,6 +31,8 @@ func TestQueueStatementsUseIndexes(t *testing.T) {
 		// else it filters by; a resend looks up the message's rows.
 		"message_search":        "mf_messages_received_at",
 		"message_resend_queued": "mf_queue_message",
+		"queue_relane_read":     "mf_queue_lane_head",
+		"queue_relane":          "INTEGER PRIMARY KEY",
 	}
 	for name, index := range wantIndex {
 		rows, err := s.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+queries.Get(name), placeholderArgs(name)...)
