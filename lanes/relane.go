@@ -19,9 +19,9 @@ import (
 	"github.com/messagefoundry/mf/storage"
 )
 
-// RelanePage is how many rows Relane reads, and moves, at a time: one read
-// and at most one write transaction per page.
-const RelanePage = 1000
+// relanePage is how many rows Relane reads, and moves, at a time: one read
+// and at most one write transaction per page (a test makes it small).
+var relanePage = 1000
 
 // LaneKeys returns, for each destination that c's routes name, how its
 // messages are split into lanes: for each inbound that routes to it, in
@@ -156,8 +156,10 @@ type Relaned struct {
 // rows of its new key behind it; rows ahead of it there are delivered
 // first, being older. Finished rows (done, dead) are in no order and stay.
 //
-// It is idempotent: interrupted, it runs again at the next graph start (the
-// laning is recorded last), and rows already in their lane are not moved.
+// It is idempotent: interrupted, it runs again at the next graph start,
+// whatever lane_key that graph runs (the laning is recorded unknown before
+// the first move, and recorded last), and rows already in their lane are
+// not moved.
 func Relane(ctx context.Context, store storage.Store, fence storage.Fence, cfg *config.Config, router *Router) ([]Relaned, error) {
 	want := LaneKeys(cfg)
 	have, err := store.QueueLaneKeys(ctx)
@@ -188,7 +190,13 @@ func relaneDestination(ctx context.Context, store storage.Store, fence storage.F
 	// A row moved to a lane the walk has not reached yet is read again
 	// there: it is passed over.
 	moved := map[int64]struct{}{}
-	p := storage.QueueRelaneReadParams{Destination: r.Destination, Limit: RelanePage}
+	p := storage.QueueRelaneReadParams{Destination: r.Destination, Limit: relanePage}
+	// Before the first move the recorded lane_key becomes "" (none
+	// known), which no laning is: a move cut short (the term lost, the
+	// database gone) leaves some rows in lanes of the old key and some in
+	// lanes of the new, and whichever lane_key the next graph runs, it
+	// must not take the record for its own and skip them.
+	unknown := false
 	for {
 		page, err := store.QueueRelaneRead(ctx, p)
 		if err != nil {
@@ -216,6 +224,12 @@ func relaneDestination(ctx context.Context, store storage.Store, fence storage.F
 				moves = append(moves, storage.LaneMove{ID: row.ID, Lane: lane})
 				moved[row.ID] = struct{}{}
 			}
+		}
+		if len(moves) > 0 && !unknown {
+			if err := store.QueueLaneKeyRecord(ctx, storage.QueueLaneKeyRecordParams{Fence: fence, Destination: r.Destination}); err != nil {
+				return err
+			}
+			unknown = true
 		}
 		if len(moves) > 0 {
 			n, err := store.QueueRelane(ctx, storage.QueueRelaneParams{Fence: fence, Moves: moves})

@@ -1,10 +1,17 @@
 package lanes
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/hl7"
+	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/sqlite"
 )
 
 func relaneConfig(t *testing.T, routes string) *config.Config {
@@ -142,5 +149,81 @@ lane_key = "PID-3.1"
 	}
 	if lane, ok := one.relaneOf("lab_in", "emr", adt); lane != "emr/P1" || !ok {
 		t.Errorf("no route from the inbound, one lane_key: relaneOf = %q, %v; want emr/P1", lane, ok)
+	}
+}
+
+// failingRelane fails every QueueRelane after the first: a move cut short
+// (the term lost, the database gone) between two pages.
+type failingRelane struct {
+	storage.Store
+	calls int
+}
+
+func (s *failingRelane) QueueRelane(ctx context.Context, p storage.QueueRelaneParams) (int64, error) {
+	if s.calls++; s.calls > 1 {
+		return 0, errors.New("injected: the database went away")
+	}
+	return s.Store.QueueRelane(ctx, p)
+}
+
+// A move cut short leaves some rows in lanes of the new lane_key and some
+// in lanes of the old. The next graph, on either lane_key, must put them
+// all in its own lanes: here a node on the old file takes over, whose
+// lane_key was the one recorded before the move began.
+func TestARelaneCutShortIsFinishedByTheNextGraphWhateverItsLaneKey(t *testing.T) {
+	page := relanePage
+	relanePage = 2
+	t.Cleanup(func() { relanePage = page })
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keyed := func(key string) (*config.Config, *Router) {
+		cfg := relaneConfig(t, fmt.Sprintf("[[route]]\nfrom = \"adt_in\"\nto = [\"emr\"]\nlane_key = %q\n", key))
+		r, err := NewRouter(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg, r
+	}
+	oldCfg, oldRouter := keyed("PID-3.1")
+	newCfg, newRouter := keyed("MSH-4")
+	var batch []storage.NewMessage
+	for i := range 6 {
+		p := []byte(fmt.Sprintf("MSH|^~\\&|EPIC|HOSP|LAB|HOSP|20261121090000||ADT^A01|%d|P|2.5.1\rPID|1||P%d^^^HOSP^MR\r", i, i))
+		m, err := hl7.Parse(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, storage.NewMessage{Inbound: "adt_in", ControlID: fmt.Sprint(i), Payload: p,
+			Status: storage.MessageRouted, Deliveries: oldRouter.Route("adt_in", m)})
+	}
+	if _, err := st.MessageIngest(ctx, storage.MessageIngestParams{Messages: batch}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Relane(ctx, st, storage.Fence{}, oldCfg, oldRouter); err != nil { // records PID-3.1
+		t.Fatal(err)
+	}
+	if _, err := Relane(ctx, &failingRelane{Store: st}, storage.Fence{}, newCfg, newRouter); err == nil {
+		t.Fatal("a move whose second page failed reported no error")
+	}
+	if _, err := Relane(ctx, st, storage.Fence{}, oldCfg, oldRouter); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := st.QueueLanes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range ls {
+		got = append(got, l.Lane)
+	}
+	if len(got) != 6 || slices.Contains(got, "emr/HOSP") {
+		t.Fatalf("lanes after a move cut short and a graph on the old lane_key: %q; want the six of PID-3.1, none of MSH-4", got)
 	}
 }
