@@ -654,7 +654,7 @@ func (m *Manager) misplaced(ls []storage.LaneSummary) {
 		}
 		found.add(l)
 	}
-	found.report(m.env.Log, m.resplit, "unfinished queue rows of this destination are in lanes of another lane_key than its routes' (it was changed while they were queued: a restart with another file, or a failover to a node whose file differs); they are delivered with no order against the messages stored from now on, so a patient's newer message may overtake an older one. To keep order, run the lane_key they were stored under until GET /lanes shows them delivered, then change it")
+	found.report(m.env.Log, m.resplit, "unfinished queue rows of this destination are in lanes of another lane_key than its routes', which the graph's start could not move into lanes of the one in force (no route from their inbound sends to this destination any more, and its routes have several lane_keys: see the WARN of that start); they are delivered with no order against the messages stored from now on, so a patient's newer message may overtake an older one. To keep order, run the routes they were stored under until GET /lanes shows them delivered, then change them")
 }
 
 // dueAt converts at, when lane l's head can be claimed on the database's
