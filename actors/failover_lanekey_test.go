@@ -1,0 +1,114 @@
+package actors_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/messagefoundry/mf/actors"
+	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/leadership"
+	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/storage/sqlite"
+)
+
+// scriptedNode is a node of a cluster played on one shared store: its
+// leadership actor is the test's.
+type scriptedNode struct {
+	eng  *actors.Engine
+	tell func(any)
+	logs *enginetest.LogBuffer
+}
+
+func startNodeOn(t *testing.T, st storage.Store, id string, cfg *config.Config) *scriptedNode {
+	t.Helper()
+	n := &scriptedNode{logs: &enginetest.LogBuffer{}}
+	hello := make(chan scriptedRef, 1)
+	var err error
+	n.eng, err = actors.Start(actors.Options{
+		Config: cfg, Store: st, Log: zerolog.New(n.logs), NodeID: id,
+		Leadership: actor.PropsFromProducer(func() actor.Actor { return &scripted{hello: hello, got: make(chan any, 16)} }),
+		Trust:      leadership.AlwaysTrusted(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead := <-hello
+	n.tell = func(m any) { lead.system.Root.Send(lead.pid, m) }
+	return n
+}
+
+func (n *scriptedNode) stop(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.eng.Stop(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// A standby whose file splits a destination by another lane_key than the
+// primary's (deployed so, or a reload it applied while it ran no lanes) is
+// promoted while a patient's first ADT is still queued, failing. The
+// queued row kept its lane; the patient's second ADT went to a lane of the
+// new key and was delivered while the first still waited out its retry.
+// The new primary's graph now moves the queued rows into the lanes of its
+// lane_key first, after promotion recovery, under its term's fence.
+func TestAPromotionOntoAnotherLaneKeyKeepsAPatientsMessagesInOrder(t *testing.T) {
+	dest := startFlakyDestination(t)
+	listen := enginetest.FreeAddr(t)
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	elect := func(owner string) storage.Fence {
+		t.Helper()
+		var fence storage.Fence
+		enginetest.WaitFor(t, owner+" to be elected", 10*time.Second, func() bool {
+			l, ok, err := st.LeaseAttemptElect(context.Background(), storage.LeaseAttemptElectParams{Owner: owner, TTL: 500 * time.Millisecond})
+			fence = storage.Fence{Owner: owner, Term: l.Term}
+			return err == nil && ok
+		})
+		return fence
+	}
+
+	a := startNodeOn(t, st, "a", laneKeyed(t, listen, dest.addr, "PID-3.1"))
+	a.tell(leadership.Changed{Leader: true, Fence: elect("a"), Reason: "elected"})
+	enginetest.WaitFor(t, "a's port to open", 5*time.Second, func() bool { return open(listen) })
+	if ack := enginetest.Dial(t, listen).Send(enginetest.ADT("FIRST", "P1")); ack.Code != "AA" {
+		t.Fatalf("first ADT answered %s; want AA", ack.Code)
+	}
+	enginetest.WaitFor(t, "the destination to refuse the first ADT", 5*time.Second, func() bool { return dest.refused.Load() > 0 })
+	a.stop(t)
+
+	b := startNodeOn(t, st, "b", laneKeyed(t, listen, dest.addr, "MSH-4"))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(a.logs.String(), b.logs.String())
+		}
+		b.stop(t)
+	})
+	b.tell(leadership.Changed{Leader: true, Fence: elect("b"), Reason: "elected"})
+	enginetest.WaitFor(t, "b's port to open", 10*time.Second, func() bool { return open(listen) })
+	dest.down.Store(false)
+	if ack := enginetest.Dial(t, listen).Send(enginetest.ADT("SECOND", "P1")); ack.Code != "AA" {
+		t.Fatalf("second ADT answered %s; want AA", ack.Code)
+	}
+	enginetest.WaitFor(t, "both ADTs to be delivered", 20*time.Second, func() bool { return len(dest.got()) >= 2 })
+	if got := strings.Join(dest.got(), ","); got != "FIRST,SECOND" {
+		t.Fatalf("patient P1's ADTs reached the destination as %s across a failover onto another lane_key; want FIRST,SECOND", got)
+	}
+	if !strings.Contains(b.logs.String(), `"moved":1`) {
+		t.Errorf("the new primary logged no move of the queued row")
+	}
+}
