@@ -254,7 +254,10 @@ func (c *countingStore) QueueDead(ctx context.Context, p storage.QueueDeadParams
 // laneFixture is one HTTP destination "emr", a SQLite store holding rows of
 // lane emr/P1, and a lane manager over them.
 type laneFixture struct {
-	ctx     context.Context
+	ctx context.Context
+	// cancel ends the fixture's term (Env.Ctx), as a demotion does; the
+	// lanes' reports of it are expected from then on.
+	cancel  context.CancelFunc
 	store   *countingStore
 	env     *Env
 	system  *actor.ActorSystem
@@ -310,7 +313,13 @@ to = ["emr"]
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f := &laneFixture{ctx: ctx, store: &countingStore{Store: st}, system: actor.NewActorSystem(), logs: &logbuf.Buffer{}}
+	end := func() {
+		endMu.Lock()
+		ended = true
+		endMu.Unlock()
+		cancel()
+	}
+	f := &laneFixture{ctx: ctx, cancel: end, store: &countingStore{Store: st}, system: actor.NewActorSystem(), logs: &logbuf.Buffer{}}
 	f.ingest(t, rows)
 	for _, set := range setup {
 		set(f.store)

@@ -357,6 +357,13 @@ func (m *Manager) start(ctx actor.Context) {
 func (m *Manager) wake(ctx actor.Context, lane string, newest int64, claimable bool) {
 	ref, ok := m.lanes[lane]
 	if !ok {
+		if m.stopping {
+			// protoactor still hands a stopping actor its messages (an
+			// Ingested of the rows stored just before the stop), and a
+			// child spawned after its Stopping is never told to stop: the
+			// manager, its graph and root would wait for it for ever.
+			return
+		}
 		if _, parked := m.parked[lane]; parked && !claimable {
 			return // its head still waits; see Manager.parked
 		}

@@ -389,3 +389,41 @@ func TestRowsQueuedUnderAnotherLaneKeyAreReported(t *testing.T) {
 		t.Fatalf("want one WARN naming destination emr with rows 3 and lanes 2, and no lane key; got:\n%s", strings.Join(lines, "\n"))
 	}
 }
+
+// A manager that is stopping starts no lane: protoactor still hands an actor
+// its messages while it waits for its children to stop, and a lane spawned
+// then was never told to stop, so the manager, its graph and root waited
+// for it for ever. A new primary that lost its lease while it drained a
+// backlog of 500,000 rows (bench/backlogfailover) took the lease again and
+// never opened its ports: an Ingested of the old term had come in during
+// the stop, its lane saw the term over and never went idle.
+func TestAStoppingManagerStartsNoLane(t *testing.T) {
+	inHand, over := make(chan struct{}, 1), make(chan struct{})
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case inHand <- struct{}{}:
+		default:
+		}
+		select { // held until the sender gives up, or the test ends
+		case <-r.Context().Done():
+		case <-over:
+		}
+	}))
+	t.Cleanup(dest.Close)
+	t.Cleanup(func() { close(over) })
+	f := newLaneFixture(t, dest.URL, "", 1)
+	select {
+	case <-inHand:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lane never sent its row")
+	}
+	// The term ends, then the graph stops its manager (root.stopGraph).
+	f.cancel()
+	stopped := f.system.Root.StopFuture(f.manager)
+	// Stored by the ingest just before it stopped: handled by the manager
+	// after its Stopping (system messages go first).
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{"emr/P2"}})
+	if _, err := stopped.Result(); err != nil {
+		t.Fatalf("the manager did not stop (%v): a lane it started while stopping was never stopped", err)
+	}
+}
