@@ -46,6 +46,12 @@ type idle struct {
 	// floor is the lane's floor (laneActor.floor), kept by the manager
 	// for the lane's next actor.
 	floor int64
+	// due is set when the lane's head is backing off until then (this
+	// node's clock, never early): the manager may stop the lane and park
+	// it, so that a lane waiting for a place under the destination's
+	// laneCap takes its place meanwhile. Otherwise the lane times its own
+	// backoff.
+	due time.Time
 }
 
 // LogValue: a lane's name carries its key, often a patient id.
@@ -453,6 +459,7 @@ func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 		if l.finished(ctx, log, opRetry, err) {
 			l.wakeAfter(ctx, delay)
 			l.parked = err == nil
+			l.yield(ctx, delay)
 		}
 		return
 	}
@@ -667,6 +674,7 @@ func (l *laneActor) failureRecordedAgain(ctx actor.Context, f *failedRow, record
 	if f.op == opRetry {
 		l.wakeAfter(ctx, f.wait)
 		l.parked = recorded
+		l.yield(ctx, f.wait)
 		return
 	}
 	l.drained(ctx, recorded)
@@ -777,6 +785,24 @@ func (l *laneActor) drained(ctx actor.Context, held bool) {
 		return
 	}
 	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes, held: l.held, floor: l.floor})
+}
+
+// yieldAfter is the shortest backoff for which a lane offers its place
+// under the destination's laneCap (idle.due): the manager wakes a parked
+// lane at its rescans, every RescanInterval, so a shorter one is timed by
+// the lane itself.
+const yieldAfter = RescanInterval
+
+// yield tells the manager that the lane's head, just recorded for a retry
+// (parked), backs off for d: if other lanes of the destination wait for a
+// place, the manager stops this one and parks it until then. Nothing of the
+// lane is in flight then (the rows claimed behind the head went back
+// before the retry was recorded).
+func (l *laneActor) yield(ctx actor.Context, d time.Duration) {
+	if !l.parked || d < yieldAfter || len(l.ahead) > 0 || len(l.unsent) > 0 {
+		return
+	}
+	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes, held: l.held, floor: l.floor, due: time.Now().Add(d)})
 }
 
 // claimLostMsg is logged when a delivery's claim was no longer current when

@@ -173,6 +173,114 @@ type Manager struct {
 	// resplit holds the destinations reported once for rows queued in
 	// lanes their routes no longer make (misplaced).
 	resplit map[string]bool
+	// active counts each destination's lanes with an actor, which
+	// laneCap bounds; waiting holds, per destination, the lanes woken
+	// while it was at its cap, started as its lanes stop (admit).
+	active  map[string]int
+	waiting map[string]*waitQueue
+}
+
+// lanesPerConnection is how many lanes of a destination may have an actor
+// at once for each of its connections (laneCap).
+const lanesPerConnection = 16
+
+// laneCap bounds the lanes of destination o that have an actor at once. A
+// lane actor claims its head (and a run behind it) before it waits for one
+// of the destination's connections, so with no bound a new primary, or a
+// destination back after an outage, started every lane of the backlog at
+// once: 50,000 lanes with one MLLP connection held 128,000 rows in flight,
+// most of them waiting for that connection until their wait ran out (a
+// retry) or their lease did (re-pended by the sweep), the lanes' writes of
+// every destination queued behind theirs, and the node grew to 1.4 GB
+// (bench/backlogfailover). A few lanes per connection keep a destination
+// busy; the others wait here, holding no row, no lease and no goroutine.
+func laneCap(o config.Outbound) int {
+	n := o.Connections
+	if n <= 0 && o.Type == config.OutboundHTTP {
+		n = config.DefaultHTTPConnections
+	}
+	return lanesPerConnection * max(n, 1)
+}
+
+// waitQueue holds the lanes of one destination waiting for a place under
+// its laneCap, in two queues taken in turn: lanes woken by newly stored
+// rows (fresh), and lanes woken by a rescan, a head come due or a restart
+// (backlog). So a new message for an idle lane does not wait behind every
+// lane of a backlog, nor the backlog behind a steady stream of new ones.
+// Each queue is first come, first served; a lane is in at most one.
+type waitQueue struct {
+	fresh, backlog []string
+	entries        map[string]waitEntry
+	backlogTurn    bool
+}
+
+// waitEntry is what a waiting lane's wake said: its newest row, whether a
+// rescan found its head claimable, and which queue it is in.
+type waitEntry struct {
+	newest    int64
+	claimable bool
+	fresh     bool
+}
+
+// push queues lane, or merges into its entry if it is queued already.
+func (q *waitQueue) push(lane string, newest int64, claimable bool) {
+	if q.entries == nil {
+		q.entries = map[string]waitEntry{}
+	}
+	if e, ok := q.entries[lane]; ok {
+		e.newest = max(e.newest, newest)
+		e.claimable = e.claimable || claimable
+		q.entries[lane] = e
+		return
+	}
+	e := waitEntry{newest: newest, claimable: claimable, fresh: !claimable && newest != unknown}
+	q.entries[lane] = e
+	if e.fresh {
+		q.fresh = append(q.fresh, lane)
+	} else {
+		q.backlog = append(q.backlog, lane)
+	}
+}
+
+// pop takes the next lane, from the two queues in turn.
+func (q *waitQueue) pop() (string, waitEntry, bool) {
+	for len(q.fresh) > 0 || len(q.backlog) > 0 {
+		fromBacklog := len(q.fresh) == 0 || (q.backlogTurn && len(q.backlog) > 0)
+		var lane string
+		if fromBacklog {
+			lane, q.backlog = q.backlog[0], q.backlog[1:]
+		} else {
+			lane, q.fresh = q.fresh[0], q.fresh[1:]
+		}
+		e, ok := q.entries[lane]
+		if !ok || e.fresh == fromBacklog {
+			continue // removed (parked) since it was queued
+		}
+		delete(q.entries, lane)
+		q.backlogTurn = !fromBacklog
+		return lane, e, true
+	}
+	return "", waitEntry{}, false
+}
+
+// remove drops lane from the queue, if it is there.
+func (q *waitQueue) remove(lane string) {
+	if q == nil {
+		return
+	}
+	delete(q.entries, lane)
+	if n := len(q.fresh) + len(q.backlog); n > 64 && n > 2*len(q.entries) {
+		q.fresh = slices.DeleteFunc(q.fresh, func(l string) bool { e, ok := q.entries[l]; return !ok || !e.fresh })
+		q.backlog = slices.DeleteFunc(q.backlog, func(l string) bool { e, ok := q.entries[l]; return !ok || e.fresh })
+	}
+}
+
+// len is how many lanes wait.
+func (q *waitQueue) len() int {
+	if q == nil {
+		return 0
+	}
+	return len(q.entries)
 }
 
 // restartPause is how long after a lane actor's panic its lane is started
@@ -275,14 +383,21 @@ func (m *Manager) Receive(ctx actor.Context) {
 		m.rescanned(ctx, msg)
 	case idle:
 		if ref, ok := m.lanes[msg.lane]; ok && ref.wakes == msg.wakes {
+			dest := DestinationOf(msg.lane)
+			if !msg.due.IsZero() && m.waiting[dest].len() == 0 {
+				return // backing off, and no lane waits for its place: it times its own backoff
+			}
 			ctx.Stop(ref.pid)
-			delete(m.lanes, msg.lane)
+			m.forget(msg.lane)
 			m.floors.keep(msg.lane, msg.floor)
-			setActiveLanes(len(m.lanes))
-			if msg.held {
+			switch {
+			case msg.held:
 				m.park(msg.lane, time.Time{})
 				m.confirm = true
+			case !msg.due.IsZero():
+				m.park(msg.lane, msg.due)
 			}
+			m.admit(ctx, dest)
 		}
 	case *actor.Terminated:
 		m.terminated(ctx, msg.Who)
@@ -298,6 +413,9 @@ func (m *Manager) Receive(ctx actor.Context) {
 		}
 		for lane, ref := range m.lanes {
 			v.wakes[lane], v.pids[lane] = ref.wakes, ref.pid
+		}
+		for _, q := range m.waiting {
+			v.waiting += q.len()
 		}
 		ctx.Respond(v)
 	case *actor.Stopping:
@@ -330,6 +448,8 @@ func (m *Manager) start(ctx actor.Context) {
 	m.restarts = map[string]scheduler.CancelFunc{}
 	m.unconfigured = map[string]bool{}
 	m.resplit = map[string]bool{}
+	m.active = map[string]int{}
+	m.waiting = map[string]*waitQueue{}
 	for _, o := range m.env.Config.Outbound {
 		s, err := NewSender(o)
 		if err != nil {
@@ -373,6 +493,17 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64, claimable b
 		if !known {
 			return // logged once at start, or a destination removed from the config
 		}
+		if m.active[dest] >= laneCap(o) {
+			q := m.waiting[dest]
+			if q == nil {
+				q = &waitQueue{}
+				m.waiting[dest] = q
+			}
+			q.push(lane, newest, claimable)
+			return
+		}
+		m.active[dest]++
+		m.waiting[dest].remove(lane)
 		sender, failing, env, floor := m.senders[dest], m.failing[dest], m.env, m.floors.take(lane)
 		ref = &laneRef{}
 		// A fresh actor per (re)start: a restarted lane starts from the
@@ -448,8 +579,8 @@ func (m *Manager) terminated(ctx actor.Context, who *actor.PID) {
 	if ref, ok := m.lanes[lane]; !ok || !ref.pid.Equal(who) {
 		return // stopped by an idle before its panic; a Wake starts it again
 	}
-	delete(m.lanes, lane)
-	setActiveLanes(len(m.lanes))
+	m.forget(lane)
+	m.admit(ctx, DestinationOf(lane))
 	if m.stopping || m.env.Ctx.Err() != nil {
 		return
 	}
@@ -469,6 +600,7 @@ type view struct {
 	pids    map[string]*actor.PID
 	parked  map[string]bool
 	rescans int
+	waiting int // lanes waiting for a place under their destination's laneCap
 }
 
 // rescan wakes the parked lanes that have come due, then looks at the store
@@ -679,6 +811,34 @@ func dueAt(answered time.Time, l storage.LaneSummary, at time.Time) time.Time {
 func (m *Manager) park(lane string, due time.Time) {
 	m.parks++
 	m.parked[lane] = parking{n: m.parks, due: due}
+	// Its head waits: a wake that queued it before would start an actor
+	// that finds nothing.
+	m.waiting[DestinationOf(lane)].remove(lane)
+}
+
+// forget drops the record of lane's actor, which has been stopped.
+func (m *Manager) forget(lane string) {
+	delete(m.lanes, lane)
+	if dest := DestinationOf(lane); m.active[dest] > 1 {
+		m.active[dest]--
+	} else {
+		delete(m.active, dest)
+	}
+	setActiveLanes(len(m.lanes))
+}
+
+// admit starts the lanes of dest that wait for a place, as many as its
+// laneCap leaves room for.
+func (m *Manager) admit(ctx actor.Context, dest string) {
+	q := m.waiting[dest]
+	o, known := m.dests[dest]
+	for q.len() > 0 && known && m.active[dest] < laneCap(o) && !m.stopping && m.env.Ctx.Err() == nil {
+		lane, e, _ := q.pop()
+		m.wake(ctx, lane, e.newest, e.claimable)
+	}
+	if q != nil && q.len() == 0 {
+		delete(m.waiting, dest)
+	}
 }
 
 // DestinationOf returns the destination part of a lane name.

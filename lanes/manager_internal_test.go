@@ -3,6 +3,7 @@ package lanes
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -426,4 +427,82 @@ func TestAStoppingManagerStartsNoLane(t *testing.T) {
 	if _, err := stopped.Result(); err != nil {
 		t.Fatalf("the manager did not stop (%v): a lane it started while stopping was never stopped", err)
 	}
+}
+
+// A destination has at most laneCap lanes with an actor at once; the lanes
+// woken beyond it wait, holding nothing, and are started as lanes stop, so
+// every row is still delivered. With no bound, a backlog of 50,000 lanes
+// for one connection started 50,000 actors that each claimed rows and then
+// waited for that connection (bench/backlogfailover).
+func TestADestinationRunsAtMostItsCapOfLanesAtOnce(t *testing.T) {
+	release := make(chan struct{})
+	var requests atomic.Int64
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		requests.Add(1)
+	}))
+	t.Cleanup(dest.Close)
+	f := newLaneFixture(t, dest.URL, "connections = 1", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	defer close(release)
+	const lanes = 40
+	var msgs []storage.NewMessage
+	var names []string
+	for i := range lanes {
+		lane := fmt.Sprintf("emr/Q%d", i)
+		names = append(names, lane)
+		msgs = append(msgs, storage.NewMessage{Inbound: "adt_in", ControlID: "C", Payload: []byte("MSH|^~\\&|A|B|C|D|20261121||ADT^A01|C|P|2.5.1\rPID|1||P1\r"),
+			Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "emr", Lane: lane}}})
+	}
+	if _, err := f.store.MessageIngest(f.ctx, storage.MessageIngestParams{Messages: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	f.system.Root.Send(f.manager, Ingested{Lanes: names})
+	want := laneCap(f.env.Config.Outbound[0])
+	if v := f.inspect(t); len(v.pids) != want || v.waiting != lanes-want {
+		t.Fatalf("after %d lanes of a destination with one connection were woken: %d lane actors and %d lanes waiting; want %d and %d", lanes, len(v.pids), v.waiting, want, lanes-want)
+	}
+	for range lanes {
+		release <- struct{}{}
+	}
+	waitUntil(t, "every lane delivered and stopped", 30*time.Second, func() bool {
+		v := f.inspect(t)
+		return requests.Load() == lanes && len(v.pids) == 0 && v.waiting == 0
+	})
+}
+
+// A lane whose head backs off gives its place under the destination's
+// laneCap to a lane that waits for one: lanes whose messages the
+// destination refuses for good (a retry for ever, max_attempts 0) must not
+// hold every place and leave the destination's other lanes waiting.
+func TestALaneBackingOffGivesItsPlaceToAWaitingLane(t *testing.T) {
+	var delivered atomic.Int64
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "REFUSED") {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		delivered.Add(1)
+	}))
+	t.Cleanup(dest.Close)
+	f := newLaneFixture(t, dest.URL, "connections = 1\nretry_base_seconds = 3\nretry_max_seconds = 3", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	place := laneCap(f.env.Config.Outbound[0])
+	var msgs []storage.NewMessage
+	var names []string
+	for i := range 2 * place {
+		lane, pid := fmt.Sprintf("emr/R%d", i), "OK"
+		if i < place {
+			pid = "REFUSED" // the first lanes woken take every place
+		}
+		names = append(names, lane)
+		msgs = append(msgs, storage.NewMessage{Inbound: "adt_in", ControlID: "C", Payload: []byte("MSH|^~\\&|A|B|C|D|20261121||ADT^A01|C|P|2.5.1\rPID|1||" + pid + "\r"),
+			Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "emr", Lane: lane}}})
+	}
+	if _, err := f.store.MessageIngest(f.ctx, storage.MessageIngestParams{Messages: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	f.system.Root.Send(f.manager, Ingested{Lanes: names})
+	waitUntil(t, "the lanes behind the refused ones delivered", 30*time.Second, func() bool { return delivered.Load() == int64(place) })
 }
