@@ -69,6 +69,7 @@ var (
 	draining = flag.Bool("draining", false, "kill node A while it drains (the destination is back before the kill) instead of during the outage")
 	dueIn    = flag.Duration("due", 0, "heads come due spread over this long after the lead's start (default: 30 s to 2 min after the seed, or at once with -draining)")
 	drainFor = flag.Duration("drainfor", 0, "stop after draining this long (0: until every row has arrived); then lost is not counted")
+	seedOnly = flag.Bool("seedonly", false, "postgres: write the backlog into -db, print the EXPLAINs if asked, and stop (the database is kept)")
 	explain  = flag.Bool("explain", false, "postgres: EXPLAIN ANALYZE the recovery, listing and claim statements on the backlog first")
 )
 
@@ -124,9 +125,11 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		if !*keep {
-			defer dropDatabase(context.Background())
-		}
+		defer func() {
+			if !*keep {
+				dropDatabase(context.Background())
+			}
+		}()
 	}
 	for _, n := range nodes {
 		n.log = filepath.Join(work, n.name+".log")
@@ -152,6 +155,10 @@ func run() error {
 		if err := explainAll(ctx, dbURL); err != nil {
 			return err
 		}
+	}
+	if *seedOnly {
+		*keep = true // the deferred drop reads it
+		return nil
 	}
 
 	down := newSink(downPort, true) // a blackhole until the outage ends
