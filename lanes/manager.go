@@ -182,7 +182,7 @@ type Manager struct {
 
 // lanesPerConnection is how many lanes of a destination may have an actor
 // at once for each of its connections (laneCap).
-const lanesPerConnection = 16
+const lanesPerConnection = 64
 
 // laneCap bounds the lanes of destination o that have an actor at once. A
 // lane actor claims its head (and a run behind it) before it waits for one
@@ -192,8 +192,11 @@ const lanesPerConnection = 16
 // most of them waiting for that connection until their wait ran out (a
 // retry) or their lease did (re-pended by the sweep), the lanes' writes of
 // every destination queued behind theirs, and the node grew to 1.4 GB
-// (bench/backlogfailover). A few lanes per connection keep a destination
-// busy; the others wait here, holding no row, no lease and no goroutine.
+// (bench/backlogfailover). Enough lanes per connection keep a destination
+// busy while each lane waits for the record of its last row (16 a
+// connection drained 100,000 rows in 10,000 lanes in 155 s, 64 in 95 s, as
+// fast as with no bound); the others wait here, holding no row, no lease
+// and no goroutine.
 func laneCap(o config.Outbound) int {
 	n := o.Connections
 	if n <= 0 && o.Type == config.OutboundHTTP {
