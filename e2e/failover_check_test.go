@@ -78,6 +78,18 @@ func TestFailoverVerdictCatchesEachBreach(t *testing.T) {
 // A clean switchover's verdict on a repeat: the engine's if a copy was
 // delivered twice or the old primary stored one (and did not answer it);
 // the balancer's only if every copy was stored in the new term.
+// A message an operator skipped (the chaos run's skips) is not lost when it
+// never arrives; one skipped and delivered anyway is no breach either, and
+// a skip does not cover another message of the lane.
+func TestFailoverVerdictKnowsSkippedMessages(t *testing.T) {
+	rec := func(l, seq int) received { return received{ControlID: laneMessageID(l, seq), Patient: laneName(l)} }
+	got := []received{rec(0, 0), rec(0, 2), rec(0, 3)}
+	d := checkDeliveriesSkipping(got, []int{5}, map[string]bool{laneMessageID(0, 1): true, laneMessageID(0, 3): true})
+	if d.Lost != 1 || d.Skipped != 1 || d.Reordered != 0 || len(d.Problems) != 1 || d.Problems[0].ID != laneMessageID(0, 4) {
+		t.Errorf("lost %d, skipped %d, reordered %d, problems %+v; want seq 1 skipped, seq 4 lost", d.Lost, d.Skipped, d.Reordered, d.Problems)
+	}
+}
+
 func TestCleanVerdictTellsWhoRepeated(t *testing.T) {
 	term := time.Date(2026, 11, 27, 4, 10, 27, 800_000_000, time.UTC)
 	before, after, later := term.Add(-time.Millisecond), term.Add(time.Millisecond), term.Add(100*time.Millisecond)

@@ -1009,8 +1009,23 @@ type deliveries struct {
 	// Repeated: control IDs of the messages delivered more than once,
 	// to explain each from the database.
 	Repeated []string
+	// Skipped: AA-acked, never delivered, set aside by an operator's skip.
+	Skipped int
 	// Examples of each problem, for the failure message.
 	Examples []string
+	// Problems are the breaches one by one (lane, message, arrival), for
+	// the chaos run to show the events around each.
+	Problems []problem
+}
+
+// problem is one breach of the delivery contracts: Kind "lost" (At zero:
+// never arrived), a repeat that is not of the delivery just before, or a
+// first delivery after a later seq.
+type problem struct {
+	Lane int
+	ID   string
+	Kind string
+	At   time.Time
 }
 
 func (d deliveries) inFlightOnly() bool { return d.Duplicates == d.Adjacent }
@@ -1033,6 +1048,14 @@ func (d deliveries) breaches() []string {
 // checkDeliveries compares what the sink got, in arrival order, with what
 // the partner had AA-acked.
 func checkDeliveries(got []received, acked []int) deliveries {
+	return checkDeliveriesSkipping(got, acked, nil)
+}
+
+// checkDeliveriesSkipping is checkDeliveries where an operator skipped the
+// messages whose control IDs skipped holds (POST /queue/{id}/skip sets a
+// lane's head aside, dead): such a message AA-acked and never delivered is
+// skipped, not lost.
+func checkDeliveriesSkipping(got []received, acked []int, skipped map[string]bool) deliveries {
 	d := deliveries{}
 	for _, n := range acked {
 		d.Acked += n
@@ -1067,9 +1090,11 @@ func checkDeliveries(got []received, acked []int) deliveries {
 			d.Adjacent++
 		case seen[l][seq]:
 			d.Duplicates++
+			d.Problems = append(d.Problems, problem{Lane: l, ID: r.ControlID, Kind: fmt.Sprintf("again after seq %d", last[l]), At: r.At})
 			example("lane %s: %s again after seq %d", laneName(l), r.ControlID, last[l])
 		case seq < highest[l]:
 			d.Reordered++
+			d.Problems = append(d.Problems, problem{Lane: l, ID: r.ControlID, Kind: fmt.Sprintf("first delivered after seq %d", highest[l]), At: r.At})
 			example("lane %s: %s first delivered after seq %d", laneName(l), r.ControlID, highest[l])
 		}
 		seen[l][seq] = true
@@ -1078,8 +1103,11 @@ func checkDeliveries(got []received, acked []int) deliveries {
 	}
 	for l, n := range acked {
 		for seq := range n {
-			if !seen[l][seq] {
+			if !seen[l][seq] && skipped[laneMessageID(l, seq)] {
+				d.Skipped++
+			} else if !seen[l][seq] {
 				d.Lost++
+				d.Problems = append(d.Problems, problem{Lane: l, ID: laneMessageID(l, seq), Kind: "lost"})
 				example("lost: %s (AA-acked)", laneMessageID(l, seq))
 			}
 		}

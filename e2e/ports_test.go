@@ -38,6 +38,24 @@ func ephemeralLow() int {
 	return 49152
 }
 
+// portRange is the range reservedAddr picks from, [low, high): the 10,000
+// ports below the ephemeral range, or MF_E2E_PORTS ("21000-21999", both
+// ends included) where several runs share a machine and each keeps to a
+// band of its own.
+func portRange() (low, high int, err error) {
+	if r := os.Getenv("MF_E2E_PORTS"); r != "" {
+		a, b, ok := strings.Cut(r, "-")
+		lo, err1 := strconv.Atoi(strings.TrimSpace(a))
+		hi, err2 := strconv.Atoi(strings.TrimSpace(b))
+		if !ok || err1 != nil || err2 != nil || lo < 1 || hi > 65535 || lo > hi {
+			return 0, 0, fmt.Errorf("MF_E2E_PORTS=%q: want LOW-HIGH, such as 21000-21999", r)
+		}
+		return lo, hi + 1, nil
+	}
+	high = ephemeralLow()
+	return high - 10000, high, nil
+}
+
 // reservedAddr returns a loopback address, outside the ephemeral range,
 // that nothing listens on now and that this process has not handed out.
 func reservedAddr() (string, error) {
@@ -46,8 +64,10 @@ func reservedAddr() (string, error) {
 	if ports.given == nil {
 		ports.given = map[int]bool{}
 	}
-	high := ephemeralLow()
-	low := high - 10000
+	low, high, err := portRange()
+	if err != nil {
+		return "", err
+	}
 	for range 1000 {
 		p := low + rand.IntN(high-low)
 		if ports.given[p] {

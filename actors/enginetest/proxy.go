@@ -21,7 +21,14 @@ type Proxy struct {
 // StartProxy proxies a fresh loopback address to target (host:port).
 func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	p := &Proxy{target: target, addr: FreeAddr(t)}
+	return StartProxyAt(t, FreeAddr(t), target)
+}
+
+// StartProxyAt proxies addr (host:port, free) to target, for a test that
+// keeps its listeners to a port band of its own.
+func StartProxyAt(t testing.TB, addr, target string) *Proxy {
+	t.Helper()
+	p := &Proxy{target: target, addr: addr}
 	if err := p.listen(); err != nil {
 		t.Fatal(err)
 	}
