@@ -36,7 +36,7 @@ import (
 // TestFailoverChaos runs three nodes behind HAProxy with the partner
 // sending, and at seeded random moments: kill -9, SIGTERM or SIGSTOP (then
 // SIGCONT) of a node, the primary more often; a node's database connections
-// cut; mf reload of a harmless change; the destination refusing
+// cut; the PostgreSQL server restarted; mf reload of a harmless change; the destination refusing
 // connections, or taking messages without acknowledging them; a lane's
 // messages refused by the destination (AR, which blocks the lane at once,
 // or AE, which blocks it after max_attempts), and an operator retrying or
@@ -52,7 +52,8 @@ import (
 // MF_CHAOS_SECONDS is how long faults are injected (default 50);
 // MF_CHAOS_SEED replays a run's choices (it is printed; a replay makes the
 // same choices at the same offsets, while what the engine does in between
-// depends on timing).
+// depends on timing). MF_CHAOS_EVENTS=file writes the run's events to file
+// as they happen (else they are logged when the run fails).
 func TestFailoverChaos(t *testing.T) {
 	failoverGate(t)
 	haproxyBin(t)
@@ -84,6 +85,9 @@ type chaosEvents struct {
 	t0     time.Time
 	events []chaosEvent
 	counts map[string]int
+	// file, if set (MF_CHAOS_EVENTS), gets each event as it happens, so
+	// that a run that hangs can be read while it does.
+	file *os.File
 }
 
 type chaosEvent struct {
@@ -94,7 +98,11 @@ type chaosEvent struct {
 func (ev *chaosEvents) add(kind, format string, args ...any) {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	ev.events = append(ev.events, chaosEvent{time.Now(), kind + ": " + fmt.Sprintf(format, args...)})
+	e := chaosEvent{time.Now(), kind + ": " + fmt.Sprintf(format, args...)}
+	ev.events = append(ev.events, e)
+	if ev.file != nil {
+		fmt.Fprintln(ev.file, ev.line(e))
+	}
 	if ev.counts == nil {
 		ev.counts = map[string]int{}
 	}
@@ -310,6 +318,14 @@ type chaosUndo struct {
 func runChaos(t *testing.T, pg *privatePG, seed uint64, budget time.Duration) {
 	began := time.Now()
 	c := &chaos{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), ev: &chaosEvents{t0: began}, skipped: map[string]bool{}}
+	if path := os.Getenv("MF_CHAOS_EVENTS"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatalf("MF_CHAOS_EVENTS: %v", err)
+		}
+		t.Cleanup(func() { f.Close() })
+		c.ev.file = f
+	}
 	c.sink = startChaosSink(t)
 	c.fc = startChaosCluster(t, pg, 3, c.sink.addr)
 	for range c.fc.nodes {
@@ -385,10 +401,8 @@ func runChaos(t *testing.T, pg *privatePG, seed uint64, budget time.Duration) {
 		}
 		c.explain(d, got)
 	}
-	if t.Failed() && os.Getenv("MF_CHAOS_EVENTS") == "" {
+	if t.Failed() && c.ev.file == nil {
 		t.Logf("every event of seed %d:\n%s", seed, c.ev.all())
-	} else if path := os.Getenv("MF_CHAOS_EVENTS"); path != "" {
-		os.WriteFile(path, []byte(c.ev.all()), 0o644)
 	}
 }
 
@@ -606,6 +620,7 @@ func (c *chaos) fault() {
 		{2, c.sinkDown},
 		{2, c.sinkStall},
 		{4, c.refuseLane},
+		{1, c.restartPG},
 	}
 	total := 0
 	for _, ch := range choices {
@@ -727,6 +742,19 @@ func (c *chaos) cutDB() {
 		c.state[i].cut = false
 		c.ev.add("db-restore", "node-%d", i)
 	})
+}
+
+// restartPG restarts the PostgreSQL server under every node (pg_ctl
+// restart, -m fast or immediate), whatever else is going on.
+func (c *chaos) restartPG() {
+	mode := "fast"
+	if c.rng.IntN(2) == 0 {
+		mode = "immediate"
+	}
+	c.ev.add("pg-restart", "-m %s", mode)
+	t0 := time.Now()
+	c.fc.server.restart(c.t, mode)
+	c.ev.add("pg-up", "after %v", time.Since(t0).Round(time.Millisecond))
 }
 
 // reloadConfig changes retry_max_seconds (0.5 ↔ 0.6) in every node's file
