@@ -214,6 +214,16 @@ func (r *root) Receive(ctx actor.Context) {
 			// ran out fails its last writes on the cancelled context.
 			return
 		}
+		if !errors.Is(msg.err, storage.ErrFenced) {
+			// The term ended (its context cancelled: the leadership actor
+			// lost or gave it up, and has logged why) with a write or a
+			// send in hand: no fence refused anything, and no other node
+			// need lead yet. Its Changed, in the mailbox, says the rest.
+			r.opts.Log.Info().Err(msg.err).Str("op", msg.op).Int64("term", msg.spec.fence.Term).
+				Msg("this node's term ended with a write or delivery in hand; stopping the graph (the next leader delivers it again)")
+			r.stopGraph(ctx, false)
+			return
+		}
 		r.opts.Log.Error().Err(msg.err).Str("op", msg.op).Int64("term", msg.spec.fence.Term).
 			Msg("a write was refused by the fence: another node leads now; stopping the graph")
 		r.stopGraph(ctx, false)
