@@ -1043,16 +1043,20 @@ func (c *chaos) draining() bool {
 	return c.ev.counts["end"] > 0
 }
 
-func (c *chaos) controlIDOf(queueID int64) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, c.fc.url)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close(ctx)
-	var id string
-	err = conn.QueryRow(ctx, `SELECT m.control_id FROM mf_queue q JOIN mf_messages m ON m.id = q.message_id WHERE q.id = $1`, queueID).Scan(&id)
+// controlIDOf reads the control id of a queue row's message, trying for a
+// minute: the PostgreSQL server may be restarting (a fault of the run).
+func (c *chaos) controlIDOf(queueID int64) (id string, err error) {
+	pollUntil(time.Minute, 500*time.Millisecond, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var conn *pgx.Conn
+		if conn, err = pgx.Connect(ctx, c.fc.url); err != nil {
+			return false
+		}
+		defer conn.Close(ctx)
+		err = conn.QueryRow(ctx, `SELECT m.control_id FROM mf_queue q JOIN mf_messages m ON m.id = q.message_id WHERE q.id = $1`, queueID).Scan(&id)
+		return err == nil
+	})
 	return id, err
 }
 
