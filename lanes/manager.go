@@ -836,7 +836,10 @@ func (m *Manager) admit(ctx actor.Context, dest string) {
 	q := m.waiting[dest]
 	o, known := m.dests[dest]
 	for q.len() > 0 && known && m.active[dest] < laneCap(o) && !m.stopping && m.env.Ctx.Err() == nil {
-		lane, e, _ := q.pop()
+		lane, e, ok := q.pop()
+		if !ok {
+			break // every entry is in its queue (push, remove); should one not be, no endless loop
+		}
 		m.wake(ctx, lane, e.newest, e.claimable)
 	}
 	if q != nil && q.len() == 0 {
