@@ -3,6 +3,7 @@ package sqlite
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/binary"
 	"io"
 	"os"
@@ -84,24 +85,23 @@ func walRestarts(t *testing.T, path string) int64 {
 	return int64(binary.BigEndian.Uint32(h[12:]))
 }
 
-// A long read (mf backup's VACUUM INTO of a large store, say) keeps the
-// checkpoints from passing it, so the WAL grows by everything written
-// meanwhile. Once the read ends and the WAL restarts, the -wal file must
-// shrink back to walSizeLimit: SQLite otherwise rewrites it in place from
-// its beginning and keeps its largest size on disk for as long as the
-// store is open.
-func TestTheWALFileShrinksAfterALongRead(t *testing.T) {
+// storeBehindALongRead opens a migrated store with one message, and a
+// connection in a transaction that has read it: its snapshot pins the WAL,
+// as a long read does (mf backup's VACUUM INTO of a large store), until it
+// ends (ROLLBACK). ingest stores one message with payload.
+func storeBehindALongRead(t *testing.T) (s *Store, path string, ingest func(payload []byte), conn *sql.Conn) {
+	t.Helper()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "mf.db")
+	path = filepath.Join(t.TempDir(), "mf.db")
 	s, err := Open(ctx, Options{Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ingest := func(payload []byte) {
+	ingest = func(payload []byte) {
 		t.Helper()
 		if _, err := s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{{
 			Inbound: "in", ControlID: "C", Payload: payload, Status: storage.MessageRouted,
@@ -111,13 +111,11 @@ func TestTheWALFileShrinksAfterALongRead(t *testing.T) {
 		}
 	}
 	ingest([]byte("first"))
-	// The long read: a transaction that has read, so its snapshot pins
-	// the WAL.
-	conn, err := s.DB().Conn(ctx)
+	conn, err = s.DB().Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +123,18 @@ func TestTheWALFileShrinksAfterALongRead(t *testing.T) {
 	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM mf_messages").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
+	return s, path, ingest, conn
+}
+
+// A long read (mf backup's VACUUM INTO of a large store, say) keeps the
+// checkpoints from passing it, so the WAL grows by everything written
+// meanwhile. Once the read ends and the WAL restarts, the -wal file must
+// shrink back to walSizeLimit: SQLite otherwise rewrites it in place from
+// its beginning and keeps its largest size on disk for as long as the
+// store is open.
+func TestTheWALFileShrinksAfterALongRead(t *testing.T) {
+	ctx := context.Background()
+	_, path, ingest, conn := storeBehindALongRead(t)
 	big := bytes.Repeat([]byte("x"), 256<<10)
 	for written := int64(0); written < 2*walSizeLimit; written += int64(len(big)) {
 		ingest(big)
@@ -169,37 +179,7 @@ func TestTheWALFileShrinksAfterALongRead(t *testing.T) {
 // that first.
 func TestACheckpointBehindALongReadLeavesTheWriterAlone(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "mf.db")
-	s, err := Open(ctx, Options{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ingest := func(payload []byte) {
-		t.Helper()
-		if _, err := s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{{
-			Inbound: "in", ControlID: "C", Payload: payload, Status: storage.MessageRouted,
-			Deliveries: []storage.Delivery{{Destination: "d", Lane: "d/x"}},
-		}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ingest([]byte("first"))
-	conn, err := s.DB().Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM mf_messages").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
+	s, _, ingest, conn := storeBehindALongRead(t)
 	defer conn.ExecContext(ctx, "ROLLBACK") //nolint:errcheck // the test's end
 	big := bytes.Repeat([]byte("x"), 256<<10)
 	for written := 0; written < 2*walRestartFrames*4096; written += len(big) {
