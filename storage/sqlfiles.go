@@ -211,3 +211,23 @@ func AppliedMigrations(ctx context.Context, q SQLQuerier, query string) (map[int
 	}
 	return done, nil
 }
+
+// LaneKeys reads the lane_key recorded for each destination
+// (Store.QueueLaneKeys) by a dialect on database/sql (SQLite, SQL Server),
+// with its query, one (destination, lane_key) a row.
+func LaneKeys(ctx context.Context, q SQLQuerier, query string) (map[string]string, error) {
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var dest, key string
+		if err := rows.Scan(&dest, &key); err != nil {
+			return nil, err
+		}
+		out[dest] = key
+	}
+	return out, rows.Err()
+}

@@ -1468,20 +1468,8 @@ func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
 
 // QueueLaneKeys implements storage.Store.
 func (s *Store) QueueLaneKeys(ctx context.Context) (map[string]string, error) {
-	rows, err := s.db.QueryContext(ctx, queries.Get("queue_lane_keys"))
+	out, err := storage.LaneKeys(ctx, s.db, queries.Get("queue_lane_keys"))
 	if err != nil {
-		return nil, s.wrap("queue lane keys", err)
-	}
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var dest, key string
-		if err := rows.Scan(&dest, &key); err != nil {
-			return nil, s.wrap("queue lane keys", err)
-		}
-		out[dest] = key
-	}
-	if err := rows.Err(); err != nil {
 		return nil, s.wrap("queue lane keys", err)
 	}
 	return out, nil

@@ -1116,21 +1116,9 @@ func (s *Store) QueueStats(ctx context.Context) ([]storage.QueueStat, error) {
 // QueueLaneKeys implements storage.Store.
 func (s *Store) QueueLaneKeys(ctx context.Context) (map[string]string, error) {
 	var out map[string]string
-	err := retryDeadlocks(ctx, func() error {
-		out = map[string]string{}
-		rows, err := s.db.QueryContext(ctx, queries.Get("queue_lane_keys"))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var dest, key string
-			if err := rows.Scan(&dest, &key); err != nil {
-				return err
-			}
-			out[dest] = key
-		}
-		return rows.Err()
+	err := retryDeadlocks(ctx, func() (err error) {
+		out, err = storage.LaneKeys(ctx, s.db, queries.Get("queue_lane_keys"))
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlserver: queue lane keys: %w", err)
