@@ -43,14 +43,8 @@ type MessageList struct {
 // MessageSummary is one message of GET /messages: GET /messages/{id}'s
 // fields but the payload, with its queue rows' id, destination and status.
 type MessageSummary struct {
-	ID          int64             `json:"id"`
-	Inbound     string            `json:"inbound"`
-	ReceivedAt  *float64          `json:"received_at"`
-	ControlID   string            `json:"control_id"`
-	MessageType string            `json:"message_type"`
-	Status      string            `json:"status"`
-	Error       string            `json:"error"`
-	Queue       []QueueRowSummary `json:"queue"`
+	MessageHead
+	Queue []QueueRowSummary `json:"queue"`
 }
 
 // QueueRowSummary is one queue row of a MessageSummary or of a Resent.
@@ -190,9 +184,7 @@ func (s *Server) messageSearch(w http.ResponseWriter, r *http.Request) {
 		out.NextBeforeID = &next
 	}
 	for _, f := range found {
-		m := f.Message
-		ms := MessageSummary{ID: m.ID, Inbound: m.Inbound, ReceivedAt: epoch(m.ReceivedAt), ControlID: m.ControlID,
-			MessageType: m.MessageType, Status: m.Status, Error: m.Error, Queue: []QueueRowSummary{}}
+		ms := MessageSummary{MessageHead: messageHead(f.Message), Queue: []QueueRowSummary{}}
 		for _, qr := range f.Queue {
 			ms.Queue = append(ms.Queue, QueueRowSummary{ID: qr.ID, Destination: qr.Destination, Status: qr.Status})
 		}

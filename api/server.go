@@ -555,8 +555,9 @@ func lastError(r storage.QueueRow, phi bool) string {
 	return r.LastError + ": " + r.LastErrorDetail
 }
 
-// Message is GET /messages/{id}.
-type Message struct {
+// MessageHead is what GET /messages/{id} and GET /messages say of a
+// message, its payload aside.
+type MessageHead struct {
 	ID          int64    `json:"id"`
 	Inbound     string   `json:"inbound"`
 	ReceivedAt  *float64 `json:"received_at"`
@@ -564,7 +565,18 @@ type Message struct {
 	MessageType string   `json:"message_type"`
 	Status      string   `json:"status"`
 	Error       string   `json:"error"`
-	Payload     string   `json:"payload"`
+}
+
+// messageHead is m's MessageHead.
+func messageHead(m storage.Message) MessageHead {
+	return MessageHead{ID: m.ID, Inbound: m.Inbound, ReceivedAt: epoch(m.ReceivedAt), ControlID: m.ControlID,
+		MessageType: m.MessageType, Status: m.Status, Error: m.Error}
+}
+
+// Message is GET /messages/{id}.
+type Message struct {
+	MessageHead
+	Payload string `json:"payload"`
 	// PayloadBase64 is the payload's bytes in base64 when they are not
 	// UTF-8 (HL7 v2 is often Latin-1, MSH-18 8859/1): a JSON string holds
 	// only UTF-8, so Payload then has U+FFFD for each byte that is not, and
@@ -612,8 +624,7 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request) {
 	s.o.Log.Info().Int64("message_id", id).Str("token", principalOf(r).name).Str("remote", r.RemoteAddr).
 		Msg("message read: its content (PHI) was shown")
 	m := d.Message
-	out := Message{ID: m.ID, Inbound: m.Inbound, ReceivedAt: epoch(m.ReceivedAt), ControlID: m.ControlID,
-		MessageType: m.MessageType, Status: m.Status, Error: m.Error, Payload: string(m.Payload), Queue: []QueueRow{}}
+	out := Message{MessageHead: messageHead(m), Payload: string(m.Payload), Queue: []QueueRow{}}
 	if !utf8.Valid(m.Payload) {
 		b64 := base64.StdEncoding.EncodeToString(m.Payload)
 		out.PayloadBase64 = &b64
