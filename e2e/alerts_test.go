@@ -323,9 +323,9 @@ func apiDo(t *testing.T, e *engine, method, path, token string) (int, []byte) {
 // process (MfListenerNotBound on the primary only, until it is let go); a
 // standby started with another route (MfConfigDrift, until its file is
 // fixed and mf reload run); a message that is not HL7 (MfMessagesRejected);
-// the destination down (MfDestinationDown, then MfLanesBlocked and
-// MfBacklogStuck, until it is back and an operator retries the blocked
-// heads); the database cut from both nodes (MfNoPrimary, MfStoreErrors and
+// the destination down (MfDestinationDown and MfBacklogStuck), then back
+// but answering AE (MfLanesBlocked), until it takes them and an operator
+// retries the blocked heads; the database cut from both nodes (MfNoPrimary, MfStoreErrors and
 // MfLeaderLostLease, until it answers again); the standby killed
 // (MfNodeDown, until it runs again). Along the way the series the rules
 // read are checked to be as the README says, standbys' included.
@@ -441,7 +441,8 @@ to = ["lab"]
 	}
 	w.waitResolved("MfConfigDrift", within)
 
-	// The destination down: two lanes retry, then block.
+	// The destination down: its lanes wait for it (a dial that fails is no
+	// attempt, so none blocks).
 	dest.close()
 	cl := enginetest.Dial(t, n0.listen)
 	for i, p := range []string{"P1", "P2", "P1"} {
@@ -456,8 +457,13 @@ to = ["lab"]
 	lab := map[string]string{"destination": "lab"}
 	w.waitFiring("MfMessagesRejected", map[string]string{"inbound": "adt_in", "reason": "parse"}, within)
 	w.waitFiring("MfDestinationDown", lab, within)
-	w.waitFiring("MfLanesBlocked", nil, within)
 	w.waitFiring("MfBacklogStuck", lab, within)
+	if got := w.p.query(t, `mf_lanes_blocked`); !maps.Equal(got, map[string]string{instance(n0)["instance"]: "0", instance(n1)["instance"]: "0"}) {
+		t.Fatalf("mf_lanes_blocked by instance is %v with the destination down; want 0 on both nodes (its lanes wait for it)", got)
+	}
+	// Back, answering AE to each of them: the two lanes retry, then block.
+	dest = startReceiverAnswering(t, destAddr, func(received) string { return "AE" })
+	w.waitFiring("MfLanesBlocked", nil, within)
 	// The queue gauges are read from the database: the standby reports
 	// the backlog too. The counters are each node's own.
 	both := map[string]string{instance(n0)["instance"]: "3", instance(n1)["instance"]: "3"}
@@ -478,7 +484,9 @@ to = ["lab"]
 	if got := w.p.query(t, `mf_messages_received_total{inbound="adt_in"}`); got[instance(n1)["instance"]] != "0" {
 		t.Fatalf("mf_messages_received_total{inbound=\"adt_in\"} by instance is %v; want 0 on the standby node-1", got)
 	}
-	// Back, and the blocked heads retried by an operator: delivered.
+	// Taking them again, and the blocked heads retried by an operator:
+	// delivered.
+	dest.close()
 	dest = startReceiver(t, destAddr)
 	code, body := apiDo(t, n0, "GET", "/lanes", operatorToken)
 	var lanes struct {

@@ -224,6 +224,13 @@ type received struct {
 
 func startReceiver(t testing.TB, addr string) *receiver {
 	t.Helper()
+	return startReceiverAnswering(t, addr, nil)
+}
+
+// startReceiverAnswering is startReceiver with answer as its receiver's
+// (set before it accepts anything, which reads it).
+func startReceiverAnswering(t testing.TB, addr string, answer func(r received) string) *receiver {
+	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -231,7 +238,7 @@ func startReceiver(t testing.TB, addr string) *receiver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &receiver{t: t, ln: ln, closed: make(chan struct{}), conns: map[net.Conn]bool{}}
+	r := &receiver{t: t, ln: ln, answer: answer, closed: make(chan struct{}), conns: map[net.Conn]bool{}}
 	go r.accept()
 	t.Cleanup(r.close)
 	return r

@@ -239,6 +239,12 @@ func (l *laneActor) giveBack() {
 // kept in unsent, to be given back at the lane's next step; meanwhile its
 // claims, which start at the head, wait for them, and order holds.
 func (l *laneActor) giveBackUnsent(cs ...*storage.QueueClaim) error {
+	return l.giveBackNoting("", "", cs...)
+}
+
+// giveBackNoting is giveBackUnsent, recording errorText and detail, if errorText
+// is not empty, as the first claim's last error.
+func (l *laneActor) giveBackNoting(errorText, detail string, cs ...*storage.QueueClaim) error {
 	claims := make([]storage.Claim, 0, len(cs)+len(l.ahead)+len(l.unsent))
 	for _, c := range cs {
 		if c != nil {
@@ -253,7 +259,7 @@ func (l *laneActor) giveBackUnsent(cs ...*storage.QueueClaim) error {
 	if len(claims) == 0 {
 		return nil
 	}
-	_, err := l.env.Store.QueueGiveBack(l.env.Ctx, storage.QueueGiveBackParams{Fence: l.env.Fence, Claims: claims, Lane: l.lane})
+	_, err := l.env.Store.QueueGiveBack(l.env.Ctx, storage.QueueGiveBackParams{Fence: l.env.Fence, Claims: claims, Lane: l.lane, Error: errorText, Detail: detail})
 	if err != nil {
 		l.unsent = claims // none was sent: tried again at the next step
 	}
@@ -407,14 +413,16 @@ func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 	errors.As(sendErr, &de) // nil for an error that is no DeliveryError
 	if errors.Is(sendErr, errNotWritten) {
 		// Nothing was written (no free connection in time, or the
-		// receiver unreachable and its next dial not due): no attempt at
-		// the destination. The row goes back as never claimed, its attempt
-		// taken back, so that lanes waiting for a destination's shared
-		// connections neither use up max_attempts (and set messages aside
-		// unsent) nor back off longer and longer; the lane tries again
-		// after the destination's base delay, or when the sender says its
-		// next dial is due.
-		if err := l.giveBackUnsent(c); err != nil {
+		// receiver unreachable: a dial that failed, or the next not due):
+		// no attempt at the destination. The row goes back as never
+		// claimed, its attempt taken back, so that lanes waiting for a
+		// destination's shared connections or for it to come back neither
+		// use up max_attempts (and set messages aside unsent) nor back off
+		// longer and longer; the lane tries again after the destination's
+		// base delay, or when the sender says its next dial is due. Why is
+		// kept as the row's last error, for GET /lanes.
+		reason, detail := recorded(sendErr)
+		if err := l.giveBackNoting(reason, detail, c); err != nil {
 			l.storeFailed(ctx, "give back", err)
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -898,6 +899,48 @@ func TestASendThatWroteNothingUsesUpNoAttempt(t *testing.T) {
 	})
 	if r := f.row(t, 0); r.Status != storage.QueueDone || r.Attempts != 2 || sender.sends.Load() != 4 {
 		t.Fatalf("row %s, %d attempts, after %d sends; want done at the fourth send, 2 attempts (the first two wrote nothing)", r.Status, r.Attempts, sender.sends.Load())
+	}
+}
+
+// A dial that fails writes nothing of the message either: no attempt.
+// Counted, a receiver down for a few dials (a restart, a network blip) used
+// up max_attempts and, with on_exhausted = "dead", set every head aside in
+// turn while it was down; with "block", held each lane for an operator.
+// The lane waits for the sender's next dial instead, and the head's last
+// error says why it waits (GET /lanes shows it).
+func TestAFailedDialUsesUpNoAttempt(t *testing.T) {
+	f := newLaneFixture(t, "http://127.0.0.1:1/unused", "", 1, hidden)
+	defer f.system.Root.Stop(f.manager)
+	r := startReceiver(t, nil, nil)
+	o := mllpOutbound(r.addr)
+	o.Name = f.env.Config.Outbound[0].Name
+	o.MaxAttempts, o.OnExhausted = 2, config.ExhaustedDead
+	s := newTestMLLPSender(t, o)
+	var dials atomic.Int64
+	var up atomic.Bool
+	realDial := s.dial
+	s.dial = func(ctx context.Context) (net.Conn, error) {
+		dials.Add(1)
+		if !up.Load() {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+		}
+		return realDial(ctx)
+	}
+	f.runLane(t, f.env, o, s)
+	waitUntil(t, "three failed dials, the head waiting", 20*time.Second, func() bool {
+		row := f.row(t, 0)
+		return dials.Load() >= 3 && row.Status == storage.QueuePending
+	})
+	if row := f.row(t, 0); row.Attempts != 0 || !strings.Contains(row.LastError, "connection refused") {
+		t.Fatalf("after %d failed dials: row %s, %d attempts, last error %q; want pending, no attempt, the dial's error", dials.Load(), row.Status, row.Attempts, row.LastError)
+	}
+	up.Store(true)
+	waitUntil(t, "the row finished", 20*time.Second, func() bool {
+		st := f.row(t, 0).Status
+		return st == storage.QueueDone || st == storage.QueueDead
+	})
+	if row := f.row(t, 0); row.Status != storage.QueueDone || row.Attempts != 1 {
+		t.Fatalf("row %s, %d attempts once the receiver is up; want done, 1 attempt (the failed dials wrote nothing)", row.Status, row.Attempts)
 	}
 }
 

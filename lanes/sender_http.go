@@ -53,6 +53,10 @@ type httpSender struct {
 	// lane's head went out at once, a connection each (a destination back
 	// from an outage met thousands).
 	slots chan struct{}
+	// backoff spaces out connections to an unreachable destination, as
+	// the MLLP sender's dials: shared by its lanes, so that a destination
+	// that is down is not polled by each of them at retry_base_seconds.
+	backoff *dialBackoff
 }
 
 // newHTTPSender builds the sender of o. config.Validate makes the same
@@ -98,6 +102,7 @@ func newHTTPSender(o config.Outbound) (*httpSender, error) {
 		timeout:   sendTimeout(o),
 		transport: tr,
 		slots:     make(chan struct{}, n),
+		backoff:   newDialBackoff(o.RetryBase(), o.RetryMax()),
 		client: &http.Client{
 			Transport: tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
@@ -111,11 +116,20 @@ func newHTTPSender(o config.Outbound) (*httpSender, error) {
 func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 	ctx, cancel := withSendDeadline(ctx, s.timeout)
 	defer cancel()
+	if next, last, ok := s.backoff.allow(); !ok {
+		// A POST of another lane got no connection just now: this one
+		// connects to nothing and writes nothing, so it is no attempt; the
+		// lane waits for the next try rather than poll.
+		de := retryableError(fmt.Errorf("%w: %w", errNotWritten, last), "http %s: %s unreachable; next connection allowed at %s (in %s); not sent",
+			s.name, s.shownURL, next.Format("15:04:05.000"), time.Until(next).Round(time.Millisecond))
+		de.RetryAfter = time.Until(next)
+		return de
+	}
 	if err := s.take(ctx, m.QueueID); err != nil {
 		return err
 	}
 	defer func() { <-s.slots }()
-	resp, err := s.post(ctx, m)
+	resp, connected, err := s.post(ctx, m)
 	if err != nil {
 		var de *DeliveryError
 		if errors.As(err, &de) {
@@ -128,6 +142,18 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 			shown := *ue
 			shown.URL = s.shownURL
 			err = &shown
+		}
+		if !connected && !errors.Is(ctx.Err(), context.Canceled) {
+			// No connection, so nothing of the request was written (refused,
+			// unreachable, a TLS handshake that failed): no attempt, as for
+			// MLLP; counted, a destination down for a few tries used up
+			// max_attempts and set each head aside, or held it, in turn.
+			// (Our own cancellation says nothing about the destination.)
+			wait := s.backoff.failed(err)
+			de := withTLSAdvice(retryableError(fmt.Errorf("%w: %w", errNotWritten, err), "http %s: connecting for queue id %d (control id %q) failed; next connection in %s",
+				s.name, m.QueueID, m.ControlID, wait.Round(time.Millisecond)))
+			de.RetryAfter = wait
+			return de
 		}
 		// Transport errors (refused, reset, TLS, timeout) may all pass.
 		if strings.Contains(err.Error(), "malformed") {
@@ -188,23 +214,30 @@ func (s *httpSender) take(ctx context.Context, queueID int64) error {
 // request) is replaced by a new one, at once, once: net/http sends a POST
 // again itself only if none of it was written. A lane's retry sent it
 // again too, but after its backoff, and counted an attempt.
-func (s *httpSender) post(ctx context.Context, m Outgoing) (*http.Response, error) {
+//
+// connected says whether it got a connection: without one, nothing of the
+// request was written. One got resets the destination's backoff.
+func (s *httpSender) post(ctx context.Context, m Outgoing) (resp *http.Response, connected bool, err error) {
 	for resent := false; ; resent = true {
 		var reused bool
-		trace := &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) { reused = c.Reused }}
-		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.url, bytes.NewReader(m.Payload))
+		trace := &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) {
+			reused, connected = c.Reused, true
+			s.backoff.succeeded()
+		}}
+		var req *http.Request
+		req, err = http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.url, bytes.NewReader(m.Payload))
 		if err != nil {
-			return nil, permanentError(err, "http %s: building the request for queue id %d", s.name, m.QueueID)
+			return nil, false, permanentError(err, "http %s: building the request for queue id %d", s.name, m.QueueID)
 		}
 		req.Header.Set("Content-Type", HL7ContentType)
 		req.Header.Set("User-Agent", "mf")
 		req.Header.Set(HeaderQueueID, strconv.FormatInt(m.QueueID, 10))
 		req.Header.Set(HeaderControlID, headerSafe(m.ControlID))
-		resp, err := s.client.Do(req)
+		resp, err = s.client.Do(req)
 		if err != nil && !resent && reused && ctx.Err() == nil && closedByReceiver(err) {
 			continue
 		}
-		return resp, err
+		return resp, connected, err
 	}
 }
 

@@ -174,7 +174,7 @@ func TestHTTPSenderTransportErrorsAreRetryable(t *testing.T) {
 		url := srv.URL
 		srv.Close()
 		err := newTestHTTPSender(t, httpOutbound(url)).Send(t.Context(), testMessage("MSG1"))
-		wantDeliveryError(t, err, false, `http api: POST of queue id 42 (control id "MSG1") failed`)
+		wantDeliveryError(t, err, false, `http api: connecting for queue id 42 (control id "MSG1") failed; next connection in `)
 	})
 	t.Run("connection dropped", func(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -292,6 +292,37 @@ func TestHeaderSafe(t *testing.T) {
 	t.Parallel()
 	if got := headerSafe("A\x01B\x7fC é"); got != "A?B?C é" {
 		t.Errorf("headerSafe = %q", got)
+	}
+}
+
+// A POST that got no connection (refused, unreachable, a failed TLS
+// handshake) wrote nothing: no attempt, as for MLLP. The destination's
+// next connection is then tried only after a backoff shared by its lanes
+// (RetryAfter says when), and the sends before it connect to nothing; once
+// connected, the backoff starts again from retry_base_seconds. Counted,
+// the lanes of a destination down for a few tries used up max_attempts.
+func TestHTTPSenderUnreachableWritesNothingAndBacksOff(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close() // refused from now on
+	o := httpOutbound(srv.URL)
+	o.RetryBaseSeconds, o.RetryMaxSeconds = 30, 60 // a backoff that outlasts the test
+	s := newTestHTTPSender(t, o).(*httpSender)
+	var dials atomic.Int64
+	dial := s.transport.DialContext
+	s.transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return dial(ctx, network, addr)
+	}
+	for i, msg := range []string{"MSG1", "MSG2", "MSG3"} {
+		err := s.Send(t.Context(), testMessage(msg))
+		de := &DeliveryError{}
+		if !errors.As(err, &de) || !errors.Is(err, errNotWritten) || de.Permanent || de.RetryAfter <= 0 || de.RetryAfter > 60*time.Second {
+			t.Fatalf("send %d to a refusing destination: %v (RetryAfter %v); want errNotWritten, due when the next connection is", i+1, err, de.RetryAfter)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("%d dials for three sends within the backoff, want 1", n)
 	}
 }
 

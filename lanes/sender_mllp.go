@@ -479,8 +479,14 @@ func (s *mllpSender) connect(ctx context.Context) (net.Conn, *DeliveryError) {
 			// about the receiver.
 			return nil, retryableError(err, "mllp %s: dial %s cancelled", s.name, s.addr)
 		}
+		// Nothing of the message was written: no attempt either (counted,
+		// a receiver down for a few dials used up max_attempts and set
+		// each head aside, or held it, in turn). The lane waits for the
+		// next dial, which backs off up to retry_max_seconds.
 		wait := s.backoff.failed(err)
-		return nil, withTLSAdvice(retryableError(err, "mllp %s: dial %s failed; next dial in %s", s.name, s.addr, wait.Round(time.Millisecond)))
+		de := withTLSAdvice(retryableError(fmt.Errorf("%w: %w", errNotWritten, err), "mllp %s: dial %s failed; next dial in %s", s.name, s.addr, wait.Round(time.Millisecond)))
+		de.RetryAfter = wait
+		return nil, de
 	}
 	s.backoff.succeeded()
 	return nc, nil

@@ -972,7 +972,7 @@ func TestMLLPSenderReconnectBackoff(t *testing.T) {
 	dialCount := func() int { mu.Lock(); defer mu.Unlock(); return dials }
 
 	err := s.Send(t.Context(), testMessage("MSG1"))
-	wantDeliveryError(t, err, false, "mllp lab: dial "+r.addr+" failed; next dial in 50ms: dial tcp: connection refused")
+	wantDeliveryError(t, err, false, "mllp lab: dial "+r.addr+" failed; next dial in 50ms: not written: dial tcp: connection refused")
 
 	// Within the backoff: no dial at all, and the error says when.
 	for range 3 {
@@ -1227,13 +1227,12 @@ func TestMLLPSenderTakesAControlIDCutTo20Characters(t *testing.T) {
 	}
 }
 
-// While a destination's dial backs off after a failed dial, the sends of
-// its other lanes dial nothing and write nothing: no attempt at the
-// destination. They were failures like any other, and with max_attempts
-// the lanes of an unreachable receiver set their messages aside after a
-// fraction of the dials the setting stands for. They are errNotWritten,
-// and say when the next dial is due (RetryAfter), so that the lane waits
-// for it rather than polling.
+// A send that dials and fails, and the sends of the destination's other
+// lanes while its dial then backs off, write nothing: no attempt at the
+// destination. Counted, the lanes of a receiver down for a few dials used
+// up max_attempts and set their messages aside (or held them) in turn.
+// They are errNotWritten, and say when the next dial is due (RetryAfter),
+// so that the lane waits for it rather than polling.
 func TestMLLPSenderWaitingOutTheDialBackoffWritesNothing(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -1245,14 +1244,12 @@ func TestMLLPSenderWaitingOutTheDialBackoffWritesNothing(t *testing.T) {
 	o := mllpOutbound(addr)
 	o.RetryBaseSeconds, o.RetryMaxSeconds = 30, 60 // a backoff that outlasts the test
 	s := newTestMLLPSender(t, o)
-	err = s.Send(t.Context(), testMessage("MSG1"))
-	if err == nil || errors.Is(err, errNotWritten) {
-		t.Fatalf("the send that dialled and failed: %v; want a failed attempt", err)
-	}
-	err = s.Send(t.Context(), testMessage("MSG2"))
-	var de *DeliveryError
-	if !errors.As(err, &de) || !errors.Is(err, errNotWritten) || de.RetryAfter <= 0 || de.RetryAfter > 60*time.Second {
-		t.Fatalf("a send while the dial backs off: %v (RetryAfter %v); want errNotWritten, due when the next dial is", err, de.RetryAfter)
+	for i, msg := range []string{"MSG1", "MSG2"} { // the dial, then the wait for the next
+		err = s.Send(t.Context(), testMessage(msg))
+		de := &DeliveryError{}
+		if !errors.As(err, &de) || !errors.Is(err, errNotWritten) || de.RetryAfter <= 0 || de.RetryAfter > 60*time.Second {
+			t.Fatalf("send %d: %v (RetryAfter %v); want errNotWritten, due when the next dial is", i+1, err, de.RetryAfter)
+		}
 	}
 }
 

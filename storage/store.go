@@ -835,6 +835,19 @@ type QueueGiveBackParams struct {
 	Claims []Claim
 	// Lane is the claims' lane, as in QueueCompleteParams. Optional.
 	Lane string
+	// Error and Detail, when Error is not empty, are recorded as the first
+	// claim's last error (QueueRow.LastError), the others' kept: why its
+	// send wrote nothing (the destination unreachable), for GET /lanes.
+	Error, Detail string
+}
+
+// Noted returns the error and detail to record on the i-th claim: p's for
+// the first, none ("") for the others.
+func (p QueueGiveBackParams) Noted(i int) (errorText, detail string) {
+	if i != 0 {
+		return "", ""
+	}
+	return p.Error, p.Detail
 }
 
 // QueueReleaseOwnParams are the arguments of Store.QueueReleaseOwn.

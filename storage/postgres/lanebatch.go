@@ -107,19 +107,28 @@ const lockWaitAgain = 50 * time.Millisecond
 // spends that long in the batches of the lanes set aside.
 const asideFor = 10 * time.Second
 
+// noted is the error and detail to record on giveBack[i]
+// (storage.QueueGiveBackParams.Noted).
+func (w *laneWrite) noted(i int) (errorText, detail string) {
+	return storage.QueueGiveBackParams{Error: w.noteError, Detail: w.noteDetail}.Noted(i)
+}
+
 // laneWrite is one lane's write: give back claims, complete a claim, claim
 // the lane's head (and rows ahead of it), in that order, any of them.
 type laneWrite struct {
 	ctx      context.Context
 	fence    storage.Fence
 	giveBack []storage.Claim
-	complete *storage.Claim // nil: nothing to complete
-	lane     string         // "": nothing to claim
-	of       string         // the lane of giveBack and complete, when the caller gave it
-	ahead    int            // rows behind the head to claim with it
-	from     int64          // the claim's floor (storage.QueueClaimNextParams.From)
-	owner    string
-	ttl      time.Duration
+	// noteError and noteDetail: why the first of giveBack wrote nothing
+	// (storage.QueueGiveBackParams.Error), "" for no note.
+	noteError, noteDetail string
+	complete              *storage.Claim // nil: nothing to complete
+	lane                  string         // "": nothing to claim
+	of                    string         // the lane of giveBack and complete, when the caller gave it
+	ahead                 int            // rows behind the head to claim with it
+	from                  int64          // the claim's floor (storage.QueueClaimNextParams.From)
+	owner                 string
+	ttl                   time.Duration
 
 	// Outcome, set by the batch before done is signalled.
 	givenBack int64
@@ -389,8 +398,9 @@ func (lb *laneBatcher) exec(ctx context.Context, batch []*laneWrite, lockWait ti
 		// After the fence, whose table locks may take as long as they must.
 		b.Queue(queries.Get("lanes_lock_wait"), fmt.Sprintf("%dms", lockWait.Milliseconds()))
 		for _, w := range giveBacks {
-			for _, c := range w.giveBack {
-				b.Queue(queries.Get("queue_give_back"), c.ID, c.Owner, c.Attempt)
+			for i, c := range w.giveBack {
+				e, d := w.noted(i)
+				b.Queue(queries.Get("queue_give_back"), c.ID, c.Owner, c.Attempt, e, d)
 			}
 		}
 		for _, w := range completes {

@@ -937,7 +937,7 @@ func (s *Store) QueueGiveBack(ctx context.Context, p storage.QueueGiveBackParams
 	if len(p.Claims) == 0 {
 		return 0, nil
 	}
-	w := &laneWrite{ctx: ctx, fence: p.Fence, giveBack: p.Claims, of: p.Lane}
+	w := &laneWrite{ctx: ctx, fence: p.Fence, giveBack: p.Claims, noteError: p.Error, noteDetail: p.Detail, of: p.Lane}
 	s.lanes.do(w)
 	if w.err != nil {
 		return 0, wrap(fmt.Sprintf("queue give back of %d rows", len(p.Claims)), w.err)

@@ -1229,8 +1229,9 @@ func (s *Store) QueueGiveBack(ctx context.Context, p storage.QueueGiveBackParams
 	var total int64
 	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
 		total = 0
-		for _, c := range p.Claims {
-			n, err := s.updateClaim(ctx, tx, "queue_give_back", c)
+		for i, c := range p.Claims {
+			e, d := p.Noted(i)
+			n, err := s.updateClaim(ctx, tx, "queue_give_back", c, e, d)
 			if err != nil {
 				return err
 			}

@@ -882,8 +882,9 @@ func (s *Store) QueueGiveBack(ctx context.Context, p storage.QueueGiveBackParams
 	var total int64
 	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
 		total = 0 // a deadlock victim's retry starts afresh
-		for _, c := range p.Claims {
-			n, err := updateClaim(ctx, tx, "queue_give_back", c)
+		for i, c := range p.Claims {
+			e, d := p.Noted(i)
+			n, err := updateClaim(ctx, tx, "queue_give_back", c, sql.Named("error", mssql.NVarCharMax(e)), sql.Named("detail", mssql.NVarCharMax(d)))
 			if err != nil {
 				return err
 			}

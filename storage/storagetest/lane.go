@@ -878,13 +878,19 @@ func testAdvanceAhead(t *testing.T, h *harness) {
 	// Give back all but the run's second row: the lane is then pending,
 	// in flight (live), pending, pending, pending. A run from its head stops
 	// at the row in flight.
+	// The first carries why its send wrote nothing (the destination
+	// unreachable), for GET /lanes; the others keep theirs.
 	back := []storage.Claim{run[0].Claim(), run[2].Claim(), run[3].Claim()}
-	if n, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: zero, Claims: back}); err != nil || n != 3 {
+	if n, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: zero, Claims: back, Error: "dial refused", Detail: "the detail"}); err != nil || n != 3 {
 		t.Fatalf("give back 3 rows: %d, %v", n, err)
 	}
 	for _, i := range []int{1, 3, 4} {
-		if r := h.queueRow(ids[i]); r.Status != storage.QueuePending || r.Attempts != 0 || r.LeaseOwner != "" || r.LeaseExpiresAt != nil {
+		r := h.queueRow(ids[i])
+		if r.Status != storage.QueuePending || r.Attempts != 0 || r.LeaseOwner != "" || r.LeaseExpiresAt != nil {
 			t.Fatalf("row %d given back: %+v; want pending, attempt 0, no lease", ids[i], r)
+		}
+		if want := map[bool]string{true: "dial refused: the detail", false: ": "}[i == 1]; r.LastError+": "+r.LastErrorDetail != want {
+			t.Fatalf("row %d given back: last error %q, detail %q; want %q", ids[i], r.LastError, r.LastErrorDetail, want)
 		}
 	}
 	// The same claims again: no longer current, nothing given back.

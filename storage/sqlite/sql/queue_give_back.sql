@@ -2,9 +2,13 @@
 -- pending again, in place, as if the claim had not been made, its attempt
 -- taken back, so that rows a lane claimed ahead of a failing head do not
 -- run out of attempts they never made. Only the claim that is still current
--- (same owner, same attempt, in flight) may. ?1 id, ?2 owner, ?3 attempt.
+-- (same owner, same attempt, in flight) may. ?1 id, ?2 owner, ?3 attempt;
+-- ?4 and ?5, when ?4 is not empty, why its send wrote nothing (the
+-- destination unreachable), kept as its last error for GET /lanes.
 UPDATE mf_queue
    SET status = 'pending', lease_owner = '', lease_expires_at = NULL,
        attempts = attempts - 1,
+       last_error = CASE WHEN ?4 = '' THEN last_error ELSE ?4 END,
+       last_error_detail = CASE WHEN ?4 = '' THEN last_error_detail ELSE ?5 END,
        updated_at = CAST(round(unixepoch('subsec') * 1000) AS INTEGER)
  WHERE id = ?1 AND status = 'inflight' AND lease_owner = ?2 AND attempts = ?3

@@ -3,10 +3,14 @@
 -- taken back, so that rows a lane claimed ahead of a failing head do not
 -- run out of attempts they never made. Only the claim that is still current
 -- (same owner, same attempt, in flight) may. The row is addressed by id, so
--- it is locked before any index key.
+-- it is locked before any index key. @error and @detail, when @error is not
+-- empty, say why its send wrote nothing (the destination unreachable), kept
+-- as its last error for GET /lanes.
 SET NOCOUNT ON;
 UPDATE mf_queue
    SET status = N'pending', lease_owner = N'', lease_expires_at = NULL,
-       attempts = attempts - 1, updated_at = SYSUTCDATETIME()
+       attempts = attempts - 1, updated_at = SYSUTCDATETIME(),
+       last_error = CASE WHEN @error = N'' THEN last_error ELSE @error END,
+       last_error_detail = CASE WHEN @error = N'' THEN last_error_detail ELSE @detail END
  WHERE id = @id AND status = N'inflight' AND lease_owner = @owner AND attempts = @attempt;
 SELECT @@ROWCOUNT AS updated;
