@@ -553,12 +553,15 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	log := r.opts.Log.With().Int64("config_version", version).Logger()
 	if r.opts.Reload == nil {
 		log.Warn().Msg("the shared config version moved, but this node cannot reload its config; restart it to apply the change")
+		r.tellLeadership(ctx, leadership.ConfigFailed{Version: version, Err: "this node was started without a config file to read again: restart it to apply the change"})
 		return
 	}
 	cfg, router, restart, err := reloaded(r.opts.Reload, r.started)
 	if err != nil {
 		log.Error().Err(err).Msg("config reload failed; this node keeps running its current config (fix the file, then run mf reload again)")
 		r.unapplied = version
+		// Its heartbeat reports it, for mf reload to say at once.
+		r.tellLeadership(ctx, leadership.ConfigFailed{Version: version, Err: err.Error()})
 		return
 	}
 	previous := r.opts.Config

@@ -155,11 +155,13 @@ func reloadCommand() *cli.Command {
 }
 
 // awaitReload waits until every live node (active, seen within
-// node_timeout_seconds) reports config version v or later in mf_nodes, and
-// says so; at the deadline it names each node that does not, and fails. A
-// node reports the version only once its reload worked: one whose own file
-// does not load keeps its config and its version (its log says why at
-// ERROR), and the operator who ran mf reload is the one to tell.
+// node_timeout_seconds) reports config version v or later in mf_nodes, or
+// that its reload to v (or later) failed, and says so; a failure fails it,
+// naming the node and its error, and at the deadline it names each node
+// that reported neither, and fails. A node reports the version only once
+// its reload worked: one whose own file does not load keeps its config and
+// its version, and reports why (as its log does at ERROR); the operator who
+// ran mf reload is the one to tell, at once.
 func awaitReload(ctx context.Context, w io.Writer, st storage.Store, cl config.Cluster, v int64, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for {
@@ -167,11 +169,15 @@ func awaitReload(ctx context.Context, w io.Writer, st storage.Store, cl config.C
 		if err != nil {
 			return fmt.Errorf("reload: config version %d is set, but reading mf_nodes to see which nodes run it failed: %w", v, err)
 		}
-		var live, behind []storage.Node
+		var live, behind, failed []storage.Node
 		for _, n := range l.Nodes {
 			if n.Status == "active" && l.DBNow.Sub(n.LastSeen) < cl.NodeTimeout() {
 				live = append(live, n)
-				if n.ConfigVersion < v {
+				switch {
+				case n.ConfigVersion >= v:
+				case n.ConfigFailedVersion >= v:
+					failed = append(failed, n)
+				default:
 					behind = append(behind, n)
 				}
 			}
@@ -179,6 +185,10 @@ func awaitReload(ctx context.Context, w io.Writer, st storage.Store, cl config.C
 		if len(live) == 0 {
 			fmt.Fprintf(w, "no node runs: each reads config version %d at its start\n", v)
 			return nil
+		}
+		if len(behind) == 0 && len(failed) > 0 {
+			sayFailed(w, failed)
+			return fmt.Errorf("reload: %d of %d live nodes could not reload to config version %d: fix their config files and run mf reload again", len(failed), len(live), v)
 		}
 		if len(behind) == 0 {
 			ids := make([]string, len(live))
@@ -189,16 +199,25 @@ func awaitReload(ctx context.Context, w io.Writer, st storage.Store, cl config.C
 			return nil
 		}
 		if !time.Now().Before(deadline) {
+			sayFailed(w, failed)
 			for _, n := range behind {
-				fmt.Fprintf(w, "%s still runs config version %d (host %s, pid %d): its reload failed (its log says why, \"config reload failed\") or has not finished (lanes finishing the delivery in hand)\n",
+				fmt.Fprintf(w, "%s still runs config version %d (host %s, pid %d): its reload has not finished (lanes finishing the delivery in hand), or failed on an mf too old to report it (its log says why, \"config reload failed\")\n",
 					n.NodeID, n.ConfigVersion, n.Host, n.PID)
 			}
-			return fmt.Errorf("reload: %d of %d live nodes did not report config version %d within %v: fix their config files and run mf reload again", len(behind), len(live), v, wait)
+			return fmt.Errorf("reload: %d of %d live nodes did not report config version %d within %v: fix their config files and run mf reload again", len(behind)+len(failed), len(live), v, wait)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(min(cl.Heartbeat()/2, time.Until(deadline))):
 		}
+	}
+}
+
+// sayFailed names each node of failed, whose reload failed, and its error.
+func sayFailed(w io.Writer, failed []storage.Node) {
+	for _, n := range failed {
+		fmt.Fprintf(w, "%s failed to reload config version %d and still runs version %d (host %s, pid %d): %s\n",
+			n.NodeID, n.ConfigFailedVersion, n.ConfigVersion, n.Host, n.PID, n.ConfigError)
 	}
 }

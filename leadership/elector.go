@@ -36,8 +36,16 @@ const (
 type ConfigChanged struct{ Version int64 }
 
 // ConfigLoaded tells the elector which config version this node now runs,
-// which its heartbeat reports.
+// which its heartbeat reports (with no failed reload).
 type ConfigLoaded struct{ Version int64 }
+
+// ConfigFailed tells the elector that this node failed to reload to config
+// Version, and why (Err), which its heartbeat reports until a reload works:
+// mf reload reads it, and says at once which node failed and why.
+type ConfigFailed struct {
+	Version int64
+	Err     string
+}
 
 // ConfigInForce tells the elector the fingerprint of the graph config this
 // node now runs (config.Config.GraphFingerprint), which its heartbeat
@@ -71,6 +79,7 @@ type Elector struct {
 	nextAttempt  time.Time     // when the next election or renewal attempt is due
 	configSeen   int64         // the last shared config version seen
 	configLoaded int64         // the version this node runs (reported in mf_nodes)
+	configFailed ConfigFailed  // the newest reload that failed since then (reported too)
 	fingerprint  string        // its graph config's fingerprint (reported in mf_nodes)
 	drift        driftWatch    // the drift check's state (drift.go)
 	beaten       bool          // a heartbeat of this process has been recorded
@@ -102,6 +111,7 @@ type Elector struct {
 // is restarted after a panic.
 type carried struct {
 	configSeen, configLoaded int64
+	configFailed             ConfigFailed
 	fingerprint              string
 	beaten                   bool
 }
@@ -143,7 +153,7 @@ func NewElector(o ElectorOptions) *actor.Props {
 		host, _ := os.Hostname()
 		return &Elector{
 			store: o.Store, cfg: o.Cluster, nodeID: o.NodeID, host: host, pid: int64(os.Getpid()),
-			trust: o.Trust, pinned: o.Pinned, schemaEvery: schemaEvery, configSeen: carry.configSeen, configLoaded: carry.configLoaded, fingerprint: carry.fingerprint, beaten: carry.beaten, carry: carry,
+			trust: o.Trust, pinned: o.Pinned, schemaEvery: schemaEvery, configSeen: carry.configSeen, configLoaded: carry.configLoaded, configFailed: carry.configFailed, fingerprint: carry.fingerprint, beaten: carry.beaten, carry: carry,
 			log: o.Log.With().Str("component", "leadership").Logger(),
 		}
 	})
@@ -184,8 +194,12 @@ func (e *Elector) Receive(ctx actor.Context) {
 	case ConfigInForce:
 		e.fingerprint = msg.Fingerprint
 	case ConfigLoaded:
-		e.configLoaded = msg.Version
+		e.configLoaded, e.configFailed = msg.Version, ConfigFailed{}
 		e.heartbeat() // report the version now, not a heartbeat later
+	case ConfigFailed:
+		e.configFailed = msg
+		e.configFailed.Err = storage.CutText(storage.ValidText(msg.Err), storage.MaxConfigErrorBytes)
+		e.heartbeat() // mf reload waits for it
 	case *actor.Restarting:
 		e.restarting(ctx)
 	case *actor.Stopping:
@@ -210,7 +224,7 @@ func (e *Elector) restarting(ctx actor.Context) {
 	if e.stopWatch != nil {
 		e.stopWatch()
 	}
-	e.carry.configSeen, e.carry.configLoaded, e.carry.fingerprint, e.carry.beaten = e.configSeen, e.configLoaded, e.fingerprint, e.beaten
+	e.carry.configSeen, e.carry.configLoaded, e.carry.configFailed, e.carry.fingerprint, e.carry.beaten = e.configSeen, e.configLoaded, e.configFailed, e.fingerprint, e.beaten
 	if e.leader {
 		e.lose(ctx, "fenced", "the leadership actor panicked and restarts as a follower (a bug: report it with the protoactor \"Recovering\" line just before, which has its reason)")
 	}
@@ -410,6 +424,7 @@ func (e *Elector) heartbeat() {
 	err := e.store.NodeHeartbeat(cctx, storage.NodeHeartbeatParams{
 		NodeID: e.nodeID, Host: e.host, PID: e.pid, IsLeader: e.leader, ConfigVersion: e.configLoaded,
 		ConfigFingerprint: e.fingerprint, Started: !e.beaten,
+		ConfigFailedVersion: e.configFailed.Version, ConfigError: e.configFailed.Err,
 	})
 	if err != nil {
 		e.callFailed(&e.beating, "node_heartbeat", "membership heartbeat", err)

@@ -438,6 +438,12 @@ type Node struct {
 	// runs (config.Config.GraphFingerprint), as of its last beat; "" for a
 	// node whose mf predates it.
 	ConfigFingerprint string
+	// ConfigFailedVersion is the newest config version the node failed to
+	// reload (its own file did not load, or could not run), and ConfigError
+	// why; 0 and "" once a reload works, or for a node whose mf predates
+	// them. A node keeps running ConfigVersion meanwhile.
+	ConfigFailedVersion int64
+	ConfigError         string
 }
 
 // NodeList is every node row and the database clock at which it was read.
@@ -456,6 +462,10 @@ type NodeHeartbeatParams struct {
 	// ConfigFingerprint is the fingerprint of the graph config this node
 	// runs (at most MaxConfigFingerprintBytes).
 	ConfigFingerprint string
+	// ConfigFailedVersion and ConfigError are as in Node: the reload this
+	// node failed, if any, and why (at most MaxConfigErrorBytes).
+	ConfigFailedVersion int64
+	ConfigError         string
 	// Started says that this is the first beat of the process: started_at
 	// becomes now even if the row is active, as a run of the same node id
 	// that crashed (kill -9, no tombstone) left it.
@@ -465,6 +475,11 @@ type NodeHeartbeatParams struct {
 // MaxConfigFingerprintBytes bounds NodeHeartbeatParams.ConfigFingerprint,
 // the width of the mf_nodes column in every dialect.
 const MaxConfigFingerprintBytes = 100
+
+// MaxConfigErrorBytes bounds NodeHeartbeatParams.ConfigError, the width of
+// the mf_nodes column in every dialect (a longer error is cut by the
+// elector, at a character boundary).
+const MaxConfigErrorBytes = 1000
 
 // NodeLeaveParams are the arguments of Store.NodeLeave.
 type NodeLeaveParams struct {
@@ -550,11 +565,18 @@ func BoundLane(lane string) string {
 		return lane
 	}
 	sum := sha256.Sum256([]byte(lane))
-	cut := MaxLaneBytes - laneHashLen
-	for cut > 0 && !utf8.RuneStart(lane[cut]) {
-		cut--
+	return CutText(lane, MaxLaneBytes-laneHashLen) + "#" + hex.EncodeToString(sum[:8])
+}
+
+// CutText returns s cut to at most n bytes, at a character boundary.
+func CutText(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return lane[:cut] + "#" + hex.EncodeToString(sum[:8])
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // Storable returns m as every dialect can store it: its text fields valid

@@ -572,7 +572,7 @@ func (s *Store) LeaseRead(ctx context.Context) (storage.Lease, error) {
 
 // NodeHeartbeat implements storage.Store.
 func (s *Store) NodeHeartbeat(ctx context.Context, p storage.NodeHeartbeatParams) error {
-	if _, err := s.pool.Exec(ctx, queries.Get("node_heartbeat"), p.NodeID, p.Host, p.PID, p.IsLeader, p.ConfigVersion, p.Started, p.ConfigFingerprint); err != nil {
+	if _, err := s.pool.Exec(ctx, queries.Get("node_heartbeat"), p.NodeID, p.Host, p.PID, p.IsLeader, p.ConfigVersion, p.Started, p.ConfigFingerprint, p.ConfigFailedVersion, p.ConfigError); err != nil {
 		return fmt.Errorf("postgres: node heartbeat for %s: %w", p.NodeID, explain(err))
 	}
 	return nil
@@ -600,12 +600,12 @@ func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			id, host, status, fp *string
-			pid, cfgVersion      *int64
-			startedAt, lastSeen  *time.Time
-			isLeader             *bool
+			id, host, status, fp, cfgError *string
+			pid, cfgVersion, cfgFailed     *int64
+			startedAt, lastSeen            *time.Time
+			isLeader                       *bool
 		)
-		if err := rows.Scan(&out.DBNow, &id, &host, &pid, &status, &startedAt, &lastSeen, &isLeader, &cfgVersion, &fp); err != nil {
+		if err := rows.Scan(&out.DBNow, &id, &host, &pid, &status, &startedAt, &lastSeen, &isLeader, &cfgVersion, &fp, &cfgFailed, &cfgError); err != nil {
 			return out, fmt.Errorf("postgres: node list: %w", err)
 		}
 		if id == nil { // the clock row of an empty table
@@ -614,6 +614,7 @@ func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
 		out.Nodes = append(out.Nodes, storage.Node{
 			NodeID: *id, Host: *host, PID: *pid, Status: *status, StartedAt: *startedAt,
 			LastSeen: *lastSeen, IsLeader: *isLeader, ConfigVersion: *cfgVersion, ConfigFingerprint: *fp,
+			ConfigFailedVersion: *cfgFailed, ConfigError: *cfgError,
 		})
 	}
 	if err := rows.Err(); err != nil {

@@ -820,7 +820,7 @@ func (s *Store) LeaseRead(ctx context.Context) (storage.Lease, error) {
 // NodeHeartbeat implements storage.Store.
 func (s *Store) NodeHeartbeat(ctx context.Context, p storage.NodeHeartbeatParams) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, queries.Get("node_heartbeat"), p.NodeID, p.Host, p.PID, p.IsLeader, p.ConfigVersion, p.Started, p.ConfigFingerprint)
+		_, err := tx.ExecContext(ctx, queries.Get("node_heartbeat"), p.NodeID, p.Host, p.PID, p.IsLeader, p.ConfigVersion, p.Started, p.ConfigFingerprint, p.ConfigFailedVersion, p.ConfigError)
 		return err
 	})
 	return s.wrap("node heartbeat for "+p.NodeID, err)
@@ -858,13 +858,13 @@ func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			id, host, status, fp sql.NullString
-			pid, cfgVersion      sql.NullInt64
-			startedAt, lastSeen  *time.Time
-			isLeader             sql.NullBool
+			id, host, status, fp, cfgError sql.NullString
+			pid, cfgVersion, cfgFailed     sql.NullInt64
+			startedAt, lastSeen            *time.Time
+			isLeader                       sql.NullBool
 		)
 		if err := rows.Scan(msTime{&out.DBNow}, &id, &host, &pid, &status,
-			nullMsTime{&startedAt}, nullMsTime{&lastSeen}, &isLeader, &cfgVersion, &fp); err != nil {
+			nullMsTime{&startedAt}, nullMsTime{&lastSeen}, &isLeader, &cfgVersion, &fp, &cfgFailed, &cfgError); err != nil {
 			return out, s.wrap("node list", err)
 		}
 		if !id.Valid { // the clock row of an empty table
@@ -873,6 +873,7 @@ func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
 		out.Nodes = append(out.Nodes, storage.Node{
 			NodeID: id.String, Host: host.String, PID: pid.Int64, Status: status.String, StartedAt: *startedAt,
 			LastSeen: *lastSeen, IsLeader: isLeader.Bool, ConfigVersion: cfgVersion.Int64, ConfigFingerprint: fp.String,
+			ConfigFailedVersion: cfgFailed.Int64, ConfigError: cfgError.String,
 		})
 	}
 	return out, s.wrap("node list", rows.Err())

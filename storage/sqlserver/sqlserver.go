@@ -479,6 +479,8 @@ func (s *Store) NodeHeartbeat(ctx context.Context, p storage.NodeHeartbeatParams
 			sql.Named("is_leader", p.IsLeader),
 			sql.Named("config_version", p.ConfigVersion),
 			sql.Named("config_fingerprint", p.ConfigFingerprint),
+			sql.Named("config_failed_version", p.ConfigFailedVersion),
+			sql.Named("config_error", mssql.NVarCharMax(p.ConfigError)),
 			sql.Named("started", p.Started))
 		return err
 	})
@@ -515,12 +517,12 @@ func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
 		defer rows.Close()
 		for rows.Next() {
 			var (
-				id, host, status, fp sql.NullString
-				pid, cfgVersion      sql.NullInt64
-				startedAt, lastSeen  sql.NullTime
-				isLeader             sql.NullBool
+				id, host, status, fp, cfgError sql.NullString
+				pid, cfgVersion, cfgFailed     sql.NullInt64
+				startedAt, lastSeen            sql.NullTime
+				isLeader                       sql.NullBool
 			)
-			if err := rows.Scan(&out.DBNow, &id, &host, &pid, &status, &startedAt, &lastSeen, &isLeader, &cfgVersion, &fp); err != nil {
+			if err := rows.Scan(&out.DBNow, &id, &host, &pid, &status, &startedAt, &lastSeen, &isLeader, &cfgVersion, &fp, &cfgFailed, &cfgError); err != nil {
 				return err
 			}
 			if !id.Valid { // the clock row of an empty table
@@ -530,6 +532,7 @@ func (s *Store) NodeList(ctx context.Context) (storage.NodeList, error) {
 				NodeID: id.String, Host: host.String, PID: pid.Int64, Status: status.String,
 				StartedAt: utc(startedAt.Time), LastSeen: utc(lastSeen.Time), IsLeader: isLeader.Bool,
 				ConfigVersion: cfgVersion.Int64, ConfigFingerprint: fp.String,
+				ConfigFailedVersion: cfgFailed.Int64, ConfigError: cfgError.String,
 			})
 		}
 		return rows.Err()

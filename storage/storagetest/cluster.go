@@ -765,6 +765,40 @@ func testNodeConfigFingerprint(t *testing.T, h *harness) {
 	}
 }
 
+// Each beat records the reload the node failed, if any, and why, which the
+// next beat replaces: a reload that works clears them. The widest error
+// fits, in characters beyond ASCII too.
+func testNodeConfigError(t *testing.T, h *harness) {
+	beat := func(failed int64, why string) {
+		t.Helper()
+		err := h.s.NodeHeartbeat(h.ctx, storage.NodeHeartbeatParams{NodeID: "a", Host: "host-a", PID: 42, ConfigVersion: 3, ConfigFailedVersion: failed, ConfigError: why})
+		if err != nil {
+			t.Fatalf("heartbeat with failed version %d: %v", failed, err)
+		}
+	}
+	got := func() (int64, string) {
+		t.Helper()
+		l, err := h.s.NodeList(h.ctx)
+		if err != nil || len(l.Nodes) != 1 {
+			t.Fatalf("node list: %+v, %v", l, err)
+		}
+		return l.Nodes[0].ConfigFailedVersion, l.Nodes[0].ConfigError
+	}
+	beat(0, "")
+	if v, why := got(); v != 0 || why != "" {
+		t.Fatalf("a node that failed no reload: failed version %d, error %q", v, why)
+	}
+	wide := strings.Repeat("é", storage.MaxConfigErrorBytes/2) // 2 bytes each
+	beat(4, wide)
+	if v, why := got(); v != 4 || why != wide {
+		t.Fatalf("after a failed reload to version 4: failed version %d, error of %d bytes; want 4 and the %d bytes written", v, len(why), len(wide))
+	}
+	beat(0, "") // the next reload worked
+	if v, why := got(); v != 0 || why != "" {
+		t.Fatalf("after a reload that worked: failed version %d, error %q; want none", v, why)
+	}
+}
+
 // The config version starts at 0 and grows by one per bump, per name.
 func testConfigVersion(t *testing.T, h *harness) {
 	read := func(name string) int64 {

@@ -68,6 +68,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Sweep/OnlyExpiredLeases", testReclaimExpired},
 		{"Nodes/HeartbeatLeaveList", testNodes},
 		{"Nodes/ConfigFingerprint", testNodeConfigFingerprint},
+		{"Nodes/ConfigError", testNodeConfigError},
 		{"Config/VersionBumpAndRead", testConfigVersion},
 		{"Secret/FirstValueWins", testSecretFirstValueWins},
 		{"Secret/RacingNodesAgree", testSecretRace},

@@ -3,12 +3,13 @@
 -- (?6: a run of a pinned node id that crashed left its row active). Every
 -- SET expression reads the row as it was.
 -- ?1 node id, ?2 host, ?3 pid, ?4 is leader, ?5 config version, ?6 started,
--- ?7 config fingerprint.
-INSERT INTO mf_nodes (node_id, host, pid, status, started_at, last_seen, is_leader, config_version, config_fingerprint)
+-- ?7 config fingerprint, ?8 and ?9 its failed reload, if any.
+INSERT INTO mf_nodes (node_id, host, pid, status, started_at, last_seen, is_leader, config_version, config_fingerprint,
+                      config_failed_version, config_error)
 VALUES (?1, ?2, ?3, 'active',
         CAST(round(unixepoch('subsec') * 1000) AS INTEGER),
         CAST(round(unixepoch('subsec') * 1000) AS INTEGER),
-        ?4, ?5, ?7)
+        ?4, ?5, ?7, ?8, ?9)
 ON CONFLICT (node_id) DO UPDATE
    SET host = excluded.host,
        pid = excluded.pid,
@@ -17,4 +18,6 @@ ON CONFLICT (node_id) DO UPDATE
        last_seen = excluded.last_seen,
        is_leader = excluded.is_leader,
        config_version = excluded.config_version,
-       config_fingerprint = excluded.config_fingerprint
+       config_fingerprint = excluded.config_fingerprint,
+       config_failed_version = excluded.config_failed_version,
+       config_error = excluded.config_error

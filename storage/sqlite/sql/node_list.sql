@@ -1,5 +1,6 @@
 -- The clock row makes the database time come back even with no nodes.
-SELECT clock.db_now, n.node_id, n.host, n.pid, n.status, n.started_at, n.last_seen, n.is_leader, n.config_version, n.config_fingerprint
+SELECT clock.db_now, n.node_id, n.host, n.pid, n.status, n.started_at, n.last_seen, n.is_leader, n.config_version, n.config_fingerprint,
+       n.config_failed_version, n.config_error
   FROM (SELECT CAST(round(unixepoch('subsec') * 1000) AS INTEGER) AS db_now) AS clock
   LEFT JOIN mf_nodes n ON 1
  ORDER BY n.node_id

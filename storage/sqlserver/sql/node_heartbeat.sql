@@ -16,7 +16,11 @@ WHEN MATCHED THEN
                last_seen = @now,
                is_leader = @is_leader,
                config_version = @config_version,
-               config_fingerprint = @config_fingerprint
+               config_fingerprint = @config_fingerprint,
+               config_failed_version = @config_failed_version,
+               config_error = @config_error
 WHEN NOT MATCHED THEN
-    INSERT (node_id, host, pid, status, started_at, last_seen, is_leader, config_version, config_fingerprint)
-    VALUES (@node_id, @host, @pid, N'active', @now, @now, @is_leader, @config_version, @config_fingerprint);
+    INSERT (node_id, host, pid, status, started_at, last_seen, is_leader, config_version, config_fingerprint,
+            config_failed_version, config_error)
+    VALUES (@node_id, @host, @pid, N'active', @now, @now, @is_leader, @config_version, @config_fingerprint,
+            @config_failed_version, @config_error);
