@@ -30,7 +30,8 @@ type queueSnapshot struct {
 	// oldest is the age in seconds of the oldest row pending or in
 	// flight, by destination (database clock, as read at the scrape).
 	oldest  map[string]float64
-	blocked float64 // lanes whose head is held for an operator
+	dead    map[string]float64 // rows set aside as dead, by destination
+	blocked float64            // lanes whose head is held for an operator
 }
 
 var (
@@ -63,8 +64,8 @@ func registerMetrics(cfg *config.Config) {
 	metrics.GetOrCreateGauge("mf_lanes_blocked", func() float64 { return currentSnapshot().blocked })
 }
 
-// queueDepthGauge makes sure dest has its mf_queue_depth and
-// mf_queue_oldest_age_seconds series. The start-up config's destinations
+// queueDepthGauge makes sure dest has its mf_queue_depth,
+// mf_queue_oldest_age_seconds and mf_queue_dead series. The start-up config's destinations
 // get theirs at once, at zero; any other destination with queue rows (one a
 // config reload added, or one a reload removed that still has a backlog)
 // gets its own at the first scrape that finds them.
@@ -74,6 +75,9 @@ func queueDepthGauge(dest string) {
 	})
 	metrics.GetOrCreateGauge(fmt.Sprintf(`mf_queue_oldest_age_seconds{destination=%s}`, lanes.Label(dest)), func() float64 {
 		return currentSnapshot().oldest[dest]
+	})
+	metrics.GetOrCreateGauge(fmt.Sprintf(`mf_queue_dead{destination=%s}`, lanes.Label(dest)), func() float64 {
+		return currentSnapshot().dead[dest]
 	})
 }
 
@@ -90,6 +94,7 @@ var help = map[string]string{
 	"mf_deliveries_refused_after_total":    "Messages sent with MSH-15 NE or ER, counted delivered without waiting for an ACK, that the MLLP destination answered afterwards with an error or a rejection (AE, AR, CE, CR).",
 	"mf_queue_depth":                       "Queue rows pending or in flight, by destination.",
 	"mf_queue_oldest_age_seconds":          "Age of the destination's oldest queue row pending or in flight, on the database's clock (0 with none): how long its longest-waiting message has waited.",
+	"mf_queue_dead":                        "Queue rows set aside as dead (on_exhausted = dead, or an operator's skip), by destination, as long as the store keeps them (until the purge; a resend leaves them).",
 	"mf_lanes_blocked":                     "Lanes whose head is held for an operator (on_exhausted = block).",
 	"mf_lanes_active":                      "Lanes with a delivering actor on this node now (each stops when its lane runs dry).",
 	"mf_is_leader":                         "1 while this node is the leader (runs the graph), else 0.",
@@ -115,7 +120,7 @@ var runtime = func() *prometheus.Registry {
 // metrics serves the Prometheus text format: the engine's series, Go
 // runtime and process metrics.
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	snap := &queueSnapshot{depth: map[string]float64{}, oldest: map[string]float64{}}
+	snap := &queueSnapshot{depth: map[string]float64{}, oldest: map[string]float64{}, dead: map[string]float64{}}
 	// Bounded, so that a scrape while the database does not answer still
 	// gets every other series in time.
 	ctx, cancel := storeCtx(r, s.limits.storeRead)
@@ -126,6 +131,9 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 			if st.Status == storage.QueuePending || st.Status == storage.QueueInflight {
 				snap.depth[st.Destination] += float64(st.Count)
 				snap.oldest[st.Destination] = max(snap.oldest[st.Destination], st.OldestAge.Seconds())
+			}
+			if st.Status == storage.QueueDead {
+				snap.dead[st.Destination] += float64(st.Count)
 			}
 			// A held row is its lane's head: one per blocked lane. Counted
 			// here rather than from QueueLanes, a second read of every

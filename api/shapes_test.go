@@ -89,6 +89,7 @@ func TestMetricsParseAndCarryEveryName(t *testing.T) {
 		"mf_messages_unrouted_total",   // likewise
 		"mf_config_drift",              // likewise (0 on a single node)
 		"mf_queue_oldest_age_seconds",  // likewise (0 with an empty queue)
+		"mf_queue_dead",                // likewise (0 with none set aside)
 		"go_goroutines", "process_resident_memory_bytes",
 	} {
 		if _, ok := families[name]; !ok {
@@ -310,8 +311,11 @@ func (s agedStore) QueueStats(context.Context) ([]storage.QueueStat, error) { re
 // mf_queue_oldest_age_seconds gives, per destination, how long its oldest
 // row pending or in flight has waited (dead rows wait for no one): the
 // figure an operator alerts on ("a message has waited 15 minutes"), which
-// no metric gave; GET /lanes has it one lane at a time.
-func TestQueueOldestAgeIsExported(t *testing.T) {
+// no metric gave; GET /lanes has it one lane at a time. mf_queue_dead gives
+// the rows set aside as dead, which wait for an operator's resend: only a
+// counter's increase (mf_deliveries_total{result="dead"}) told of them, and
+// an alert on it ended 15 minutes later with the rows still there.
+func TestQueueOldestAgeAndDeadRowsAreExported(t *testing.T) {
 	cfg := &config.Config{API: config.API{MetricsPublic: true}, Outbound: []config.Outbound{{Name: "emr"}}}
 	s := api.New(api.Options{Config: cfg, Log: zerolog.Nop(), Store: agedStore{stats: []storage.QueueStat{
 		{Destination: "lab", Status: storage.QueuePending, Count: 2, OldestAge: 90 * time.Second},
@@ -323,7 +327,7 @@ func TestQueueOldestAgeIsExported(t *testing.T) {
 	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	got := map[string]string{}
 	for _, line := range strings.Split(rec.Body.String(), "\n") {
-		if name, value, ok := strings.Cut(line, " "); ok && strings.HasPrefix(name, "mf_queue_oldest_age_seconds{") {
+		if name, value, ok := strings.Cut(line, " "); ok && (strings.HasPrefix(name, "mf_queue_oldest_age_seconds{") || strings.HasPrefix(name, "mf_queue_dead{")) {
 			got[name] = value
 		}
 	}
@@ -331,6 +335,9 @@ func TestQueueOldestAgeIsExported(t *testing.T) {
 		`mf_queue_oldest_age_seconds{destination="lab"}`: "300.5",
 		`mf_queue_oldest_age_seconds{destination="ris"}`: "0",
 		`mf_queue_oldest_age_seconds{destination="emr"}`: "0",
+		`mf_queue_dead{destination="lab"}`:               "1",
+		`mf_queue_dead{destination="ris"}`:               "4",
+		`mf_queue_dead{destination="emr"}`:               "0",
 	}
 	for k, v := range want { // other tests' destinations have series too
 		if got[k] != v {
