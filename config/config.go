@@ -133,6 +133,11 @@ type Inbound struct {
 	ClientCA string `toml:"client_ca"`
 	// AllowPlaintext permits a non-loopback listen address without TLS.
 	AllowPlaintext bool `toml:"allow_plaintext"`
+	// ProcessingID, when set (P, T or D: HL7 table 0103), is the only
+	// processing ID (MSH-11.1) the inbound takes: any other message, one
+	// without MSH-11 included, is answered AR (condition 202) and kept as
+	// rejected, so that a test system's messages never enter production.
+	ProcessingID string `toml:"processing_id"`
 	// MaxMessageBytes bounds one message (default 1 MiB); a larger frame is
 	// answered AR and the connection closed, a larger message of an inbound
 	// file is not stored (its bytes stay in the archived file).

@@ -1151,3 +1151,21 @@ func TestAConfigFileWithThePasswordEveryUserCanReadIsWarnedOf(t *testing.T) {
 		}
 	}
 }
+
+// processing_id takes HL7 table 0103's values only: a typo ("PROD", "p")
+// would refuse every message of the inbound, so it is refused at load.
+func TestProcessingIDIsOneOfTable0103(t *testing.T) {
+	in := "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\n"
+	for _, id := range []string{"P", "T", "D"} {
+		c, err := config.Parse([]byte(minimal+in+"processing_id = \""+id+"\"\n"), "site.toml")
+		if err != nil || c.Inbound[1].ProcessingID != id {
+			t.Fatalf("processing_id %q: %v", id, err)
+		}
+	}
+	for _, id := range []string{"PROD", "p", " "} {
+		_, err := config.Parse([]byte(minimal+in+"processing_id = \""+id+"\"\n"), "site.toml")
+		if err == nil || !strings.Contains(err.Error(), "inbound[1].processing_id: \""+id+"\" is not a processing ID: P (production), T (training) or D (debugging)") {
+			t.Fatalf("processing_id %q: %v; want it refused", id, err)
+		}
+	}
+}

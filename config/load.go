@@ -605,6 +605,11 @@ func (c *Config) Validate() error {
 		default:
 			bad(key+".type", "%q is not one of mllp, file", in.Type)
 		}
+		switch in.ProcessingID {
+		case "", "P", "T", "D":
+		default:
+			bad(key+".processing_id", "%q is not a processing ID: P (production), T (training) or D (debugging), HL7 table 0103; leave it out to take any", in.ProcessingID)
+		}
 		if in.MaxMessageBytes < 64 {
 			bad(key+".max_message_bytes", "must be at least 64, got %d", in.MaxMessageBytes)
 		} else if in.MaxMessageBytes > MaxMessageBytes {

@@ -204,6 +204,12 @@ func (m *Message) ControlID() string {
 // MessageType returns MSH-9 as sent, e.g. "ADT^A01^ADT_A01".
 func (m *Message) MessageType() string { return m.Get(Path{Segment: "MSH", Field: 9}) }
 
+// ProcessingID returns MSH-11.1, the processing ID: P (production), T
+// (training) or D (debugging), HL7 table 0103.
+func (m *Message) ProcessingID() string {
+	return m.Get(Path{Segment: "MSH", Field: 11, Component: 1})
+}
+
 // Version returns the version ID, MSH-12.1 (e.g. "2.5.1"), without the
 // internationalisation components MSH-12 may carry.
 func (m *Message) Version() string { return m.Get(Path{Segment: "MSH", Field: 12, Component: 1}) }

@@ -309,7 +309,7 @@ func (f *FilePoller) ingestFile(name string) bool {
 		// A file's writer hears no AR: this line is all that tells of them.
 		f.log.Warn().Str("file", name).Str("archived_as", archived).Int("messages", len(msgs)).Int("rejected", rejected.n).
 			Int64("message_id", rejected.firstID).Str("reason", rejected.firstReason).
-			Msg("messages of an inbound file are not HL7 v2: kept as rejected, not delivered (GET /messages/{id}; message_id and reason are the first one's); ask the file's writer to fix them")
+			Msg("messages of an inbound file are rejected (not HL7 v2, or a processing ID, MSH-11, other than the inbound's processing_id): kept as rejected, not delivered (GET /messages/{id}; message_id and reason are the first one's); ask the file's writer to fix them")
 	}
 	return true
 }
@@ -317,8 +317,8 @@ func (f *FilePoller) ingestFile(name string) bool {
 // utf8BOM is the byte order mark some Windows programs put before text.
 var utf8BOM = []byte("\xEF\xBB\xBF")
 
-// rejects counts the messages of a file stored as rejected (not HL7 v2),
-// and keeps the first one's id and reason.
+// rejects counts the messages of a file stored as rejected (not HL7 v2, or
+// of another processing ID), and keeps the first one's id and reason.
 type rejects struct {
 	n           int
 	firstID     int64
@@ -449,14 +449,17 @@ func (f *FilePoller) retryArchive() bool {
 func (f *FilePoller) store(msgs [][]byte, rejected *rejects) error {
 	reply := make(chan Result, len(msgs))
 	g := SubmitGroup{Submits: make([]Submit, len(msgs))}
+	reasons := make([]string, len(msgs)) // why each is rejected, if it is
 	for i, raw := range msgs {
 		countReceived(f.cfg.Name)
-		g.Submits[i] = Submit{Msg: f.newMessage(raw), Reply: reply}
+		var m storage.NewMessage
+		m, reasons[i] = f.newMessage(raw)
+		g.Submits[i] = Submit{Msg: m, Reply: reply}
 	}
 	f.env.System.Root.Send(f.env.Ingest, g)
 	var failed error
 	// The ingest answers a group's Submits in their order (Ingest.flush).
-	for _, s := range g.Submits {
+	for i, s := range g.Submits {
 		r, _ := f.env.await(reply, nil)
 		if r.Err == nil && s.Msg.Status == storage.MessageUnrouted {
 			countUnrouted(f.cfg.Name)
@@ -466,7 +469,7 @@ func (f *FilePoller) store(msgs [][]byte, rejected *rejects) error {
 				Msg("no route matches the message: stored as unrouted")
 		}
 		if r.Err == nil && s.Msg.Status == storage.MessageRejected {
-			countRejected(f.cfg.Name, reasonParse)
+			countRejected(f.cfg.Name, reasons[i])
 			if rejected.n == 0 {
 				rejected.firstID, rejected.firstReason = r.MessageID, s.Msg.Error
 			}
@@ -484,7 +487,9 @@ func (f *FilePoller) store(msgs [][]byte, rejected *rejects) error {
 	return failed
 }
 
-func (f *FilePoller) newMessage(raw []byte) storage.NewMessage {
+// newMessage is the message to store for raw, and reason why it is
+// rejected (a mf_messages_rejected_total reason), if it is.
+func (f *FilePoller) newMessage(raw []byte) (m storage.NewMessage, reason string) {
 	msg, err := hl7.Parse(raw)
 	if err != nil {
 		// Counted once stored (store): a file read again after a failed
@@ -492,7 +497,11 @@ func (f *FilePoller) newMessage(raw []byte) storage.NewMessage {
 		// finds it, is kept as over MLLP (conn.handle): the operator
 		// traces the message to its writer by it.
 		return storage.NewMessage{Inbound: f.cfg.Name, ControlID: hl7.UnparsableControlID(raw), Payload: raw,
-			Status: storage.MessageRejected, Error: err.Error()}
+			Status: storage.MessageRejected, Error: err.Error()}, reasonParse
+	}
+	if err := processingIDError(f.cfg, msg); err != nil {
+		return storage.NewMessage{Inbound: f.cfg.Name, ControlID: msg.ControlID(), MessageType: msg.MessageType(), Payload: raw,
+			Status: storage.MessageRejected, Error: err.Error()}, reasonProcessingID
 	}
 	d := f.env.Router.Route(f.cfg.Name, msg)
 	status := storage.MessageRouted
@@ -500,7 +509,7 @@ func (f *FilePoller) newMessage(raw []byte) storage.NewMessage {
 		status = storage.MessageUnrouted
 	}
 	return storage.NewMessage{Inbound: f.cfg.Name, ControlID: msg.ControlID(), MessageType: msg.MessageType(),
-		Payload: raw, Status: status, Deliveries: d}
+		Payload: raw, Status: status, Deliveries: d}, ""
 }
 
 // SplitMessages cuts a file into its HL7 messages: each MSH segment starts

@@ -30,6 +30,9 @@ const (
 	// reasonIncomplete: a frame begun and not ended within read_timeout
 	// (a stalled sender, a slow-loris), closed without an answer.
 	reasonIncomplete = "incomplete"
+	// reasonProcessingID: a processing ID (MSH-11) other than the
+	// inbound's processing_id (a test system's message in production).
+	reasonProcessingID = "processing_id"
 )
 
 func countRejected(inbound, reason string) {
@@ -57,7 +60,7 @@ func RegisterMetrics(inbounds []config.Inbound) {
 	for _, in := range inbounds {
 		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_received_total{inbound=%s}`, lanes.Label(in.Name)))
 		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_unrouted_total{inbound=%s}`, lanes.Label(in.Name)))
-		for _, reason := range []string{reasonParse, reasonOversize, reasonNotFramed, reasonStore, reasonRefused, reasonIncomplete} {
+		for _, reason := range []string{reasonParse, reasonOversize, reasonNotFramed, reasonStore, reasonRefused, reasonIncomplete, reasonProcessingID} {
 			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_rejected_total{inbound=%s,reason=%s}`, lanes.Label(in.Name), lanes.Label(reason)))
 		}
 		metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_ack_duration_seconds{inbound=%s}`, lanes.Label(in.Name)))

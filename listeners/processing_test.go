@@ -1,0 +1,82 @@
+package listeners_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/hl7"
+	"github.com/messagefoundry/mf/storage"
+)
+
+// withProcessingID is adt with MSH-11 set to id ("" for none).
+func withProcessingID(controlID, id string) string {
+	return strings.Replace(adt(controlID, "P1"), "|P|2.5.1\r", "|"+id+"|2.5.1\r", 1)
+}
+
+// An inbound with processing_id = "P" takes production messages only: a
+// training or debugging one (MSH-11 T or D), or one without MSH-11, is
+// answered AR with condition 202 (unsupported processing ID) and kept as
+// rejected, never routed. Nothing checked MSH-11: a test system pointed at
+// the production engine had its messages delivered to production systems.
+func TestAnInboundTakesItsProcessingIDOnly(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	cfg := strings.Replace(strings.ReplaceAll(ackConfig, "{{listen}}", addr), "max_message_bytes = 1024\n", "max_message_bytes = 1024\nprocessing_id = \"P\"\n", 1)
+	e := enginetest.Start(t, cfg)
+	rejected := metrics.GetOrCreateCounter(`mf_messages_rejected_total{inbound="adt_in",reason="processing_id"}`)
+	before := rejected.Get()
+	c := dial(t, addr)
+	if ack := c.Send(withProcessingID("PROD1", "P")); ack.Code != hl7.AA {
+		t.Fatalf("a production message: %+v; want AA", ack)
+	}
+	for _, id := range []string{"T", "D", ""} {
+		ack := c.Send(withProcessingID("NOTPROD"+id, id))
+		if ack.Code != hl7.AR || ack.ControlID != "NOTPROD"+id || ack.ErrorCode != "202" || !strings.Contains(ack.Text+ack.ErrorMessage, "processing_id") {
+			t.Fatalf("a message with MSH-11 %q: %+v; want AR, condition 202, naming processing_id", id, ack)
+		}
+	}
+	// Enhanced mode (MSH-15 set): CR.
+	enhanced := strings.Replace(withProcessingID("NOTPRODAL", "T"), "|T|2.5.1\r", "|T|2.5.1|||AL|NE\r", 1)
+	if ack := c.Send(enhanced); ack.Code != hl7.CR || ack.ErrorCode != "202" {
+		t.Fatalf("an enhanced-mode training message: %+v; want CR, condition 202", ack)
+	}
+	enginetest.WaitFor(t, "the five messages stored", 10*time.Second, func() bool { return len(e.Messages(t)) >= 5 })
+	for _, d := range e.Messages(t) {
+		want := storage.MessageRouted
+		if d.Message.ControlID != "PROD1" {
+			want = storage.MessageRejected
+		}
+		if d.Message.Status != want || (want == storage.MessageRejected && (len(d.Queue) != 0 || !strings.Contains(d.Message.Error, "MSH-11"))) {
+			t.Fatalf("message %s stored %s with %d queue rows, error %q; want %s", d.Message.ControlID, d.Message.Status, len(d.Queue), d.Message.Error, want)
+		}
+	}
+	if n := rejected.Get() - before; n != 4 {
+		t.Fatalf("mf_messages_rejected_total{reason=\"processing_id\"} rose by %d, want 4", n)
+	}
+}
+
+// A file inbound's processing_id is checked as a listener's: a message of
+// another processing ID is kept as rejected, and the file's WARN counts it.
+func TestAFileInboundTakesItsProcessingIDOnly(t *testing.T) {
+	e, in := startFileInbound(t, "settle_seconds = 0\nprocessing_id = \"P\"")
+	rejected := metrics.GetOrCreateCounter(`mf_messages_rejected_total{inbound="drop",reason="processing_id"}`)
+	before := rejected.Get()
+	drop(t, in, "mixed.hl7", withProcessingID("PROD1", "P")+withProcessingID("TRAIN1", "T"))
+	enginetest.WaitFor(t, "mixed.hl7 archived", 10*time.Second, func() bool { return archived(in, "mixed.hl7") })
+	got := map[string]string{}
+	for _, d := range e.Messages(t) {
+		got[d.Message.ControlID] = d.Message.Status
+	}
+	if got["PROD1"] != storage.MessageRouted || got["TRAIN1"] != storage.MessageRejected {
+		t.Fatalf("stored %v; want PROD1 routed, TRAIN1 rejected", got)
+	}
+	if n := rejected.Get() - before; n != 1 {
+		t.Fatalf("mf_messages_rejected_total{inbound=\"drop\",reason=\"processing_id\"} rose by %d, want 1", n)
+	}
+	if n := logLines(e, `"level":"warn"`, `"file":"mixed.hl7"`, `"rejected":1`, `processing ID (MSH-11)`); n != 1 {
+		t.Fatalf("%d WARN lines say mixed.hl7 had a message rejected for its processing ID; want one:\n%s", n, e.Logs.String())
+	}
+}
