@@ -131,6 +131,14 @@ type Inbound struct {
 	TLSCert  string `toml:"tls_cert"`
 	TLSKey   string `toml:"tls_key"`
 	ClientCA string `toml:"client_ca"`
+	// TLSClientNames, with ClientCA, admits only the clients whose
+	// certificate carries one of these names: one of its DNS names
+	// (subject alternative names) if it has any, else its subject CN,
+	// compared without regard to ASCII case; a wildcard is only a name.
+	// Empty admits every client certificate ClientCA verifies. (Omitted
+	// from JSON when empty, so that the fingerprint of a config without it
+	// is what it was before the key existed.)
+	TLSClientNames []string `toml:"tls_client_names" json:"TLSClientNames,omitempty"`
 	// AllowPlaintext permits a non-loopback listen address without TLS.
 	AllowPlaintext bool `toml:"allow_plaintext"`
 	// ProcessingID, when set (P, T or D: HL7 table 0103), is the only

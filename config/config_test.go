@@ -205,6 +205,8 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"slash in a destination", "[[outbound]]\nname = \"a/b\"\ntype = \"file\"\ndirectory = \"x\"\n", "outbound[1].name"},
 		{"mllp inbound without tls on the network", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \":2575\"\n", "inbound[1].listen"},
 		{"mutual tls without a certificate", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\nclient_ca = \"ca.pem\"\n", "inbound[1].client_ca"},
+		{"client names without client_ca", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\ntls_client_names = [\"lab.example.org\"]\n", "inbound[1].tls_client_names: needs client_ca"},
+		{"empty client name", "[[inbound]]\nname = \"x\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:1\"\nclient_ca = \"ca.pem\"\ntls_client_names = [\"lab.example.org\", \"\"]\n", "inbound[1].tls_client_names[1]"},
 		{"file inbound without a directory", "[[inbound]]\nname = \"x\"\ntype = \"file\"\n", "inbound[1].directory"},
 		{"negative settle", "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"x\"\nsettle_seconds = -1\n", "inbound[1].settle_seconds"},
 		{"endless settle", "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"x\"\nsettle_seconds = inf\n", "inbound[1].settle_seconds"},

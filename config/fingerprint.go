@@ -90,6 +90,7 @@ func (c *Config) GraphFingerprint() string {
 	for _, in := range c.Inbound {
 		in.Listen, in.AllowPlaintext = "", false
 		in.TLSCert, in.TLSKey, in.ClientCA = set(in.TLSCert), set(in.TLSKey), set(in.ClientCA)
+		in.TLSClientNames = slices.Sorted(slices.Values(in.TLSClientNames)) // a set: order means nothing
 		g.Inbound = append(g.Inbound, in)
 	}
 	for _, o := range c.Outbound {

@@ -174,7 +174,7 @@ var (
 		BackendSQLServer: {"url"},
 	}
 	inboundKeys = map[string][]string{
-		InboundMLLP: {"listen", "tls_cert", "tls_key", "client_ca", "allow_plaintext", "max_connections", "idle_timeout_seconds", "read_timeout_seconds"},
+		InboundMLLP: {"listen", "tls_cert", "tls_key", "client_ca", "tls_client_names", "allow_plaintext", "max_connections", "idle_timeout_seconds", "read_timeout_seconds"},
 		InboundFile: {"directory", "archive_directory", "create_directory", "poll_interval_seconds", "settle_seconds", "max_file_bytes"},
 	}
 	outboundKeys = map[string][]string{
@@ -594,6 +594,7 @@ func (c *Config) Validate() error {
 			}
 			checkKeyPair(key, in.TLSCert, in.TLSKey, bad)
 			checkCAFile(key+".client_ca", in.ClientCA, bad)
+			checkClientNames(key+".tls_client_names", in, bad)
 		case InboundFile:
 			if in.Directory == "" {
 				bad(key+".directory", "required for type = \"file\"")
@@ -821,6 +822,23 @@ func checkCAFile(key, path string, bad func(key, format string, args ...any)) {
 	}
 	if !x509.NewCertPool().AppendCertsFromPEM(b) {
 		bad(key, "%s holds no PEM certificate", path)
+	}
+}
+
+// checkClientNames refuses tls_client_names (at key) on an inbound that
+// verifies no client certificate, where there is no name to check, and a
+// name that is empty or holds a blank, which no certificate carries.
+func checkClientNames(key string, in Inbound, bad func(key, format string, args ...any)) {
+	if len(in.TLSClientNames) == 0 {
+		return
+	}
+	if in.ClientCA == "" {
+		bad(key, "needs client_ca: without it the listener asks for no client certificate, so there is no name to check; set client_ca to the PEM file of the CA that signs the partners' certificates")
+	}
+	for i, name := range in.TLSClientNames {
+		if name == "" || strings.IndexFunc(name, unicode.IsSpace) >= 0 {
+			bad(fmt.Sprintf("%s[%d]", key, i), "%q is not a certificate name: want a DNS name or a CN, without blanks", name)
+		}
 	}
 }
 

@@ -39,6 +39,11 @@ func (cn *conn) serve() {
 				l.log.Debug().Err(err).Str("remote", cn.c.RemoteAddr().String()).Msg("connection closed during the TLS handshake")
 				return
 			}
+			var notListed *clientNotListed
+			if errors.As(err, &notListed) {
+				cn.refuseUnlisted(notListed)
+				return
+			}
 			msg := "TLS handshake failed; connection closed (check the sender's certificate)"
 			if l.cert != nil {
 				// A sender refuses an expired certificate of the
@@ -135,6 +140,19 @@ func (cn *conn) fault(kind string, err error) *zerolog.Event {
 		e = e.Int("unlogged", unlogged).Dur("unlogged_within", faultRepeat)
 	}
 	return e
+}
+
+// refuseUnlisted logs the refusal of a client whose certificate is not
+// for a name of tls_client_names: at WARN once a minute for each address
+// (a partner set up wrong reconnects every few seconds), at DEBUG between.
+// The names are the certificate's, never anything of a message.
+func (cn *conn) refuseUnlisted(e *clientNotListed) {
+	ev := cn.fault("tls: client not listed", nil)
+	if ev == nil {
+		ev = cn.l.log.Debug().Str("remote", cn.c.RemoteAddr().String())
+	}
+	ev.Strs("client_names", e.names).Strs("tls_client_names", cn.l.cfg.TLSClientNames).
+		Msg("TLS handshake refused: the client's certificate carries none of this inbound's tls_client_names (its DNS names, or its CN when it has none); connection closed. If this partner may send here, add one of its names to tls_client_names and run mf reload; if not, it must stop connecting")
 }
 
 // probed reports whether a TLS handshake failed because the other end

@@ -329,7 +329,8 @@ func (s *connSet) wait(d time.Duration) bool {
 }
 
 // serverTLS builds the listener's TLS config: none without a certificate;
-// mutual TLS when client_ca is set.
+// mutual TLS when client_ca is set, admitting only the tls_client_names
+// when they are listed.
 func serverTLS(c config.Inbound) (*tls.Config, error) {
 	if c.TLSCert == "" {
 		return nil, nil
@@ -350,6 +351,9 @@ func serverTLS(c config.Inbound) (*tls.Config, error) {
 		}
 		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		if len(c.TLSClientNames) > 0 {
+			cfg.VerifyConnection = admitListed(c.TLSClientNames)
+		}
 	}
 	return cfg, nil
 }

@@ -203,3 +203,53 @@ func TestAHandshakeRefusedForTheListenersExpiredCertificateSaysSo(t *testing.T) 
 		t.Fatalf("the WARN of a handshake refused for the listener's expired certificate does not say so: %s", line)
 	}
 }
+
+// tls_client_names admits, of the clients the CA signed, only those whose
+// certificate carries a listed name: a DNS name (subject alternative name)
+// when it has any, else its subject CN. Each refused partner is logged at
+// WARN, with the names it presented, once a minute per address: a partner
+// set up wrong reconnects every few seconds.
+func TestMutualTLSAdmitsOnlyTheListedClientNames(t *testing.T) {
+	p := enginetest.NewPKI(t, t.TempDir())
+	addr := enginetest.FreeAddr(t)
+	cfg := strings.Replace(tlsConfig(addr, p.ServerCert, p.ServerKey, p.CAFile), "client_ca =",
+		`tls_client_names = ["lab.example.org", "partner"]`+"\nclient_ca =", 1)
+	e := enginetest.Start(t, cfg)
+	client := func(c tls.Certificate) *tls.Config {
+		return &tls.Config{RootCAs: p.Pool, Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
+	}
+	for name, c := range map[string]tls.Certificate{
+		"a listed DNS name":               p.ClientCert(t, "lab server", "LAB.example.org"),
+		"a listed CN and no DNS name":     p.Client,
+		"a listed DNS name among several": p.ClientCert(t, "lab server", "lab.internal", "lab.example.org"),
+	} {
+		if code, err := sendTLS(t, addr, client(c)); err != nil || code != hl7.AA {
+			t.Errorf("%s: %s, %v; want AA", name, code, err)
+		}
+	}
+	// Its CN is listed, but a certificate with DNS names is known by those.
+	refused := client(p.ClientCert(t, "partner", "pharmacy.example.org"))
+	for range 3 {
+		if code, err := sendTLS(t, addr, refused); err == nil {
+			t.Fatalf("a client whose certificate names pharmacy.example.org only: got %s; want the handshake refused", code)
+		}
+	}
+	if code, err := sendTLS(t, addr, client(p.ClientCert(t, "billing"))); err == nil {
+		t.Fatalf("a client whose certificate's CN is billing: got %s; want the handshake refused", code)
+	}
+	const refusal = "TLS handshake refused: the client's certificate carries none of this inbound's tls_client_names"
+	enginetest.WaitFor(t, "a line for each of the four refusals", 10*time.Second, func() bool {
+		return strings.Count(e.Logs.String(), refusal) == 4
+	})
+	var warns []string
+	for _, l := range strings.Split(e.Logs.String(), "\n") {
+		if strings.Contains(l, `"level":"warn"`) {
+			warns = append(warns, l)
+		}
+	}
+	// One WARN for the four refusals from 127.0.0.1, the first's; the
+	// others at DEBUG.
+	if len(warns) != 1 || !strings.Contains(warns[0], refusal) || !strings.Contains(warns[0], `"client_names":["pharmacy.example.org"]`) {
+		t.Fatalf("WARN lines for the refused clients:\n%s\nwant one, naming pharmacy.example.org and tls_client_names", strings.Join(warns, "\n"))
+	}
+}

@@ -51,6 +51,15 @@ func NewPKI(t testing.TB, dir string) *PKI {
 	return p
 }
 
+// ClientCert issues a client certificate of the PKI's CA with subject CN cn
+// and the DNS names (subject alternative names) given, for tests of
+// which client identities a listener admits.
+func (p *PKI) ClientCert(t testing.TB, cn string, dnsNames ...string) tls.Certificate {
+	t.Helper()
+	der, k := leaf(t, p.caCert, p.caKey, cn, x509.ExtKeyUsageClientAuth, time.Now().Add(-time.Hour), time.Now().Add(validFor), dnsNames...)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
+}
+
 // ServerCertValid writes in dir a server certificate of the PKI's CA (for
 // 127.0.0.1), valid from notBefore to notAfter, as name.pem and its key as
 // name.key, and returns the two files.
@@ -82,7 +91,7 @@ func selfSignedCA(t testing.TB, name string) (*x509.Certificate, *ecdsa.PrivateK
 	return cert, key
 }
 
-func leaf(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string, usage x509.ExtKeyUsage, notBefore, notAfter time.Time) ([]byte, *ecdsa.PrivateKey) {
+func leaf(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string, usage x509.ExtKeyUsage, notBefore, notAfter time.Time, dnsNames ...string) ([]byte, *ecdsa.PrivateKey) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -92,7 +101,7 @@ func leaf(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name stri
 		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
 		NotBefore: notBefore, NotAfter: notAfter,
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: dnsNames,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
