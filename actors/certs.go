@@ -7,6 +7,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/internal/tlsfiles"
 	"github.com/messagefoundry/mf/lanes"
 )
 
@@ -21,21 +22,31 @@ var certSeries struct {
 
 // setCertMetrics sets mf_tls_cert_expiry_timestamp_seconds{kind,name} to
 // the expiry of each certificate cfg names (config.CertExpiries), read now,
-// as the graph about to start reads them. withAPI is false on a reload: the
-// API loads its certificate at the process's start only, so its series
-// keeps the expiry of the certificate it serves.
+// as the graph about to start reads them; the listeners and destinations
+// set their own series again when they load a renewed certificate
+// (tlsfiles). withAPI is false on a reload: the API loads its certificate
+// at the process's start only, so its series keeps the expiry of the
+// certificate it serves.
 func setCertMetrics(cfg *config.Config, withAPI bool) {
 	certSeries.Lock()
 	defer certSeries.Unlock()
 	next := map[string]string{}
+	renewable := map[tlsfiles.Endpoint]*metrics.Gauge{}
 	for _, c := range cfg.CertExpiries() {
 		if c.Kind == "api" && !withAPI {
 			continue
 		}
 		name := fmt.Sprintf(`mf_tls_cert_expiry_timestamp_seconds{kind=%s,name=%s}`, lanes.Label(c.Kind), lanes.Label(c.Name))
-		metrics.GetOrCreateGauge(name, nil).Set(float64(c.NotAfter.Unix()))
+		g := metrics.GetOrCreateGauge(name, nil)
+		g.Set(float64(c.NotAfter.Unix()))
 		next[name] = c.Kind
+		if c.Kind != "api" {
+			renewable[tlsfiles.Endpoint{Kind: c.Kind, Name: c.Name}] = g
+		}
 	}
+	// From now on a listener or a destination that loads its renewed
+	// certificate sets its series; one the reload took out sets none.
+	tlsfiles.TrackExpiry(renewable)
 	for name, kind := range certSeries.names {
 		if _, kept := next[name]; kept {
 			continue

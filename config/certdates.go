@@ -26,19 +26,28 @@ func CertOutOfDate(c *x509.Certificate, now time.Time) string {
 
 func certDate(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
 
+// Where certWarning says when mf takes a renewed certificate: the API reads
+// its files at start, the listeners and destinations at each handshake
+// after they change (internal/tlsfiles).
+const (
+	renewedAtStart     = "mf reads it at start: restart mf run then"
+	renewedAtHandshake = "mf serves the renewed tls_cert and tls_key from the next handshake, without a restart"
+)
+
 // certWarning says of the certificate file at path (a tls_cert) that it is
 // out of its dates or expires within CertRenewWithin, or "" (no path, a
 // file that does not parse, which validation reports, or one in date).
-func certWarning(path string, now time.Time) string {
+// renewed says when mf takes a renewed file.
+func certWarning(path, renewed string, now time.Time) string {
 	c := ownCert(path)
 	if c == nil {
 		return ""
 	}
 	if why := CertOutOfDate(c, now); why != "" {
-		return fmt.Sprintf("%s %s: TLS peers refuse it, so every handshake fails; renew it (mf reads it at start: restart mf run then)", path, why)
+		return fmt.Sprintf("%s %s: TLS peers refuse it, so every handshake fails; renew it (%s)", path, why, renewed)
 	}
 	if left := c.NotAfter.Sub(now); left < CertRenewWithin {
-		return fmt.Sprintf("%s expires on %s, in %d days: renew it before then (mf reads it at start: restart mf run then)", path, certDate(c.NotAfter), int(left.Hours()/24))
+		return fmt.Sprintf("%s expires on %s, in %d days: renew it before then (%s)", path, certDate(c.NotAfter), int(left.Hours()/24), renewed)
 	}
 	return ""
 }

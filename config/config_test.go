@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -1112,6 +1113,16 @@ func TestACertificateOutOfDateIsWarnedOf(t *testing.T) {
 			want := k + ": " + cert + " " + tc.want + tc.wantsDate.UTC().Format("2006-01-02 15:04 UTC")
 			if !strings.Contains(w, want) {
 				t.Errorf("%s: warnings lack %q: %q", tc.name, want, w)
+			}
+		}
+		// The API reads its files at start; a listener or a destination
+		// takes renewed ones at its next handshake.
+		for k, when := range map[string]string{"api.tls_cert": "restart mf run then", "inbound[1].tls_cert": "from the next handshake, without a restart", "outbound[1].tls_cert": "from the next handshake, without a restart"} {
+			said := slices.ContainsFunc(strings.Split(w, "\n"), func(l string) bool {
+				return strings.HasPrefix(l, k+": ") && strings.Contains(l, when)
+			})
+			if !said {
+				t.Errorf("%s: the warning of %s does not say %q: %q", tc.name, k, when, w)
 			}
 		}
 	}

@@ -1120,20 +1120,20 @@ func (c *Config) Warnings() []string {
 		}
 	}
 	now := time.Now()
-	cert := func(key, path string) {
-		if msg := certWarning(path, now); msg != "" {
+	cert := func(key, path, renewed string) {
+		if msg := certWarning(path, renewed, now); msg != "" {
 			w = append(w, key+": "+msg)
 		}
 	}
 	openKey("api.tls_key", c.API.TLSKey)
-	cert("api.tls_cert", c.API.TLSCert)
+	cert("api.tls_cert", c.API.TLSCert, renewedAtStart)
 	for i, in := range c.Inbound {
 		openKey(fmt.Sprintf("inbound[%d].tls_key", i), in.TLSKey)
-		cert(fmt.Sprintf("inbound[%d].tls_cert", i), in.TLSCert)
+		cert(fmt.Sprintf("inbound[%d].tls_cert", i), in.TLSCert, renewedAtHandshake)
 	}
 	for i, o := range c.Outbound {
 		openKey(fmt.Sprintf("outbound[%d].tls_key", i), o.TLSKey)
-		cert(fmt.Sprintf("outbound[%d].tls_cert", i), o.TLSCert)
+		cert(fmt.Sprintf("outbound[%d].tls_cert", i), o.TLSCert, renewedAtHandshake)
 	}
 	if storeURLHasPassword(c.Store.URL) {
 		w = append(w, "store.url carries a password, which makes the config file a secret: remove it from the url and set "+PasswordEnv+" (it takes precedence over the url's)")

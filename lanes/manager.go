@@ -462,7 +462,7 @@ func (m *Manager) start(ctx actor.Context) {
 			m.env.Log.Error().Err(err).Str("destination", o.Name).Msg("cannot set up the destination; its lanes will not deliver until the config is fixed and reloaded")
 			continue
 		}
-		if ls, ok := s.(interface{ setLog(zerolog.Logger) }); ok { // mllp, file
+		if ls, ok := s.(interface{ setLog(zerolog.Logger) }); ok { // mllp, file, http
 			ls.setLog(m.env.Log.With().Str("destination", o.Name).Logger())
 		}
 		m.dests[o.Name] = o

@@ -13,7 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/internal/tlsfiles"
 )
 
 // HTTP sender protocol.
@@ -57,6 +60,16 @@ type httpSender struct {
 	// the MLLP sender's dials: shared by its lanes, so that a destination
 	// that is down is not polled by each of them at retry_base_seconds.
 	backoff *dialBackoff
+	// cert is the client certificate (tls_cert, tls_key) as on disk, or
+	// nil; setLog gives it the destination's logger for its renewals.
+	cert *tlsfiles.Pair
+}
+
+// setLog gives the sender the logger of its destination.
+func (s *httpSender) setLog(log zerolog.Logger) {
+	if s.cert != nil {
+		s.cert.SetLog(log)
+	}
 }
 
 // newHTTPSender builds the sender of o. config.Validate makes the same
@@ -85,17 +98,19 @@ func newHTTPSender(o config.Outbound) (*httpSender, error) {
 	}
 	tr.MaxIdleConnsPerHost = n
 	tr.MaxConnsPerHost = n
+	var cert *tlsfiles.Pair
 	if o.TLS || o.TLSCA != "" || o.TLSCert != "" || o.TLSKey != "" || o.ServerName != "" {
 		if u.Scheme != "https" {
 			return nil, errors.New("tls_ca, tls_cert, tls_key and server_name need an https:// url (refusing to send in plaintext)")
 		}
-		cfg, err := OutboundTLSConfig(o)
+		cfg, pair, err := outboundTLS(o)
 		if err != nil {
 			return nil, err
 		}
-		tr.TLSClientConfig = cfg
+		tr.TLSClientConfig, cert = cfg, pair
 	}
 	return &httpSender{
+		cert:      cert,
 		name:      o.Name,
 		url:       o.URL,
 		shownURL:  config.CleanURL(o.URL),

@@ -18,6 +18,7 @@ import (
 
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/hl7"
+	"github.com/messagefoundry/mf/internal/tlsfiles"
 )
 
 // mllpMaxAckBytes bounds a receiver's reply; an ACK is a few hundred bytes.
@@ -99,6 +100,9 @@ type mllpSender struct {
 	// warnUnawaitable says once that messages asking for no ACK are
 	// waited for all the same, on a destination of several connections.
 	warnUnawaitable sync.Once
+	// cert is the client certificate (tls_cert, tls_key) as on disk, or
+	// nil: its renewals are logged with log.
+	cert *tlsfiles.Pair
 
 	slots  chan *mllpConn
 	ctx    context.Context // cancelled by Close: aborts every Send
@@ -112,11 +116,13 @@ func newMLLPSender(o config.Outbound) (*mllpSender, error) {
 	}
 	nd := &net.Dialer{KeepAlive: 30 * time.Second}
 	dial := func(ctx context.Context) (net.Conn, error) { return nd.DialContext(ctx, "tcp", o.Address) }
+	var cert *tlsfiles.Pair
 	if o.TLS {
-		cfg, err := OutboundTLSConfig(o)
+		cfg, pair, err := outboundTLS(o)
 		if err != nil {
 			return nil, err
 		}
+		cert = pair
 		td := &tls.Dialer{NetDialer: nd, Config: cfg}
 		dial = func(ctx context.Context) (net.Conn, error) { return td.DialContext(ctx, "tcp", o.Address) }
 	} else if o.TLSCA != "" || o.TLSCert != "" || o.TLSKey != "" || o.ServerName != "" {
@@ -130,6 +136,7 @@ func newMLLPSender(o config.Outbound) (*mllpSender, error) {
 		dial:    dial,
 		backoff: newDialBackoff(o.RetryBase(), o.RetryMax()),
 		log:     zerolog.Nop(),
+		cert:    cert,
 		slots:   make(chan *mllpConn, n),
 	}
 	for range n {
@@ -141,31 +148,53 @@ func newMLLPSender(o config.Outbound) (*mllpSender, error) {
 
 // OutboundTLSConfig is the client TLS configuration of o: TLS 1.2 or later,
 // the roots from tls_ca (default: the system's), the client certificate
-// tls_cert/tls_key, the server_name override.
+// tls_cert/tls_key, each handshake taking it as the files are then (a
+// renewal needs no reload), the server_name override. The server's
+// certificate is verified against the roots and for the name dialled
+// (server_name, else the address's or the URL's host, an IP address
+// against the certificate's IP addresses): crypto/tls does both unless
+// told not to, and nothing here tells it not to.
 func OutboundTLSConfig(o config.Outbound) (*tls.Config, error) {
+	cfg, _, err := outboundTLS(o)
+	return cfg, err
+}
+
+// outboundTLS is OutboundTLSConfig, and the client certificate it presents
+// (nil: none), whose renewals the sender has logged with its own logger.
+func outboundTLS(o config.Outbound) (*tls.Config, *tlsfiles.Pair, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: o.ServerName}
 	if o.TLSCA != "" {
 		pem, err := os.ReadFile(o.TLSCA)
 		if err != nil {
-			return nil, fmt.Errorf("tls_ca: %w", err)
+			return nil, nil, fmt.Errorf("tls_ca: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls_ca: %s holds no PEM certificate", o.TLSCA)
+			return nil, nil, fmt.Errorf("tls_ca: %s holds no PEM certificate", o.TLSCA)
 		}
 		cfg.RootCAs = pool
 	}
-	if o.TLSCert != "" || o.TLSKey != "" {
-		if o.TLSCert == "" || o.TLSKey == "" {
-			return nil, errors.New("tls_cert and tls_key go together")
-		}
-		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
-		if err != nil {
-			return nil, fmt.Errorf("tls_cert/tls_key: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
+	if o.TLSCert == "" && o.TLSKey == "" {
+		return cfg, nil, nil
 	}
-	return cfg, nil
+	if o.TLSCert == "" || o.TLSKey == "" {
+		return nil, nil, errors.New("tls_cert and tls_key go together")
+	}
+	cert, err := tlsfiles.LoadPair(tlsfiles.Endpoint{Kind: "outbound", Name: o.Name}, o.TLSCert, o.TLSKey, zerolog.Nop())
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls_cert/tls_key: %w", err)
+	}
+	cfg.GetClientCertificate = func(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		c := cert.Certificate()
+		// As crypto/tls does with Certificates: to a server that takes
+		// none of this certificate's CAs or algorithms, send none (its
+		// refusal then says it wants one, which tlsAdvice explains).
+		if cri.SupportsCertificate(c) != nil {
+			return new(tls.Certificate), nil
+		}
+		return c, nil
+	}
+	return cfg, cert, nil
 }
 
 // Send implements Sender: one message, one ACK, unless the message asks
@@ -453,7 +482,12 @@ func (s *mllpSender) strayAck(sent unawaitedSend, ack hl7.Acknowledgment) {
 }
 
 // setLog gives the sender the logger of its destination (see strayAck).
-func (s *mllpSender) setLog(log zerolog.Logger) { s.log = log }
+func (s *mllpSender) setLog(log zerolog.Logger) {
+	s.log = log
+	if s.cert != nil {
+		s.cert.SetLog(log)
+	}
+}
 
 // connect dials the receiver, unless a recent dial failed and the backoff
 // has not elapsed: then it fails at once, saying when the next dial is

@@ -1028,6 +1028,9 @@ type testPKI struct {
 	caPool                *x509.CertPool
 	server                tls.Certificate
 	clientCert, clientKey string
+
+	ca    *x509.Certificate
+	caKey *ecdsa.PrivateKey
 }
 
 // newTestPKI issues a CA, a server certificate for dnsNames and ips, and a
@@ -1046,35 +1049,43 @@ func newTestPKI(t *testing.T, dnsNames []string, ips []net.IP) *testPKI {
 		t.Fatal(err)
 	}
 	ca, _ := x509.ParseCertificate(caDER)
-	p := &testPKI{caFile: filepath.Join(dir, "ca.pem"), caPool: x509.NewCertPool()}
+	p := &testPKI{caFile: filepath.Join(dir, "ca.pem"), caPool: x509.NewCertPool(), ca: ca, caKey: caKey}
 	p.caPool.AddCert(ca)
 	writePEM(t, p.caFile, "CERTIFICATE", caDER)
 
-	issue := func(serial int64, cn string, usage x509.ExtKeyUsage) ([]byte, *ecdsa.PrivateKey) {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		}
-		if usage == x509.ExtKeyUsageServerAuth {
-			tmpl.DNSNames, tmpl.IPAddresses = dnsNames, ips
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return der, key
-	}
-	srvDER, srvKey := issue(2, "mf test server", x509.ExtKeyUsageServerAuth)
+	srvDER, srvKey := p.issue(t, 2, "mf test server", x509.ExtKeyUsageServerAuth, dnsNames, ips)
 	p.server = tls.Certificate{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}
 
-	cliDER, cliKey := issue(3, "mf-test-client", x509.ExtKeyUsageClientAuth)
 	p.clientCert, p.clientKey = filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
-	writePEM(t, p.clientCert, "CERTIFICATE", cliDER)
-	keyDER, _ := x509.MarshalECPrivateKey(cliKey)
-	writePEM(t, p.clientKey, "EC PRIVATE KEY", keyDER)
+	p.writeClient(t, 3, "mf-test-client")
 	return p
+}
+
+// issue makes a certificate of the PKI's CA, valid for an hour.
+func (p *testPKI) issue(t *testing.T, serial int64, cn string, usage x509.ExtKeyUsage, dnsNames []string, ips []net.IP) ([]byte, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		DNSNames: dnsNames, IPAddresses: ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der, key
+}
+
+// writeClient issues a client certificate with CN cn and writes it and its
+// key to the PKI's clientCert and clientKey: a renewal, after the first.
+func (p *testPKI) writeClient(t *testing.T, serial int64, cn string) {
+	t.Helper()
+	der, key := p.issue(t, serial, cn, x509.ExtKeyUsageClientAuth, nil, nil)
+	writePEM(t, p.clientCert, "CERTIFICATE", der)
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	writePEM(t, p.clientKey, "EC PRIVATE KEY", keyDER)
 }
 
 func writePEM(t *testing.T, path, typ string, der []byte) {
@@ -1089,13 +1100,20 @@ func (p *testPKI) serverTLS() *tls.Config {
 	return &tls.Config{Certificates: []tls.Certificate{p.server}, ClientCAs: p.caPool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
 }
 
-func TestMLLPSenderMutualTLS(t *testing.T) {
-	t.Parallel()
+// mutualTLS starts a receiver that requires client certificates of a new
+// PKI, and returns a sender to it presenting the PKI's client certificate.
+func mutualTLS(t *testing.T) (*testPKI, *mllpReceiver, *mllpSender) {
+	t.Helper()
 	pki := newTestPKI(t, nil, []net.IP{net.ParseIP("127.0.0.1")})
 	r := startReceiver(t, pki.serverTLS(), nil)
 	o := mllpOutbound(r.addr)
 	o.TLS, o.TLSCA, o.TLSCert, o.TLSKey = true, pki.caFile, pki.clientCert, pki.clientKey
-	s := newTestMLLPSender(t, o)
+	return pki, r, newTestMLLPSender(t, o)
+}
+
+func TestMLLPSenderMutualTLS(t *testing.T) {
+	t.Parallel()
+	_, r, s := mutualTLS(t)
 	for i := range 3 {
 		if err := s.Send(t.Context(), testMessage(fmt.Sprint("TLS", i))); err != nil {
 			t.Fatalf("Send over mutual TLS: %v", err)
@@ -1105,6 +1123,36 @@ func TestMLLPSenderMutualTLS(t *testing.T) {
 	defer r.mu.Unlock()
 	if r.accepted != 1 || len(r.peerNames) != 1 || r.peerNames[0] != "mf-test-client" {
 		t.Errorf("accepted %d, client certificates %v", r.accepted, r.peerNames)
+	}
+}
+
+// A client certificate renewed on disk is what the destination's next
+// connection presents, without a reload: the sender read tls_cert and
+// tls_key at start only, and presented the old certificate until it
+// expired and the receiver refused it.
+func TestMLLPSenderPresentsARenewedClientCertificate(t *testing.T) {
+	t.Parallel()
+	pki, r, s := mutualTLS(t)
+	if err := s.Send(t.Context(), testMessage("BEFORE")); err != nil {
+		t.Fatalf("Send over mutual TLS: %v", err)
+	}
+
+	pki.writeClient(t, 4, "mf-test-client-renewed")
+	peers := func() []string {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return slices.Clone(r.peerNames)
+	}
+	waitFor(t, "a connection presenting the renewed certificate", func() bool {
+		r.closeConnections() // the next Send dials, and handshakes, again
+		if err := s.Send(t.Context(), testMessage("AFTER")); err != nil {
+			t.Fatalf("Send after the renewal: %v", err)
+		}
+		p := peers()
+		return p[len(p)-1] == "mf-test-client-renewed"
+	})
+	if p := peers(); p[0] != "mf-test-client" {
+		t.Errorf("client certificates presented %v; want mf-test-client first", p)
 	}
 }
 
@@ -1164,7 +1212,7 @@ func TestOutboundTLSConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.MinVersion != tls.VersionTLS12 || cfg.ServerName != "x.test" || cfg.RootCAs == nil || len(cfg.Certificates) != 1 || cfg.InsecureSkipVerify {
+	if cfg.MinVersion != tls.VersionTLS12 || cfg.ServerName != "x.test" || cfg.RootCAs == nil || cfg.GetClientCertificate == nil || cfg.InsecureSkipVerify {
 		t.Errorf("config %+v", cfg)
 	}
 	cfg, err = OutboundTLSConfig(config.Outbound{TLS: true})

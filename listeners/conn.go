@@ -48,8 +48,8 @@ func (cn *conn) serve() {
 			if l.cert != nil {
 				// A sender refuses an expired certificate of the
 				// listener's, and its alert names no certificate.
-				if why := config.CertOutOfDate(l.cert, time.Now()); why != "" {
-					msg = "TLS handshake failed; connection closed: this listener's own certificate (tls_cert " + l.cfg.TLSCert + ") " + why + ", which senders refuse: renew it, then restart mf run"
+				if why := config.CertOutOfDate(l.cert.Leaf(), time.Now()); why != "" {
+					msg = "TLS handshake failed; connection closed: this listener's own certificate (tls_cert " + l.cfg.TLSCert + ") " + why + ", which senders refuse: renew it (tls_cert and tls_key; the next handshake takes the renewed files)"
 				}
 			}
 			cn.fault("tls", nil).Err(err).Msg(msg)

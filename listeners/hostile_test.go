@@ -290,11 +290,15 @@ func TestConnectionLimit(t *testing.T) {
 }
 
 // refusedCount reads mf_connections_refused_total{inbound="adt_in"}.
-func refusedCount() float64 {
+func refusedCount() float64 { return metricValue(`mf_connections_refused_total{inbound="adt_in"}`) }
+
+// metricValue reads the process's series (name and labels, as exported),
+// 0 when it is not there.
+func metricValue(series string) float64 {
 	var buf bytes.Buffer
 	metrics.WritePrometheus(&buf, false)
 	for _, line := range strings.Split(buf.String(), "\n") {
-		if v, ok := strings.CutPrefix(line, `mf_connections_refused_total{inbound="adt_in"} `); ok {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			f, _ := strconv.ParseFloat(v, 64)
 			return f
 		}

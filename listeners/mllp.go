@@ -2,11 +2,9 @@ package listeners
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/internal/accept"
+	"github.com/messagefoundry/mf/internal/tlsfiles"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -53,9 +52,10 @@ type MLLP struct {
 	failures int            // attempts to open the port in a row that failed
 	binding  storage.Outage // when to log them
 	faults   faults         // which connection faults to log
-	// cert is the listener's own certificate (tls_cert), nil without TLS:
-	// a failed handshake says when it is out of its dates.
-	cert *x509.Certificate
+	// cert is the listener's own certificate and key (tls_cert, tls_key)
+	// as on disk, nil without TLS: a failed handshake says when the
+	// certificate is out of its dates.
+	cert *tlsfiles.Pair
 }
 
 // NewMLLP returns the props of an MLLP listener actor.
@@ -84,7 +84,7 @@ func (l *MLLP) Receive(ctx actor.Context) {
 }
 
 func (l *MLLP) bind(ctx actor.Context) {
-	tlsCfg, err := serverTLS(l.cfg)
+	tlsCfg, cert, err := serverTLS(l.cfg, l.log)
 	if err == nil {
 		l.ln, err = net.Listen("tcp", l.cfg.Listen)
 	}
@@ -110,7 +110,7 @@ func (l *MLLP) bind(ctx actor.Context) {
 	l.env.Binds.bound(l.cfg.Name)
 	if tlsCfg != nil {
 		l.ln = tls.NewListener(l.ln, tlsCfg)
-		l.cert = tlsCfg.Certificates[0].Leaf
+		l.cert = cert
 	}
 	l.log.Info().Str("listen", l.ln.Addr().String()).Bool("tls", tlsCfg != nil).Int("failed_attempts", failed).Msg("MLLP listener open")
 	l.accepted.Add(1)
@@ -330,30 +330,39 @@ func (s *connSet) wait(d time.Duration) bool {
 
 // serverTLS builds the listener's TLS config: none without a certificate;
 // mutual TLS when client_ca is set, admitting only the tls_client_names
-// when they are listed.
-func serverTLS(c config.Inbound) (*tls.Config, error) {
+// when they are listed. Each handshake takes the certificate, and the CAs
+// of client_ca, as the files are then (tlsfiles): a renewal needs no
+// reload. cert is the listener's certificate and key.
+func serverTLS(c config.Inbound, log zerolog.Logger) (cfg *tls.Config, cert *tlsfiles.Pair, err error) {
 	if c.TLSCert == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+	ep := tlsfiles.Endpoint{Kind: "inbound", Name: c.Name}
+	cert, err = tlsfiles.LoadPair(ep, c.TLSCert, c.TLSKey, log)
 	if err != nil {
-		return nil, fmt.Errorf("inbound %s: load tls_cert/tls_key: %w", c.Name, err)
+		return nil, nil, fmt.Errorf("inbound %s: load tls_cert/tls_key: %w", c.Name, err)
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	cfg = &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert.Certificate(), nil },
+	}
 	if c.ClientCA != "" {
-		pem, err := os.ReadFile(c.ClientCA)
+		cas, err := tlsfiles.LoadPool(ep, "client_ca", c.ClientCA, log)
 		if err != nil {
-			return nil, fmt.Errorf("inbound %s: read client_ca: %w", c.Name, err)
+			return nil, nil, fmt.Errorf("inbound %s: read client_ca: %w", c.Name, err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("inbound %s: client_ca %s holds no PEM certificate", c.Name, c.ClientCA)
-		}
-		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 		if len(c.TLSClientNames) > 0 {
 			cfg.VerifyConnection = admitListed(c.TLSClientNames)
 		}
+		// The CAs go in a config of the handshake's own (ClientCAs has no
+		// callback); the session ticket keys stay cfg's.
+		base := cfg.Clone()
+		cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			hs := base.Clone()
+			hs.ClientCAs = cas.CertPool()
+			return hs, nil
+		}
 	}
-	return cfg, nil
+	return cfg, cert, nil
 }

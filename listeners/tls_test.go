@@ -2,7 +2,9 @@ package listeners_test
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -252,4 +254,130 @@ func TestMutualTLSAdmitsOnlyTheListedClientNames(t *testing.T) {
 	if len(warns) != 1 || !strings.Contains(warns[0], refusal) || !strings.Contains(warns[0], `"client_names":["pharmacy.example.org"]`) {
 		t.Fatalf("WARN lines for the refused clients:\n%s\nwant one, naming pharmacy.example.org and tls_client_names", strings.Join(warns, "\n"))
 	}
+}
+
+// served dials the listener at addr over TLS and returns the certificate it
+// presents, having sent a message on the connection and had it accepted.
+func served(t *testing.T, addr string, cfg *tls.Config) *x509.Certificate {
+	t.Helper()
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	defer c.Close() // a test asks many times: within max_connections
+	cert := c.ConnectionState().PeerCertificates[0]
+	if ack, err := enginetest.Wrap(t, c).TrySend([]byte(adt("TLS1", "P1"))); err != nil || ack.Code != hl7.AA {
+		t.Fatalf("over TLS: %+v, %v; want AA", ack, err)
+	}
+	return cert
+}
+
+// A certificate renewed on disk (certbot, a PKI agent: both replace
+// tls_cert and tls_key) is what the next handshake presents, without a
+// reload or a restart, and mf_tls_cert_expiry_timestamp_seconds moves to
+// its expiry; a connection open from before goes on. The listener read its
+// files at start only, and served the old certificate until it expired.
+func TestARenewedCertificateIsServedWithoutAReload(t *testing.T) {
+	dir := t.TempDir()
+	p := enginetest.NewPKI(t, dir)
+	now := time.Now().Truncate(time.Second)
+	cert, key := p.ServerCertValid(t, dir, "renewed", now.Add(-time.Hour), now.Add(20*24*time.Hour))
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, strings.ReplaceAll(tlsConfig(addr, cert, key, ""), "secure_in", "renewed_in"))
+	client := &tls.Config{RootCAs: p.Pool, MinVersion: tls.VersionTLS12}
+	const series = `mf_tls_cert_expiry_timestamp_seconds{kind="inbound",name="renewed_in"}`
+	first := served(t, addr, client)
+	if !first.NotAfter.Equal(now.Add(20*24*time.Hour)) || metricValue(series) != float64(first.NotAfter.Unix()) {
+		t.Fatalf("before the renewal: served a certificate expiring %v, %s at %v", first.NotAfter, series, metricValue(series))
+	}
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := enginetest.Wrap(t, c)
+
+	p.ServerCertValid(t, dir, "renewed", now.Add(-time.Hour), now.Add(90*24*time.Hour))
+	var got *x509.Certificate
+	enginetest.WaitFor(t, "a handshake presenting the renewed certificate", 10*time.Second, func() bool {
+		got = served(t, addr, client)
+		return got.SerialNumber.Cmp(first.SerialNumber) != 0
+	})
+	if !got.NotAfter.Equal(now.Add(90 * 24 * time.Hour)) {
+		t.Fatalf("the certificate served after the renewal expires %v; want the renewed one's %v", got.NotAfter, now.Add(90*24*time.Hour))
+	}
+	if v := metricValue(series); v != float64(got.NotAfter.Unix()) {
+		t.Fatalf("after the renewal %s is %v; want the renewed certificate's expiry %d", series, v, got.NotAfter.Unix())
+	}
+	if ack := open.Send(adt("OPEN", "P1")); ack.Code != hl7.AA {
+		t.Fatalf("a connection open from before the renewal: %s; want AA", ack.Code)
+	}
+	if !strings.Contains(e.Logs.String(), "renewed TLS certificate loaded from disk") {
+		t.Fatal("no line tells of the renewed certificate")
+	}
+}
+
+// A renewal that left tls_cert and tls_key not a pair (the certificate of
+// another key) does not take the listener down: it goes on presenting the
+// certificate it had, says at ERROR what is wrong and what to do, and takes
+// the renewal once the files are mended.
+func TestABrokenRenewalKeepsTheCertificateInServiceAndSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	p := enginetest.NewPKI(t, dir)
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, tlsConfig(addr, p.ServerCert, p.ServerKey, ""))
+	client := &tls.Config{RootCAs: p.Pool, MinVersion: tls.VersionTLS12}
+	first := served(t, addr, client)
+
+	renewed, renewedKey := p.ServerCertValid(t, t.TempDir(), "renewed", time.Now().Add(-time.Hour), time.Now().Add(90*24*time.Hour))
+	enginetest.CopyFile(t, renewed, p.ServerCert) // the key is not renewed yet
+	// Left so past the time a renewal takes to write both files.
+	old := time.Now().Add(-time.Minute)
+	for _, f := range []string{p.ServerCert, p.ServerKey} {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const broken = "the TLS certificate or key changed on disk but the new pair cannot be used; still serving the certificate loaded before"
+	enginetest.WaitFor(t, "an ERROR saying the renewed files cannot be used", 10*time.Second, func() bool {
+		if got := served(t, addr, client); got.SerialNumber.Cmp(first.SerialNumber) != 0 {
+			t.Fatalf("the listener presents serial %v, of a certificate whose key it does not hold", got.SerialNumber)
+		}
+		return strings.Contains(e.Logs.String(), broken)
+	})
+	line := grep(e.Logs.String(), broken)
+	if !strings.Contains(line, `"level":"error"`) || !strings.Contains(line, "private key does not match public key") || !strings.Contains(line, p.ServerCert) {
+		t.Fatalf("the line of the broken renewal: %s\nwant an ERROR naming the file and the mismatch", line)
+	}
+
+	enginetest.CopyFile(t, renewedKey, p.ServerKey)
+	enginetest.WaitFor(t, "a handshake presenting the renewed certificate", 10*time.Second, func() bool {
+		return served(t, addr, client).SerialNumber.Cmp(first.SerialNumber) != 0
+	})
+}
+
+// A CA added to client_ca (a partner whose certificates a new CA signs)
+// verifies its clients from the next handshake on, without a reload.
+func TestAClientCABundleChangedOnDiskIsVerifiedWith(t *testing.T) {
+	dir := t.TempDir()
+	p := enginetest.NewPKI(t, dir)
+	newCA := enginetest.NewPKI(t, t.TempDir())
+	addr := enginetest.FreeAddr(t)
+	enginetest.Start(t, tlsConfig(addr, p.ServerCert, p.ServerKey, p.CAFile))
+	client := &tls.Config{RootCAs: p.Pool, Certificates: []tls.Certificate{newCA.Client}, MinVersion: tls.VersionTLS12}
+	if code, err := sendTLS(t, addr, client); err == nil {
+		t.Fatalf("a client of a CA not in client_ca: %s; want the handshake refused", code)
+	}
+	bundle, err := os.ReadFile(p.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added, err := os.ReadFile(newCA.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WriteFile(t, dir, "ca.pem", append(bundle, added...))
+	enginetest.WaitFor(t, "the client of the added CA accepted", 10*time.Second, func() bool {
+		code, err := sendTLS(t, addr, client)
+		return err == nil && code == hl7.AA
+	})
 }

@@ -209,6 +209,19 @@ func WriteFile(t testing.TB, dir, name string, content []byte) string {
 	return p
 }
 
+// CopyFile writes the content of the file from to the file to, in place
+// (as a renewal tool that rewrites a certificate does).
+func CopyFile(t testing.TB, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err == nil {
+		err = os.WriteFile(to, b, 0o600)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // FaultStore is a storage.Store whose ingest can be made to fail.
 type FaultStore struct {
 	storage.Store
