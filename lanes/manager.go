@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/internal/tlsfiles"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -130,6 +131,8 @@ type Manager struct {
 	// FullRescanInterval has passed.
 	looked  time.Time
 	version int64
+	// certsLooked is when the senders' certificates were last looked at.
+	certsLooked time.Time
 	// confirm is set when a lane has parked itself as held (its actor's
 	// own word, in idle) since the last listing began: the next rescan
 	// lists the lanes, whatever the version says. The word can be stale:
@@ -618,6 +621,16 @@ func (m *Manager) rescan(ctx actor.Context) {
 	for lane, p := range m.parked {
 		if !p.due.IsZero() && !now.Before(p.due) {
 			m.wake(ctx, lane, unknown, true) // unparks it
+		}
+	}
+	if now.Sub(m.certsLooked) >= tlsfiles.IdleLook {
+		// A destination's connections stand for days: between its
+		// handshakes, this is where a renewed client certificate is seen.
+		m.certsLooked = now
+		for _, s := range m.senders {
+			if c, ok := s.(interface{ tlsCert() *tlsfiles.Pair }); ok && c.tlsCert() != nil {
+				c.tlsCert().Certificate()
+			}
 		}
 	}
 	if m.scanning {

@@ -65,6 +65,9 @@ type httpSender struct {
 	cert *tlsfiles.Pair
 }
 
+// tlsCert is the sender's client certificate as on disk, or nil.
+func (s *httpSender) tlsCert() *tlsfiles.Pair { return s.cert }
+
 // setLog gives the sender the logger of its destination.
 func (s *httpSender) setLog(log zerolog.Logger) {
 	if s.cert != nil {

@@ -160,7 +160,7 @@ func OutboundTLSConfig(o config.Outbound) (*tls.Config, error) {
 }
 
 // outboundTLS is OutboundTLSConfig, and the client certificate it presents
-// (nil: none), whose renewals the sender has logged with its own logger.
+// (nil: none), to which the sender gives its logger (setLog).
 func outboundTLS(o config.Outbound) (*tls.Config, *tlsfiles.Pair, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: o.ServerName}
 	if o.TLSCA != "" {
@@ -481,7 +481,11 @@ func (s *mllpSender) strayAck(sent unawaitedSend, ack hl7.Acknowledgment) {
 		Msg("the destination refused a message already counted delivered: it was sent with MSH-15 NE or ER, so its ACK was not waited for, and it will not be sent again; the receiver's logs say why")
 }
 
-// setLog gives the sender the logger of its destination (see strayAck).
+// tlsCert is the sender's client certificate as on disk, or nil.
+func (s *mllpSender) tlsCert() *tlsfiles.Pair { return s.cert }
+
+// setLog gives the sender, and its client certificate, the logger of its
+// destination (see strayAck).
 func (s *mllpSender) setLog(log zerolog.Logger) {
 	s.log = log
 	if s.cert != nil {

@@ -56,7 +56,13 @@ type MLLP struct {
 	// as on disk, nil without TLS: a failed handshake says when the
 	// certificate is out of its dates.
 	cert *tlsfiles.Pair
+	// looks asks cert for itself every tlsfiles.IdleLook (lookAtCert), so
+	// that a renewal is seen between handshakes.
+	looks scheduler.CancelFunc
 }
+
+// lookAtCert has the listener look at its certificate's files.
+type lookAtCert struct{}
 
 // NewMLLP returns the props of an MLLP listener actor.
 func NewMLLP(env *Env, cfg config.Inbound) *actor.Props {
@@ -75,6 +81,10 @@ func (l *MLLP) Receive(ctx actor.Context) {
 		l.bind(ctx)
 	case bind:
 		l.bind(ctx)
+	case lookAtCert:
+		if l.cert != nil {
+			l.cert.Certificate() // loads a renewal, logs it and sets its series
+		}
 	case Drain:
 		l.stop()
 		ctx.Respond(Drained{})
@@ -111,6 +121,7 @@ func (l *MLLP) bind(ctx actor.Context) {
 	if tlsCfg != nil {
 		l.ln = tls.NewListener(l.ln, tlsCfg)
 		l.cert = cert
+		l.looks = scheduler.NewTimerScheduler(ctx).SendRepeatedly(tlsfiles.IdleLook, tlsfiles.IdleLook, ctx.Self(), lookAtCert{})
 	}
 	l.log.Info().Str("listen", l.ln.Addr().String()).Bool("tls", tlsCfg != nil).Int("failed_attempts", failed).Msg("MLLP listener open")
 	l.accepted.Add(1)
@@ -195,6 +206,9 @@ func (l *MLLP) stop() {
 	}
 	if l.retry != nil {
 		l.retry()
+	}
+	if l.looks != nil {
+		l.looks()
 	}
 	close(l.closing)
 	termEnded := l.env.Ctx.Done()

@@ -381,3 +381,54 @@ func TestAClientCABundleChangedOnDiskIsVerifiedWith(t *testing.T) {
 		return err == nil && code == hl7.AA
 	})
 }
+
+// MLLP connections stand for days, and a listener or a destination with no
+// handshake meanwhile never looked at its files: the expiry series kept the
+// old certificate's date after a renewal, and the expiry alerts fired on a
+// node whose next handshake would present the renewed one. Both look every
+// few seconds between handshakes.
+func TestTheExpirySeriesFollowsARenewalBetweenHandshakes(t *testing.T) {
+	dir := t.TempDir()
+	p := enginetest.NewPKI(t, dir)
+	now := time.Now().Truncate(time.Second)
+	inCert, inKey := p.ServerCertValid(t, dir, "in", now.Add(-time.Hour), now.Add(20*24*time.Hour))
+	outCert, outKey := p.ServerCertValid(t, dir, "out", now.Add(-time.Hour), now.Add(25*24*time.Hour))
+	enginetest.Start(t, `
+[[inbound]]
+name = "idle_in"
+type = "mllp"
+listen = "`+enginetest.FreeAddr(t)+`"
+tls_cert = "`+inCert+`"
+tls_key = "`+inKey+`"
+
+[[outbound]]
+name = "idle_out"
+type = "mllp"
+address = "127.0.0.1:1"
+tls = true
+tls_cert = "`+outCert+`"
+tls_key = "`+outKey+`"
+
+[[route]]
+from = "idle_in"
+to = ["idle_out"]
+`)
+	series := map[string]struct {
+		file  string
+		start time.Time
+	}{
+		`mf_tls_cert_expiry_timestamp_seconds{kind="inbound",name="idle_in"}`:   {"in", now.Add(20 * 24 * time.Hour)},
+		`mf_tls_cert_expiry_timestamp_seconds{kind="outbound",name="idle_out"}`: {"out", now.Add(25 * 24 * time.Hour)},
+	}
+	for s, c := range series {
+		if v := metricValue(s); v != float64(c.start.Unix()) {
+			t.Fatalf("at start %s is %v; want the expiry of %s.pem, %d", s, v, c.file, c.start.Unix())
+		}
+		p.ServerCertValid(t, dir, c.file, now.Add(-time.Hour), now.Add(90*24*time.Hour))
+	}
+	for s := range series {
+		enginetest.WaitFor(t, s+" at the renewed certificate's expiry", 20*time.Second, func() bool {
+			return metricValue(s) == float64(now.Add(90*24*time.Hour).Unix())
+		})
+	}
+}

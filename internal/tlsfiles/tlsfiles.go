@@ -5,8 +5,8 @@
 // it expired, and then every handshake failed.
 //
 // A Pair (tls_cert and tls_key) or a Pool (a CA bundle) looks at its files
-// when it is asked for its contents, during a handshake, at most once a
-// CheckInterval: their size, modification time and identity (os.SameFile,
+// when it is asked for its contents, during a handshake or by its owner
+// every IdleLook, at most once a CheckInterval: their size, modification time and identity (os.SameFile,
 // which sees a file replaced by a rename or a symbolic link moved, as
 // certbot's live/ links are). When one changed it loads them again and
 // serves what they hold from then on; what does not load (a key that is not
@@ -35,6 +35,12 @@ import (
 // the last look. Two stats a look, a second apart at the most, cost
 // nothing beside a handshake.
 const CheckInterval = time.Second
+
+// IdleLook is how often the owner of a Pair asks for it between handshakes
+// (a listener's timer, the lanes' rescan): MLLP connections last for days,
+// and without a handshake a renewal would go unseen, and the expiry series
+// would say the old certificate's date, firing the expiry alerts.
+const IdleLook = 5 * time.Second
 
 // settle is how long files that changed and do not load must have been
 // left alone before that is logged at ERROR: a renewal that writes the
@@ -195,6 +201,9 @@ func LoadPair(ep Endpoint, certPath, keyPath string, log zerolog.Logger) (*Pair,
 	if err := p.k.init(log); err != nil {
 		return nil, err
 	}
+	// What setCertMetrics read may be older: this node was elected, or its
+	// listener opened its port, after a renewal.
+	setExpiry(ep, p.k.cur.Leaf.NotAfter)
 	return p, nil
 }
 
