@@ -231,6 +231,24 @@ type Store interface {
 	// its claims see).
 	QueueRelane(ctx context.Context, p QueueRelaneParams) (int64, error)
 
+	// OutboundHold holds outbound p.Outbound for an operator: while it is
+	// held, the leader's lanes for it claim and send nothing (lanes.Manager
+	// learns of it at its next rescan; a send in flight finishes), and its
+	// messages are still stored and queued. It is idempotent: holding a
+	// held outbound keeps its hold as it was. It returns the hold. Not
+	// fenced (operators act through the API of any node, standbys too); a
+	// hold it makes bumps the QueueVersionName version in the same
+	// transaction, so that the leader's lanes look at the store again.
+	OutboundHold(ctx context.Context, p OutboundHoldParams) (OutboundHeld, error)
+	// OutboundRelease releases p.Outbound's hold, if it has one, and
+	// reports whether it had. Like OutboundHold: idempotent, not fenced, and
+	// a release it makes bumps the QueueVersionName version in the same
+	// transaction; the outbound's lanes then resume from their heads, in
+	// order.
+	OutboundRelease(ctx context.Context, p OutboundReleaseParams) (bool, error)
+	// OutboundHolds lists the held outbounds, by name.
+	OutboundHolds(ctx context.Context) ([]OutboundHeld, error)
+
 	// ConfigVersionBump increments the named config version and returns it.
 	ConfigVersionBump(ctx context.Context, p ConfigVersionBumpParams) (int64, error)
 	// ConfigVersionRead returns the named config version (0 if never bumped).
@@ -1037,6 +1055,38 @@ type QueueRelaneParams struct {
 	Moves []LaneMove
 }
 
+// OutboundHoldParams are the arguments of Store.OutboundHold.
+type OutboundHoldParams struct {
+	// Outbound is the [[outbound]] name (at most MaxOutboundBytes).
+	Outbound string
+}
+
+// OutboundReleaseParams are the arguments of Store.OutboundRelease.
+type OutboundReleaseParams struct {
+	Outbound string
+}
+
+// OutboundHeld is one held outbound.
+type OutboundHeld struct {
+	Outbound string
+	// Since is when it was held, on the database clock.
+	Since time.Time
+}
+
+// MaxOutboundBytes bounds an outbound name OutboundHold stores: SQL
+// Server keys it as it keys destinations, in an NVARCHAR(450). The config
+// allows names of 200 bytes at most.
+const MaxOutboundBytes = 450
+
+// CheckOutbound refuses an outbound name OutboundHold would store wrongly
+// or not at all: empty, longer than MaxOutboundBytes, or not valid text.
+func CheckOutbound(name string) error {
+	if name == "" || len(name) > MaxOutboundBytes || ValidText(name) != name {
+		return fmt.Errorf("storage: outbound name %q must be 1 to %d bytes of UTF-8 without NUL", name, MaxOutboundBytes)
+	}
+	return nil
+}
+
 // Secret limits, the same in every dialect: SQL Server keeps a name in an
 // NVARCHAR(128) key and a value in a VARBINARY(256).
 const (
@@ -1064,8 +1114,9 @@ func CheckSecret(name string, fresh []byte) error {
 const DefaultConfigName = "graph"
 
 // QueueVersionName names the version token of the queue changes that no
-// lane is told of: an operator's retry or skip (from any node's API) and the
-// rows re-pended by the sweep or by promotion recovery. The stores bump it
+// lane is told of: an operator's retry or skip, a resend, an outbound held
+// or released (from any node's API) and the rows re-pended by the sweep or
+// by promotion recovery. The stores bump it
 // in the transaction of the change, and the leader's lane manager reads it
 // to tell whether it must look at every lane again (lanes.Manager); the
 // graph's config token (DefaultConfigName) is not touched, so no node

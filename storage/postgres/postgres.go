@@ -1247,6 +1247,65 @@ func (s *Store) QueueRelane(ctx context.Context, p storage.QueueRelaneParams) (i
 	return n, nil
 }
 
+// OutboundHold implements storage.Store.
+func (s *Store) OutboundHold(ctx context.Context, p storage.OutboundHoldParams) (storage.OutboundHeld, error) {
+	if err := storage.CheckOutbound(p.Outbound); err != nil {
+		return storage.OutboundHeld{}, err
+	}
+	h := storage.OutboundHeld{Outbound: p.Outbound}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, queries.Get("outbound_hold"), p.Outbound)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 1 {
+			if _, err := bumpVersion(ctx, tx, storage.QueueVersionName); err != nil {
+				return err
+			}
+		}
+		return tx.QueryRow(ctx, queries.Get("outbound_hold_read"), p.Outbound).Scan(&h.Since)
+	})
+	if err != nil {
+		return storage.OutboundHeld{}, wrap("outbound hold", err)
+	}
+	return h, nil
+}
+
+// OutboundRelease implements storage.Store.
+func (s *Store) OutboundRelease(ctx context.Context, p storage.OutboundReleaseParams) (bool, error) {
+	var released bool
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, queries.Get("outbound_release"), p.Outbound)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		released = true
+		_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
+		return err
+	})
+	if err != nil {
+		return false, wrap("outbound release", err)
+	}
+	return released, nil
+}
+
+// OutboundHolds implements storage.Store.
+func (s *Store) OutboundHolds(ctx context.Context) ([]storage.OutboundHeld, error) {
+	rows, err := s.pool.Query(ctx, queries.Get("outbound_holds"))
+	if err != nil {
+		return nil, wrap("outbound holds", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.OutboundHeld, error) {
+		var h storage.OutboundHeld
+		err := r.Scan(&h.Outbound, &h.Since)
+		return h, err
+	})
+	if err != nil {
+		return nil, wrap("outbound holds", err)
+	}
+	return out, nil
+}
+
 // ConfigVersionBump implements storage.Store.
 func (s *Store) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBumpParams) (int64, error) {
 	v, err := bumpVersion(ctx, s.pool, storage.ConfigName(p.Name))

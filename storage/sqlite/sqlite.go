@@ -1538,6 +1538,75 @@ func (s *Store) QueueRelane(ctx context.Context, p storage.QueueRelaneParams) (i
 	return n, nil
 }
 
+// OutboundHold implements storage.Store.
+func (s *Store) OutboundHold(ctx context.Context, p storage.OutboundHoldParams) (storage.OutboundHeld, error) {
+	if err := storage.CheckOutbound(p.Outbound); err != nil {
+		return storage.OutboundHeld{}, err
+	}
+	h := storage.OutboundHeld{Outbound: p.Outbound}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries.Get("outbound_hold"), p.Outbound)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 1 {
+			if _, err := bumpVersion(ctx, tx, storage.QueueVersionName); err != nil {
+				return err
+			}
+		}
+		return tx.QueryRowContext(ctx, queries.Get("outbound_hold_read"), p.Outbound).Scan(msTime{&h.Since})
+	})
+	if err != nil {
+		return storage.OutboundHeld{}, s.wrap("outbound hold", err)
+	}
+	return h, nil
+}
+
+// OutboundRelease implements storage.Store.
+func (s *Store) OutboundRelease(ctx context.Context, p storage.OutboundReleaseParams) (bool, error) {
+	var released bool
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, queries.Get("outbound_release"), p.Outbound)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil || n == 0 {
+			return err
+		}
+		released = true
+		_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
+		return err
+	})
+	if err != nil {
+		return false, s.wrap("outbound release", err)
+	}
+	return released, nil
+}
+
+// OutboundHolds implements storage.Store.
+func (s *Store) OutboundHolds(ctx context.Context) ([]storage.OutboundHeld, error) {
+	rows, err := s.db.QueryContext(ctx, queries.Get("outbound_holds"))
+	if err != nil {
+		return nil, s.wrap("outbound holds", err)
+	}
+	defer rows.Close()
+	var out []storage.OutboundHeld
+	for rows.Next() {
+		var h storage.OutboundHeld
+		if err := rows.Scan(&h.Outbound, msTime{&h.Since}); err != nil {
+			return nil, s.wrap("outbound holds", err)
+		}
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("outbound holds", err)
+	}
+	return out, nil
+}
+
 // ConfigVersionBump implements storage.Store.
 func (s *Store) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBumpParams) (int64, error) {
 	var v int64

@@ -1191,6 +1191,74 @@ func (s *Store) QueueRelane(ctx context.Context, p storage.QueueRelaneParams) (i
 	return n, nil
 }
 
+// OutboundHold implements storage.Store.
+func (s *Store) OutboundHold(ctx context.Context, p storage.OutboundHoldParams) (storage.OutboundHeld, error) {
+	if err := storage.CheckOutbound(p.Outbound); err != nil {
+		return storage.OutboundHeld{}, err
+	}
+	h := storage.OutboundHeld{Outbound: p.Outbound}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var added int64
+		if err := tx.QueryRowContext(ctx, queries.Get("outbound_hold"), sql.Named("outbound", p.Outbound)).Scan(&added, &h.Since); err != nil {
+			return err
+		}
+		if added == 1 {
+			_, err := bumpVersion(ctx, tx, storage.QueueVersionName)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return storage.OutboundHeld{}, wrap("outbound hold", err)
+	}
+	h.Since = utc(h.Since)
+	return h, nil
+}
+
+// OutboundRelease implements storage.Store.
+func (s *Store) OutboundRelease(ctx context.Context, p storage.OutboundReleaseParams) (bool, error) {
+	var released bool
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var n int64
+		if err := tx.QueryRowContext(ctx, queries.Get("outbound_release"), sql.Named("outbound", p.Outbound)).Scan(&n); err != nil || n == 0 {
+			return err
+		}
+		released = true
+		_, err := bumpVersion(ctx, tx, storage.QueueVersionName)
+		return err
+	})
+	if err != nil {
+		return false, wrap("outbound release", err)
+	}
+	return released, nil
+}
+
+// OutboundHolds implements storage.Store.
+func (s *Store) OutboundHolds(ctx context.Context) ([]storage.OutboundHeld, error) {
+	var out []storage.OutboundHeld
+	err := retryDeadlocks(ctx, func() error {
+		out = nil
+		rows, err := s.db.QueryContext(ctx, queries.Get("outbound_holds"))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var h storage.OutboundHeld
+			if err := rows.Scan(&h.Outbound, &h.Since); err != nil {
+				return err
+			}
+			h.Since = utc(h.Since)
+			out = append(out, h)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, wrap("outbound holds", err)
+	}
+	return out, nil
+}
+
 // ConfigVersionBump implements storage.Store.
 func (s *Store) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBumpParams) (int64, error) {
 	var v int64

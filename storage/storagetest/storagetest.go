@@ -63,6 +63,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Queue/LanesAndStats", testLanesAndStats},
 		{"Queue/LaneKeyRecordedPerDestination", testLaneKeyRecord},
 		{"Queue/RelaneMovesUnfinishedRowsInIDOrder", testRelane},
+		{"Outbound/HoldIsSharedIdempotentAndMovesTheQueueVersion", testOutboundHold},
 		{"Purge/OnlyFinishedOlderThanCutoff", testPurge},
 		{"Purge/NodesNotSeenSinceTheCutoff", testPurgeNodes},
 		{"Sweep/OnlyExpiredLeases", testReclaimExpired},

@@ -1,0 +1,111 @@
+package storagetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/storage"
+)
+
+// testOutboundHold: an operator's hold of an outbound is one row of the
+// shared database, made and released through any handle (another node, a
+// standby: no fence, whoever leads), idempotent both ways, timed on the
+// database clock, and each change, and only a change, moves the queue's
+// version, which is how the leader's lanes learn of it. Names compare
+// exactly. The store itself claims as before: the lanes honour the hold.
+func testOutboundHold(t *testing.T, h *harness) {
+	standby := h.open() // another node's handle onto the same database
+	leader := h.elect("node-a", time.Minute)
+	version := func() int64 {
+		t.Helper()
+		v, err := h.s.ConfigVersionRead(h.ctx, storage.ConfigVersionReadParams{Name: storage.QueueVersionName})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	holds := func() []storage.OutboundHeld {
+		t.Helper()
+		hs, err := h.s.OutboundHolds(h.ctx)
+		if err != nil {
+			t.Fatalf("outbound holds: %v", err)
+		}
+		return hs
+	}
+	hold := func(name string) storage.OutboundHeld {
+		t.Helper()
+		held, err := standby.OutboundHold(h.ctx, storage.OutboundHoldParams{Outbound: name})
+		if err != nil || held.Outbound != name {
+			t.Fatalf("hold %q: %+v, %v", name, held, err)
+		}
+		return held
+	}
+	release := func(name string) bool {
+		t.Helper()
+		released, err := standby.OutboundRelease(h.ctx, storage.OutboundReleaseParams{Outbound: name})
+		if err != nil {
+			t.Fatalf("release %q: %v", name, err)
+		}
+		return released
+	}
+
+	if hs := holds(); len(hs) != 0 {
+		t.Fatalf("holds of a fresh store: %+v, want none", hs)
+	}
+	v0 := version()
+	before := h.dbNow()
+	lab := hold("lab")
+	after := h.dbNow()
+	// Each dialect keeps its own precision (SQLite milliseconds).
+	if lab.Since.Before(before.Add(-time.Millisecond)) || lab.Since.After(after.Add(time.Millisecond)) {
+		t.Fatalf("held since %v, want on the database clock between %v and %v", lab.Since, before, after)
+	}
+	if v := version(); v != v0+1 {
+		t.Fatalf("queue version %d after a hold, want %d", v, v0+1)
+	}
+	if again := hold("lab"); !again.Since.Equal(lab.Since) {
+		t.Fatalf("held again since %v, want the first hold's %v", again.Since, lab.Since)
+	}
+	if v := version(); v != v0+1 {
+		t.Fatalf("queue version %d after holding a held outbound, want %d (unchanged)", v, v0+1)
+	}
+	hold("ris")
+	hold("Lab") // another outbound than lab
+	names := func() []string {
+		var out []string
+		for _, hd := range holds() {
+			out = append(out, hd.Outbound)
+		}
+		return out
+	}
+	if got, want := names(), []string{"Lab", "lab", "ris"}; !slices.Equal(got, want) {
+		t.Fatalf("held %q, want %q", got, want)
+	}
+
+	// Messages for a held outbound are stored and queued as ever.
+	ids := h.fill(leader, "lab", "P1", 2)
+	h.mustClaim(leader, "lab/P1", time.Minute, ids[0])
+
+	v1 := version()
+	if !release("lab") {
+		t.Fatal("release of a held outbound: false, want true")
+	}
+	if v := version(); v != v1+1 {
+		t.Fatalf("queue version %d after a release, want %d", v, v1+1)
+	}
+	if release("lab") || release("nowhere") {
+		t.Fatal("release of an outbound not held: true, want false")
+	}
+	if v := version(); v != v1+1 {
+		t.Fatalf("queue version %d after releases that changed nothing, want %d", v, v1+1)
+	}
+	if got, want := names(), []string{"Lab", "ris"}; !slices.Equal(got, want) {
+		t.Fatalf("held %q after releasing lab, want %q", got, want)
+	}
+	for _, bad := range []string{"", string(make([]byte, storage.MaxOutboundBytes+1)), "a\x00b"} {
+		if _, err := standby.OutboundHold(h.ctx, storage.OutboundHoldParams{Outbound: bad}); err == nil {
+			t.Errorf("hold of a %d-byte name %q: no error, want one", len(bad), bad)
+		}
+	}
+}
