@@ -41,6 +41,17 @@
 // Relane says so at WARN, and the Manager still reports rows in lanes of
 // another form (Manager.misplaced).
 //
+// An operator may hold an outbound (storage.Store.OutboundHold, from any
+// node's API): a row of the shared database, so that it holds across
+// restarts and failovers. The Manager reads the holds before it starts any
+// lane and again at every listing of the lanes, which a hold or a release
+// brings about by moving the queue's version; while its outbound is held a
+// lane claims and sends nothing (the send in hand finishes, the rows
+// claimed behind it go back unsent) and no lane of it is started. Its
+// messages are still stored and queued. Nothing is marked on its rows, so
+// a release resumes each lane from its head, in order, and a held lane is
+// neither blocked nor failing.
+//
 // Lane actors exist only under a leader: the graph that spawns the Manager
 // is started on winning a term and stopped on losing it (package actors).
 package lanes

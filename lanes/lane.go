@@ -81,6 +81,11 @@ type laneActor struct {
 	// claimable is the manager's "a rescan found this lane's head
 	// claimable" flag (laneRef.claimable), taken with each Wake.
 	claimable *atomic.Bool
+	// outboundHeld is the manager's "an operator has held this lane's
+	// outbound" flag (Manager.outboundHeld), shared by the outbound's
+	// lanes: while it is set, the lane claims and sends nothing. Nil for a
+	// lane started alone (tests).
+	outboundHeld *atomic.Bool
 
 	log     zerolog.Logger
 	looping bool // a next is queued or a row is in hand
@@ -313,6 +318,20 @@ func (l *laneActor) step(ctx actor.Context) {
 		}
 		// Set aside: the lane moves on (the rows claimed behind it, unsent
 		// since the failure, are given back below and claimed again).
+	}
+	if l.outboundHeld != nil && l.outboundHeld.Load() {
+		// Held by an operator: the send in hand (if any) has finished and
+		// is recorded; the rows claimed behind it go back, unsent, and
+		// the lane stops. The manager starts none of the outbound's lanes
+		// until it is released; then they resume from their heads.
+		head := l.head
+		l.head = nil
+		if err := l.giveBackUnsent(head); err != nil {
+			l.storeFailed(ctx, "give back", err)
+			return
+		}
+		l.drained(ctx, false)
+		return
 	}
 	c := l.head
 	l.head = nil

@@ -76,7 +76,10 @@ type rescanned struct {
 	// confirm is the Manager.confirm this rescan took: a rescan that fails
 	// gives it back, for the next one.
 	confirm bool
-	err     error
+	// holds are the held outbounds, read with the lanes (looked).
+	holds []storage.OutboundHeld
+	err   error
+	op    string // the store call that failed with err
 }
 
 // Manager spawns one lane actor per lane with work and stops it when its lane
@@ -181,6 +184,18 @@ type Manager struct {
 	// while it was at its cap, started as its lanes stop (admit).
 	active  map[string]int
 	waiting map[string]*waitQueue
+	// outboundHeld has a flag per destination, set while an operator holds
+	// it (storage.Store.OutboundHold), shared with its lanes, which claim
+	// and send nothing while it is set (laneActor.outboundHeld); the
+	// manager starts none of its lanes meanwhile (wake). Holds are read at
+	// start, and again with every listing of the lanes: a hold or a
+	// release, from any node's API, moves the queue's version, so the
+	// leader learns of it at its next rescan (RescanInterval), and a new
+	// leader or a restarted node at its start. holdsRead is false until a
+	// read of the holds has worked: until then no lane starts, since any
+	// destination may be held.
+	outboundHeld map[string]*atomic.Bool
+	holdsRead    bool
 }
 
 // lanesPerConnection is how many lanes of a destination may have an actor
@@ -423,6 +438,12 @@ func (m *Manager) Receive(ctx actor.Context) {
 		for _, q := range m.waiting {
 			v.waiting += q.len()
 		}
+		v.held = map[string]bool{}
+		for dest, held := range m.outboundHeld {
+			if held.Load() {
+				v.held[dest] = true
+			}
+		}
 		ctx.Respond(v)
 	case *actor.Stopping:
 		if m.timer != nil {
@@ -456,6 +477,7 @@ func (m *Manager) start(ctx actor.Context) {
 	m.resplit = map[string]bool{}
 	m.active = map[string]int{}
 	m.waiting = map[string]*waitQueue{}
+	m.outboundHeld = map[string]*atomic.Bool{}
 	for _, o := range m.env.Config.Outbound {
 		s, err := NewSender(o)
 		if err != nil {
@@ -471,8 +493,46 @@ func (m *Manager) start(ctx actor.Context) {
 		m.dests[o.Name] = o
 		m.senders[o.Name] = s
 		m.failing[o.Name] = &outage{}
+		m.outboundHeld[o.Name] = &atomic.Bool{}
+	}
+	// Read before any lane starts: a restart or a failover must not send
+	// a message of a held outbound.
+	if holds, err := m.env.Store.OutboundHolds(m.env.Ctx); err != nil {
+		storage.CountError(m.env.Ctx, "outbound_holds", err)
+		m.env.Log.Error().Err(err).Msg(fmt.Sprintf("reading the held outbounds failed; no lane starts until it works (tried again every %v; check the database)", RescanInterval))
+	} else {
+		m.applyHolds(holds)
 	}
 	m.timer = scheduler.NewTimerScheduler(ctx).SendRepeatedly(0, RescanInterval, ctx.Self(), rescan{})
+}
+
+// applyHolds sets each destination's hold flag from holds, the held
+// outbounds as the store listed them, and logs each change. The lanes of a
+// destination just held stop at their next step (the send in hand
+// finishes); those of one just released are started by the listing that
+// read holds, from their heads.
+func (m *Manager) applyHolds(holds []storage.OutboundHeld) {
+	now := map[string]bool{}
+	for _, h := range holds {
+		now[h.Outbound] = true
+	}
+	for dest, flag := range m.outboundHeld {
+		held := now[dest]
+		if flag.Swap(held) == held && m.holdsRead {
+			continue
+		}
+		switch {
+		case held:
+			// No lane of it waits for a place under its laneCap: none
+			// starts until the release, whose listing wakes them.
+			delete(m.waiting, dest)
+			m.env.Log.Info().Str("destination", dest).
+				Msg("the outbound is held by an operator: its lanes claim and send nothing (a send in flight finishes) and its messages are queued until it is released (POST /outbounds/{name}/release)")
+		case m.holdsRead:
+			m.env.Log.Info().Str("destination", dest).Msg("the outbound was released by an operator: its lanes resume from their heads, in order")
+		}
+	}
+	m.holdsRead = true
 }
 
 // wake makes sure lane has an actor and tells it to look for work, unless a
@@ -490,11 +550,16 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64, claimable b
 			// manager, its graph and root would wait for it for ever.
 			return
 		}
+		dest := DestinationOf(lane)
+		if held := m.outboundHeld[dest]; !m.holdsRead || held != nil && held.Load() {
+			// Held by an operator, or perhaps held (the holds not read
+			// yet): the listing that reads its release wakes the lane.
+			return
+		}
 		if _, parked := m.parked[lane]; parked && !claimable {
 			return // its head still waits; see Manager.parked
 		}
 		delete(m.parked, lane)
-		dest := DestinationOf(lane)
 		o, known := m.dests[dest]
 		if !known {
 			return // logged once at start, or a destination removed from the config
@@ -510,12 +575,13 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64, claimable b
 		}
 		m.active[dest]++
 		m.waiting[dest].remove(lane)
-		sender, failing, env, floor := m.senders[dest], m.failing[dest], m.env, m.floors.take(lane)
+		sender, failing, env, floor, held := m.senders[dest], m.failing[dest], m.env, m.floors.take(lane), m.outboundHeld[dest]
 		ref = &laneRef{}
 		// A fresh actor per (re)start: a restarted lane starts from the
 		// store, at its predecessor's floor.
 		ref.pid = ctx.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor {
-			return &laneActor{lane: lane, dest: o, sender: sender, failing: failing, env: env, queued: &ref.queued, newest: &ref.newest, claimable: &ref.claimable, floor: floor}
+			return &laneActor{lane: lane, dest: o, sender: sender, failing: failing, env: env, queued: &ref.queued, newest: &ref.newest, claimable: &ref.claimable,
+				outboundHeld: held, floor: floor}
 		}), "lane")
 		m.lanes[lane] = ref
 		setActiveLanes(len(m.lanes))
@@ -607,6 +673,8 @@ type view struct {
 	parked  map[string]bool
 	rescans int
 	waiting int // lanes waiting for a place under their destination's laneCap
+	// held are the destinations the manager knows to be held.
+	held map[string]bool
 }
 
 // rescan wakes the parked lanes that have come due, then looks at the store
@@ -646,10 +714,18 @@ func (m *Manager) rescan(ctx actor.Context) {
 	go func() {
 		defer m.scans.Done()
 		r := rescanned{began: now, confirm: confirm}
+		r.op = "queue_lanes" // the version read is the listing's first step
 		r.version, r.err = m.env.Store.ConfigVersionRead(m.env.Ctx, storage.ConfigVersionReadParams{Name: storage.QueueVersionName})
 		if r.err == nil && (must || r.version != seen) {
 			r.looked = true
-			r.lanes, r.err = m.env.Store.QueueLanes(m.env.Ctx)
+			// The holds after the version, as the lanes: a hold made
+			// since moves the version again, and the next rescan reads it.
+			r.op = "outbound_holds"
+			r.holds, r.err = m.env.Store.OutboundHolds(m.env.Ctx)
+			if r.err == nil {
+				r.op = "queue_lanes"
+				r.lanes, r.err = m.env.Store.QueueLanes(m.env.Ctx)
+			}
 		}
 		root.Send(self, r)
 	}()
@@ -667,7 +743,7 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 	}
 	if r.err != nil {
 		m.confirm = m.confirm || r.confirm
-		storage.CountError(m.env.Ctx, "queue_lanes", r.err)
+		storage.CountError(m.env.Ctx, r.op, r.err)
 		if log, n := m.listing.Failed(time.Now()); log {
 			m.env.Log.Error().Err(r.err).Int("failures", n).
 				Msg(fmt.Sprintf("listing lanes with work failed; retrying every %v, logged once a minute while it lasts (check the database)", RescanInterval))
@@ -689,6 +765,7 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 	// every delivery from now on.
 	moved := r.version != m.version
 	m.looked, m.version = r.began, r.version
+	m.applyHolds(r.holds)
 	// Made afresh from what this rescan saw, but for the lanes parked
 	// since it began (see Manager.parked).
 	maps.DeleteFunc(m.parked, func(_ string, p parking) bool { return p.n <= m.scanFrom })

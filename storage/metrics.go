@@ -28,7 +28,7 @@ func CountError(ctx context.Context, op string, err error) {
 // new op belongs here.
 var ErrorOps = []string{
 	"message_ingest", "metrics_queue", // listeners, api
-	"claim", "advance", "complete", "retry", "hold", "dead", "give back", "release own", "queue_lanes", // lanes
+	"claim", "advance", "complete", "retry", "hold", "dead", "give back", "release own", "queue_lanes", "outbound_holds", // lanes
 	"queue_reclaim_expired", "message_purge", "queue_recover_foreign", "queue_relane", // actors
 	"lease_elect", "lease_renew", "node_heartbeat", "config_version_read", // leadership
 }
