@@ -1011,14 +1011,7 @@ func testReleaseOwn(t *testing.T, h *harness) {
 		t.Fatalf("my run: %v, want %v (up to the other owner's row in flight)", got, a[1:3])
 	}
 	mineElsewhere := claimNext("lab/B", me)
-	version := func() int64 {
-		t.Helper()
-		v, err := h.s.ConfigVersionRead(h.ctx, storage.ConfigVersionReadParams{Name: storage.QueueVersionName})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	version := h.queueVersion
 	before := version()
 
 	if n, err := release(f, "lab/A", me); err != nil || n != 2 {

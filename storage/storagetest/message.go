@@ -20,14 +20,7 @@ func testResend(t *testing.T, h *harness) {
 	first := h.msgOf[ids[0]]
 	c := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
 	h.complete(zero, c)
-	version := func() int64 {
-		t.Helper()
-		v, err := h.s.ConfigVersionRead(h.ctx, storage.ConfigVersionReadParams{Name: storage.QueueVersionName})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	version := h.queueVersion
 	before := version()
 	other := h.elect("node-b", time.Minute) // resend is not fenced: any node
 	again, err := h.s.MessageResend(h.ctx, storage.MessageResendParams{MessageID: first,

@@ -17,14 +17,7 @@ import (
 func testOutboundHold(t *testing.T, h *harness) {
 	standby := h.open() // another node's handle onto the same database
 	leader := h.elect("node-a", time.Minute)
-	version := func() int64 {
-		t.Helper()
-		v, err := h.s.ConfigVersionRead(h.ctx, storage.ConfigVersionReadParams{Name: storage.QueueVersionName})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	version := h.queueVersion
 	holds := func() []storage.OutboundHeld {
 		t.Helper()
 		hs, err := h.s.OutboundHolds(h.ctx)

@@ -290,6 +290,16 @@ func (h *harness) waitFor(what string, timeout time.Duration, cond func() bool) 
 	}
 }
 
+// queueVersion reads the queue's version (storage.QueueVersionName).
+func (h *harness) queueVersion() int64 {
+	h.t.Helper()
+	v, err := h.s.ConfigVersionRead(h.ctx, storage.ConfigVersionReadParams{Name: storage.QueueVersionName})
+	if err != nil {
+		h.t.Fatalf("read the queue version: %v", err)
+	}
+	return v
+}
+
 // dbNow reads the database clock.
 func (h *harness) dbNow() time.Time {
 	h.t.Helper()
