@@ -44,6 +44,21 @@ func startNodeOn(t *testing.T, st storage.Store, id string, cfg *config.Config) 
 	return n
 }
 
+// electOn elects owner into st's lease, waiting for the lease of the one
+// before to expire, for a test's scripted leadership: the lease is never
+// renewed (its TTL is short), yet the fence of a node told it leads stays
+// good until another is elected.
+func electOn(t *testing.T, st storage.Store, owner string) storage.Fence {
+	t.Helper()
+	var fence storage.Fence
+	enginetest.WaitFor(t, owner+" to be elected", 10*time.Second, func() bool {
+		l, ok, err := st.LeaseAttemptElect(context.Background(), storage.LeaseAttemptElectParams{Owner: owner, TTL: 500 * time.Millisecond})
+		fence = storage.Fence{Owner: owner, Term: l.Term}
+		return err == nil && ok
+	})
+	return fence
+}
+
 func (n *scriptedNode) stop(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -71,16 +86,7 @@ func TestAPromotionOntoAnotherLaneKeyKeepsAPatientsMessagesInOrder(t *testing.T)
 	if err := st.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	elect := func(owner string) storage.Fence {
-		t.Helper()
-		var fence storage.Fence
-		enginetest.WaitFor(t, owner+" to be elected", 10*time.Second, func() bool {
-			l, ok, err := st.LeaseAttemptElect(context.Background(), storage.LeaseAttemptElectParams{Owner: owner, TTL: 500 * time.Millisecond})
-			fence = storage.Fence{Owner: owner, Term: l.Term}
-			return err == nil && ok
-		})
-		return fence
-	}
+	elect := func(owner string) storage.Fence { return electOn(t, st, owner) }
 
 	a := startNodeOn(t, st, "a", laneKeyed(t, listen, dest.addr, "PID-3.1"))
 	a.tell(leadership.Changed{Leader: true, Fence: elect("a"), Reason: "elected"})

@@ -259,9 +259,7 @@ func (s *Server) messageResend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cfg := s.inForce()
-	configured := func(dest string) bool {
-		return slices.ContainsFunc(cfg.Outbound, func(o config.Outbound) bool { return o.Name == dest })
-	}
+	configured := func(dest string) bool { return configuredOutbound(cfg, dest) }
 	dests := had
 	if dest, named := q["destination"]; named {
 		if !configured(dest) {

@@ -32,6 +32,8 @@ type queueSnapshot struct {
 	oldest  map[string]float64
 	dead    map[string]float64 // rows set aside as dead, by destination
 	blocked float64            // lanes whose head is held for an operator
+	// held has the outbounds an operator holds (Store.OutboundHolds).
+	held map[string]bool
 }
 
 var (
@@ -65,11 +67,17 @@ func registerMetrics(cfg *config.Config) {
 }
 
 // queueDepthGauge makes sure dest has its mf_queue_depth,
-// mf_queue_oldest_age_seconds and mf_queue_dead series. The start-up config's destinations
+// mf_queue_oldest_age_seconds, mf_queue_dead and mf_outbound_held series. The start-up config's destinations
 // get theirs at once, at zero; any other destination with queue rows (one a
 // config reload added, or one a reload removed that still has a backlog)
 // gets its own at the first scrape that finds them.
 func queueDepthGauge(dest string) {
+	metrics.GetOrCreateGauge(fmt.Sprintf(`mf_outbound_held{destination=%s}`, lanes.Label(dest)), func() float64 {
+		if currentSnapshot().held[dest] {
+			return 1
+		}
+		return 0
+	})
 	metrics.GetOrCreateGauge(fmt.Sprintf(`mf_queue_depth{destination=%s}`, lanes.Label(dest)), func() float64 {
 		return currentSnapshot().depth[dest]
 	})
@@ -96,6 +104,7 @@ var help = map[string]string{
 	"mf_queue_oldest_age_seconds":          "Age of the destination's oldest queue row pending or in flight, on the database's clock (0 with none): how long its longest-waiting message has waited.",
 	"mf_queue_dead":                        "Queue rows set aside as dead (on_exhausted = dead, or an operator's skip), by destination, as long as the store keeps them (until the purge; a resend leaves them).",
 	"mf_lanes_blocked":                     "Lanes whose head is held for an operator (on_exhausted = block).",
+	"mf_outbound_held":                     "1 while an operator holds the outbound (POST /outbounds/{name}/hold): its lanes send nothing, its messages are queued; else 0.",
 	"mf_lanes_active":                      "Lanes with a delivering actor on this node now (each stops when its lane runs dry).",
 	"mf_is_leader":                         "1 while this node is the leader (runs the graph), else 0.",
 	"mf_config_drift":                      "1 while this node's graph config ([[inbound]], [[outbound]], [[route]] and the settings the graph reads) differs from the primary's, else 0 (the primary's is 0; its WARN names the node).",
@@ -126,6 +135,11 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := storeCtx(r, s.limits.storeRead)
 	defer cancel()
 	stats, err := s.o.Store.QueueStats(ctx)
+	var holds []storage.OutboundHeld
+	if err == nil {
+		holds, err = s.o.Store.OutboundHolds(ctx)
+		snap.held = heldOutbounds(holds)
+	}
 	if err == nil {
 		for _, st := range stats {
 			if st.Status == storage.QueuePending || st.Status == storage.QueueInflight {
@@ -154,6 +168,9 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		snapshot.Store(snap)
 		for _, st := range stats {
 			queueDepthGauge(st.Destination)
+		}
+		for _, h := range holds {
+			queueDepthGauge(h.Outbound)
 		}
 	}
 	var engine bytes.Buffer

@@ -2,7 +2,7 @@
 // not part of the leader-only graph): health and readiness for load
 // balancers, cluster membership for monitoring, Prometheus metrics, lanes,
 // messages (a search, one message, a resend), and the operator's actions on
-// blocked lanes. Every endpoint but
+// blocked lanes and on outbounds (hold, release). Every endpoint but
 // /health and /ready needs a bearer token whose role carries its permission
 // (DESIGN §8).
 package api
@@ -206,6 +206,8 @@ func newServer(o Options, l limits) *Server {
 	mux.HandleFunc("POST /messages/{id}/resend", s.require(QueueWrite, s.messageResend))
 	mux.HandleFunc("POST /queue/{id}/retry", s.require(QueueWrite, s.queueRetry))
 	mux.HandleFunc("POST /queue/{id}/skip", s.require(QueueWrite, s.queueSkip))
+	mux.HandleFunc("POST /outbounds/{name}/hold", s.require(QueueWrite, s.outboundHold))
+	mux.HandleFunc("POST /outbounds/{name}/release", s.require(QueueWrite, s.outboundRelease))
 	mux.HandleFunc("POST /config/reload", s.require(ConfigWrite, s.configReload))
 	// The catch-all matches every method, so it also sees a known path
 	// asked with a method it does not serve: that is a 405 naming the
@@ -513,11 +515,21 @@ type Lane struct {
 	// LastError is the head's last failure; the destination's own words in
 	// it only for a token with MESSAGE_READ.
 	LastError string `json:"last_error"`
+	// OutboundHeld is true, and present, only while an operator holds the
+	// lane's outbound (POST /outbounds/{name}/hold): the lane sends nothing
+	// until it is released. It is not Blocked.
+	OutboundHeld bool `json:"outbound_held,omitempty"`
 }
 
 func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := storeCtx(r, s.limits.storeScan)
 	defer cancel()
+	holds, err := s.o.Store.OutboundHolds(ctx)
+	if err != nil {
+		s.storeFailed(w, "outbound holds", err)
+		return
+	}
+	held := heldOutbounds(holds)
 	ls, err := s.o.Store.QueueLanes(ctx)
 	if err != nil {
 		s.storeFailed(w, "queue lanes", err)
@@ -540,6 +552,7 @@ func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
 			// Never negative: a database clock stepped back since the row
 			// was queued makes the raw age so (leadership/doc.go, Clocks).
 			HeadAge: max(0, l.HeadAge.Seconds()), Blocked: l.Blocked(), Attempts: l.Head.Attempts, LastError: lastError(l.Head, phi),
+			OutboundHeld: held[l.Destination],
 		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"lanes": out})

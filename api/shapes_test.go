@@ -308,6 +308,9 @@ type agedStore struct {
 
 func (s agedStore) QueueStats(context.Context) ([]storage.QueueStat, error) { return s.stats, nil }
 
+// OutboundHolds: no outbound is held.
+func (s agedStore) OutboundHolds(context.Context) ([]storage.OutboundHeld, error) { return nil, nil }
+
 // mf_queue_oldest_age_seconds gives, per destination, how long its oldest
 // row pending or in flight has waited (dead rows wait for no one): the
 // figure an operator alerts on ("a message has waited 15 minutes"), which

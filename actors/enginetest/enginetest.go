@@ -263,6 +263,24 @@ func (f *FaultStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, err
 // because of that change (the manager reads the version, then lists).
 func (f *FaultStore) LanesListedAt() int64 { return f.listedAt.Load() }
 
+// ManagerCaughtUp waits until the lane manager working on f has taken the
+// answer of a look at the store begun after every change made so far (an
+// outbound held or released, rows stored, a retry): it moves the queue's
+// version twice and waits for a listing of the lanes at each. The manager
+// looks once at a time, so the second began after it had taken the answer
+// of the first. A test that must see that nothing happens (a held outbound
+// sends nothing) waits for this instead of sleeping.
+func (f *FaultStore) ManagerCaughtUp(t testing.TB) {
+	t.Helper()
+	for range 2 {
+		v, err := f.ConfigVersionBump(context.Background(), storage.ConfigVersionBumpParams{Name: storage.QueueVersionName})
+		if err != nil {
+			t.Fatal(err)
+		}
+		WaitFor(t, "the lane manager to look at the store", 20*time.Second, func() bool { return f.LanesListedAt() >= v })
+	}
+}
+
 // HoldIngest makes every MessageIngest from now on wait, before it stores
 // anything, until release is called (or its context ends): a commit that
 // takes its time.
