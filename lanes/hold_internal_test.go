@@ -144,3 +144,28 @@ func TestAnOutboundHeldWhileDeliveringFinishesTheSendInFlightOnly(t *testing.T) 
 		t.Fatalf("delivered %v, want %v (in order, once each)", got, f.ids)
 	}
 }
+
+// An outbound held while its lane's record of a delivery lost its answer
+// after the commit (the connection dropped during the COMMIT): the rows
+// that write claimed behind the delivered one, which the lane knows
+// nothing of, go back too before the lane stops, rather than stay in
+// flight under its lease while the outbound is held.
+func TestAnOutboundHeldAfterALostAnswerLeavesNoRowInFlight(t *testing.T) {
+	dest := newRecordingDest(t, true)
+	f := newLaneFixture(t, dest.URL, "", 4)
+	defer f.system.Root.Stop(f.manager)
+	<-dest.inFlight
+	f.store.failAdvanceAfterCommitOnce.Store(true)
+	f.holdOutbound(t, true)
+	waitUntil(t, "the manager to see the hold", 20*time.Second, func() bool { return f.inspect(t).held["emr"] })
+	close(dest.gate)
+	waitUntil(t, "the lane stopped", 20*time.Second, func() bool { return len(f.inspect(t).wakes) == 0 })
+	if got := dest.sent(); !slices.Equal(got, f.ids[:1]) {
+		t.Fatalf("sent %v while held, want %v", got, f.ids[:1])
+	}
+	for i := 1; i < 4; i++ {
+		if r := f.row(t, i); r.Status != storage.QueuePending || r.Attempts != 0 {
+			t.Fatalf("row %d is %s after %d attempts with its outbound held; want pending, no attempt used", i, r.Status, r.Attempts)
+		}
+	}
+}

@@ -330,6 +330,12 @@ func (l *laneActor) step(ctx actor.Context) {
 			l.storeFailed(ctx, "give back", err)
 			return
 		}
+		if l.unsure { // rows a lost answer may have left in flight, as before a claim
+			if err := l.releaseOwn(); err != nil {
+				l.storeFailed(ctx, "release own", err)
+				return
+			}
+		}
 		l.drained(ctx, false)
 		return
 	}
