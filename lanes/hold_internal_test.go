@@ -169,3 +169,29 @@ func TestAnOutboundHeldAfterALostAnswerLeavesNoRowInFlight(t *testing.T) {
 		}
 	}
 }
+
+// A manager that cannot read the held outbounds at its start (the database
+// away) starts no lane, since any of them may be held, until a rescan has
+// read them; then it honours what it read.
+func TestNoLaneStartsUntilTheHoldsAreRead(t *testing.T) {
+	dest := newRecordingDest(t, false)
+	f := newLaneFixture(t, dest.URL, "", 2, func(c *countingStore) {
+		c.failHolds.Store(true)
+		if _, err := c.Store.OutboundHold(t.Context(), storage.OutboundHoldParams{Outbound: "emr"}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	defer f.system.Root.Stop(f.manager)
+	waitUntil(t, "two rescans answered", 20*time.Second, func() bool { return f.inspect(t).rescans >= 2 })
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[1]}})
+	if v := f.inspect(t); len(v.wakes) != 0 || len(dest.sent()) != 0 {
+		t.Fatalf("with the holds unread, lanes %v started and %v was sent", v.wakes, dest.sent())
+	}
+	f.store.failHolds.Store(false)
+	f.waitHeld(t, true)
+	if v := f.inspect(t); len(v.wakes) != 0 || len(dest.sent()) != 0 || f.store.claims.Load() != 0 {
+		t.Fatalf("once the holds were read, lanes %v started and %v was sent", v.wakes, dest.sent())
+	}
+	f.holdOutbound(t, false)
+	waitUntil(t, "both rows delivered after the release", 20*time.Second, func() bool { return len(dest.sent()) == 2 })
+}

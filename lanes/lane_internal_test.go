@@ -87,6 +87,9 @@ type countingStore struct {
 	// panicCompleteOnce makes the next QueueComplete panic before it writes
 	// anything: a bug in a lane after its send, with the row in hand.
 	panicCompleteOnce atomic.Bool
+	// failHolds makes every OutboundHolds fail, as a database away would,
+	// while it is set.
+	failHolds atomic.Bool
 	// afterAdvance, when set, sees every QueueAdvance's outcome before the
 	// lane does.
 	afterAdvance func(storage.QueueAdvanced)
@@ -200,6 +203,13 @@ func (c *countingStore) QueueAdvance(ctx context.Context, p storage.QueueAdvance
 		c.afterAdvance(a)
 	}
 	return a, err
+}
+
+func (c *countingStore) OutboundHolds(ctx context.Context) ([]storage.OutboundHeld, error) {
+	if c.failHolds.Load() {
+		return nil, errors.New("injected: the database does not answer")
+	}
+	return c.Store.OutboundHolds(ctx)
 }
 
 func (c *countingStore) QueueGiveBack(ctx context.Context, p storage.QueueGiveBackParams) (int64, error) {

@@ -1,6 +1,7 @@
 package lanes
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -36,6 +37,10 @@ const RescanInterval = 2 * time.Second
 // RescanInterval, PostgreSQL used 19 to 22% of a core with nothing arriving,
 // 11 to 16% looking only when needed (the rest is the lanes' retries).
 const FullRescanInterval = 30 * time.Second
+
+// holdsReadTimeout bounds the manager's read of the held outbounds at its
+// start (Manager.start).
+const holdsReadTimeout = 5 * time.Second
 
 // Ingested tells the lane manager which lanes received new rows.
 type Ingested struct {
@@ -496,8 +501,13 @@ func (m *Manager) start(ctx actor.Context) {
 		m.outboundHeld[o.Name] = &atomic.Bool{}
 	}
 	// Read before any lane starts: a restart or a failover must not send
-	// a message of a held outbound.
-	if holds, err := m.env.Store.OutboundHolds(m.env.Ctx); err != nil {
+	// a message of a held outbound. Bounded, since it runs on the
+	// manager's goroutine, which takes nothing else meanwhile (a stop
+	// included); the rescans try again.
+	rctx, cancel := context.WithTimeout(m.env.Ctx, holdsReadTimeout)
+	holds, err := m.env.Store.OutboundHolds(rctx)
+	cancel()
+	if err != nil {
 		storage.CountError(m.env.Ctx, "outbound_holds", err)
 		m.env.Log.Error().Err(err).Msg(fmt.Sprintf("reading the held outbounds failed; no lane starts until it works (tried again every %v; check the database)", RescanInterval))
 	} else {
