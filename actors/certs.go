@@ -24,9 +24,9 @@ var certSeries struct {
 // the expiry of each certificate cfg names (config.CertExpiries), read now,
 // as the graph about to start reads them; the listeners and destinations
 // set their own series again when they load a renewed certificate
-// (tlsfiles). withAPI is false on a reload: the API loads its certificate
-// at the process's start only, so its series keeps the expiry of the
-// certificate it serves.
+// (tlsfiles), the API too. withAPI is false on a reload: the API loads its
+// certificate at the process's start (and then its renewals) only, so its
+// series keeps the expiry of the certificate it serves.
 func setCertMetrics(cfg *config.Config, withAPI bool) {
 	certSeries.Lock()
 	defer certSeries.Unlock()
@@ -40,22 +40,23 @@ func setCertMetrics(cfg *config.Config, withAPI bool) {
 		g := metrics.GetOrCreateGauge(name, nil)
 		g.Set(float64(c.NotAfter.Unix()))
 		next[name] = c.Kind
-		if c.Kind != "api" {
-			renewable[tlsfiles.Endpoint{Kind: c.Kind, Name: c.Name}] = g
-		}
+		renewable[tlsfiles.Endpoint{Kind: c.Kind, Name: c.Name}] = g
 	}
-	// From now on a listener or a destination that loads its renewed
-	// certificate sets its series; one the reload took out sets none.
-	tlsfiles.TrackExpiry(renewable)
 	for name, kind := range certSeries.names {
 		if _, kept := next[name]; kept {
 			continue
 		}
 		if kind == "api" && !withAPI {
+			// Kept, and still set by the API's renewals.
 			next[name] = kind
+			renewable[tlsfiles.Endpoint{Kind: "api", Name: "api"}] = metrics.GetOrCreateGauge(name, nil)
 			continue
 		}
 		metrics.UnregisterMetric(name)
 	}
 	certSeries.names = next
+	// From now on a listener, a destination or the API that loads its
+	// renewed certificate sets its series; one the reload took out sets
+	// none.
+	tlsfiles.TrackExpiry(renewable)
 }

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/actors"
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/internal/tlsfiles"
 	"github.com/messagefoundry/mf/leadership"
 	"github.com/messagefoundry/mf/storage"
 )
@@ -167,7 +169,8 @@ func TestAStartGivesItsConnectionsTheirSeriesAtZero(t *testing.T) {
 // at start and again at each reload (whose graph reads the files again):
 // what monitoring alerts on before peers refuse the handshakes. A reload
 // retires the series of an endpoint it took out, and keeps the API's, whose
-// certificate is loaded at the process's start only.
+// certificate is loaded at the process's start (and renewals from disk)
+// only.
 func TestCertificateExpiriesAreExported(t *testing.T) {
 	dir := t.TempDir()
 	p := enginetest.NewPKI(t, dir)
@@ -228,4 +231,11 @@ to = ["tls_out"]
 	if got := scrape(`mf_tls_cert_expiry_timestamp_seconds{kind="inbound"`); len(got) != 0 {
 		t.Errorf("after a reload that took the inbound's certificate out: %q", got)
 	}
+	// The API's certificate renewed on disk, as the API loads it (its
+	// handshakes take renewals): its series, kept by the reload, follows.
+	p.ServerCertValid(t, dir, "api", now.Add(-time.Hour), now.Add(120*24*time.Hour))
+	if _, err := tlsfiles.LoadPair(tlsfiles.Endpoint{Kind: "api", Name: "api"}, apiCert, apiKey, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
+	want("after the API's renewal", `mf_tls_cert_expiry_timestamp_seconds{kind="api",name="api"}`, now.Add(120*24*time.Hour))
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -324,5 +325,46 @@ func TestSkipOfARowBehindItsLaneHeadIsRefused(t *testing.T) {
 	}
 	if lanes, err := v.e.Store.QueueLanes(ctx); err != nil || len(lanes) != 0 {
 		t.Fatalf("lanes after skipping every row: %+v, %v; want none", lanes, err)
+	}
+}
+
+// The API's certificate renewed on disk (certbot, a PKI agent) is what the
+// next handshake presents, without a restart, as a listener's is: it was
+// read at start only, and served until it expired, when every monitoring
+// client and operator tool was refused.
+func TestARenewedAPICertificateIsServedWithoutARestart(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	dir := t.TempDir()
+	p := enginetest.NewPKI(t, dir)
+	now := time.Now().Truncate(time.Second)
+	cert, key := p.ServerCertValid(t, dir, "api", now.Add(-time.Hour), now.Add(20*24*time.Hour))
+	cfg, err := config.Parse([]byte("[api]\nlisten = \""+addr+"\"\ntls_cert = \""+cert+"\"\ntls_key = \""+key+"\"\n"), "tls.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := api.New(api.Options{Config: cfg, Log: zerolog.Nop()})
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.Pool, MinVersion: tls.VersionTLS12}, DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	served := func() *x509.Certificate {
+		t.Helper()
+		resp, err := client.Get("https://" + addr + "/health")
+		if err != nil {
+			t.Fatalf("GET https /health: %v", err)
+		}
+		resp.Body.Close()
+		return resp.TLS.PeerCertificates[0]
+	}
+	first := served()
+	p.ServerCertValid(t, dir, "api", now.Add(-time.Hour), now.Add(90*24*time.Hour))
+	var got *x509.Certificate
+	enginetest.WaitFor(t, "a handshake presenting the renewed certificate", 10*time.Second, func() bool {
+		got = served()
+		return got.SerialNumber.Cmp(first.SerialNumber) != 0
+	})
+	if !got.NotAfter.Equal(now.Add(90 * 24 * time.Hour)) {
+		t.Fatalf("the certificate served after the renewal expires %v; want the renewed one's %v", got.NotAfter, now.Add(90*24*time.Hour))
 	}
 }

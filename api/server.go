@@ -10,7 +10,7 @@ package api
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
+
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -30,6 +30,7 @@ import (
 	"github.com/messagefoundry/mf/actors"
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/internal/accept"
+	"github.com/messagefoundry/mf/internal/tlsfiles"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -56,11 +57,15 @@ type Server struct {
 	limits limits
 	http   *http.Server
 	conns  *connCap
-	// cert is the API's own certificate (tls_cert), nil without TLS: a
-	// failed handshake says when it is out of its dates. Set before the
-	// server serves.
-	cert *x509.Certificate
-	ln   net.Listener
+	// cert is the API's own certificate and key (tls_cert, tls_key) as on
+	// disk, nil without TLS: a renewal is served from the next handshake,
+	// and a failed handshake says when it is out of its dates. Set before
+	// the server serves.
+	cert *tlsfiles.Pair
+	// stopLooks ends the looks at cert between handshakes (Start), once.
+	stopLooks chan struct{}
+	stopOnce  sync.Once
+	ln        net.Listener
 	// laneHash names lanes for tokens without MESSAGE_READ.
 	laneHash laneHasher
 	// unready and unscraped count the failed store calls of GET /ready
@@ -244,8 +249,8 @@ func (l serverLog) Write(p []byte) (int, error) {
 	} else if strings.HasPrefix(msg, "http: TLS handshake error") && l.s.cert != nil {
 		// A client refuses an expired certificate of the API's, and its
 		// alert ("bad certificate") names none.
-		if why := config.CertOutOfDate(l.s.cert, time.Now()); why != "" {
-			msg += "; the API's own certificate (tls_cert " + l.s.o.Config.API.TLSCert + ") " + why + ", which clients refuse: renew it, then restart mf run"
+		if why := config.CertOutOfDate(l.s.cert.Leaf(), time.Now()); why != "" {
+			msg += "; the API's own certificate (tls_cert " + l.s.o.Config.API.TLSCert + ") " + why + ", which clients refuse: renew it (the next handshake takes the renewed files, no restart needed)"
 		}
 	}
 	l.log.WithLevel(level).Str("component", "api").Msg(msg)
@@ -263,12 +268,28 @@ func (s *Server) Start() error {
 		// Loaded before the port is bound: loaded by ServeTLS, in the
 		// serving goroutine, a pair that failed left the port bound and
 		// accepting connections that nobody answered.
-		cert, err := tls.LoadX509KeyPair(a.TLSCert, a.TLSKey)
+		cert, err := tlsfiles.LoadPair(tlsfiles.Endpoint{Kind: "api", Name: "api"}, a.TLSCert, a.TLSKey, s.o.Log.With().Str("component", "api").Logger())
 		if err != nil {
 			return fmt.Errorf("load [api] tls_cert and tls_key: %w", err)
 		}
-		s.http.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
-		s.cert = cert.Leaf
+		s.http.TLSConfig = &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert.Certificate(), nil }}
+		s.cert = cert
+		// A look between handshakes too, as a listener's: a client that
+		// keeps its connection (Prometheus) makes none for hours, and the
+		// expiry series would say the old certificate's date meanwhile.
+		s.stopLooks = make(chan struct{})
+		go func() {
+			t := time.NewTicker(tlsfiles.IdleLook)
+			defer t.Stop()
+			for {
+				select {
+				case <-s.stopLooks:
+					return
+				case <-t.C:
+					cert.Certificate()
+				}
+			}
+		}()
 	}
 	ln, err := net.Listen("tcp", a.Listen)
 	if err != nil {
@@ -302,7 +323,12 @@ func (s *Server) Start() error {
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Shutdown stops the server, letting requests in flight finish.
-func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.stopLooks != nil {
+		s.stopOnce.Do(func() { close(s.stopLooks) })
+	}
+	return s.http.Shutdown(ctx)
+}
 
 // jsonAnswers makes the answers the mux writes itself JSON like every
 // other: a redirect to the cleaned path (GET //health: 307 to /health, with
