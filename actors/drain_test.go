@@ -288,7 +288,7 @@ func TestACleanStopHoldsTheLeaseUntilTheDeliveryInHandIsDone(t *testing.T) {
 	if n.dest.abandoned.Load() {
 		t.Fatal("the delivery in hand was abandoned")
 	}
-	if lanes, err := n.admin.QueueLanes(bg); err != nil || len(lanes) != 0 {
+	if lanes, err := n.admin.QueueLanes(bg, storage.QueueLanesParams{}); err != nil || len(lanes) != 0 {
 		t.Fatalf("lanes with work after the drain: %+v, %v; want the delivery recorded done", lanes, err)
 	}
 	l, err := n.admin.LeaseRead(bg)

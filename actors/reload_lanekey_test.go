@@ -303,7 +303,7 @@ func TestAFencedRelaneStartsNoGraph(t *testing.T) {
 			if n := strings.Count(e.logs.String(), "graph started"); n != 1 {
 				t.Fatalf("the graph started %d times; want once, before the reload", n)
 			}
-			ls, err := st.QueueLanes(context.Background())
+			ls, err := st.QueueLanes(context.Background(), storage.QueueLanesParams{})
 			if err != nil || len(ls) != 1 || ls[0].Lane != "emr" {
 				t.Fatalf("lanes after a fenced move: %+v, %v; want the row still in lane emr", ls, err)
 			}

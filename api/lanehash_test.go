@@ -161,8 +161,8 @@ func TestViewerLanesWaitForTheKey(t *testing.T) {
 // ages come out negative.
 type clockSteppedBackStore struct{ storage.Store }
 
-func (s clockSteppedBackStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
-	ls, err := s.Store.QueueLanes(ctx)
+func (s clockSteppedBackStore) QueueLanes(ctx context.Context, p storage.QueueLanesParams) ([]storage.LaneSummary, error) {
+	ls, err := s.Store.QueueLanes(ctx, p)
 	for i := range ls {
 		ls[i].HeadAge -= time.Hour
 	}

@@ -295,7 +295,7 @@ func TestSkipOfARowBehindItsLaneHeadIsRefused(t *testing.T) {
 	}
 	lane := func() storage.LaneSummary {
 		t.Helper()
-		lanes, err := v.e.Store.QueueLanes(ctx)
+		lanes, err := v.e.Store.QueueLanes(ctx, storage.QueueLanesParams{})
 		if err != nil || len(lanes) != 1 {
 			t.Fatalf("lanes: %+v, %v; want the one lane", lanes, err)
 		}
@@ -323,7 +323,7 @@ func TestSkipOfARowBehindItsLaneHeadIsRefused(t *testing.T) {
 			t.Fatalf("skip of row %d, its lane's head now: %d %s; want 200", id, code, body)
 		}
 	}
-	if lanes, err := v.e.Store.QueueLanes(ctx); err != nil || len(lanes) != 0 {
+	if lanes, err := v.e.Store.QueueLanes(ctx, storage.QueueLanesParams{}); err != nil || len(lanes) != 0 {
 		t.Fatalf("lanes after skipping every row: %+v, %v; want none", lanes, err)
 	}
 }

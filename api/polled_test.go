@@ -66,11 +66,11 @@ func TestPolledEndpointsLogADatabaseAwayWhenItStartsAndEnds(t *testing.T) {
 	}
 }
 
-func (s *awayStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
+func (s *awayStore) QueueLanes(ctx context.Context, p storage.QueueLanesParams) ([]storage.LaneSummary, error) {
 	if s.away.Load() {
 		return nil, errAway
 	}
-	return s.Store.QueueLanes(ctx)
+	return s.Store.QueueLanes(ctx, p)
 }
 
 func (s *awayStore) MessageRead(ctx context.Context, id int64) (storage.MessageDetail, error) {

@@ -556,7 +556,7 @@ func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	held := heldOutbounds(holds)
-	ls, err := s.o.Store.QueueLanes(ctx)
+	ls, err := s.o.Store.QueueLanes(ctx, storage.QueueLanesParams{})
 	if err != nil {
 		s.storeFailed(w, "queue lanes", err)
 		return

@@ -32,7 +32,7 @@ func (silentStore) LeaseRead(ctx context.Context) (storage.Lease, error) {
 	return storage.Lease{}, ctx.Err()
 }
 
-func (silentStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
+func (silentStore) QueueLanes(ctx context.Context, _ storage.QueueLanesParams) ([]storage.LaneSummary, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }

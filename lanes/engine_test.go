@@ -59,7 +59,7 @@ lane_key = "PID-3.1"
 
 	var blocked storage.LaneSummary
 	enginetest.WaitFor(t, "lane emr/P1 to be blocked and P2 delivered", 10*time.Second, func() bool {
-		lanes, err := e.Store.QueueLanes(context.Background())
+		lanes, err := e.Store.QueueLanes(context.Background(), storage.QueueLanesParams{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ to = ["emr"]
 		t.Fatalf("the destination got %s; want NE1,ER-BAD,ER-OK,NE2,AL1, once each", g)
 	}
 	enginetest.WaitFor(t, "every row done", 10*time.Second, func() bool {
-		lanes, err := e.Store.QueueLanes(context.Background())
+		lanes, err := e.Store.QueueLanes(context.Background(), storage.QueueLanesParams{})
 		return err == nil && len(lanes) == 0
 	})
 	var warned string

@@ -152,7 +152,7 @@ func (c *countingStore) floorsOf(id int64) []int64 {
 	return append([]int64(nil), c.floors[id]...)
 }
 
-func (c *countingStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
+func (c *countingStore) QueueLanes(ctx context.Context, p storage.QueueLanesParams) ([]storage.LaneSummary, error) {
 	c.lanesCalls.Add(1)
 	in := c.lanesIn.Add(1)
 	defer c.lanesIn.Add(-1)
@@ -169,7 +169,7 @@ func (c *countingStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, 
 	if c.hideLanes.Load() {
 		return nil, nil
 	}
-	return c.Store.QueueLanes(ctx)
+	return c.Store.QueueLanes(ctx, p)
 }
 
 func (c *countingStore) QueueComplete(ctx context.Context, p storage.QueueCompleteParams) error {

@@ -734,7 +734,7 @@ func (m *Manager) rescan(ctx actor.Context) {
 			r.holds, r.err = m.env.Store.OutboundHolds(m.env.Ctx)
 			if r.err == nil {
 				r.op = "queue_lanes"
-				r.lanes, r.err = m.env.Store.QueueLanes(m.env.Ctx)
+				r.lanes, r.err = m.env.Store.QueueLanes(m.env.Ctx, storage.QueueLanesParams{})
 			}
 		}
 		root.Send(self, r)

@@ -215,7 +215,7 @@ func TestARelaneCutShortIsFinishedByTheNextGraphWhateverItsLaneKey(t *testing.T)
 	if _, err := Relane(ctx, st, storage.Fence{}, oldCfg, oldRouter); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := st.QueueLanes(ctx)
+	ls, err := st.QueueLanes(ctx, storage.QueueLanesParams{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func TestARestartWithAnotherLaneKeyKeepsAPatientsMessagesInOrder(t *testing.T) {
 			send(t, listen, msg("FIRST", "P1", "POISON"))
 			var first storage.LaneSummary
 			enginetest.WaitFor(t, "the first ADT to block its lane", 10*time.Second, func() bool {
-				ls, err := e.Store.QueueLanes(context.Background())
+				ls, err := e.Store.QueueLanes(context.Background(), storage.QueueLanesParams{})
 				if err != nil || len(ls) != 1 || !ls[0].Blocked() {
 					return false
 				}
@@ -135,7 +135,7 @@ func TestARestartWithAnotherLaneKeyKeepsAPatientsMessagesInOrder(t *testing.T) {
 				if len(dest.received()) > 0 {
 					return true
 				}
-				ls, err := e.Store.QueueLanes(context.Background())
+				ls, err := e.Store.QueueLanes(context.Background(), storage.QueueLanesParams{})
 				return err == nil && len(ls) == 1 && ls[0].Depth == 2 && ls[0].Blocked()
 			})
 			if got := dest.received(); len(got) > 0 {

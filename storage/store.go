@@ -200,8 +200,16 @@ type Store interface {
 	// whose lease has expired, and returns how many. When it re-pends any,
 	// it bumps the QueueVersionName version in the same transaction.
 	QueueReclaimExpired(ctx context.Context, p QueueReclaimExpiredParams) (int64, error)
-	// QueueLanes lists the lanes that have pending or in-flight rows.
-	QueueLanes(ctx context.Context) ([]LaneSummary, error)
+	// QueueLanes lists the lanes that have pending or in-flight rows, in
+	// the store's order of lane names: those after p.After, at most
+	// p.Limit of them (0: every one). A page is one statement that reads
+	// only its own lanes' rows (a walk of mf_queue_lane_head), so the
+	// first page of a large backlog comes at once; the next page starts
+	// after the last lane's name. A walk of pages, like a listing with no
+	// Limit (a walk of LanesPage pages), lists each lane that has work
+	// from its start to its end once; a lane that gains or loses its work
+	// meanwhile may or may not be listed.
+	QueueLanes(ctx context.Context, p QueueLanesParams) ([]LaneSummary, error)
 	// QueueStats counts the unfinished and dead queue rows by destination
 	// and status, and the held ones among them.
 	QueueStats(ctx context.Context) ([]QueueStat, error)
@@ -978,6 +986,40 @@ type QueueRecoverForeignParams struct {
 // QueueReclaimExpiredParams are the arguments of Store.QueueReclaimExpired.
 type QueueReclaimExpiredParams struct {
 	Fence Fence
+}
+
+// QueueLanesParams are the arguments of Store.QueueLanes.
+type QueueLanesParams struct {
+	// After is the last lane of the previous page ("": from the first).
+	After string
+	// Limit bounds the page; 0 lists every lane.
+	Limit int
+}
+
+// LanesPage is how many lanes one statement of a listing with no Limit
+// reads (Store.QueueLanes).
+const LanesPage = 5000
+
+// AllLanes lists every lane with work through page, a dialect's one-page
+// QueueLanes, a LanesPage at a time. On PostgreSQL, with 500,000 unfinished
+// rows in 50,000 lanes, the whole listing as one statement was a hash
+// aggregate of every row, a hash join of the heads and a sort spilled to
+// disk (0.73 to 0.93 s); walked in pages of the lane head index, 0.45 to
+// 0.61 s (bench/backlogfailover -explain).
+func AllLanes(ctx context.Context, page func(context.Context, QueueLanesParams) ([]LaneSummary, error)) ([]LaneSummary, error) {
+	var out []LaneSummary
+	p := QueueLanesParams{Limit: LanesPage}
+	for {
+		ls, err := page(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ls...)
+		if len(ls) < p.Limit {
+			return out, nil
+		}
+		p.After = ls[len(ls)-1].Lane
+	}
 }
 
 // LaneSummary describes one lane with work.

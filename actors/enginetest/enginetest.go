@@ -252,9 +252,9 @@ func (f *FaultStore) ConfigVersionRead(ctx context.Context, p storage.ConfigVers
 }
 
 // QueueLanes implements storage.Store.
-func (f *FaultStore) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
+func (f *FaultStore) QueueLanes(ctx context.Context, p storage.QueueLanesParams) ([]storage.LaneSummary, error) {
 	f.listedAt.Store(f.versionRead.Load())
-	return f.Store.QueueLanes(ctx)
+	return f.Store.QueueLanes(ctx, p)
 }
 
 // LanesListedAt is the queue version (storage.QueueVersionName) the lane

@@ -373,7 +373,7 @@ func measure(path string, rate, size int, retention time.Duration, analyze bool)
 	if err := timed("QueueStats (/metrics)", 5, func() error { _, err := s.QueueStats(ctx); return err }); err != nil {
 		return err
 	}
-	if err := timed("QueueLanes (/lanes)", 5, func() error { _, err := s.QueueLanes(ctx); return err }); err != nil {
+	if err := timed("QueueLanes (/lanes)", 5, func() error { _, err := s.QueueLanes(ctx, storage.QueueLanesParams{}); return err }); err != nil {
 		return err
 	}
 	plans(ctx, db, "(no statistics)")

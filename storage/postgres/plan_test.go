@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // An operator's skip checks that no row of the lane is ahead of its row. That
@@ -14,39 +16,12 @@ import (
 // was planned there as an anti join that read every entry of the index, with
 // the lane only as a join filter.
 func TestSkipHeadCheckSeeksTheLaneHeadIndex(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s := openMigrated(t, ctx, 1)
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _, _ = conn.Exec(context.Background(), "RESET plan_cache_mode; DEALLOCATE ALL") }()
+	ctx, conn := genericPlans(t)
 	for name, args := range map[string]string{"queue_skip": "(1, 'x')", "queue_skip_refused": "(1)"} {
 		if _, err := conn.Exec(ctx, "PREPARE plan_"+name+" AS "+queries.Get(name)); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		rows, err := conn.Query(ctx, "EXPLAIN EXECUTE plan_"+name+args)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			plan = append(plan, line)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		text := strings.Join(plan, "\n")
+		text := explained(t, ctx, conn, "EXPLAIN EXECUTE plan_"+name+args)
 		if !strings.Contains(text, "Scan using mf_queue_lane_head") || !strings.Contains(text, "Index Cond: ((lane = ") ||
 			strings.Contains(text, "Seq Scan") || strings.Contains(text, "Bitmap") {
 			t.Errorf("%s's generic plan on an empty queue does not seek mf_queue_lane_head by lane:\n%s", name, text)
@@ -60,18 +35,7 @@ func TestSkipHeadCheckSeeksTheLaneHeadIndex(t *testing.T) {
 // received_at, which a LIMIT can make look cheap, reads every newer message
 // first; a sequential scan reads them all.
 func TestSearchWalksTheReceivedAtIndex(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s := openMigrated(t, ctx, 1)
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _, _ = conn.Exec(context.Background(), "RESET plan_cache_mode; DEALLOCATE ALL") }()
+	ctx, conn := genericPlans(t)
 	// A month of messages, as statistics see it: the plans below are made
 	// for a table whose received_at follows its id.
 	if _, err := conn.Exec(ctx, `INSERT INTO mf_messages (inbound, received_at, control_id, payload, status)
@@ -89,26 +53,87 @@ SELECT 'adt_in', now() - interval '30 days' + i * interval '30 days' / 200000, '
 		"(now() - interval '1 day', 'infinity', 'ABC123', '', '', 9223372036854775807, 51)",
 		"(now() - interval '11 days', now() - interval '10 days', '', 'adt_in', 'routed', 12345, 1001)",
 	} {
-		rows, err := conn.Query(ctx, "EXPLAIN EXECUTE plan_search"+args)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		text := strings.Join(plan, "\n")
+		text := explained(t, ctx, conn, "EXPLAIN EXECUTE plan_search"+args)
 		if !strings.Contains(text, "Index Scan Backward using mf_messages_received_at on mf_messages m") || !strings.Contains(text, "Cond: ((received_at >= $1) AND (received_at < $2)") ||
 			strings.Contains(text, "Seq Scan") || strings.Contains(text, "mf_messages_pkey on mf_messages m") {
 			t.Errorf("the search's generic plan does not read mf_messages through mf_messages_received_at over its window:\n%s", text)
 		}
 	}
+}
+
+// A page of the lane listing (queue_lanes) must walk mf_queue_lane_head in
+// lane order and stop at its limit, in the generic plan a prepared
+// statement keeps too: a hash aggregate or a sort reads every unfinished row
+// for any page, and the lane manager's first page after a promotion (the
+// first claims wait for it) would cost as much as the whole listing.
+func TestLanePageWalksTheLaneHeadIndex(t *testing.T) {
+	ctx, conn := genericPlans(t)
+	// A backlog, as statistics see it: 20,000 unfinished rows in 2,000 lanes.
+	for _, q := range []string{
+		`INSERT INTO mf_messages (inbound, control_id, payload, status)
+SELECT 'in', 'C' || i, '\x00', 'routed' FROM generate_series(1, 20000) i`,
+		`INSERT INTO mf_queue (message_id, destination, lane) SELECT id, 'lab', 'lab/' || (id % 2000) FROM mf_messages`,
+		`ANALYZE mf_queue`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, phase := range []string{"on a backlog", "on an empty queue"} {
+		if phase == "on an empty queue" {
+			if _, err := conn.Exec(ctx, "DEALLOCATE plan_lanes; DELETE FROM mf_queue; ANALYZE mf_queue"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := conn.Exec(ctx, "PREPARE plan_lanes AS "+queries.Get("queue_lanes")); err != nil {
+			t.Fatal(err)
+		}
+		text := explained(t, ctx, conn, "EXPLAIN EXECUTE plan_lanes('lab/5', 1000)")
+		if !strings.Contains(text, "Scan using mf_queue_lane_head") || !strings.Contains(text, "GroupAggregate") ||
+			strings.Contains(text, "Seq Scan") || strings.Contains(text, "HashAggregate") || strings.Contains(text, "Sort") {
+			t.Errorf("queue_lanes's generic plan %s does not walk mf_queue_lane_head in lane order:\n%s", phase, text)
+		}
+	}
+}
+
+// genericPlans gives a connection to a fresh migrated store on which every
+// prepared statement gets a generic plan, as one pgx keeps may; the test's
+// own PREPAREs are forgotten when it ends.
+func genericPlans(t *testing.T) (context.Context, *pgxpool.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	s := openMigrated(t, ctx, 1)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "RESET plan_cache_mode; DEALLOCATE ALL") })
+	return ctx, conn
+}
+
+// explained runs stmt, an EXPLAIN, and returns the plan's lines as one text.
+func explained(t *testing.T, ctx context.Context, conn *pgxpool.Conn, stmt string) string {
+	t.Helper()
+	rows, err := conn.Query(ctx, stmt)
+	if err != nil {
+		t.Fatalf("%s: %v", stmt, err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+		plan = append(plan, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", stmt, err)
+	}
+	return strings.Join(plan, "\n")
 }

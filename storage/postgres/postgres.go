@@ -1142,8 +1142,11 @@ func (s *Store) repend(ctx context.Context, op string, f storage.Fence, args ...
 }
 
 // QueueLanes implements storage.Store.
-func (s *Store) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
-	rows, err := s.pool.Query(ctx, queries.Get("queue_lanes"))
+func (s *Store) QueueLanes(ctx context.Context, p storage.QueueLanesParams) ([]storage.LaneSummary, error) {
+	if p.Limit <= 0 {
+		return storage.AllLanes(ctx, s.QueueLanes)
+	}
+	rows, err := s.pool.Query(ctx, queries.Get("queue_lanes"), p.After, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: queue lanes: %w", explain(err))
 	}

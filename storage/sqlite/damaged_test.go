@@ -64,7 +64,7 @@ func TestADamagedStoreAcceptsNothingMore(t *testing.T) {
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("ping before any read met the damage: %v", err)
 	}
-	if _, err := s.QueueLanes(ctx); err == nil {
+	if _, err := s.QueueLanes(ctx, storage.QueueLanesParams{}); err == nil {
 		t.Fatal("listing lanes of a queue whose root page is damaged: <nil>; want SQLite's malformed error")
 	}
 	unrouted := msg("2")

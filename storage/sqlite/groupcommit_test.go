@@ -80,7 +80,7 @@ func TestWritesAreGroupCommittedAndFailAlone(t *testing.T) {
 			}
 		}
 	}
-	lanes, err := s.QueueLanes(ctx)
+	lanes, err := s.QueueLanes(ctx, storage.QueueLanesParams{})
 	if err != nil {
 		t.Fatal(err)
 	}

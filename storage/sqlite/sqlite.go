@@ -1422,8 +1422,11 @@ func (s *Store) QueueReclaimExpired(ctx context.Context, p storage.QueueReclaimE
 }
 
 // QueueLanes implements storage.Store.
-func (s *Store) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
-	rows, err := s.db.QueryContext(ctx, queries.Get("queue_lanes"))
+func (s *Store) QueueLanes(ctx context.Context, p storage.QueueLanesParams) ([]storage.LaneSummary, error) {
+	if p.Limit <= 0 {
+		return storage.AllLanes(ctx, s.QueueLanes)
+	}
+	rows, err := s.db.QueryContext(ctx, queries.Get("queue_lanes"), p.After, p.Limit)
 	if err != nil {
 		return nil, s.wrap("queue lanes", err)
 	}

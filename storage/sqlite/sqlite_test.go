@@ -162,7 +162,7 @@ func TestTwoHandlesWriteWithoutBusyErrors(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	lanes, err := b.QueueLanes(ctx)
+	lanes, err := b.QueueLanes(ctx, storage.QueueLanesParams{})
 	if err != nil || len(lanes) != 1 || lanes[0].Depth != 8*25*5 {
 		t.Fatalf("lanes %+v, %v; want one lane of %d rows", lanes, err, 8*25*5)
 	}

@@ -202,7 +202,7 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 	_ = s.QueueSkip(ctx, storage.QueueSkipParams{ID: 7, Reason: "x"})
 	_, _ = s.QueueRecoverForeign(ctx, storage.QueueRecoverForeignParams{Fence: f, Owner: "node-a"})
 	_, _ = s.QueueReclaimExpired(ctx, storage.QueueReclaimExpiredParams{Fence: f})
-	_, _ = s.QueueLanes(ctx)
+	_, _ = s.QueueLanes(ctx, storage.QueueLanesParams{After: "lab/1", Limit: 1000})
 	_, _ = s.QueueStats(ctx)
 	_, _ = s.ConfigVersionBump(ctx, storage.ConfigVersionBumpParams{})
 	_, _ = s.ConfigVersionRead(ctx, storage.ConfigVersionReadParams{})

@@ -1059,11 +1059,14 @@ func bumpVersion(ctx context.Context, q interface {
 }
 
 // QueueLanes implements storage.Store.
-func (s *Store) QueueLanes(ctx context.Context) ([]storage.LaneSummary, error) {
+func (s *Store) QueueLanes(ctx context.Context, p storage.QueueLanesParams) ([]storage.LaneSummary, error) {
+	if p.Limit <= 0 {
+		return storage.AllLanes(ctx, s.QueueLanes)
+	}
 	var out []storage.LaneSummary
 	err := retryDeadlocks(ctx, func() error {
 		out = nil
-		rows, err := s.db.QueryContext(ctx, queries.Get("queue_lanes"))
+		rows, err := s.db.QueryContext(ctx, queries.Get("queue_lanes"), sql.Named("after", p.After), sql.Named("limit", p.Limit))
 		if err != nil {
 			return err
 		}

@@ -214,7 +214,7 @@ func (h *harness) snapshot(msgIDs []int64) snapshot {
 		s.Messages[id] = d
 	}
 	var err error
-	if s.Lanes, err = h.s.QueueLanes(h.ctx); err != nil {
+	if s.Lanes, err = h.s.QueueLanes(h.ctx, storage.QueueLanesParams{}); err != nil {
 		h.t.Fatalf("lanes: %v", err)
 	}
 	for i := range s.Lanes {
@@ -406,7 +406,7 @@ func testIngestAtomic(t *testing.T, h *harness) {
 	if !errors.Is(err, storage.ErrRefused) || errors.Is(err, storage.ErrFenced) || strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("ingest of a value the schema refuses: %v; want ErrRefused, without the value", err)
 	}
-	if lanes, err := h.s.QueueLanes(h.ctx); err != nil || len(lanes) != 0 {
+	if lanes, err := h.s.QueueLanes(h.ctx, storage.QueueLanesParams{}); err != nil || len(lanes) != 0 {
 		t.Fatalf("after the failed batch: lanes %+v, err %v; want none", lanes, err)
 	}
 

@@ -337,7 +337,7 @@ func testLanesAndStats(t *testing.T, h *harness) {
 	h.fill(zero, "ris", "A", 1)
 	h.mustClaim(zero, "lab/A", time.Minute, a[0])
 
-	lanes, err := h.s.QueueLanes(h.ctx)
+	lanes, err := h.s.QueueLanes(h.ctx, storage.QueueLanesParams{})
 	if err != nil {
 		t.Fatalf("lanes: %v", err)
 	}
@@ -381,6 +381,70 @@ func testLanesAndStats(t *testing.T, h *harness) {
 	}
 }
 
+// A walk of QueueLanes pages lists every lane with work once, in the order
+// of a listing of them all, with the same depths and heads: lanes whose
+// names differ only in trailing spaces or in case too (T-SQL compares
+// strings padded with spaces, so a keyset on the name alone stepped over
+// "lab/123 " after "lab/123"), and lanes of several destinations. The lane
+// manager starts lanes from the first page on (lanes/manager.go, rescan).
+func testLanePages(t *testing.T, h *harness) {
+	var batch []storage.NewMessage
+	for _, k := range []struct{ dest, key string }{
+		{"lab", "123"}, {"lab", "123 "}, {"lab", "P1"}, {"lab", "p1"}, {"lab ", "P1"}, {"Lab", "P1"},
+		{"ris", "A"}, {"ris", "B"}, {"ris", ""}, {"ris", "C"}, {"lab", "123"}, {"ris", "A"},
+	} {
+		batch = append(batch, msg(k.dest, k.key))
+	}
+	h.ingest(zero, batch...)
+	all, err := h.s.QueueLanes(h.ctx, storage.QueueLanesParams{})
+	if err != nil {
+		t.Fatalf("lanes: %v", err)
+	}
+	if len(all) != 10 {
+		t.Fatalf("QueueLanes listed %d lanes, want 10: %v", len(all), laneNames(all))
+	}
+	for _, limit := range []int{1, 2, 3, 10, 11} {
+		var walked []storage.LaneSummary
+		p := storage.QueueLanesParams{Limit: limit}
+		for pages := 0; ; pages++ {
+			if pages > len(all)+1 {
+				t.Fatalf("limit %d: the walk does not end (%d pages)", limit, pages)
+			}
+			page, err := h.s.QueueLanes(h.ctx, p)
+			if err != nil {
+				t.Fatalf("limit %d: page after %q: %v", limit, p.After, err)
+			}
+			if len(page) > limit {
+				t.Fatalf("limit %d: a page of %d lanes", limit, len(page))
+			}
+			walked = append(walked, page...)
+			if len(page) < limit {
+				break
+			}
+			p.After = page[len(page)-1].Lane
+		}
+		if len(walked) != len(all) {
+			t.Fatalf("limit %d: the pages listed %d lanes, want %d: %v", limit, len(walked), len(all), laneNames(walked))
+		}
+		for i := range all {
+			w, a := walked[i], all[i]
+			if w.Lane != a.Lane || w.Depth != a.Depth || w.Head.ID != a.Head.ID || w.Destination != a.Destination || w.Claimable != a.Claimable {
+				t.Fatalf("limit %d: lane %d of the pages is %q (depth %d, head %d), of the whole listing %q (depth %d, head %d); pages %v",
+					limit, i, w.Lane, w.Depth, w.Head.ID, a.Lane, a.Depth, a.Head.ID, laneNames(walked))
+			}
+		}
+	}
+}
+
+// laneNames lists ls's lane names (a failure's message).
+func laneNames(ls []storage.LaneSummary) []string {
+	names := make([]string, len(ls))
+	for i, l := range ls {
+		names[i] = l.Lane
+	}
+	return names
+}
+
 // Hold parks the head: its lane is blocked, and says so, until an operator
 // releases it (claimed again in place) or skips it (dead; the lane moves on).
 func testHoldReleaseSkip(t *testing.T, h *harness) {
@@ -395,7 +459,7 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 	h.mustNoWork(zero, "lab/P1")
 	lane := func() storage.LaneSummary {
 		t.Helper()
-		lanes, err := h.s.QueueLanes(h.ctx)
+		lanes, err := h.s.QueueLanes(h.ctx, storage.QueueLanesParams{})
 		if err != nil || len(lanes) != 1 {
 			t.Fatalf("lanes: %+v, %v", lanes, err)
 		}

@@ -61,6 +61,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Queue/VersionMovesWithWhatNoLaneIsToldOf", testQueueVersion},
 		{"Queue/ClaimChecks", testClaimChecks},
 		{"Queue/LanesAndStats", testLanesAndStats},
+		{"Queue/LanePagesListEveryLaneOnce", testLanePages},
 		{"Queue/LaneKeyRecordedPerDestination", testLaneKeyRecord},
 		{"Queue/RelaneMovesUnfinishedRowsInIDOrder", testRelane},
 		{"Outbound/HoldIsSharedIdempotentAndMovesTheQueueVersion", testOutboundHold},
@@ -229,7 +230,7 @@ func (h *harness) mustNotBeHead(what string, err error, id, head int64) {
 // listed.
 func (h *harness) laneDepths() (depth map[string]int64, listed int) {
 	h.t.Helper()
-	lanes, err := h.s.QueueLanes(h.ctx)
+	lanes, err := h.s.QueueLanes(h.ctx, storage.QueueLanesParams{})
 	if err != nil {
 		h.t.Fatal(err)
 	}

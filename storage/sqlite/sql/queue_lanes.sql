@@ -1,3 +1,7 @@
+-- A page of the lanes with work: those after ?1 in lane order, at most ?2
+-- (storage.Store.QueueLanes), walked in mf_queue_lane_head's (lane, id)
+-- order (its WHERE term repeated verbatim), so a page reads its own lanes'
+-- index entries only.
 -- The last column is the head's age in milliseconds on the database clock.
 SELECT q.lane, q.destination, d.depth,
        q.id, q.message_id, q.destination, q.lane, q.status, q.attempts, q.next_attempt_at,
@@ -9,7 +13,9 @@ SELECT q.lane, q.destination, d.depth,
        q.last_error_detail
   FROM (SELECT lane, count(*) AS depth, min(id) AS head_id
           FROM mf_queue
-         WHERE status IN ('pending', 'inflight')
-         GROUP BY lane) d
+         WHERE status IN ('pending', 'inflight') AND lane > ?1
+         GROUP BY lane
+         ORDER BY lane
+         LIMIT ?2) d
   JOIN mf_queue q ON q.id = d.head_id
- ORDER BY q.lane
+ ORDER BY d.lane
