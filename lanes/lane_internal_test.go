@@ -41,6 +41,11 @@ type countingStore struct {
 	// under way, lanesMax the most at once and lanesCalls them all.
 	lanesGate                                atomic.Pointer[chan struct{}]
 	lanesHeld, lanesIn, lanesMax, lanesCalls atomic.Int64
+	// laterPagesGate, when set, holds every QueueLanes call for a page
+	// after the first (After set) until it is closed; laterPagesHeld
+	// counts the calls that came to it.
+	laterPagesGate atomic.Pointer[chan struct{}]
+	laterPagesHeld atomic.Int64
 	// claimGate, when set, holds every QueueClaimNext call until it is
 	// closed; claimsHeld counts the calls that came to it.
 	claimGate  atomic.Pointer[chan struct{}]
@@ -160,6 +165,14 @@ func (c *countingStore) QueueLanes(ctx context.Context, p storage.QueueLanesPara
 	}
 	if gate := c.lanesGate.Load(); gate != nil {
 		c.lanesHeld.Add(1)
+		select {
+		case <-*gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if gate := c.laterPagesGate.Load(); gate != nil && p.After != "" {
+		c.laterPagesHeld.Add(1)
 		select {
 		case <-*gate:
 		case <-ctx.Done():

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -103,6 +105,82 @@ func TestASlowRescanHoldsUpNoLane(t *testing.T) {
 	if f.store.lanesIn.Load() != 1 {
 		t.Fatalf("the rescan ended early (%d under way)", f.store.lanesIn.Load())
 	}
+}
+
+// A new primary starts the lanes of its listing's first page as soon as
+// that page is read, not once every unfinished row has been (with 500,000
+// rows in 50,000 lanes on PostgreSQL its first claim came 1 to 4.5 s after
+// its graph started). Each lane still delivers its head first and its rows
+// in order: a claim always starts at the lane's head, whatever the listing
+// said. Here the listing's second page is held until the first page's
+// lanes have delivered everything; the lane on the second page then
+// delivers too.
+func TestLanesStartFromTheListingsFirstPage(t *testing.T) {
+	var mu sync.Mutex
+	var arrived []string // the control ids, in the order they came
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fields := strings.Split(string(body), "|")
+		if len(fields) > 9 {
+			mu.Lock()
+			arrived = append(arrived, fields[9])
+			mu.Unlock()
+		}
+	}))
+	t.Cleanup(dest.Close)
+	laneOf := func(i int) string { return fmt.Sprintf("K%05d", i) }
+	laterPages := make(chan struct{})
+	released := false
+	defer func() {
+		if !released {
+			close(laterPages)
+		}
+	}()
+	// One lane more than a page holds, two rows each, stored a round at a
+	// time: a lane's rows are not next to each other.
+	f := newLaneFixture(t, dest.URL, "", 0, func(c *countingStore) {
+		var msgs []storage.NewMessage
+		for _, round := range []string{"a", "b"} {
+			for i := range listingPage + 1 {
+				id := laneOf(i) + "-" + round
+				msgs = append(msgs, storage.NewMessage{Inbound: "adt_in", ControlID: id,
+					Payload: []byte("MSH|^~\\&|A|B|C|D|20261121||ADT^A01|" + id + "|P|2.5.1\rPID|1||" + laneOf(i) + "\r"),
+					Status:  storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "emr", Lane: "emr/" + laneOf(i)}}})
+			}
+		}
+		if _, err := c.MessageIngest(context.Background(), storage.MessageIngestParams{Messages: msgs}); err != nil {
+			t.Fatal(err)
+		}
+		c.laterPagesGate.Store(&laterPages)
+	})
+	defer f.system.Root.Stop(f.manager)
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(arrived) }
+	waitUntil(t, "the rows of the first page's lanes delivered", 60*time.Second, func() bool { return count() >= 2*listingPage })
+	// inOrder checks that lane i's rows came head first.
+	inOrder := func(i int) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		a, b := slices.Index(arrived, laneOf(i)+"-a"), slices.Index(arrived, laneOf(i)+"-b")
+		if a < 0 || b < a {
+			t.Fatalf("lane %s: its head arrived at %d, the row behind it at %d", laneOf(i), a, b)
+		}
+	}
+	for i := range listingPage {
+		inOrder(i)
+	}
+	last := laneOf(listingPage)
+	mu.Lock()
+	early := slices.ContainsFunc(arrived, func(id string) bool { return strings.HasPrefix(id, last) })
+	mu.Unlock()
+	if early || f.store.laterPagesHeld.Load() != 1 {
+		t.Fatalf("the listing's second page: asked %d times, its lane delivered %v; want asked once and held, nothing of its lane delivered yet",
+			f.store.laterPagesHeld.Load(), early)
+	}
+	close(laterPages)
+	released = true
+	waitUntil(t, "the second page's lane delivered", 30*time.Second, func() bool { return count() == 2*(listingPage+1) })
+	inOrder(listingPage)
 }
 
 // A rescan that began before a lane parked itself leaves the lane parked:
