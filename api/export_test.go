@@ -18,6 +18,7 @@ func NewWithLimitsDividedBy(o Options, div time.Duration) *Server {
 	l.idle /= div
 	l.storeRead /= div
 	l.storeScan /= div
+	l.statsMaxAge /= div
 	l.storeWrite /= div
 	return newServer(o, l)
 }

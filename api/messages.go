@@ -312,6 +312,7 @@ func (s *Server) messageResend(w http.ResponseWriter, r *http.Request) {
 		s.storeWriteFailed(w, "message resend", err)
 		return
 	}
+	s.stats.drop()
 	who := principalOf(r)
 	out := Resent{MessageID: id, Queue: []QueueRowSummary{}}
 	for i, qid := range ids {

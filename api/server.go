@@ -73,6 +73,8 @@ type Server struct {
 	// balancer, Prometheus): a database away is logged when it starts,
 	// once a minute while it lasts and when it ends, not at every poll.
 	unready, unscraped storage.Outage
+	// stats keeps the queue counts GET /metrics shows (queueStatsMaxAge).
+	stats statsCache
 	// unread follows the store reads behind GET /lanes, /messages/{id}
 	// and /cluster/nodes, which dashboards poll.
 	unread storage.Outage
@@ -166,6 +168,8 @@ type limits struct {
 	// backlog of a million rows in 100,000 lanes takes PostgreSQL 2 s, so
 	// it gets more, and still answers within the write timeout.
 	storeScan time.Duration
+	// statsMaxAge is queueStatsMaxAge (tests shorten it with the rest).
+	statsMaxAge time.Duration
 	// storeWrite bounds an operator's write (retry, skip, reload): longer,
 	// since SQLite lets a write wait its busy timeout (10 s) for the lock.
 	storeWrite time.Duration
@@ -182,6 +186,7 @@ var defaultLimits = limits{
 	maxHeaderBytes: 64 << 10,
 	storeRead:      5 * time.Second,
 	storeScan:      30 * time.Second,
+	statsMaxAge:    queueStatsMaxAge,
 	storeWrite:     15 * time.Second,
 }
 
@@ -712,6 +717,7 @@ func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action stri
 	err := do(ctx, id)
 	switch {
 	case err == nil:
+		s.stats.drop()
 		who := principalOf(r)
 		s.o.Log.Info().Int64("queue_id", id).Str("action", action).Str("token", who.name).Msg("operator action on a queue row")
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "action": action})
