@@ -2,10 +2,14 @@ package api
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"sync/atomic"
 
 	"github.com/messagefoundry/mf/storage"
@@ -38,18 +42,78 @@ type laneHasher struct {
 // not cached and the store cannot give it; the next call tries again. There
 // is no fallback to an unkeyed hash: that is what the key is for.
 func (h *laneHasher) hash(ctx context.Context, dest, lane string) (string, error) {
-	key := h.key.Load()
-	if key == nil {
-		fresh := make([]byte, laneHashKeyBytes)
-		rand.Read(fresh) // never fails: it crashes the program instead (Go 1.24 and later)
-		k, err := h.store.Secret(ctx, LaneHashSecret, fresh)
-		if err != nil {
-			return "", err
-		}
-		key = &k
-		h.key.Store(key)
+	key, err := h.keyOf(ctx)
+	if err != nil {
+		return "", err
 	}
-	mac := hmac.New(sha256.New, *key)
+	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte(lane))
 	return dest + "/#" + hex.EncodeToString(mac.Sum(nil)[:6]), nil
+}
+
+// keyOf returns the cluster's lane hash key, fetched from the store (or
+// made there) on first use.
+func (h *laneHasher) keyOf(ctx context.Context) ([]byte, error) {
+	if key := h.key.Load(); key != nil {
+		return *key, nil
+	}
+	fresh := make([]byte, laneHashKeyBytes)
+	rand.Read(fresh) // never fails: it crashes the program instead (Go 1.24 and later)
+	k, err := h.store.Secret(ctx, LaneHashSecret, fresh)
+	if err != nil {
+		return nil, err
+	}
+	h.key.Store(&k)
+	return k, nil
+}
+
+// errCursor is an after that no node of this cluster gave as next_after.
+var errCursor = errors.New("not a next_after this cluster gave")
+
+// cursorAEAD seals GET /lanes cursors under a key derived from the lane
+// hash key: a cursor names a lane, whose key a viewer must not read, and
+// any node of the cluster opens what another sealed.
+func (h *laneHasher) cursorAEAD(ctx context.Context) (cipher.AEAD, error) {
+	key, err := h.keyOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("mf GET /lanes cursor"))
+	block, err := aes.NewCipher(mac.Sum(nil))
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+// cursor is the next_after of a GET /lanes page whose last lane is lane:
+// the lane sealed (cursorAEAD), in URL-safe base64.
+func (h *laneHasher) cursor(ctx context.Context, lane string) (string, error) {
+	aead, err := h.cursorAEAD(ctx)
+	if err != nil {
+		return "", err
+	}
+	nonce := make([]byte, aead.NonceSize())
+	rand.Read(nonce)
+	return base64.RawURLEncoding.EncodeToString(aead.Seal(nonce, nonce, []byte(lane), nil)), nil
+}
+
+// lane opens a cursor: the lane the page it came with ended at. A cursor
+// not sealed by this cluster is errCursor; a store that cannot give the key,
+// its error.
+func (h *laneHasher) lane(ctx context.Context, cursor string) (string, error) {
+	aead, err := h.cursorAEAD(ctx)
+	if err != nil {
+		return "", err
+	}
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || len(b) < aead.NonceSize() {
+		return "", errCursor
+	}
+	lane, err := aead.Open(nil, b[:aead.NonceSize()], b[aead.NonceSize():], nil)
+	if err != nil {
+		return "", errCursor
+	}
+	return string(lane), nil
 }

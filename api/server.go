@@ -19,6 +19,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -552,7 +553,52 @@ type Lane struct {
 	OutboundHeld bool `json:"outbound_held,omitempty"`
 }
 
+// MaxLanesLimit bounds GET /lanes?limit=.
+const MaxLanesLimit = 10000
+
+// LanePage is GET /lanes?limit=N[&after=CURSOR]: up to limit lanes, in the
+// store's order of lane names, and the after of the next page (null on the
+// last).
+type LanePage struct {
+	Lanes     []Lane  `json:"lanes"`
+	NextAfter *string `json:"next_after"`
+}
+
+// lanes is GET /lanes: every lane with work, or with limit a page of them.
+// Without limit it reads every unfinished row (3 s and more for 500,000);
+// a page reads its own lanes' rows only. It reads limit and after alone:
+// other parameters are ignored, as they were before these existed.
 func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "the query string does not parse: "+err.Error())
+		return
+	}
+	limit, cursor := 0, ""
+	for _, name := range []string{"limit", "after"} {
+		switch vs := q[name]; {
+		case len(vs) == 0:
+			continue
+		case len(vs) > 1:
+			badParam(w, name, "given "+strconv.Itoa(len(vs))+" times; give it once")
+			return
+		case vs[0] == "":
+			badParam(w, name, "empty; leave it out for none")
+			return
+		case name == "limit":
+			n, ok := positive(w, "limit", vs[0], MaxLanesLimit)
+			if !ok {
+				return
+			}
+			limit = int(n)
+		default:
+			cursor = vs[0]
+		}
+	}
+	if cursor != "" && limit == 0 {
+		badParam(w, "after", "needs limit (after is the next_after of a page of limit lanes)")
+		return
+	}
 	ctx, cancel := storeCtx(r, s.limits.storeScan)
 	defer cancel()
 	holds, err := s.o.Store.OutboundHolds(ctx)
@@ -561,12 +607,35 @@ func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	held := heldOutbounds(holds)
-	ls, err := s.o.Store.QueueLanes(ctx, storage.QueueLanesParams{})
+	p := storage.QueueLanesParams{}
+	if limit > 0 {
+		p.Limit = limit + 1 // one more: is there a next page?
+	}
+	if cursor != "" {
+		if p.After, err = s.laneHash.lane(ctx, cursor); errors.Is(err, errCursor) {
+			badParam(w, "after", "not a next_after this cluster gave: pass the next_after of the page before unchanged")
+			return
+		} else if err != nil {
+			s.storeFailed(w, "lane hash key", err)
+			return
+		}
+	}
+	ls, err := s.o.Store.QueueLanes(ctx, p)
 	if err != nil {
 		s.storeFailed(w, "queue lanes", err)
 		return
 	}
 	s.readWorked()
+	var next *string
+	if limit > 0 && len(ls) > limit {
+		ls = ls[:limit]
+		c, err := s.laneHash.cursor(ctx, ls[limit-1].Lane)
+		if err != nil {
+			s.storeFailed(w, "lane hash key", err)
+			return
+		}
+		next = &c
+	}
 	who := principalOf(r)
 	phi := HasPermission(who.role, MessageRead)
 	out := []Lane{}
@@ -585,6 +654,10 @@ func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
 			HeadAge: max(0, l.HeadAge.Seconds()), Blocked: l.Blocked(), Attempts: l.Head.Attempts, LastError: lastError(l.Head, phi),
 			OutboundHeld: held[l.Destination],
 		})
+	}
+	if limit > 0 {
+		writeJSON(w, http.StatusOK, LanePage{Lanes: out, NextAfter: next})
+		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"lanes": out})
 }
