@@ -228,24 +228,29 @@ func run() error {
 	claimed := make(chan time.Time, 1)
 	if *store == "postgres" {
 		go firstClaim(ctx, dbURL, "node-"+next.name+"#", kill, claimed)
+	} else {
+		go firstClaimSQLite(filepath.Join(work, "mf.db"), kill, claimed)
 	}
 	bound, aa, err := firstAA(next.mllp, kill)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("(a) from the kill: port took a connection at %.2fs, first AA at %.2fs\n", bound.Sub(kill).Seconds(), aa.Sub(kill).Seconds())
-	printLog(next.log, kill)
-	if *store == "postgres" {
-		select {
-		case t := <-claimed:
-			fmt.Printf("(b) first row claimed by the new primary at %.2fs after the kill\n", t.Sub(kill).Seconds())
-		case <-time.After(60 * time.Second):
-			fmt.Println("(b) no row claimed by the new primary within 60 s of the kill")
+	graph := printLog(next.log, kill)
+	select {
+	case t := <-claimed:
+		after := ""
+		if !graph.IsZero() {
+			after = fmt.Sprintf(", %.2fs after its graph started", t.Sub(graph).Seconds())
 		}
+		fmt.Printf("(b) first row of the backlog claimed by the new primary at %.2fs after the kill%s\n", t.Sub(kill).Seconds(), after)
+	case <-time.After(60 * time.Second):
+		fmt.Println("(b) no row of the backlog claimed by the new primary within 60 s of the kill")
 	}
 
 	stopSample := make(chan struct{})
 	var peakRSS, peakLanes, peakGoroutines float64
+	var scrapes []time.Duration // the sampler's /metrics, every 250 ms
 	var sampled sync.WaitGroup
 	sampled.Add(1)
 	go func() {
@@ -259,7 +264,8 @@ func run() error {
 			if rss := rssOf(next.cmd.Process.Pid); rss > peakRSS {
 				peakRSS = rss
 			}
-			m, _ := scrape(next.api)
+			m, took := scrape(next.api)
+			scrapes = append(scrapes, took)
 			if v := metric(m, "mf_lanes_active"); v > peakLanes {
 				peakLanes = v
 			}
@@ -317,6 +323,7 @@ func run() error {
 	fmt.Printf("(d) drained %d rows in %.1fs: %.0f rows/s; unique %d, duplicates %d, reordered %d, lost %d\n",
 		want, drained.Seconds(), float64(want)/drained.Seconds(), u, dup, reord, lost)
 	fmt.Printf("(c) new primary: peak RSS %.0f MiB, most lane actors at once %.0f, most goroutines %.0f\n", peakRSS, peakLanes, peakGoroutines)
+	fmt.Printf("GET /metrics every 250 ms from the first claim on: %s\n", summary(scrapes))
 	fmt.Printf("probes during the drain: in_down (idle lanes of the draining destination) %s; in_up %s\n",
 		down.latencyAfter("PD", probes, back), up.latencyAfter("PU", probes, back))
 	return nil
@@ -523,7 +530,7 @@ func explainAll(ctx context.Context, url string) error {
 		args []any
 	}{
 		{"queue_recover_foreign", []any{""}},
-		{"queue_lanes", nil},
+		{"queue_lanes", []any{"", 1000}}, // the first page of the manager's listing
 		{"queue_stats", nil},
 		{"queue_claim_next", []any{"down/L0", "bench", 60, int64(0), 8}},
 	}
@@ -546,10 +553,98 @@ func explainAll(ctx context.Context, url string) error {
 		r.Close()
 		_ = tx.Rollback(ctx)
 	}
+	return timeListings(ctx, c, read("queue_lanes"))
+}
+
+// oneStatementListing is the lane listing as one statement, as it was
+// before the listing came in pages (build 684677f): timed against the walk
+// of pages that replaced it.
+const oneStatementListing = `SELECT q.lane, q.destination, d.depth, q.id, q.message_id, q.status, q.attempts, q.next_attempt_at,
+       q.lease_owner, q.lease_expires_at, q.last_error, q.created_at, q.updated_at, q.held,
+       EXTRACT(EPOCH FROM now() - q.created_at)::float8,
+       (q.status = 'pending' AND NOT q.held AND q.next_attempt_at <= now()) OR (q.status = 'inflight' AND q.lease_expires_at <= now()),
+       q.last_error_detail
+  FROM (SELECT lane, count(*) AS depth, min(id) AS head_id FROM mf_queue
+         WHERE status IN ('pending', 'inflight') GROUP BY lane) d
+  JOIN mf_queue q ON q.id = d.head_id
+ ORDER BY q.lane`
+
+// timeListings prints, three times each, how long the lane listing takes
+// as one statement, as a walk of pages of 5,000 (a listing with no limit:
+// GET /lanes), and its first page of 1,000 (what a new primary's first
+// lanes wait for), rows read and discarded.
+func timeListings(ctx context.Context, c *pgx.Conn, page string) error {
+	// drain reads a listing's rows and returns how many and the last lane.
+	drain := func(sql string, args ...any) (n int, last string, err error) {
+		r, err := c.Query(ctx, sql, args...)
+		if err != nil {
+			return 0, "", err
+		}
+		defer r.Close()
+		for r.Next() {
+			v, err := r.Values()
+			if err != nil {
+				return n, last, err
+			}
+			n++
+			last, _ = v[0].(string)
+		}
+		return n, last, r.Err()
+	}
+	for round := 1; round <= 3; round++ {
+		t := time.Now()
+		n, _, err := drain(oneStatementListing)
+		if err != nil {
+			return err
+		}
+		one := time.Since(t)
+		t, total, pages := time.Now(), 0, 0
+		for after := ""; ; {
+			k, last, err := drain(page, after, 5000)
+			if err != nil {
+				return err
+			}
+			total, pages, after = total+k, pages+1, last
+			if k < 5000 {
+				break
+			}
+		}
+		walk := time.Since(t)
+		t = time.Now()
+		first, _, err := drain(page, "", 1000)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("listing round %d: one statement %d lanes in %.3fs; %d pages of 5,000: %d lanes in %.3fs; first page of %d in %.1f ms\n",
+			round, n, one.Seconds(), pages, total, walk.Seconds(), first, time.Since(t).Seconds()*1000)
+	}
 	return nil
 }
 
-// firstClaim reports when a row is first in flight under owner (a prefix).
+// firstClaimSQLite is firstClaim for the node restarted on SQLite: a row
+// of the backlog in flight or done, written after the kill.
+func firstClaimSQLite(path string, kill time.Time, out chan<- time.Time) {
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		return
+	}
+	defer db.Close()
+	for time.Since(kill) < 60*time.Second {
+		var n int
+		if err := db.QueryRow(`SELECT count(*) FROM mf_queue WHERE id <= ? AND status IN ('inflight', 'done') AND updated_at > ?`,
+			*rows, kill.UnixMilli()).Scan(&n); err == nil && n > 0 {
+			out <- time.Now()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// firstClaim reports when a row of the backlog (ids 1 to -rows: not the
+// partner's probes, whose idle lanes are claimed at once) is first in flight
+// under owner (a prefix), or done over a second after the kill (a row
+// claimed and delivered between two looks; the dead node's last commits
+// come first).
 func firstClaim(ctx context.Context, url, owner string, kill time.Time, out chan<- time.Time) {
 	c, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -558,7 +653,9 @@ func firstClaim(ctx context.Context, url, owner string, kill time.Time, out chan
 	defer c.Close(ctx)
 	for time.Since(kill) < 60*time.Second {
 		var n int
-		if err := c.QueryRow(ctx, "SELECT count(*) FROM mf_queue WHERE status = 'inflight' AND lease_owner LIKE $1", owner+"%").Scan(&n); err == nil && n > 0 {
+		if err := c.QueryRow(ctx, `SELECT count(*) FROM mf_queue
+ WHERE id <= $2 AND ((status = 'inflight' AND lease_owner LIKE $1) OR (status = 'done' AND updated_at > $3))`,
+			owner+"%", *rows, kill.Add(time.Second)).Scan(&n); err == nil && n > 0 {
 			out <- time.Now()
 			return
 		}
@@ -878,9 +975,16 @@ func metric(text, name string) float64 {
 	return 0
 }
 
+// apiTimes times one GET of each path: /lanes whole and its first page of
+// 1,000, /metrics twice in a row (the second shares the first's read of the
+// queue counts, which a node keeps 5 s), then once more after those 5 s.
 func apiTimes(api int, when string) {
 	var parts []string
-	for _, path := range []string{"/cluster/status", "/lanes", "/metrics"} {
+	for _, path := range []string{"/cluster/status", "/lanes", "/lanes?limit=1000", "/metrics", "/metrics", "wait", "/metrics"} {
+		if path == "wait" {
+			time.Sleep(5 * time.Second)
+			continue
+		}
 		req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d%s", api, path), nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		t := time.Now()
@@ -897,12 +1001,12 @@ func apiTimes(api int, when string) {
 }
 
 // printLog prints the new primary's leadership and listener lines, timed
-// from the kill.
-func printLog(path string, kill time.Time) {
+// from the kill, and returns when its graph started (zero if not logged).
+func printLog(path string, kill time.Time) (graph time.Time) {
 	time.Sleep(200 * time.Millisecond)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return
+		return graph
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		var e map[string]any
@@ -918,5 +1022,9 @@ func printLog(path string, kill time.Time) {
 		if strings.Contains(msg, "leader") || strings.Contains(msg, "recover") || strings.Contains(msg, "listen") || strings.Contains(msg, "re-pended") || strings.Contains(msg, "graph") {
 			fmt.Printf("  log %+.3fs %s\n", t.Sub(kill).Seconds(), msg)
 		}
+		if strings.HasPrefix(msg, "graph started") && graph.IsZero() {
+			graph = t
+		}
 	}
+	return graph
 }
