@@ -158,3 +158,54 @@ func (n planNode) tableRows() (deleted, read float64) {
 	walk(n)
 	return deleted, read
 }
+
+// A purge call deletes in transactions of at most purgeChunk rows of each
+// table: the sweeper's 10,000 rows in one transaction held their row locks
+// (an operator's resend of one of them waits) and the fence's lock on the
+// lease row for the whole call, 2 to 7 s a call on an aged store
+// (bench/pgage), and left a vacuum nothing to reclaim until it committed.
+func TestAPurgeCallDeletesInTransactionsOfAThousandRows(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := openMigrated(t, ctx, 2)
+	const rows = 5 * purgeChunk
+	for _, q := range []string{
+		`INSERT INTO mf_messages (inbound, payload, status, received_at)
+		  SELECT 'in', '\x4d5348'::bytea, 'routed', now() - interval '30 days' + g * interval '1 second'
+		    FROM generate_series(1, ` + fmt.Sprint(rows) + `) g`,
+		`INSERT INTO mf_queue (message_id, destination, lane, status, updated_at)
+		  SELECT id, 'd', 'd/' || (id % 100), 'done', received_at FROM mf_messages`,
+		// Which transaction deleted each row.
+		`CREATE TABLE purge_log (tbl text, xid xid8)`,
+		`CREATE FUNCTION purge_log() RETURNS trigger LANGUAGE plpgsql AS $$
+		 BEGIN INSERT INTO purge_log VALUES (TG_TABLE_NAME, pg_current_xact_id()); RETURN OLD; END $$`,
+		`CREATE TRIGGER purge_log AFTER DELETE ON mf_queue FOR EACH ROW EXECUTE FUNCTION purge_log()`,
+		`CREATE TRIGGER purge_log AFTER DELETE ON mf_messages FOR EACH ROW EXECUTE FUNCTION purge_log()`,
+	} {
+		if _, err := s.pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := s.MessagePurge(ctx, storage.MessagePurgeParams{OlderThan: 7 * 24 * time.Hour, Limit: rows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.QueueRows != rows || res.Messages != rows {
+		t.Fatalf("purged %d queue rows and %d messages, want %d of each", res.QueueRows, res.Messages, rows)
+	}
+	tx, err := s.pool.Query(ctx, `SELECT tbl, count(*) FROM purge_log GROUP BY tbl, xid ORDER BY 2 DESC, 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type txRows struct {
+		Table string
+		Rows  int64
+	}
+	txs, err := pgx.CollectRows(tx, pgx.RowToStructByPos[txRows])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(txs) == 0 || txs[0].Rows > purgeChunk {
+		t.Fatalf("a purge of %d rows of each table deleted %v (rows of a table in one transaction, the largest first): want at most %d in each", rows, txs, purgeChunk)
+	}
+}
