@@ -117,7 +117,7 @@ func (s *sweeper) purge(ctx actor.Context) {
 	s.purged.QueueRows += r.QueueRows
 	s.purged.Messages += r.Messages
 	s.purged.Nodes += r.Nodes
-	if r.QueueRows < int64(purgeLimit) && r.Messages < int64(purgeLimit) {
+	if r.QueueRows < int64(purgeLimit) && r.Messages < int64(purgeLimit) && !r.More {
 		s.purgeDone()
 		return
 	}

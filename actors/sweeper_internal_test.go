@@ -159,3 +159,32 @@ func TestTheSweepersFailuresAreLoggedWhenTheyStartAndEnd(t *testing.T) {
 		t.Fatalf("%d failed sweeps logged in %d ERROR lines, want one, and one line when the sweep works again:\n%s", failed, n, got)
 	}
 }
+
+// morePurging is a store whose purge calls delete nothing and say there is
+// more to look at (More) until left reaches 0, as PostgreSQL's walk for
+// messages never queued does while it passes a backlog that still has
+// rows.
+type morePurging struct {
+	storage.Store
+	left  atomic.Int64
+	calls atomic.Int64
+}
+
+func (m *morePurging) MessagePurge(context.Context, storage.MessagePurgeParams) (storage.PurgeResult, error) {
+	m.calls.Add(1)
+	return storage.PurgeResult{More: m.left.Add(-1) >= 0}, nil
+}
+
+// A purge call that deletes less than a full batch but says it stopped at
+// its limit with more to look at is followed by another, as a full batch
+// is, not by the next hourly tick.
+func TestThePurgeCallsAgainWhileACallSaysMore(t *testing.T) {
+	first := purgeFirst
+	purgeFirst = 10 * time.Millisecond
+	t.Cleanup(func() { purgeFirst = first })
+	st, _ := oldMessages(t, 0)
+	store := &morePurging{Store: st}
+	store.left.Store(5)
+	startSweeper(t, store)
+	waitFor(t, "six purge calls (five said more)", time.Minute, func() bool { return store.calls.Load() >= 6 })
+}

@@ -791,6 +791,10 @@ type PurgeResult struct {
 	// cut-off (stopped or crashed; every restart with an automatic node id
 	// leaves one).
 	Nodes int64
+	// More says the call stopped at its limit with rows still to look at
+	// although it deleted less than a full batch (on PostgreSQL and SQL
+	// Server, the walk for messages that were never queued): call again.
+	More bool
 }
 
 // QueueClaimNextParams are the arguments of Store.QueueClaimNext.

@@ -57,6 +57,9 @@ type Options struct {
 	// Log receives a warning when the URL lets connections to a server on
 	// another host go unencrypted.
 	Log zerolog.Logger
+	// onNotice, when set, receives the server's notices (tests: the plans
+	// auto_explain sends).
+	onNotice pgconn.NoticeHandler
 }
 
 // Store is the PostgreSQL storage.Store.
@@ -152,6 +155,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		o.Log.Warn().Str("host", host).Str("sslmode", why).Msg(plaintextWarning)
 	} else if host := unverifiedRisk(cfg.ConnConfig); host != "" {
 		o.Log.Warn().Str("host", host).Msg(unverifiedWarning)
+	}
+	if o.onNotice != nil {
+		cfg.ConnConfig.OnNotice = o.onNotice
 	}
 	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && o.ApplicationName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = o.ApplicationName
@@ -882,45 +888,75 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 // 10,000 rows in one transaction held their row locks (a resend of one of
 // those messages waits for them) and the fence's lock on the lease row for
 // the whole call, 2 to 7 s a call on an aged store (bench/pgage).
+//
+// Each transaction deletes the messages of the queue rows it deleted, found
+// by id (message_purge_freed.sql). Once the finished rows are all gone, the
+// messages that never had one are found by a walk that goes on from where
+// the last one stopped (message_purge_walk.sql): the walk from the oldest
+// message past the cut-off went over every message whose rows were not all
+// finished (a destination blocked for weeks: all its backlog) at every call.
 func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) (storage.PurgeResult, error) {
 	var res storage.PurgeResult
 	limit := int64(p.Limit)
 	if limit <= 0 {
 		limit = storage.DefaultPurgeLimit
 	}
-	for first := true; ; first = false {
-		q, m := min(purgeChunk, limit-res.QueueRows), min(purgeChunk, limit-res.Messages)
-		r, err := s.purgeOnce(ctx, p, q, m, first)
+	older := storage.Seconds(p.OlderThan)
+	for first := true; res.QueueRows < limit; first = false {
+		q := min(purgeChunk, limit-res.QueueRows)
+		r, err := s.purgeFinished(ctx, p.Fence, older, q, first)
 		if err != nil {
 			return storage.PurgeResult{}, wrap("message purge", err)
 		}
 		res.QueueRows += r.QueueRows
 		res.Messages += r.Messages
 		res.Nodes += r.Nodes
-		// Done once neither table had as many rows as the chunk could take
-		// (a queue chunk may free messages for the next one).
-		if !(q > 0 && r.QueueRows == q || m > 0 && r.Messages == m) {
+		if r.QueueRows < q {
+			break
+		}
+	}
+	if res.QueueRows == limit {
+		return res, nil // a full batch: the caller calls again
+	}
+	for walked := int64(0); ; {
+		w := min(purgeChunk, limit-walked, limit-res.Messages)
+		if w <= 0 {
+			res.More = true
 			return res, nil
+		}
+		var deleted, passed int64
+		err := s.fenced(ctx, p.Fence, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, queries.Get("message_purge_walk"), older, w).Scan(&deleted, &passed)
+		})
+		if err != nil {
+			return storage.PurgeResult{}, wrap("message purge: walk of the messages never queued", err)
+		}
+		res.Messages += deleted
+		walked += passed
+		if passed < w {
+			return res, nil // it reached the cut-off, or the newest message
 		}
 	}
 }
 
-// purgeOnce is one transaction of MessagePurge: at most q queue rows and m
-// messages, and (first) the nodes not seen since the cut-off.
-func (s *Store) purgeOnce(ctx context.Context, p storage.MessagePurgeParams, q, m int64, first bool) (storage.PurgeResult, error) {
+// purgeFinished is one transaction of MessagePurge: at most q finished
+// queue rows, the messages they leave with no queue row, and (first) the
+// nodes not seen since the cut-off.
+func (s *Store) purgeFinished(ctx context.Context, f storage.Fence, older float64, q int64, first bool) (storage.PurgeResult, error) {
 	var res storage.PurgeResult
-	older := storage.Seconds(p.OlderThan)
-	err := s.fenced(ctx, p.Fence, func(tx pgx.Tx) error {
+	err := s.fenced(ctx, f, func(tx pgx.Tx) error {
 		res = storage.PurgeResult{}
-		if q > 0 {
-			tag, err := tx.Exec(ctx, queries.Get("message_purge_queue"), older, q)
-			if err != nil {
-				return err
-			}
-			res.QueueRows = tag.RowsAffected()
+		rows, err := tx.Query(ctx, queries.Get("message_purge_queue"), older, q)
+		if err != nil {
+			return err
 		}
-		if m > 0 {
-			tag, err := tx.Exec(ctx, queries.Get("message_purge_messages"), older, m)
+		freed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return err
+		}
+		res.QueueRows = int64(len(freed))
+		if len(freed) > 0 {
+			tag, err := tx.Exec(ctx, queries.Get("message_purge_freed"), freed, older)
 			if err != nil {
 				return err
 			}

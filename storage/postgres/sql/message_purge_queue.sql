@@ -1,4 +1,5 @@
 -- Only finished rows, only older than the cut-off, at most $2 at a time.
+-- Returns each deleted row's message, for message_purge_freed.sql.
 --
 -- The ids go to the DELETE as an array (an InitPlan run once), which it
 -- looks up by primary key: as "id IN (SELECT ...)" the planner joined the
@@ -11,3 +12,4 @@ DELETE FROM mf_queue
                           AND updated_at < now() - make_interval(secs => $1)
                         ORDER BY updated_at
                         LIMIT $2))
+RETURNING message_id
