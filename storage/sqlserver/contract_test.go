@@ -31,19 +31,20 @@ var errStop = errors.New("fake driver: stop here")
 // fakeResults are the rows the fake returns for the statements after which a
 // method goes on to another statement worth checking.
 var fakeResults = map[string][][]driver.Value{
-	"fence":                  {{int64(1)}},
-	"migrate_lock":           {{int64(0)}},
-	"migrate_applied":        {},
-	"message_purge_queue":    {{int64(0)}},
-	"message_purge_messages": {{int64(0)}},
-	"queue_complete":         {{int64(0)}},
-	"queue_give_back":        {{int64(0)}},
-	"queue_retry":            {{int64(0)}},
-	"queue_dead":             {{int64(0)}},
-	"queue_extend_lease":     {{int64(0)}},
-	"queue_release":          {{int64(0)}},
-	"queue_skip":             {{int64(0)}},
-	"message_read":           {{int64(1), "in", time.Unix(0, 0), "ctl", "ADT^A01", []byte("MSH|"), storage.MessageRouted, ""}},
+	"fence":               {{int64(1)}},
+	"migrate_lock":        {{int64(0)}},
+	"migrate_applied":     {},
+	"message_purge_queue": {{int64(0), int64(0)}},
+	"message_purge_walk":  {{int64(0), int64(0)}},
+	"node_purge":          {{int64(0)}},
+	"queue_complete":      {{int64(0)}},
+	"queue_give_back":     {{int64(0)}},
+	"queue_retry":         {{int64(0)}},
+	"queue_dead":          {{int64(0)}},
+	"queue_extend_lease":  {{int64(0)}},
+	"queue_release":       {{int64(0)}},
+	"queue_skip":          {{int64(0)}},
+	"message_read":        {{int64(1), "in", time.Unix(0, 0), "ctl", "ADT^A01", []byte("MSH|"), storage.MessageRouted, ""}},
 }
 
 type call struct {

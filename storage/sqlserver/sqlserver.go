@@ -804,31 +804,79 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 	return ids, nil
 }
 
-// MessagePurge implements storage.Store.
+// MessagePurge implements storage.Store: at most p.Limit rows of each
+// table, in transactions of at most purgeChunk rows each (in statements of
+// at most 500: see message_purge_queue.sql). The sweeper's 10,000 rows in
+// one transaction held their locks, and the fence's shared lock on the
+// lease row, which the leader's renewal waits for here, for the whole call.
+//
+// Each transaction deletes the messages of the queue rows it deleted, found
+// by id. Once the finished rows are all gone, the messages that never had
+// one are found by a walk that goes on from where the last one stopped
+// (message_purge_walk.sql): the walk from the oldest message past the
+// cut-off went over every message whose rows were not all finished (a
+// destination blocked for weeks: all its backlog) at every call.
 func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) (storage.PurgeResult, error) {
 	var res storage.PurgeResult
-	limit := p.Limit
+	limit := int64(p.Limit)
 	if limit <= 0 {
 		limit = storage.DefaultPurgeLimit
 	}
-	args := append([]any{sql.Named("limit", int64(limit))}, span("older", p.OlderThan)...)
-	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, queries.Get("message_purge_queue"), args...).Scan(&res.QueueRows); err != nil {
-			return fmt.Errorf("purge queue rows: %w", err)
+	for first := true; res.QueueRows < limit; first = false {
+		q := min(purgeChunk, limit-res.QueueRows)
+		var r storage.PurgeResult
+		err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+			r = storage.PurgeResult{}
+			args := append([]any{sql.Named("limit", q)}, span("older", p.OlderThan)...)
+			if err := tx.QueryRowContext(ctx, queries.Get("message_purge_queue"), args...).Scan(&r.QueueRows, &r.Messages); err != nil {
+				return fmt.Errorf("purge queue rows: %w", err)
+			}
+			if !first {
+				return nil
+			}
+			if err := tx.QueryRowContext(ctx, queries.Get("node_purge"), span("older", p.OlderThan)...).Scan(&r.Nodes); err != nil {
+				return fmt.Errorf("purge nodes: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return storage.PurgeResult{}, wrap("message purge", err)
 		}
-		if err := tx.QueryRowContext(ctx, queries.Get("message_purge_messages"), args...).Scan(&res.Messages); err != nil {
-			return fmt.Errorf("purge messages: %w", err)
+		res.QueueRows += r.QueueRows
+		res.Messages += r.Messages
+		res.Nodes += r.Nodes
+		if r.QueueRows < q {
+			break
 		}
-		if err := tx.QueryRowContext(ctx, queries.Get("node_purge"), span("older", p.OlderThan)...).Scan(&res.Nodes); err != nil {
-			return fmt.Errorf("purge nodes: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return storage.PurgeResult{}, wrap("message purge", err)
 	}
-	return res, nil
+	if res.QueueRows == limit {
+		return res, nil // a full batch: the caller calls again
+	}
+	for walked := int64(0); ; {
+		w := min(purgeChunk, limit-walked, limit-res.Messages)
+		if w <= 0 {
+			res.More = true
+			return res, nil
+		}
+		var deleted, passed int64
+		err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+			args := append([]any{sql.Named("limit", w)}, span("older", p.OlderThan)...)
+			return tx.QueryRowContext(ctx, queries.Get("message_purge_walk"), args...).Scan(&deleted, &passed)
+		})
+		if err != nil {
+			return storage.PurgeResult{}, wrap("message purge: walk of the messages never queued", err)
+		}
+		res.Messages += deleted
+		walked += passed
+		if passed < w {
+			return res, nil // it reached the cut-off, or the newest message
+		}
+	}
 }
+
+// purgeChunk is the most rows of each table one transaction of MessagePurge
+// deletes.
+const purgeChunk = 1000
 
 // QueueClaimNext implements storage.Store: fence, then find and lock the lane
 // head, reclaim it if stranded, claim it if pending and due; see

@@ -920,3 +920,74 @@ func testSecretRace(t *testing.T, h *harness) {
 		}
 	}
 }
+
+// A purge past a backlog that cannot be purged yet (a destination blocked:
+// its messages, older than the cut-off, have a pending row, and their rows
+// to other destinations are finished) deletes the finished rows, the
+// messages they leave with no row and the messages never queued, whatever
+// the order they came in and the limit of a call, and never a message that
+// still has a queue row. The sweeper calls again while a call deletes a
+// full batch or says More.
+func testPurgeBlockedBacklog(t *testing.T, h *harness) {
+	const limit = 3
+	ingest := func(status string, dests ...string) storage.IngestedMessage {
+		t.Helper()
+		m := storage.NewMessage{Inbound: "in", Payload: []byte("MSH|^~\\&|x"), Status: status}
+		for _, d := range dests {
+			m.Deliveries = append(m.Deliveries, storage.Delivery{Destination: d, Lane: d + "/1"})
+		}
+		r, err := h.s.MessageIngest(h.ctx, storage.MessageIngestParams{Fence: zero, Messages: []storage.NewMessage{m}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r[0]
+	}
+	var blocked, gone []int64
+	for i := 0; i < 4*limit; i++ {
+		switch i % 4 {
+		case 0, 1:
+			blocked = append(blocked, ingest(storage.MessageRouted, "lab", "ehr").MessageID)
+		case 2:
+			gone = append(gone, ingest(storage.MessageRouted, "lab").MessageID)
+		case 3:
+			gone = append(gone, ingest(storage.MessageUnrouted).MessageID)
+		}
+	}
+	for i := 0; i < 2*limit; i++ {
+		gone = append(gone, ingest(storage.MessageRejected).MessageID)
+	}
+	// lab takes everything; ehr is down.
+	for {
+		c, err := h.claim(zero, "lab/1", time.Minute)
+		if errors.Is(err, storage.ErrNoWork) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.complete(zero, c)
+	}
+	for calls := 0; ; calls++ {
+		if calls > 100 {
+			t.Fatal("the purge still deletes or says More after 100 calls")
+		}
+		r, err := h.s.MessagePurge(h.ctx, storage.MessagePurgeParams{Fence: zero, OlderThan: -time.Hour, Limit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.QueueRows < limit && r.Messages < limit && !r.More {
+			break
+		}
+	}
+	for _, id := range gone {
+		if _, err := h.s.MessageRead(h.ctx, id); !errors.Is(err, storage.ErrNotFound) {
+			t.Errorf("message %d, with no queue row left or never queued, survived the purge (err %v)", id, err)
+		}
+	}
+	for _, id := range blocked {
+		d, err := h.s.MessageRead(h.ctx, id)
+		if err != nil || len(d.Queue) != 1 || d.Queue[0].Destination != "ehr" || d.Queue[0].Status != storage.QueuePending {
+			t.Errorf("blocked message %d after the purge: %+v, %v; want it with its pending ehr row alone", id, d.Queue, err)
+		}
+	}
+}

@@ -67,6 +67,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Outbound/HoldIsSharedIdempotentAndMovesTheQueueVersion", testOutboundHold},
 		{"Purge/OnlyFinishedOlderThanCutoff", testPurge},
 		{"Purge/NodesNotSeenSinceTheCutoff", testPurgeNodes},
+		{"Purge/PastABlockedBacklog", testPurgeBlockedBacklog},
 		{"Sweep/OnlyExpiredLeases", testReclaimExpired},
 		{"Nodes/HeartbeatLeaveList", testNodes},
 		{"Nodes/ConfigFingerprint", testNodeConfigFingerprint},

@@ -9,7 +9,7 @@
 -- known to name a stored message because only the ingest made them, in the
 -- message's own statement. A resend adds rows to an old message, which the
 -- purge may be deleting: message_purge_queue.sql deletes its finished rows,
--- then message_purge_messages.sql the message once no row names it. The lock
+-- then message_purge_freed.sql the message once no row names it. The lock
 -- orders the two: a purge that deleted the rows first makes this wait, and
 -- the resend then finds no row left and inserts nothing; a resend that locked
 -- them first makes the purge's delete wait for its commit, after which the

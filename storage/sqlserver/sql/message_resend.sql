@@ -9,7 +9,8 @@
 --
 -- The message must be stored and have a queue row left: its row is locked
 -- (UPDLOCK, HOLDLOCK) until commit, so the purge, which deletes only a
--- message no queue row names (message_purge_messages.sql), cannot delete it
+-- message no queue row names (message_purge_queue.sql, message_purge_walk.sql),
+-- cannot delete it
 -- meanwhile. No row inserted (no id returned) means there is no such
 -- message, or its rows are purged.
 SET NOCOUNT ON;
