@@ -884,10 +884,11 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 }
 
 // MessagePurge implements storage.Store: at most p.Limit rows of each
-// table, in transactions of at most purgeChunk rows each. The sweeper's
-// 10,000 rows in one transaction held their row locks (a resend of one of
-// those messages waits for them) and the fence's lock on the lease row for
-// the whole call, 2 to 7 s a call on an aged store (bench/pgage).
+// table, in transactions of at most storage.PurgeChunk rows each
+// (storage.Purge). The sweeper's 10,000 rows in one transaction held their
+// row locks (a resend of one of those messages waits for them) and the
+// fence's lock on the lease row for the whole call, 2 to 7 s a call on an
+// aged store (bench/pgage).
 //
 // Each transaction deletes the messages of the queue rows it deleted, found
 // by id (message_purge_freed.sql). Once the finished rows are all gone, the
@@ -896,47 +897,16 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 // message past the cut-off went over every message whose rows were not all
 // finished (a destination blocked for weeks: all its backlog) at every call.
 func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) (storage.PurgeResult, error) {
-	var res storage.PurgeResult
-	limit := int64(p.Limit)
-	if limit <= 0 {
-		limit = storage.DefaultPurgeLimit
-	}
 	older := storage.Seconds(p.OlderThan)
-	for first := true; res.QueueRows < limit; first = false {
-		q := min(purgeChunk, limit-res.QueueRows)
-		r, err := s.purgeFinished(ctx, p.Fence, older, q, first)
-		if err != nil {
-			return storage.PurgeResult{}, wrap("message purge", err)
-		}
-		res.QueueRows += r.QueueRows
-		res.Messages += r.Messages
-		res.Nodes += r.Nodes
-		if r.QueueRows < q {
-			break
-		}
-	}
-	if res.QueueRows == limit {
-		return res, nil // a full batch: the caller calls again
-	}
-	for walked := int64(0); ; {
-		w := min(purgeChunk, limit-walked, limit-res.Messages)
-		if w <= 0 {
-			res.More = true
-			return res, nil
-		}
-		var deleted, passed int64
-		err := s.fenced(ctx, p.Fence, func(tx pgx.Tx) error {
+	res, err := storage.Purge(p.Limit, func(q int64, first bool) (storage.PurgeResult, error) {
+		return s.purgeFinished(ctx, p.Fence, older, q, first)
+	}, func(w int64) (deleted, passed int64, err error) {
+		err = s.fenced(ctx, p.Fence, func(tx pgx.Tx) error {
 			return tx.QueryRow(ctx, queries.Get("message_purge_walk"), older, w).Scan(&deleted, &passed)
 		})
-		if err != nil {
-			return storage.PurgeResult{}, wrap("message purge: walk of the messages never queued", err)
-		}
-		res.Messages += deleted
-		walked += passed
-		if passed < w {
-			return res, nil // it reached the cut-off, or the newest message
-		}
-	}
+		return deleted, passed, err
+	})
+	return res, wrap("message purge", err)
 }
 
 // purgeFinished is one transaction of MessagePurge: at most q finished
@@ -1466,7 +1436,3 @@ func (s *Store) Autovacuum(ctx context.Context) (Autovacuum, error) {
 	}
 	return a, nil
 }
-
-// purgeChunk is the most rows of each table one transaction of MessagePurge
-// deletes.
-const purgeChunk = 1000

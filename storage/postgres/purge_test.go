@@ -162,7 +162,7 @@ func (n planNode) tableRows() (deleted, read float64) {
 	return deleted, read
 }
 
-// A purge call deletes in transactions of at most purgeChunk rows of each
+// A purge call deletes in transactions of at most storage.PurgeChunk rows of each
 // table: the sweeper's 10,000 rows in one transaction held their row locks
 // (an operator's resend of one of them waits) and the fence's lock on the
 // lease row for the whole call, 2 to 7 s a call on an aged store
@@ -171,7 +171,7 @@ func TestAPurgeCallDeletesInTransactionsOfAThousandRows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s := openMigrated(t, ctx, 2)
-	const rows = 5 * purgeChunk
+	const rows = 5 * storage.PurgeChunk
 	for _, q := range []string{
 		`INSERT INTO mf_messages (inbound, payload, status, received_at)
 		  SELECT 'in', '\x4d5348'::bytea, 'routed', now() - interval '30 days' + g * interval '1 second'
@@ -208,8 +208,8 @@ func TestAPurgeCallDeletesInTransactionsOfAThousandRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(txs) == 0 || txs[0].Rows > purgeChunk {
-		t.Fatalf("a purge of %d rows of each table deleted %v (rows of a table in one transaction, the largest first): want at most %d in each", rows, txs, purgeChunk)
+	if len(txs) == 0 || txs[0].Rows > storage.PurgeChunk {
+		t.Fatalf("a purge of %d rows of each table deleted %v (rows of a table in one transaction, the largest first): want at most %d in each", rows, txs, storage.PurgeChunk)
 	}
 }
 
@@ -302,7 +302,7 @@ func purgeWithABlockedBacklog(t *testing.T, mode string) {
 			most = max(most, n)
 			// A walk of the messages may read a chunk of them, and look
 			// each up in mf_queue, once.
-			if n > 3*purgeChunk {
+			if n > 3*storage.PurgeChunk {
 				t.Errorf("a statement of the purge read %v rows of mf_queue and mf_messages (a blocked backlog of %d):\n%s\n%s",
 					n, backlog, p.Query, p.Plan.String())
 			}

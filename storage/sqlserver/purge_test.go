@@ -10,7 +10,7 @@ import (
 	"github.com/messagefoundry/mf/storage"
 )
 
-// A purge call gives each of its statements at most purgeChunk rows, each
+// A purge call gives each of its statements at most storage.PurgeChunk rows, each
 // in a transaction of its own: the sweeper's 10,000 rows in one transaction
 // held their locks and the fence's shared lock on the lease row, which the
 // leader's renewal waits for on SQL Server, for the whole call.

@@ -805,10 +805,11 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 }
 
 // MessagePurge implements storage.Store: at most p.Limit rows of each
-// table, in transactions of at most purgeChunk rows each (in statements of
-// at most 500: see message_purge_queue.sql). The sweeper's 10,000 rows in
-// one transaction held their locks, and the fence's shared lock on the
-// lease row, which the leader's renewal waits for here, for the whole call.
+// table, in transactions of at most storage.PurgeChunk rows each
+// (storage.Purge), in statements of at most 500 (see
+// message_purge_queue.sql). The sweeper's 10,000 rows in one transaction
+// held their locks, and the fence's shared lock on the lease row, which
+// the leader's renewal waits for here, for the whole call.
 //
 // Each transaction deletes the messages of the queue rows it deleted, found
 // by id. Once the finished rows are all gone, the messages that never had
@@ -817,13 +818,7 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 // cut-off went over every message whose rows were not all finished (a
 // destination blocked for weeks: all its backlog) at every call.
 func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) (storage.PurgeResult, error) {
-	var res storage.PurgeResult
-	limit := int64(p.Limit)
-	if limit <= 0 {
-		limit = storage.DefaultPurgeLimit
-	}
-	for first := true; res.QueueRows < limit; first = false {
-		q := min(purgeChunk, limit-res.QueueRows)
+	res, err := storage.Purge(p.Limit, func(q int64, first bool) (storage.PurgeResult, error) {
 		var r storage.PurgeResult
 		err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
 			r = storage.PurgeResult{}
@@ -839,44 +834,22 @@ func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) 
 			}
 			return nil
 		})
-		if err != nil {
-			return storage.PurgeResult{}, wrap("message purge", err)
-		}
-		res.QueueRows += r.QueueRows
-		res.Messages += r.Messages
-		res.Nodes += r.Nodes
-		if r.QueueRows < q {
-			break
-		}
-	}
-	if res.QueueRows == limit {
-		return res, nil // a full batch: the caller calls again
-	}
-	for walked := int64(0); ; {
-		w := min(purgeChunk, limit-walked, limit-res.Messages)
-		if w <= 0 {
-			res.More = true
-			return res, nil
-		}
-		var deleted, passed int64
-		err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+		return r, err
+	}, func(w int64) (deleted, passed int64, err error) {
+		err = s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
 			args := append([]any{sql.Named("limit", w)}, span("older", p.OlderThan)...)
-			return tx.QueryRowContext(ctx, queries.Get("message_purge_walk"), args...).Scan(&deleted, &passed)
+			if err := tx.QueryRowContext(ctx, queries.Get("message_purge_walk"), args...).Scan(&deleted, &passed); err != nil {
+				return fmt.Errorf("walk of the messages never queued: %w", err)
+			}
+			return nil
 		})
-		if err != nil {
-			return storage.PurgeResult{}, wrap("message purge: walk of the messages never queued", err)
-		}
-		res.Messages += deleted
-		walked += passed
-		if passed < w {
-			return res, nil // it reached the cut-off, or the newest message
-		}
+		return deleted, passed, err
+	})
+	if err != nil {
+		return storage.PurgeResult{}, wrap("message purge", err)
 	}
+	return res, nil
 }
-
-// purgeChunk is the most rows of each table one transaction of MessagePurge
-// deletes.
-const purgeChunk = 1000
 
 // QueueClaimNext implements storage.Store: fence, then find and lock the lane
 // head, reclaim it if stranded, claim it if pending and due; see
