@@ -19,7 +19,8 @@
 // purge works on a copy (-copy, made from NAME as a template and dropped at
 // the end) unless -copy is empty: it runs the sweeper's purge calls one
 // after the other with the sweeper's pause (three times the call's time)
-// until one deletes less than -limit of both tables or -calls were made,
+// until one deletes less than -limit of both tables and says no More, or
+// -calls were made,
 // beside a load of -rate single-message ingests a second (each on its own
 // goroutine, as senders on their own connections), and prints each call's
 // time and rows and the ACK waits of the ingests meanwhile, after a
@@ -33,13 +34,12 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/messagefoundry/mf/bench/internal/ackwait"
 	"github.com/messagefoundry/mf/storage"
 	"github.com/messagefoundry/mf/storage/postgres"
 )
@@ -218,12 +218,9 @@ SELECT (SELECT count(*) FROM mf_messages),
 // load ingests rate single-message batches a second, each on its own
 // goroutine, and records each one's time: the ACK's wait on the store.
 type load struct {
-	mu      sync.Mutex
-	lat     []time.Duration
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	failed  atomic.Int64
-	lastErr atomic.Value
+	ackwait.Waits
+	stop chan struct{}
+	wg   sync.WaitGroup
 }
 
 func startLoad(s *postgres.Store, rate, size int) *load {
@@ -261,39 +258,20 @@ func startLoad(s *postgres.Store, rate, size int) *load {
 				_, err := s.MessageIngest(context.Background(), storage.MessageIngestParams{Messages: []storage.NewMessage{msg}})
 				d := time.Since(t)
 				if err != nil {
-					l.failed.Add(1)
-					l.lastErr.Store(err)
+					l.Fail(err)
 					return
 				}
-				l.mu.Lock()
-				l.lat = append(l.lat, d)
-				l.mu.Unlock()
+				l.Add(d)
 			}()
 		}
 	}()
 	return l
 }
 
-// window returns and resets the ACK waits since the last call.
-func (l *load) window() string {
-	l.mu.Lock()
-	lat := l.lat
-	l.lat = nil
-	l.mu.Unlock()
-	if len(lat) == 0 {
-		return "no ingests"
-	}
-	slices.Sort(lat)
-	q := func(f float64) time.Duration { return lat[int(f*float64(len(lat)-1))].Round(100 * time.Microsecond) }
-	return fmt.Sprintf("%d ingests, ACK wait p50 %v, p99 %v, max %v", len(lat), q(0.5), q(0.99), lat[len(lat)-1].Round(100*time.Microsecond))
-}
-
 func (l *load) end() {
 	close(l.stop)
 	l.wg.Wait()
-	if n := l.failed.Load(); n > 0 {
-		fmt.Printf("load: %d ingests failed, last: %v\n", n, l.lastErr.Load())
-	}
+	l.PrintFailures()
 }
 
 func purge(server, name, cp string, older time.Duration, calls, limit, rate, size int) error {
@@ -332,7 +310,7 @@ func purge(server, name, cp string, older time.Duration, calls, limit, rate, siz
 	l := startLoad(s, rate, size)
 	if rate > 0 {
 		time.Sleep(5 * time.Second)
-		fmt.Printf("baseline 5 s at %d/s: %s\n", rate, l.window())
+		fmt.Printf("baseline 5 s at %d/s: %s\n", rate, l.Window())
 	}
 	var all, slowest time.Duration
 	var total storage.PurgeResult
@@ -348,12 +326,16 @@ func purge(server, name, cp string, older time.Duration, calls, limit, rate, siz
 		slowest = max(slowest, took)
 		total.QueueRows += r.QueueRows
 		total.Messages += r.Messages
-		fmt.Printf("call %d: %d queue rows, %d messages in %v; ingests meanwhile: %s\n", i, r.QueueRows, r.Messages, took.Round(time.Millisecond), l.window())
-		if r.QueueRows < int64(limit) && r.Messages < int64(limit) {
+		more := ""
+		if r.More {
+			more = " (more to walk)"
+		}
+		fmt.Printf("call %d: %d queue rows, %d messages%s in %v; ingests meanwhile: %s\n", i, r.QueueRows, r.Messages, more, took.Round(time.Millisecond), l.Window())
+		if r.QueueRows < int64(limit) && r.Messages < int64(limit) && !r.More {
 			break
 		}
 		time.Sleep(3 * took) // the sweeper's purgePause
-		l.window()
+		l.Window()
 	}
 	l.end()
 	fmt.Printf("purged %d queue rows, %d messages in %v of calls (slowest %v)\n", total.QueueRows, total.Messages, all.Round(time.Millisecond), slowest.Round(time.Millisecond))

@@ -32,6 +32,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/messagefoundry/mf/bench/internal/ackwait"
 	"github.com/messagefoundry/mf/storage"
 	"github.com/messagefoundry/mf/storage/sqlite"
 )
@@ -255,13 +256,10 @@ func plans(ctx context.Context, db *sql.DB, when string) {
 // them (claim, complete) as an engine with its destinations up does; it
 // records each ingest's latency (the ACK's wait on the store).
 type load struct {
-	s       *sqlite.Store
-	mu      sync.Mutex
-	lat     []time.Duration
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	failed  atomic.Int64
-	lastErr atomic.Value
+	s *sqlite.Store
+	ackwait.Waits
+	stop chan struct{}
+	wg   sync.WaitGroup
 }
 
 func startLoad(s *sqlite.Store, rate, size int) *load {
@@ -300,13 +298,10 @@ func startLoad(s *sqlite.Store, rate, size int) *load {
 				_, err := s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{msg}})
 				d := time.Since(t)
 				if err != nil {
-					l.failed.Add(1)
-					l.lastErr.Store(err)
+					l.Fail(err)
 					return
 				}
-				l.mu.Lock()
-				l.lat = append(l.lat, d)
-				l.mu.Unlock()
+				l.Add(d)
 				select {
 				case lanes <- lane:
 				default:
@@ -327,27 +322,10 @@ func startLoad(s *sqlite.Store, rate, size int) *load {
 	return l
 }
 
-// window returns and resets the latencies since the last call, as "n,
-// p50, p99, max".
-func (l *load) window() string {
-	l.mu.Lock()
-	lat := l.lat
-	l.lat = nil
-	l.mu.Unlock()
-	if len(lat) == 0 {
-		return "no ingests"
-	}
-	slices.Sort(lat)
-	q := func(f float64) time.Duration { return lat[int(f*float64(len(lat)-1))].Round(100 * time.Microsecond) }
-	return fmt.Sprintf("%d ingests, ACK wait p50 %v, p99 %v, max %v", len(lat), q(0.5), q(0.99), lat[len(lat)-1].Round(100*time.Microsecond))
-}
-
 func (l *load) end() {
 	close(l.stop)
 	l.wg.Wait()
-	if n := l.failed.Load(); n > 0 {
-		fmt.Printf("load: %d ingests failed, last: %v\n", n, l.lastErr.Load())
-	}
+	l.PrintFailures()
 }
 
 func measure(path string, rate, size int, retention time.Duration, analyze bool) error {
@@ -391,7 +369,7 @@ func measure(path string, rate, size int, retention time.Duration, analyze bool)
 
 	l := startLoad(s, rate, size)
 	time.Sleep(5 * time.Second)
-	fmt.Printf("baseline 5 s at %d/s: %s; -wal %s\n", rate, l.window(), mib(fileSize(path+"-wal")))
+	fmt.Printf("baseline 5 s at %d/s: %s; -wal %s\n", rate, l.Window(), mib(fileSize(path+"-wal")))
 
 	// One purge batch at a time, as the sweeper runs them, beside the load.
 	for i := 0; i < 3; i++ {
@@ -402,7 +380,7 @@ func measure(path string, rate, size int, retention time.Duration, analyze bool)
 		}
 		took := time.Since(t)
 		time.Sleep(3 * took) // the sweeper's purgePause
-		fmt.Printf("purge batch %d: %d queue rows, %d messages in %v; load meanwhile: %s\n", i+1, r.QueueRows, r.Messages, took.Round(time.Millisecond), l.window())
+		fmt.Printf("purge batch %d: %d queue rows, %d messages in %v; load meanwhile: %s\n", i+1, r.QueueRows, r.Messages, took.Round(time.Millisecond), l.Window())
 	}
 
 	// mf backup's copy beside the load.
@@ -425,7 +403,7 @@ func measure(path string, rate, size int, retention time.Duration, analyze bool)
 			}
 		}
 	}()
-	l.window()
+	l.Window()
 	t = time.Now()
 	sum, err := s.Backup(ctx, filepath.Join(dir, "copy.db"))
 	took := time.Since(t)
@@ -434,12 +412,12 @@ func measure(path string, rate, size int, retention time.Duration, analyze bool)
 		return err
 	}
 	fmt.Printf("backup: %v, copy %s (%d messages); load meanwhile: %s; -wal at most %s, %s at its end\n",
-		took.Round(time.Millisecond), mib(fileSize(filepath.Join(dir, "copy.db"))), sum.Messages, l.window(), mib(peak.Load()), mib(fileSize(path+"-wal")))
+		took.Round(time.Millisecond), mib(fileSize(filepath.Join(dir, "copy.db"))), sum.Messages, l.Window(), mib(peak.Load()), mib(fileSize(path+"-wal")))
 	for i := 0; i < 4; i++ {
 		time.Sleep(2500 * time.Millisecond)
 		fmt.Printf("%.1f s after the backup: -wal %s\n", 2.5*float64(i+1), mib(fileSize(path+"-wal")))
 	}
-	fmt.Printf("after: %s\n", l.window())
+	fmt.Printf("after: %s\n", l.Window())
 	l.end()
 	shape(ctx, db, path, "at the end")
 	return nil
