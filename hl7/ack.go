@@ -10,7 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/messagefoundry/mf/internal/textcut"
 )
 
 // AckCode is an acknowledgment code, MSA-1 (HL7 table 0008).
@@ -419,12 +420,12 @@ func buildAck(h ackHeader, code AckCode, cond Condition, reason string) []byte {
 	// MSA-3 is left out only for a version known to be v2.7 or later: a
 	// sender whose version cannot be read may read the reason there alone.
 	if reason != "" && !versionFrom(h.versionN, 2, 7, 0) {
-		b.WriteString(fs + esc(truncate(reason, maxShortText)))
+		b.WriteString(fs + esc(textcut.Cut(reason, maxShortText)))
 	}
 	b.WriteByte('\r')
 
 	if reason != "" {
-		text := esc(truncate(reason, maxReason))
+		text := esc(textcut.Cut(reason, maxReason))
 		code := strconv.Itoa(int(cond))
 		if versionBefore(h.versionN, 2, 5, 0) {
 			b.WriteString("ERR" + fs + cs + cs + cs + code)
@@ -460,18 +461,6 @@ func ackTime(t time.Time, sep Separators) string {
 		}
 	}
 	return ts
-}
-
-// truncate shortens s to at most n bytes without splitting a UTF-8
-// character.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // versionBefore reports whether the version ID v (MSH-12.1, e.g. "2.4",
@@ -546,7 +535,7 @@ func ParseAck(b []byte) (Acknowledgment, error) {
 		Text:      text(Path{Segment: "MSA", Field: 3}),
 	}
 	if !a.Code.Valid() {
-		return Acknowledgment{}, fmt.Errorf("%w: MSA-1 %q is not one of AA, AE, AR, CA, CE, CR", ErrNotAck, truncate(string(a.Code), 8))
+		return Acknowledgment{}, fmt.Errorf("%w: MSA-1 %q is not one of AA, AE, AR, CA, CE, CR", ErrNotAck, textcut.Cut(string(a.Code), 8))
 	}
 	var msgs []string
 	for i := 1; m.segment("ERR", i) != nil; i++ {

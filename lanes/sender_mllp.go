@@ -18,6 +18,7 @@ import (
 
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/hl7"
+	"github.com/messagefoundry/mf/internal/textcut"
 	"github.com/messagefoundry/mf/internal/tlsfiles"
 )
 
@@ -917,9 +918,5 @@ func truncate(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
-	n := max
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
+	return textcut.Cut(s, max) + "..."
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/internal/textcut"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -198,7 +199,7 @@ func (e *Elector) Receive(ctx actor.Context) {
 		e.heartbeat() // report the version now, not a heartbeat later
 	case ConfigFailed:
 		e.configFailed = msg
-		e.configFailed.Err = storage.CutText(storage.ValidText(msg.Err), storage.MaxConfigErrorBytes)
+		e.configFailed.Err = textcut.Cut(storage.ValidText(msg.Err), storage.MaxConfigErrorBytes)
 		e.heartbeat() // mf reload waits for it
 	case *actor.Restarting:
 		e.restarting(ctx)

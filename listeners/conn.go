@@ -15,6 +15,7 @@ import (
 
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/hl7"
+	"github.com/messagefoundry/mf/internal/textcut"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -298,7 +299,7 @@ func (cn *conn) refuseProcessingID(payload []byte, msg *hl7.Message, perr error)
 		outcome, cond, reason = hl7.Error, hl7.CondInternalError, "message not stored, send it again: "+storeReason(res.Err)
 	} else {
 		countRejected(l.cfg.Name, reasonProcessingID)
-		l.log.Warn().Str("control_id", msg.ControlID()).Str("processing_id", storage.CutText(msg.ProcessingID(), 20)).Int64("message_id", res.MessageID).
+		l.log.Warn().Str("control_id", msg.ControlID()).Str("processing_id", textcut.Cut(msg.ProcessingID(), 20)).Int64("message_id", res.MessageID).
 			Msg("message refused: its processing ID (MSH-11) is not this inbound's processing_id: answered AR and kept as rejected, not delivered (a test or training system sending to this one? point it at its own engine, or change processing_id)")
 	}
 	code := hl7.AcceptCode(msg, outcome)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/hl7"
-	"github.com/messagefoundry/mf/storage"
+	"github.com/messagefoundry/mf/internal/textcut"
 )
 
 // processingIDError says why inbound in does not take msg: its processing
@@ -22,5 +22,5 @@ func processingIDError(in config.Inbound, msg *hl7.Message) error {
 	if got == "" {
 		return fmt.Errorf("hl7: no processing ID (MSH-11); inbound %s takes processing_id %s only", in.Name, in.ProcessingID)
 	}
-	return fmt.Errorf("hl7: processing ID (MSH-11) %q; inbound %s takes processing_id %s only", storage.CutText(got, 20), in.Name, in.ProcessingID)
+	return fmt.Errorf("hl7: processing ID (MSH-11) %q; inbound %s takes processing_id %s only", textcut.Cut(got, 20), in.Name, in.ProcessingID)
 }

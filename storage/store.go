@@ -28,7 +28,8 @@ import (
 	"net"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/messagefoundry/mf/internal/textcut"
 )
 
 // Store is the durable store. Methods are named entity-first (Lease…, Node…,
@@ -591,18 +592,7 @@ func BoundLane(lane string) string {
 		return lane
 	}
 	sum := sha256.Sum256([]byte(lane))
-	return CutText(lane, MaxLaneBytes-laneHashLen) + "#" + hex.EncodeToString(sum[:8])
-}
-
-// CutText returns s cut to at most n bytes, at a character boundary.
-func CutText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return textcut.Cut(lane, MaxLaneBytes-laneHashLen) + "#" + hex.EncodeToString(sum[:8])
 }
 
 // Storable returns m as every dialect can store it: its text fields valid
