@@ -42,9 +42,11 @@ func (cn *conn) serve() {
 			}
 			var notListed *clientNotListed
 			if errors.As(err, &notListed) {
+				countHandshakeFailed(l.cfg.Name, tlsClientNotListed)
 				cn.refuseUnlisted(notListed)
 				return
 			}
+			countHandshakeFailed(l.cfg.Name, tlsFailed)
 			msg := "TLS handshake failed; connection closed (check the sender's certificate)"
 			if l.cert != nil {
 				// A sender refuses an expired certificate of the

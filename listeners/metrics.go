@@ -50,6 +50,26 @@ func observeAck(inbound string, since time.Time) {
 	metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_ack_duration_seconds{inbound=%s}`, lanes.Label(inbound))).UpdateDuration(since)
 }
 
+// TLS handshake failure reasons, the reason label of
+// mf_tls_handshakes_failed_total. A TCP check's close before a handshake is
+// none: the VIP's checks would drown a partner's failures.
+const (
+	// tlsClientNotListed: a client certificate the CA signed, for none of
+	// the inbound's tls_client_names.
+	tlsClientNotListed = "client_not_listed"
+	// tlsFailed: any other (no client certificate, one the CA did not
+	// sign or out of its dates, no common version or cipher, the
+	// listener's own certificate refused).
+	tlsFailed = "failed"
+)
+
+// countHandshakeFailed counts a TLS handshake of an inbound that failed: a
+// partner refused for good retries every few seconds and is logged once a
+// minute, but a dashboard or an alert needs the count.
+func countHandshakeFailed(inbound, reason string) {
+	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_tls_handshakes_failed_total{inbound=%s,reason=%s}`, lanes.Label(inbound), lanes.Label(reason))).Inc()
+}
+
 func countRefusedConn(inbound string) {
 	metrics.GetOrCreateCounter(fmt.Sprintf(`mf_connections_refused_total{inbound=%s}`, lanes.Label(inbound))).Inc()
 }
@@ -67,6 +87,11 @@ func RegisterMetrics(inbounds []config.Inbound) {
 		if in.Type == config.InboundMLLP { // only a listener has connections to refuse, and a port
 			boundGauge(in.Name)
 			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_connections_refused_total{inbound=%s}`, lanes.Label(in.Name)))
+			if in.TLSCert != "" {
+				for _, reason := range []string{tlsClientNotListed, tlsFailed} {
+					metrics.GetOrCreateCounter(fmt.Sprintf(`mf_tls_handshakes_failed_total{inbound=%s,reason=%s}`, lanes.Label(in.Name), lanes.Label(reason)))
+				}
+			}
 		}
 	}
 }

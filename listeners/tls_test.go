@@ -132,6 +132,7 @@ func TestTCPChecksOfATLSListenerAreNotWarnings(t *testing.T) {
 	p := enginetest.NewPKI(t, t.TempDir())
 	addr := enginetest.FreeAddr(t)
 	e := enginetest.Start(t, tlsConfig(addr, p.ServerCert, p.ServerKey, p.CAFile))
+	failedBefore := metricValue(handshakesFailed("failed"))
 	const probes = 40
 	for i := range probes {
 		c, err := net.Dial("tcp", addr)
@@ -155,6 +156,10 @@ func TestTCPChecksOfATLSListenerAreNotWarnings(t *testing.T) {
 	enginetest.WaitFor(t, "a WARN for the client without a certificate", 10*time.Second, func() bool {
 		return strings.Count(e.Logs.String(), `"level":"warn"`) == 1
 	})
+	// Counted once: the client without a certificate, not the probes.
+	if n := metricValue(handshakesFailed("failed")) - failedBefore; n != 1 {
+		t.Fatalf("%s grew by %v for %d TCP checks and one client without a certificate; want 1", handshakesFailed("failed"), n, probes)
+	}
 }
 
 // A connection to a TLS listener that never starts its handshake (a stuck
@@ -217,6 +222,7 @@ func TestMutualTLSAdmitsOnlyTheListedClientNames(t *testing.T) {
 	cfg := strings.Replace(tlsConfig(addr, p.ServerCert, p.ServerKey, p.CAFile), "client_ca =",
 		`tls_client_names = ["lab.example.org", "partner"]`+"\nclient_ca =", 1)
 	e := enginetest.Start(t, cfg)
+	notListedBefore, failedBefore := metricValue(handshakesFailed("client_not_listed")), metricValue(handshakesFailed("failed"))
 	client := func(c tls.Certificate) *tls.Config {
 		return &tls.Config{RootCAs: p.Pool, Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
 	}
@@ -254,6 +260,17 @@ func TestMutualTLSAdmitsOnlyTheListedClientNames(t *testing.T) {
 	if len(warns) != 1 || !strings.Contains(warns[0], refusal) || !strings.Contains(warns[0], `"client_names":["pharmacy.example.org"]`) {
 		t.Fatalf("WARN lines for the refused clients:\n%s\nwant one, naming pharmacy.example.org and tls_client_names", strings.Join(warns, "\n"))
 	}
+	// Each refusal is counted, logged or not: an alert sees a partner
+	// refused for good, which one WARN a minute does not tell a dashboard.
+	if n, f := metricValue(handshakesFailed("client_not_listed"))-notListedBefore, metricValue(handshakesFailed("failed"))-failedBefore; n != 4 || f != 0 {
+		t.Fatalf("%s grew by %v and reason \"failed\" by %v for four clients not listed; want 4 and 0", handshakesFailed("client_not_listed"), n, f)
+	}
+}
+
+// handshakesFailed names the series of the TLS handshakes of secure_in that
+// failed for reason.
+func handshakesFailed(reason string) string {
+	return `mf_tls_handshakes_failed_total{inbound="secure_in",reason="` + reason + `"}`
 }
 
 // served dials the listener at addr over TLS and returns the certificate it
