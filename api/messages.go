@@ -67,7 +67,8 @@ func badParam(w http.ResponseWriter, name, why string) {
 
 // query parses the request's query string and refuses a parameter not in
 // known, or given twice or empty: a misspelt filter (controlid=) would
-// otherwise widen the search, or resend, silently.
+// otherwise widen the search, or resend, silently, and a misspelt limit of
+// GET /lanes (limt=) list every lane.
 func query(w http.ResponseWriter, r *http.Request, known []string) (map[string]string, bool) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {

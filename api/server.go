@@ -19,7 +19,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -564,36 +563,25 @@ type LanePage struct {
 	NextAfter *string `json:"next_after"`
 }
 
+// lanesParams are the parameters GET /lanes takes, each at most once.
+var lanesParams = []string{"limit", "after"}
+
 // lanes is GET /lanes: every lane with work, or with limit a page of them.
 // Without limit it reads every unfinished row (3 s and more for 500,000);
-// a page reads its own lanes' rows only. It reads limit and after alone:
-// other parameters are ignored, as they were before these existed.
+// a page reads its own lanes' rows only. Any other parameter is refused, as
+// GET /messages refuses one: a misspelt limit (limt=) read every row.
 func (s *Server) lanes(w http.ResponseWriter, r *http.Request) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "the query string does not parse: "+err.Error())
+	q, ok := query(w, r, lanesParams)
+	if !ok {
 		return
 	}
-	limit, cursor := 0, ""
-	for _, name := range []string{"limit", "after"} {
-		switch vs := q[name]; {
-		case len(vs) == 0:
-			continue
-		case len(vs) > 1:
-			badParam(w, name, "given "+strconv.Itoa(len(vs))+" times; give it once")
+	limit, cursor := 0, q["after"]
+	if v, given := q["limit"]; given {
+		n, ok := positive(w, "limit", v, MaxLanesLimit)
+		if !ok {
 			return
-		case vs[0] == "":
-			badParam(w, name, "empty; leave it out for none")
-			return
-		case name == "limit":
-			n, ok := positive(w, "limit", vs[0], MaxLanesLimit)
-			if !ok {
-				return
-			}
-			limit = int(n)
-		default:
-			cursor = vs[0]
 		}
+		limit = int(n)
 	}
 	if cursor != "" && limit == 0 {
 		badParam(w, "after", "needs limit (after is the next_after of a page of limit lanes)")
