@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	neturl "net/url"
 	"os"
@@ -24,8 +25,9 @@ import (
 	"github.com/messagefoundry/mf/config"
 )
 
-// TokenEnv names the environment variable that holds the API token of mf
-// status and mf nodes (never a flag: it would show in the process list).
+// TokenEnv names the environment variable that holds the API token of the
+// commands that call the API, mf status, nodes, lanes, hold and release
+// (never a flag: it would show in the process list).
 const TokenEnv = "MF_API_TOKEN"
 
 func apiFlags() []cli.Flag {
@@ -37,14 +39,33 @@ func apiFlags() []cli.Flag {
 }
 
 // getAPI fetches path from the node's API with the token of MF_API_TOKEN,
-// and returns the answer's body and headers.
+// and returns the answer's body and headers; the command takes no argument.
 func getAPI(c *cli.Context, path string) ([]byte, http.Header, error) {
 	// mf status node-b asked the default node, or MF_API's, and answered
 	// for it as if for node-b; a flag after the argument was not read.
 	if c.NArg() > 0 {
 		return nil, nil, fmt.Errorf("mf %s takes no argument, and was given %q: name the node with --api URL (or MF_API), before any other argument", c.Command.Name, c.Args().First())
 	}
-	client := &http.Client{Timeout: 10 * time.Second}
+	return callAPI(c, http.MethodGet, path, "viewer")
+}
+
+// Client timeouts of callAPI: a read's, and a write's, which is above the
+// API's own bound on an operator's store write (15 s), so that the API's
+// answer, a 503 saying whether it may have been applied, comes first.
+const (
+	apiReadTimeout  = 10 * time.Second
+	apiWriteTimeout = 30 * time.Second
+)
+
+// callAPI sends method path to the node's API (--api, MF_API) with the
+// token of MF_API_TOKEN, and returns the answer's body and headers; an
+// answer other than 200 is an error with the API's words. role is the
+// least role the endpoint needs, which the error of a 401 or 403 names.
+func callAPI(c *cli.Context, method, path, role string) ([]byte, http.Header, error) {
+	client := &http.Client{Timeout: apiReadTimeout}
+	if method != http.MethodGet {
+		client.Timeout = apiWriteTimeout
+	}
 	if ca := c.String("tls-ca"); ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
@@ -71,7 +92,7 @@ func getAPI(c *cli.Context, path string) ([]byte, http.Header, error) {
 		return nil, nil, fmt.Errorf("--api %q: want the API's base URL, http://HOST:PORT or https://HOST:PORT%s", base, hint)
 	}
 	url := base + path
-	req, err := http.NewRequestWithContext(c.Context, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(c.Context, method, url, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -86,7 +107,18 @@ func getAPI(c *cli.Context, path string) ([]byte, http.Header, error) {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, nil, fmt.Errorf("GET %s: %w", url, err)
+		// net/http's error repeats the method and URL this one starts with.
+		if ue := (*neturl.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err
+		}
+		hint := ""
+		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+			hint = " (no API answers at " + base + ": is mf running there? name the node with --api URL or MF_API)"
+		} else if method != http.MethodGet {
+			// A write whose answer did not come may have been applied.
+			hint = " (the node may have applied it all the same)"
+		}
+		return nil, nil, fmt.Errorf("%s %s: %w%s", method, url, err, hint)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
@@ -105,11 +137,19 @@ func getAPI(c *cli.Context, path string) ([]byte, http.Header, error) {
 				e.Error = "(no body)"
 			}
 		}
-		hint := ""
-		if resp.StatusCode == http.StatusUnauthorized {
-			hint = " (set " + TokenEnv + " to a token of role viewer or above; mf token new makes one)"
+		roles := role + " or above"
+		if role == "operator" {
+			roles = "operator or admin"
 		}
-		return nil, nil, fmt.Errorf("GET %s: %s: %s%s", url, resp.Status, e.Error, hint)
+		hint := ""
+		switch {
+		case resp.StatusCode == http.StatusUnauthorized:
+			hint = " (set " + TokenEnv + " to a token of role " + roles + "; mf token new makes one)"
+		case resp.StatusCode == http.StatusForbidden && role != "viewer":
+			// A viewer's token is refused nothing a viewer may read.
+			hint = " (mf " + c.Command.Name + " needs a token of role " + roles + " in " + TokenEnv + ")"
+		}
+		return nil, nil, fmt.Errorf("%s %s: %s: %s%s", method, url, resp.Status, e.Error, hint)
 	}
 	return body, resp.Header, nil
 }

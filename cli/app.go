@@ -46,6 +46,8 @@ func App(stdout, stderr io.Writer) *cli.App {
 			benchCommand(),
 			statusCommand(),
 			nodesCommand(),
+			holdCommand(),
+			releaseCommand(),
 			tokenCommand(),
 			versionCommand(),
 		},
