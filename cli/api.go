@@ -30,9 +30,12 @@ import (
 // (never a flag: it would show in the process list).
 const TokenEnv = "MF_API_TOKEN"
 
+// defaultAPI is the API's base URL without --api or MF_API.
+const defaultAPI = "http://127.0.0.1:8765"
+
 func apiFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "api", Value: "http://127.0.0.1:8765", EnvVars: []string{"MF_API"}, Usage: "base URL of a node's API"},
+		&cli.StringFlag{Name: "api", Value: defaultAPI, EnvVars: []string{"MF_API"}, Usage: "base URL of a node's API"},
 		&cli.StringFlag{Name: "tls-ca", Usage: "PEM CA that signed the API's certificate (default: the system roots)"},
 		&cli.BoolFlag{Name: "json", Usage: "print the API's JSON as it is"},
 	}

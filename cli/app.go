@@ -46,6 +46,7 @@ func App(stdout, stderr io.Writer) *cli.App {
 			benchCommand(),
 			statusCommand(),
 			nodesCommand(),
+			lanesCommand(),
 			holdCommand(),
 			releaseCommand(),
 			tokenCommand(),
