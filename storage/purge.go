@@ -2,19 +2,20 @@ package storage
 
 // PurgeChunk is the most rows of each table one transaction of a purge
 // deletes (Store.MessagePurge): a call of DefaultPurgeLimit rows in one
-// transaction held its locks, and on PostgreSQL and SQL Server the fence's
-// lock on the lease row, for the whole call.
+// transaction held its locks, on PostgreSQL and SQL Server the fence's
+// lock on the lease row, and on SQLite the one writer (every ingest, and
+// its ACK, waited), for the whole call.
 const PurgeChunk = 1000
 
-// Purge runs MessagePurge for PostgreSQL and SQL Server, one transaction
-// at a time: finished(q, first) deletes at most q finished queue rows and
-// the messages they leave with no queue row (first: and the nodes not
-// seen since the cut-off), until a call finds fewer than it could take or
-// limit queue rows are gone; then, unless limit were, walk(w) walks on over
-// at most w messages past the cut-off for those never queued, returning
-// those it deleted and those it walked past, until it walks past fewer than
-// it could (it reached the cut-off, or the newest message) or limit
-// messages were walked past or deleted: then More is set.
+// Purge runs MessagePurge for each dialect, one transaction at a time:
+// finished(q, first) deletes at most q finished queue rows and the
+// messages they leave with no queue row (first: and the nodes not seen
+// since the cut-off), until a call finds fewer than it could take or limit
+// queue rows are gone; then, unless limit were, walk(w) walks on over at
+// most w messages past the cut-off for those never queued, returning those
+// it deleted and those it walked past, until it walks past fewer than it
+// could (it reached the cut-off, or the newest message) or limit messages
+// were walked past or deleted: then More is set.
 func Purge(limit int, finished func(q int64, first bool) (PurgeResult, error), walk func(w int64) (deleted, passed int64, err error)) (PurgeResult, error) {
 	var res PurgeResult
 	all := int64(limit)

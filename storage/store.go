@@ -782,8 +782,8 @@ type PurgeResult struct {
 	// leaves one).
 	Nodes int64
 	// More says the call stopped at its limit with rows still to look at
-	// although it deleted less than a full batch (on PostgreSQL and SQL
-	// Server, the walk for messages that were never queued): call again.
+	// although it deleted less than a full batch (the walk for messages
+	// that were never queued): call again.
 	More bool
 }
 

@@ -14,19 +14,22 @@ func TestQueueStatementsUseIndexes(t *testing.T) {
 	ctx := context.Background()
 	s := openMigrated(t)
 	wantIndex := map[string]string{
-		"queue_claim_next":       "mf_queue_lane_head",
-		"queue_claim_run":        "mf_queue_lane_head",
-		"queue_lanes":            "mf_queue_lane_head",
-		"queue_stats":            "mf_queue_stats",
-		"queue_reclaim_expired":  "mf_queue_inflight",
-		"queue_recover_foreign":  "mf_queue_inflight",
-		"queue_release_own":      "mf_queue_lane_head",
-		"message_purge_queue":    "mf_queue_finished",
-		"message_purge_messages": "mf_messages_received_at",
-		"message_purge_freed":    "mf_queue_message",
-		"queue_by_message":       "mf_queue_message",
-		"queue_skip":             "mf_queue_lane_head",
-		"queue_skip_refused":     "mf_queue_lane_head",
+		"queue_claim_next":      "mf_queue_lane_head",
+		"queue_claim_run":       "mf_queue_lane_head",
+		"queue_lanes":           "mf_queue_lane_head",
+		"queue_stats":           "mf_queue_stats",
+		"queue_reclaim_expired": "mf_queue_inflight",
+		"queue_recover_foreign": "mf_queue_inflight",
+		"queue_release_own":     "mf_queue_lane_head",
+		"message_purge_queue":   "mf_queue_finished",
+		"message_purge_freed":   "mf_queue_message",
+		// The walk for messages never queued goes on in id order from
+		// where it stopped, and looks each up in mf_queue.
+		"message_purge_walk":   "INTEGER PRIMARY KEY",
+		"message_purge_walked": "mf_queue_message",
+		"queue_by_message":     "mf_queue_message",
+		"queue_skip":           "mf_queue_lane_head",
+		"queue_skip_refused":   "mf_queue_lane_head",
 		// An operator's search walks its received_at window, whatever
 		// else it filters by; a resend looks up the message's rows.
 		"message_search":        "mf_messages_received_at",

@@ -1073,53 +1073,43 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 	return ids, nil
 }
 
-// MessagePurge implements storage.Store.
 // MessagePurge implements storage.Store: at most p.Limit rows of each
-// table, in write transactions of at most purgeChunk rows each.
+// table, in write transactions of at most storage.PurgeChunk rows each
+// (storage.Purge).
 //
 // Every write waits for SQLite's one writer, so a batch deleted in one
 // transaction held every ingest (and its ACK) for the whole batch: 0.1 to
 // 1.4 s for the sweeper's 10,000 rows on a 2-core machine
-// (bench/sqliteage). Between chunks the writes queued meanwhile go first.
+// (bench/sqliteage). Between transactions the writes queued meanwhile go
+// first.
 //
-// Each chunk deletes the messages of the queue rows it deleted, found by
-// id. message_purge_messages.sql, which walks the messages past the cut-off
-// oldest first for those with no queue row left, runs only once the
-// finished rows are all gone: before that, every message past the cut-off
-// whose rows were still to purge (an hour of traffic at each hourly run)
-// was walked over, and looked up in mf_queue, by every call.
+// Each transaction deletes the messages of the queue rows it deleted, found
+// by id (message_purge_freed.sql). Once the finished rows are all gone, the
+// messages that never had one are found by a walk that goes on from where
+// the last one stopped (message_purge_walk.sql): the walk from the oldest
+// message past the cut-off went over every message whose rows were not all
+// finished (a destination blocked for days: all its backlog) at every
+// hourly purge, in one write transaction.
 func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) (storage.PurgeResult, error) {
-	var res storage.PurgeResult
-	limit := int64(p.Limit)
-	if limit <= 0 {
-		limit = storage.DefaultPurgeLimit
+	cutoff := millis(p.OlderThan)
+	res, err := storage.Purge(p.Limit, func(q int64, first bool) (storage.PurgeResult, error) {
+		return s.purgeFinished(ctx, p.Fence, cutoff, q, first)
+	}, func(w int64) (int64, int64, error) {
+		return s.purgeWalk(ctx, p.Fence, cutoff, w)
+	})
+	if err != nil {
+		return storage.PurgeResult{}, s.wrap("message purge", err)
 	}
-	for first := true; ; first = false {
-		q, m := min(purgeChunk, limit-res.QueueRows), min(purgeChunk, limit-res.Messages)
-		if q <= 0 {
-			// A full batch of queue rows: the caller calls again.
-			return res, nil
-		}
-		r, more, err := s.purgeOnce(ctx, p, q, m, first)
-		if err != nil {
-			return storage.PurgeResult{}, s.wrap("message purge", err)
-		}
-		res.QueueRows += r.QueueRows
-		res.Messages += r.Messages
-		res.Nodes += r.Nodes
-		if !more {
-			return res, nil
-		}
-	}
+	return res, nil
 }
 
-// purgeOnce is one write of MessagePurge: at most q queue rows, at most m
-// messages, and (first) the nodes not seen since the cut-off. more says
-// whether a table had as many rows as the chunk could take.
-func (s *Store) purgeOnce(ctx context.Context, p storage.MessagePurgeParams, q, m int64, first bool) (res storage.PurgeResult, more bool, err error) {
-	cutoff := millis(p.OlderThan)
-	err = s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
-		res, more = storage.PurgeResult{}, false
+// purgeFinished is one write of MessagePurge: at most q finished queue
+// rows, the messages they leave with no queue row, and (first) the nodes
+// not seen since the cut-off.
+func (s *Store) purgeFinished(ctx context.Context, f storage.Fence, cutoff, q int64, first bool) (storage.PurgeResult, error) {
+	var res storage.PurgeResult
+	err := s.fenced(ctx, f, func(tx *sql.Tx) error {
+		res = storage.PurgeResult{}
 		rows, err := tx.QueryContext(ctx, queries.Get("message_purge_queue"), cutoff, q)
 		if err != nil {
 			return fmt.Errorf("purge queue rows: %w", err)
@@ -1138,30 +1128,15 @@ func (s *Store) purgeOnce(ctx context.Context, p storage.MessagePurgeParams, q, 
 			return fmt.Errorf("purge queue rows: %w", err)
 		}
 		res.QueueRows = int64(len(freed))
-		if len(freed) > 0 && m > 0 {
+		if len(freed) > 0 {
 			ids, _ := json.Marshal(freed)
-			r, err := tx.ExecContext(ctx, queries.Get("message_purge_freed"), string(ids), cutoff, m)
+			r, err := tx.ExecContext(ctx, queries.Get("message_purge_freed"), string(ids), cutoff)
 			if err != nil {
 				return fmt.Errorf("purge messages: %w", err)
 			}
 			if res.Messages, err = r.RowsAffected(); err != nil {
 				return err
 			}
-		}
-		more = res.QueueRows == q
-		// The finished rows are all gone: the messages never queued
-		// (unrouted, rejected), and those a limit left behind.
-		if want := m - res.Messages; !more && want > 0 {
-			r, err := tx.ExecContext(ctx, queries.Get("message_purge_messages"), cutoff, want)
-			if err != nil {
-				return fmt.Errorf("purge messages: %w", err)
-			}
-			n, err := r.RowsAffected()
-			if err != nil {
-				return err
-			}
-			res.Messages += n
-			more = n == want
 		}
 		if !first {
 			return nil
@@ -1173,7 +1148,36 @@ func (s *Store) purgeOnce(ctx context.Context, p storage.MessagePurgeParams, q, 
 		res.Nodes, err = r.RowsAffected()
 		return err
 	})
-	return res, more, err
+	return res, err
+}
+
+// purgeWalk is one write of MessagePurge's walk for the messages never
+// queued: it walks past at most w messages past the cut-off, from where the
+// last walk stopped, deletes those no queue row names, and keeps where it
+// stopped (message_purge_walk.sql).
+func (s *Store) purgeWalk(ctx context.Context, f storage.Fence, cutoff, w int64) (deleted, passed int64, err error) {
+	err = s.fenced(ctx, f, func(tx *sql.Tx) error {
+		deleted, passed = 0, 0
+		var from, to int64
+		if err := tx.QueryRowContext(ctx, queries.Get("message_purge_walk"), cutoff, w).Scan(&from, &to, &passed); err != nil {
+			return fmt.Errorf("purge walk: %w", err)
+		}
+		if passed == 0 {
+			return nil
+		}
+		r, err := tx.ExecContext(ctx, queries.Get("message_purge_walked"), from, to, cutoff)
+		if err != nil {
+			return fmt.Errorf("purge messages: %w", err)
+		}
+		if deleted, err = r.RowsAffected(); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, queries.Get("message_purge_walk_mark"), to); err != nil {
+			return fmt.Errorf("purge walk mark: %w", err)
+		}
+		return nil
+	})
+	return deleted, passed, err
 }
 
 // QueueClaimNext implements storage.Store: fence, reclaim the stranded head,
@@ -1733,8 +1737,3 @@ func queueStatus(ctx context.Context, tx *sql.Tx, id int64) (string, error) {
 	}
 	return status, err
 }
-
-// purgeChunk is the most rows of each table one write transaction of
-// MessagePurge deletes: 35 to 70 ms of the writer on a 2-core machine
-// (bench/sqliteage).
-const purgeChunk = 1000
