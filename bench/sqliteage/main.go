@@ -8,11 +8,15 @@
 //	go run ./bench/sqliteage age -path P [-messages 3000000] [-days 7] [-churn 3] [-payload 1000] [-backlog 0]
 //	go run ./bench/sqliteage purge -path P [-retention-days 6] [-batches 5] [-limit 10000] [-backup]
 //	go run ./bench/sqliteage measure -path P [-rate 300] [-retention-days 6] [-analyze]
+//	go run ./bench/sqliteage blocked -path P [-backlog 500000] [-traffic-rate 2] [-retention-days 7] [-hours 3] [-payload 1000]
+//	go run ./bench/sqliteage hourly -path P [-retention-days 7] [-limit 10000] [-rate 300]
 //
 // age writes with synchronous=OFF in transactions of 10,000 messages (the
 // rows are what counts, not how they came); measure opens the store as mf
 // run does (sqlite.Open) and changes it: it adds its load's rows, purges,
-// and with -analyze runs ANALYZE on it.
+// and with -analyze runs ANALYZE on it. blocked writes a store with a
+// destination blocked since before the cut-off, and hourly times the purge
+// on it, its first run and the next hour's, beside a load (blocked.go).
 package main
 
 import (
@@ -39,7 +43,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: sqliteage age|measure -path P [flags]")
+		fmt.Fprintln(os.Stderr, "usage: sqliteage age|purge|measure|blocked|hourly -path P [flags]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
@@ -48,14 +52,26 @@ func main() {
 	days := fs.Int("days", 7, "age: retention in days")
 	churn := fs.Int("churn", 3, "age: days written past retention (the oldest day purged as each comes)")
 	payload := fs.Int("payload", 1000, "payload bytes a message")
-	backlog := fs.Int("backlog", 0, "age: the last messages' 'ehr' rows left pending (a destination down)")
+	backlog := fs.Int("backlog", 0, "age: the last messages' 'ehr' rows left pending (a destination down); blocked: the messages past the cut-off whose 'ehr' row is pending (default 500000)")
+	trafficRate := fs.Float64("traffic-rate", 2, "blocked: messages/s of the traffic from -hours before the cut-off on")
+	hours := fs.Float64("hours", 3, "blocked: hours of traffic before the cut-off")
 	rate := fs.Int("rate", 300, "measure: live load, messages/s")
-	retention := fs.Float64("retention-days", 6, "measure: retention the purge is run with")
+	retention := fs.Float64("retention-days", 6, "measure, purge: retention the purge is run with; blocked, hourly: the cut-off (default 7)")
 	batches := fs.Int("batches", 5, "purge: sweeper batches to run")
 	backup := fs.Bool("backup", false, "purge: then time mf backup's copy (with nothing else running) and print its size")
 	limit := fs.Int("limit", storage.DefaultPurgeLimit, "purge: rows a batch (the sweeper's)")
 	analyze := fs.Bool("analyze", false, "measure: run ANALYZE and show the plans after it too")
 	fs.Parse(os.Args[2:])
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if os.Args[1] == "blocked" || os.Args[1] == "hourly" {
+		if !set["retention-days"] {
+			*retention = 7
+		}
+		if !set["backlog"] {
+			*backlog = 500_000
+		}
+	}
 	if *path == "" {
 		fmt.Fprintln(os.Stderr, "sqliteage: -path is required")
 		os.Exit(2)
@@ -68,6 +84,10 @@ func main() {
 		err = purge(*path, time.Duration(*retention*24*float64(time.Hour)), *batches, *limit, *backup)
 	case "measure":
 		err = measure(*path, *rate, *payload, time.Duration(*retention*24*float64(time.Hour)), *analyze)
+	case "blocked":
+		err = blocked(*path, *backlog, *trafficRate, time.Duration(*retention*24*float64(time.Hour)), *hours, *payload)
+	case "hourly":
+		err = hourly(*path, time.Duration(*retention*24*float64(time.Hour)), *limit, *rate, *payload)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -223,7 +243,7 @@ func plans(ctx context.Context, db *sql.DB, when string) {
 	stmts := map[string]string{
 		"claim head (lane_head)":   "SELECT id FROM mf_queue WHERE lane = 'ehr/1' AND id > 0 AND status IN ('pending', 'inflight') ORDER BY id LIMIT 1",
 		"purge queue":              "SELECT id FROM mf_queue WHERE status IN ('done', 'dead') AND updated_at < 1 ORDER BY updated_at LIMIT 10000",
-		"purge messages":           "SELECT m.id FROM mf_messages m WHERE m.received_at < 1 AND NOT EXISTS (SELECT 1 FROM mf_queue q WHERE q.message_id = m.id) ORDER BY m.received_at LIMIT 10000",
+		"purge walk":               "SELECT m.id FROM mf_messages m WHERE m.id > 1 ORDER BY m.id LIMIT 1000",
 		"stats (pending/inflight)": "SELECT destination, status, count(*) FROM mf_queue WHERE status IN ('pending', 'inflight') GROUP BY destination, status",
 		"stats (dead)":             "SELECT destination, count(*) FROM mf_queue WHERE status = 'dead' GROUP BY destination",
 		"reclaim expired":          "SELECT id FROM mf_queue WHERE status = 'inflight' AND lease_expires_at < 1",
