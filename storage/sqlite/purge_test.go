@@ -81,7 +81,8 @@ func TestWritesGoInBetweenAPurgeBatchsChunks(t *testing.T) {
 
 // A purge chunk deletes the message of a queue row it deleted only once the
 // message has no queue row left: a message's rows may be finished, and
-// purged, in different chunks, or not all finished.
+// purged, in different chunks, or not all finished; and it does so after
+// the walk for messages never queued has passed the message.
 func TestAPurgedRowsMessageGoesWithItsLastRow(t *testing.T) {
 	ctx := context.Background()
 	s := openMigrated(t)
@@ -113,6 +114,13 @@ func TestAPurgedRowsMessageGoesWithItsLastRow(t *testing.T) {
 	}
 	if exists(1) || !exists(2) {
 		t.Fatalf("after the purges message 1 exists %v (want false), message 2 %v (want true: its pending row is left)", exists(1), exists(2))
+	}
+	// The walk for messages never queued has passed message 2: it goes
+	// with its last row once that is finished and purged.
+	exec("UPDATE mf_queue SET status = 'done', updated_at = 3 WHERE id = 4")
+	r, err = s.MessagePurge(ctx, storage.MessagePurgeParams{OlderThan: time.Hour})
+	if err != nil || r.QueueRows != 1 || r.Messages != 1 || exists(2) {
+		t.Fatalf("third purge: %+v, %v, message 2 kept %v; want its last row and message 2", r, err, exists(2))
 	}
 }
 
