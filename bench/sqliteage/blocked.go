@@ -20,15 +20,7 @@ import (
 // and the next hourly one the hour after it (hourly's second round).
 func blocked(path string, backlog int, rate float64, retention time.Duration, hours float64, size int) error {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, sqlite.Options{Path: path})
-	if err != nil {
-		return err
-	}
-	if err := s.Migrate(ctx); err != nil {
-		return err
-	}
-	s.Close()
-	db, err := rawDB(path)
+	db, err := migratedRawDB(path)
 	if err != nil {
 		return err
 	}

@@ -123,21 +123,29 @@ func rawDB(path string) (*sql.DB, error) {
 	return db, nil
 }
 
+// migratedRawDB is path's store, created and migrated as mf creates it,
+// opened for aging (rawDB).
+func migratedRawDB(path string) (*sql.DB, error) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, sqlite.Options{Path: path})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.Close()
+	return rawDB(path)
+}
+
 // age writes days+churn days of traffic, deleting the oldest day as each
 // day past retention comes (queue rows first, then their messages, as
 // message_purge_*.sql do), so freed pages are reused as a running store's
 // are.
 func age(path string, messages, days, churn, size, backlog int) error {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, sqlite.Options{Path: path})
-	if err != nil {
-		return err
-	}
-	if err := s.Migrate(ctx); err != nil {
-		return err
-	}
-	s.Close()
-	db, err := rawDB(path)
+	db, err := migratedRawDB(path)
 	if err != nil {
 		return err
 	}
