@@ -116,6 +116,9 @@ func Start(o Options) (*Engine, error) {
 	inForce := &atomic.Pointer[config.Config]{}
 	inForce.Store(o.Config)
 	stopRequested := &atomic.Bool{}
+	// Before root starts: the pairs it loads as a standby set the series
+	// this tracks.
+	setCertMetrics(o.Config, true)
 	r := &root{opts: o, router: router, status: status, binds: binds, started: o.Config, inForce: inForce, stopRequested: stopRequested, failed: failed}
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return r }), "root")
 	if err != nil {
@@ -127,7 +130,6 @@ func Start(o Options) (*Engine, error) {
 	// node's start may have read again since; a reload registers its own).
 	listeners.RegisterMetrics(o.Config.Inbound)
 	lanes.RegisterMetrics(o.Config.Outbound)
-	setCertMetrics(o.Config, true)
 	return &Engine{system: system, root: pid, status: status, binds: binds, failed: failed, reload: o.Reload, started: o.Config, inForce: inForce, stopRequested: stopRequested}, nil
 }
 
@@ -195,6 +197,9 @@ type root struct {
 	// unapplied is the newest shared config version this node failed to
 	// reload, none having worked since (0: none): it runs an older config.
 	unapplied int64
+	// certs follows the listeners' and destinations' certificate files
+	// while no graph runs here.
+	certs standbyCerts
 	// failed receives (once) why the engine stopped by itself: Engine.Failed.
 	failed chan error
 }
@@ -238,7 +243,15 @@ func (r *root) Receive(ctx actor.Context) {
 		r.stopGraph(ctx, true)
 		r.stopLeadership(ctx)
 		ctx.Respond(shutdownDone{})
+	case lookAtCerts:
+		r.certs.look(r.opts.Log)
+	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
+		r.certs.stop()
+		return
 	}
+	// Any message may have started or stopped the graph, or reloaded the
+	// config.
+	r.certs.watch(ctx, r.opts.Config, r.graph != nil || r.stopping, r.opts.Log)
 }
 
 // stopLeadership stops the leadership actor, if it still runs: its Stopping

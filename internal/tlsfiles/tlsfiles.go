@@ -37,9 +37,11 @@ import (
 const CheckInterval = time.Second
 
 // IdleLook is how often the owner of a Pair asks for it between handshakes
-// (a listener's timer, the lanes' rescan): MLLP connections last for days,
-// and without a handshake a renewal would go unseen, and the expiry series
-// would say the old certificate's date, firing the expiry alerts.
+// (a listener's timer, the lanes' rescan, and on a node that runs no graph
+// the engine's root, for its listeners' and destinations' files): MLLP
+// connections last for days, and without a handshake a renewal would go
+// unseen, and the expiry series would say the old certificate's date,
+// firing the expiry alerts.
 const IdleLook = 5 * time.Second
 
 // settle is how long files that changed and do not load must have been
