@@ -496,8 +496,15 @@ func TestALaneGivesBackTheRowsAheadOfAFailedRow(t *testing.T) {
 		order []string
 	)
 	requests := new(atomic.Int64)
+	// The lane's claim once the backoff (about a second) ends waits at
+	// this gate until the rows behind the failed one are checked: taken
+	// again in a run, they are in flight, and a test goroutine slowed for
+	// a second on a loaded machine read them so.
+	var store *countingStore
+	gate := make(chan struct{})
 	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if requests.Add(1) == 3 { // the third row, taken from a run
+			store.claimGate.Store(&gate)
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
@@ -507,7 +514,7 @@ func TestALaneGivesBackTheRowsAheadOfAFailedRow(t *testing.T) {
 	}))
 	defer dest.Close()
 	const rows = 10
-	f := newLaneFixture(t, dest.URL, "retry_base_seconds = 1", rows)
+	f := newLaneFixture(t, dest.URL, "retry_base_seconds = 1", rows, func(c *countingStore) { store = c })
 	defer f.system.Root.Stop(f.manager)
 
 	waitUntil(t, "the third row backing off", 20*time.Second, func() bool {
@@ -519,6 +526,7 @@ func TestALaneGivesBackTheRowsAheadOfAFailedRow(t *testing.T) {
 			t.Fatalf("row %d, claimed behind the failed row: %+v; want given back (pending, attempt 0)", i, r)
 		}
 	}
+	close(gate)
 	waitUntil(t, "every row delivered", 20*time.Second, func() bool {
 		return f.row(t, rows-1).Status == storage.QueueDone
 	})
