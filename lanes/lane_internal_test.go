@@ -73,8 +73,8 @@ type countingStore struct {
 	failRecordOnce atomic.Bool
 	// failFailureRecordOnce makes the next QueueRetry, QueueHold or
 	// QueueDead, the record of a failed send, fail before it writes
-	// anything, as a database away or full would; failureRecords counts
-	// those calls.
+	// anything, failedRecordTakes after it was called, as a database away
+	// would; failureRecords counts those calls.
 	failFailureRecordOnce atomic.Bool
 	failureRecords        atomic.Int64
 	// failedFailureRecordAt is when that first record was tried (and
@@ -243,10 +243,19 @@ func (c *countingStore) failFailureRecord() bool {
 	c.failureRecords.Add(1)
 	if c.failFailureRecordOnce.CompareAndSwap(true, false) {
 		c.failedFailureRecordAt.Store(time.Now().UnixNano())
+		time.Sleep(failedRecordTakes) // the failure itself: a call that times out
 		return true
 	}
 	return false
 }
+
+// failedRecordTakes is how long the record of a failed send that
+// failFailureRecordOnce fails takes to fail. The lane's next step, which
+// records it again, can come at once (a Wake in its mailbox), and the
+// record made again must come well after the first try for a test to tell
+// a backoff counted from that first try (3.2 to 4 s) from one counted from
+// the record made again.
+const failedRecordTakes = 1500 * time.Millisecond
 
 func (c *countingStore) QueueRetry(ctx context.Context, p storage.QueueRetryParams) error {
 	if c.failFailureRecord() {

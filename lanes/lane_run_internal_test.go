@@ -302,15 +302,20 @@ func TestAFailedSendWhoseRecordFailedIsRecordedAgain(t *testing.T) {
 			defer f.system.Root.Stop(f.manager)
 
 			// Well under the row's lease (lease_ttl_seconds, 60 by default).
+			// The row is judged as this wait saw it: a retry's backoff
+			// ends a few seconds after the record, and a read after it
+			// could find the row claimed again (in flight, its next
+			// attempt counted, updated since).
+			var recorded storage.QueueRow
 			waitUntil(t, "the failed send recorded", 15*time.Second, func() bool {
-				r := f.row(t, 0)
+				recorded = f.row(t, 0)
 				switch tc.name {
 				case "retry":
-					return r.Status == storage.QueuePending && r.LastError != ""
+					return recorded.Status == storage.QueuePending && recorded.LastError != ""
 				case "hold":
-					return r.Held
+					return recorded.Held
 				}
-				return r.Status == storage.QueueDead
+				return recorded.Status == storage.QueueDead
 			})
 			if f.store.failFailureRecordOnce.Load() {
 				t.Fatal("no record of a failed send failed: the test showed nothing")
@@ -321,28 +326,29 @@ func TestAFailedSendWhoseRecordFailedIsRecordedAgain(t *testing.T) {
 			if took := time.Since(sent(0)); took > 20*time.Second {
 				t.Fatalf("the failed send recorded %v after it; want about a second, the lane's pause after a store failure, not its lease", took)
 			}
-			if r := f.row(t, 0); r.Attempts != 1 {
-				t.Fatalf("row 0 recorded with %d attempts after one send, want 1", r.Attempts)
+			if recorded.Attempts != 1 {
+				t.Fatalf("row 0 recorded with %d attempts after one send, want 1", recorded.Attempts)
 			}
 			switch tc.name {
 			case "retry":
 				// Due when the first record would have made it due: the
 				// backoff counts from the first send, not from the record
-				// made again a second later.
+				// made again later.
 				// Measured from the first record's try, which the lane
-				// counts from; counted from the one made again (a second
-				// or more later) it would be due later than the backoff.
-				r := f.row(t, 0)
+				// counts from; counted from the one made again (1.5 s or
+				// more later) it would be due later than the backoff.
+				r := recorded
 				first := time.Unix(0, f.store.failedFailureRecordAt.Load())
 				if due := r.NextAttemptAt.Sub(first); due < backoff*8/10-100*time.Millisecond {
 					t.Fatalf("row 0 due %v after the first try to record its failed send; want its backoff, 3.2 to 4 s", due)
 				}
-				// The record made again (its updated_at) comes a second or
-				// more after the first try, so the row is due less than the
-				// shortest backoff after it; counted from it, it would be
-				// due 3.2 s or more after. (A bound on due above, from the
-				// first try, failed on a loaded machine, its statement run
-				// 110 ms after the time it counts from.)
+				// The record made again (its updated_at) comes
+				// failedRecordTakes (1.5 s) or more after the first try,
+				// as that try took so long to fail, so the row is due less
+				// than the shortest backoff after it; counted from it, it
+				// would be due 3.2 s or more after. (A bound on due above,
+				// from the first try, failed on a loaded machine, its
+				// statement run 110 ms after the time it counts from.)
 				if left := r.NextAttemptAt.Sub(r.UpdatedAt); left >= backoff*8/10 {
 					t.Fatalf("row 0 due %v after the record made again; want less than the shortest backoff, 3.2 s: the backoff counts from the first try", left)
 				}
