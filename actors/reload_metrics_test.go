@@ -71,9 +71,7 @@ func TestAReloadRetiresTheBoundSeriesOfARemovedInbound(t *testing.T) {
 	})
 	e.tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Reason: "single-node"})
 	enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(oldListen) })
-	if got := scrape(`mf_listener_bound{inbound="retired_in"}`); len(got) != 1 || !strings.HasSuffix(got[0], " 1") {
-		t.Fatalf("before the reload: %q; want the series at 1", got)
-	}
+	waitBound(t, "retired_in", "before the reload")
 	e.reload(t, 2)
 	enginetest.WaitFor(t, "the reloaded graph's port to open", 5*time.Second, func() bool { return open(newListen) })
 	if !e.eng.Status().Leader {
@@ -82,8 +80,23 @@ func TestAReloadRetiresTheBoundSeriesOfARemovedInbound(t *testing.T) {
 	if got := scrape(`mf_listener_bound{inbound="retired_in"}`); len(got) != 0 {
 		t.Fatalf("after a reload that took inbound retired_in out, the leader still exports %q", got)
 	}
-	if got := scrape(`mf_listener_bound{inbound="kept_in"}`); len(got) != 1 || !strings.HasSuffix(got[0], " 1") {
-		t.Fatalf("the reloaded inbound: %q; want its series at 1", got)
+	waitBound(t, "kept_in", "the reloaded inbound")
+}
+
+// waitBound waits for inbound's mf_listener_bound series to be 1. The
+// listener sets it just after its port opens, and a connection can come in
+// between: a scrape right after one found it at 0.
+func waitBound(t *testing.T, inbound, when string) {
+	t.Helper()
+	var got []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got = scrape(`mf_listener_bound{inbound="` + inbound + `"}`)
+		if len(got) == 1 && strings.HasSuffix(got[0], " 1") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s, 5 s after its port opened: %q; want the series at 1", when, got)
+		}
 	}
 }
 
