@@ -24,7 +24,8 @@ const (
 	MonitoringRead Permission = iota + 1
 	// MessageRead: message contents (PHI).
 	MessageRead
-	// QueueWrite: operator actions on queue rows (retry, skip).
+	// QueueWrite: operator actions on queue rows (retry, skip, resend,
+	// resend-dead) and outbounds (hold, release).
 	QueueWrite
 	// ConfigWrite: a cluster-wide config reload.
 	ConfigWrite

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/storage"
@@ -84,4 +85,86 @@ func heldOutbounds(holds []storage.OutboundHeld) map[string]bool {
 		out[h.Outbound] = true
 	}
 	return out
+}
+
+// ResentDead is the answer of POST /outbounds/{name}/resend-dead: how many
+// dead rows were queued again, and the first and last new queue ids (null
+// when none was).
+type ResentDead struct {
+	Outbound string `json:"outbound"`
+	Resent   int    `json:"resent"`
+	FirstID  *int64 `json:"first_id"`
+	LastID   *int64 `json:"last_id"`
+}
+
+// resendDeadParams are the parameters POST /outbounds/{name}/resend-dead
+// takes, each at most once; MaxResendDeadLimit bounds its limit.
+var resendDeadParams = []string{"since", "until", "limit"}
+
+// MaxResendDeadLimit is the largest limit POST /outbounds/{name}/resend-dead
+// takes.
+const MaxResendDeadLimit = 1_000_000
+
+// outboundResendDead is POST
+// /outbounds/{name}/resend-dead[?since=&until=&limit=]: the messages of the
+// outbound's dead rows (on_exhausted = "dead", or an operator's skip) are
+// queued again, each a new pending row at the tail of its dead row's lane,
+// in the dead rows' order, and each dead row is marked so that another call
+// does not resend it again (storage.Store.QueueResendDead). since and until
+// bound when the rows were set aside, limit how many are resent. From any
+// node, in transactions of storage.ResendDeadChunk rows.
+func (s *Server) outboundResendDead(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if !configuredOutbound(s.inForce(), name) {
+		writeError(w, http.StatusNotFound, noOutbound(name))
+		return
+	}
+	q, ok := query(w, r, resendDeadParams)
+	if !ok {
+		return
+	}
+	p := storage.QueueResendDeadParams{Destination: name}
+	var filters []string // which were given, never their values
+	for _, b := range []struct {
+		name string
+		to   *time.Time
+	}{{"since", &p.Since}, {"until", &p.Until}} {
+		if v, given := q[b.name]; given {
+			if *b.to, ok = parseTime(w, b.name, v); !ok {
+				return
+			}
+			filters = append(filters, b.name)
+		}
+	}
+	if !p.Since.IsZero() && !p.Until.IsZero() && !p.Until.After(p.Since) {
+		badParam(w, "until", "must be after since")
+		return
+	}
+	if v, given := q["limit"]; given {
+		n, ok := positive(w, "limit", v, MaxResendDeadLimit)
+		if !ok {
+			return
+		}
+		p.Limit = int(n)
+		filters = append(filters, "limit")
+	}
+	ctx, cancel := storeCtx(r, s.limits.storeWrite)
+	defer cancel()
+	res, err := s.o.Store.QueueResendDead(ctx, p)
+	if res.Resent > 0 {
+		s.stats.drop()
+		s.o.Log.Info().Str("destination", name).Int("resent", res.Resent).Int64("first_queue_id", res.FirstID).Int64("last_queue_id", res.LastID).
+			Strs("filters", filters).Str("token", principalOf(r).name).Str("remote", r.RemoteAddr).
+			Msg("operator resend-dead: the outbound's dead rows are queued again at the tails of their lanes")
+	}
+	if err != nil {
+		// The transactions that committed stay: a call again resends the rest.
+		s.storeWriteFailed(w, "resend of the outbound's dead rows ("+strconv.Itoa(res.Resent)+" resent before it failed)", err)
+		return
+	}
+	out := ResentDead{Outbound: name, Resent: res.Resent}
+	if res.Resent > 0 {
+		out.FirstID, out.LastID = &res.FirstID, &res.LastID
+	}
+	writeJSON(w, http.StatusOK, out)
 }

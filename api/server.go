@@ -2,7 +2,7 @@
 // not part of the leader-only graph): health and readiness for load
 // balancers, cluster membership for monitoring, Prometheus metrics, lanes,
 // messages (a search, one message, a resend), and the operator's actions on
-// blocked lanes and on outbounds (hold, release). Every endpoint but
+// blocked lanes and on outbounds (hold, release, resend-dead). Every endpoint but
 // /health and /ready needs a bearer token whose role carries its permission
 // (DESIGN §8).
 package api
@@ -218,6 +218,7 @@ func newServer(o Options, l limits) *Server {
 	mux.HandleFunc("POST /queue/{id}/skip", s.require(QueueWrite, s.queueSkip))
 	mux.HandleFunc("POST /outbounds/{name}/hold", s.require(QueueWrite, s.outboundHold))
 	mux.HandleFunc("POST /outbounds/{name}/release", s.require(QueueWrite, s.outboundRelease))
+	mux.HandleFunc("POST /outbounds/{name}/resend-dead", s.require(QueueWrite, s.outboundResendDead))
 	mux.HandleFunc("POST /config/reload", s.require(ConfigWrite, s.configReload))
 	// The catch-all matches every method, so it also sees a known path
 	// asked with a method it does not serve: that is a 405 naming the

@@ -118,6 +118,20 @@ type Store interface {
 	// there is no such message (nothing is queued then). It returns the new
 	// queue ids in the order of p.Deliveries.
 	MessageResend(ctx context.Context, p MessageResendParams) ([]int64, error)
+	// QueueResendDead queues again, for an operator, the messages of
+	// destination p.Destination's dead rows that were not resent this way
+	// yet: for each such row, in id order, a new pending row of its message
+	// in the dead row's lane, at the lane's tail, and the dead row is marked
+	// resent (it stays dead, and is purged as one), so that another call
+	// does not resend it again. Only the rows set aside (updated_at) in
+	// [p.Since, p.Until) (a zero time: no bound), at most p.Limit (0: all),
+	// and only rows older than the first new row (a row resent and dead
+	// again within the call waits for the next call). It works in
+	// transactions of at most ResendDeadChunk rows, each like
+	// MessageResend's: serialised with every ingest, not fenced, bumping
+	// the QueueVersionName version. The result counts the rows resent by
+	// the transactions that committed, also when it returns an error.
+	QueueResendDead(ctx context.Context, p QueueResendDeadParams) (ResentDead, error)
 	// MessagePurge deletes finished queue rows ('done' or 'dead') last
 	// updated before db_now - p.OlderThan, then messages older than the
 	// cut-off that have no queue rows left, and the rows of nodes not seen
@@ -762,6 +776,65 @@ type MessageResendParams struct {
 	// Deliveries get one new pending queue row each, in this order; their
 	// lanes as MessageIngest takes them (NewMessage.Storable).
 	Deliveries []Delivery
+}
+
+// QueueResendDeadParams are the arguments of Store.QueueResendDead.
+type QueueResendDeadParams struct {
+	Destination string
+	// Since and Until bound when the dead rows were set aside (their
+	// updated_at, the database clock): Since <= updated_at < Until. A zero
+	// time is no bound.
+	Since, Until time.Time
+	// Limit bounds the rows resent; 0 is all.
+	Limit int
+}
+
+// ResentDead is what Store.QueueResendDead did: how many dead rows it
+// resent, and the lowest and highest of the new queue ids (0 with none).
+type ResentDead struct {
+	Resent          int
+	FirstID, LastID int64
+}
+
+// ResendDeadChunk is the most dead rows one transaction of
+// Store.QueueResendDead resends: each holds the ingest lock (on SQLite, the
+// one writer) while it inserts, so that an ingest waits at most for this
+// many rows.
+const ResendDeadChunk = 1000
+
+// ResendDead runs QueueResendDead for each dialect, one transaction at a
+// time: chunk(after, before, n) resends at most n of the destination's
+// dead rows not resent yet with after < id (and id < before, when before
+// is not 0), in id order, in one transaction, and returns the ids of the
+// dead rows it resent and of their new rows, in that order. It goes on
+// until a chunk resends none or limit rows are resent. before is the first
+// new id: rows queued after the call began are left for the next call.
+func ResendDead(limit int, chunk func(after, before int64, n int) (old, new []int64, err error)) (ResentDead, error) {
+	var res ResentDead
+	after := int64(0)
+	for limit <= 0 || res.Resent < limit {
+		n := ResendDeadChunk
+		if limit > 0 {
+			n = min(n, limit-res.Resent)
+		}
+		old, nw, err := chunk(after, res.FirstID, n)
+		if err != nil {
+			return res, err
+		}
+		if len(old) == 0 {
+			break
+		}
+		if len(old) != len(nw) {
+			return res, fmt.Errorf("%d dead rows resent as %d new rows", len(old), len(nw))
+		}
+		if res.FirstID == 0 {
+			res.FirstID = nw[0]
+		}
+		res.LastID = nw[len(nw)-1]
+		res.Resent += len(old)
+		after = old[len(old)-1]
+	}
+	return res, nil
 }
 
 // MessagePurgeParams are the arguments of Store.MessagePurge.

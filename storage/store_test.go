@@ -2,7 +2,9 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,5 +74,59 @@ func TestAllLanesWalksPages(t *testing.T) {
 		if want := n/LanesPage + 1; len(calls) != want || calls[0].After != "" || calls[0].Limit != LanesPage {
 			t.Fatalf("%d lanes: pages asked %+v, want %d from the start", n, calls, want)
 		}
+	}
+}
+
+// A resend-dead works in transactions of at most ResendDeadChunk rows,
+// each after the last dead row of the one before and, once a new row is
+// queued, below the first new row (a row resent and dead again within the
+// call is left for the next call); it stops at the limit or when a
+// transaction finds none, and counts what the committed transactions did
+// when one fails.
+func TestResendDeadWorksInChunksBelowItsFirstNewRow(t *testing.T) {
+	dead := make([]int64, 2500) // dead rows 1..2500; new rows from 5001
+	for i := range dead {
+		dead[i] = int64(i + 1)
+	}
+	next := int64(5001)
+	type call struct {
+		after, before int64
+		n             int
+	}
+	run := func(limit int, failAt int) (ResentDead, []call, error) {
+		var calls []call
+		done := 0
+		res, err := ResendDead(limit, func(after, before int64, n int) ([]int64, []int64, error) {
+			calls = append(calls, call{after, before, n})
+			if len(calls) == failAt {
+				return nil, nil, errors.New("store away")
+			}
+			var old, nw []int64
+			for _, id := range dead[done:] {
+				if id <= after || (before != 0 && id >= before) || len(old) == n {
+					break
+				}
+				old, nw = append(old, id), append(nw, next)
+				next++
+			}
+			done += len(old)
+			return old, nw, nil
+		})
+		return res, calls, err
+	}
+	res, calls, err := run(0, 0)
+	if err != nil || res != (ResentDead{Resent: 2500, FirstID: 5001, LastID: 7500}) {
+		t.Fatalf("resend-dead of 2,500 rows: %+v, %v", res, err)
+	}
+	if want := []call{{0, 0, 1000}, {1000, 5001, 1000}, {2000, 5001, 1000}, {2500, 5001, 1000}}; !slices.Equal(calls, want) {
+		t.Fatalf("transactions %v, want %v", calls, want)
+	}
+	next = 5001
+	if res, calls, _ = run(1500, 0); res.Resent != 1500 || len(calls) != 2 || calls[1].n != 500 {
+		t.Fatalf("resend-dead limit 1,500: %+v in %v, want 1,500 in two transactions, the second of 500", res, calls)
+	}
+	next = 5001
+	if res, _, err = run(0, 2); err == nil || res != (ResentDead{Resent: 1000, FirstID: 5001, LastID: 6000}) {
+		t.Fatalf("resend-dead whose second transaction failed: %+v, %v; want the first's 1,000 and the error", res, err)
 	}
 }

@@ -883,6 +883,77 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 	return ids, nil
 }
 
+// QueueResendDead implements storage.Store (storage.ResendDead): each
+// transaction locks its dead rows (queue_resend_dead_pick.sql), takes the
+// ingest lock (as MessageResend, after the rows), inserts the new rows,
+// marks the dead ones and bumps the queue's version. Not fenced: an
+// operator acts through any node's API.
+func (s *Store) QueueResendDead(ctx context.Context, p storage.QueueResendDeadParams) (storage.ResentDead, error) {
+	res, err := storage.ResendDead(p.Limit, func(after, before int64, n int) (old, nw []int64, err error) {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			old, nw = nil, nil
+			rows, err := tx.Query(ctx, queries.Get("queue_resend_dead_pick"), p.Destination, after, before,
+				optionalTime(p.Since), optionalTime(p.Until), n)
+			if err != nil {
+				return err
+			}
+			var msgs []int64
+			var lanes []string
+			for rows.Next() {
+				var id, msg int64
+				var lane string
+				if err := rows.Scan(&id, &msg, &lane); err != nil {
+					rows.Close()
+					return err
+				}
+				old, msgs, lanes = append(old, id), append(msgs, msg), append(lanes, lane)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil || len(old) == 0 {
+				return err
+			}
+			if _, err := tx.Exec(ctx, queries.Get("message_ingest_lock")); err != nil {
+				return fmt.Errorf("take ingest lock: %w", err)
+			}
+			ins, err := tx.Query(ctx, queries.Get("queue_resend_dead_insert"), p.Destination, msgs, lanes)
+			if err != nil {
+				return err
+			}
+			if nw, err = pgx.CollectRows(ins, pgx.RowTo[int64]); err != nil {
+				return err
+			}
+			if len(nw) != len(old) {
+				return fmt.Errorf("%d queue rows stored for %d dead rows", len(nw), len(old))
+			}
+			slices.Sort(nw) // given in the dead rows' order; RETURNING has none
+			if _, err := tx.Exec(ctx, queries.Get("queue_resend_dead_mark"), old, nw); err != nil {
+				return err
+			}
+			_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
+			return err
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return old, nw, nil
+	})
+	if err != nil {
+		if r := refusal(err); r != nil {
+			err = r // not the driver's message: it may quote the value
+		}
+		return res, wrap(fmt.Sprintf("resend of %s's dead rows", p.Destination), err)
+	}
+	return res, nil
+}
+
+// optionalTime is t, or NULL for the zero time.
+func optionalTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
 // MessagePurge implements storage.Store: at most p.Limit rows of each
 // table, in transactions of at most storage.PurgeChunk rows each
 // (storage.Purge). The sweeper's 10,000 rows in one transaction held their

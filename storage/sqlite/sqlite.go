@@ -1073,6 +1073,80 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 	return ids, nil
 }
 
+// QueueResendDead implements storage.Store (storage.ResendDead): each
+// write transaction reads its dead rows, inserts the new rows in their
+// order (message_ingest_queue.sql, as MessageResend), marks the dead ones
+// and bumps the queue's version. SQLite has one writer, so each is
+// serialised with every ingest and the purge, and its ids become visible in
+// id order.
+func (s *Store) QueueResendDead(ctx context.Context, p storage.QueueResendDeadParams) (storage.ResentDead, error) {
+	bound := func(t time.Time) any {
+		if t.IsZero() {
+			return nil
+		}
+		return ceilMillis(t)
+	}
+	res, err := storage.ResendDead(p.Limit, func(after, before int64, n int) (old, nw []int64, err error) {
+		err = s.write(ctx, func(tx *sql.Tx) error {
+			old, nw = nil, nil
+			rows, err := tx.QueryContext(ctx, queries.Get("queue_resend_dead_pick"), p.Destination, after, before, bound(p.Since), bound(p.Until), n)
+			if err != nil {
+				return err
+			}
+			var msgs []int64
+			var lanes []string
+			for rows.Next() {
+				var id, msg int64
+				var lane string
+				if err := rows.Scan(&id, &msg, &lane); err != nil {
+					rows.Close()
+					return err
+				}
+				old, msgs, lanes = append(old, id), append(msgs, msg), append(lanes, lane)
+			}
+			if err := rows.Close(); err != nil {
+				return err
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if len(old) == 0 {
+				return unchanged{nil}
+			}
+			insQueue, err := s.prepared(ctx, tx, queries.Get("message_ingest_queue"))
+			if err != nil {
+				return err
+			}
+			mark, err := s.prepared(ctx, tx, queries.Get("queue_resend_dead_mark"))
+			if err != nil {
+				return err
+			}
+			nw = make([]int64, len(old))
+			for i := range old {
+				if nw[i], err = insertID(ctx, insQueue, msgs[i], p.Destination, lanes[i]); err != nil {
+					return fmt.Errorf("insert queue row %d of %d: %w", i+1, len(old), err)
+				}
+				if _, err := mark.ExecContext(ctx, old[i], nw[i]); err != nil {
+					return fmt.Errorf("mark dead row %d resent: %w", old[i], err)
+				}
+			}
+			_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
+			return err
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return old, nw, nil
+	})
+	if err != nil {
+		if r := refusal(err); r != nil {
+			err = r // not the driver's message: it may quote the value
+		}
+		return res, s.wrap(fmt.Sprintf("resend of %s's dead rows", p.Destination), err)
+	}
+	return res, nil
+}
+
 // MessagePurge implements storage.Store: at most p.Limit rows of each
 // table, in write transactions of at most storage.PurgeChunk rows each
 // (storage.Purge).

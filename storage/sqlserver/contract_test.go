@@ -190,6 +190,7 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 	_, _ = s.MessageRead(ctx, 1)
 	_, _ = s.MessageSearch(ctx, storage.MessageSearchParams{Since: time.Now().Add(-time.Hour), ControlID: "ABC123", Limit: 51})
 	_, _ = s.MessageResend(ctx, storage.MessageResendParams{MessageID: 1, Deliveries: two.Deliveries})
+	_, _ = s.QueueResendDead(ctx, storage.QueueResendDeadParams{Destination: "lab", Since: time.Now().Add(-time.Hour), Until: time.Now(), Limit: 10})
 	_, _ = s.MessagePurge(ctx, storage.MessagePurgeParams{Fence: f, OlderThan: time.Hour})
 	_, _ = s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: "lab/1", Owner: "node-a", LeaseTTL: time.Minute})
 	_ = s.QueueComplete(ctx, storage.QueueCompleteParams{Fence: f, Claim: c})
@@ -417,7 +418,7 @@ func TestStatementsKeepTheFenceTheLaneOrderAndTheDatabaseClock(t *testing.T) {
 	// after it (not a window's OVER (ORDER BY ...)).
 	ordered := regexp.MustCompile(`(?i)\bORDER\s+BY\b[^()]*$`)
 	// An operator's resend draws queue ids too: under the same lock.
-	for _, name := range []string{"message_ingest", "message_resend"} {
+	for _, name := range []string{"message_ingest", "message_resend", "queue_resend_dead"} {
 		text := files["sql/"+name+".sql"]
 		lock := regexp.MustCompile(`(?is)sp_getapplock[^;]*@Resource\s*=\s*N'mf_ingest'[^;]*@LockOwner\s*=\s*N?'Transaction'`).FindStringIndex(text)
 		insert := regexp.MustCompile(`(?i)\bINSERT\s+INTO\s+mf_`).FindStringIndex(text)
@@ -425,8 +426,10 @@ func TestStatementsKeepTheFenceTheLaneOrderAndTheDatabaseClock(t *testing.T) {
 			t.Errorf("%s.sql: the ingest lock (sp_getapplock mf_ingest, LockOwner Transaction) is not taken before the first id is drawn: a later queue id could commit before an earlier one", name)
 		}
 	}
-	if stmt := regexp.MustCompile(`(?is)\bINSERT\s+INTO\s+mf_queue\b[^;]*`).FindString(files["sql/message_resend.sql"]); !ordered.MatchString(stmt) {
-		t.Error("message_resend.sql: INSERT INTO mf_queue ... SELECT has no ORDER BY: the ids would not follow the deliveries' order")
+	for _, name := range []string{"message_resend", "queue_resend_dead"} {
+		if stmt := regexp.MustCompile(`(?is)\bINSERT\s+INTO\s+mf_queue\b[^;]*`).FindString(files["sql/"+name+".sql"]); !ordered.MatchString(stmt) {
+			t.Errorf("%s.sql: INSERT INTO mf_queue ... SELECT has no ORDER BY: the ids would not follow the rows' order", name)
+		}
 	}
 	for _, table := range []string{"mf_messages", "mf_queue"} {
 		stmt := regexp.MustCompile(`(?is)\bINSERT\s+INTO\s+` + table + `\b[^;]*`).FindString(ingest)

@@ -804,6 +804,57 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 	return ids, nil
 }
 
+// QueueResendDead implements storage.Store (storage.ResendDead): each
+// transaction resends at most storage.ResendDeadChunk dead rows
+// (queue_resend_dead.sql, under the ingest lock) and bumps the queue's
+// version. Not fenced: an operator acts through any node's API.
+func (s *Store) QueueResendDead(ctx context.Context, p storage.QueueResendDeadParams) (storage.ResentDead, error) {
+	bound := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return isoMicros(t)
+	}
+	res, err := storage.ResendDead(p.Limit, func(after, before int64, n int) (old, nw []int64, err error) {
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			old, nw = nil, nil
+			rows, err := tx.QueryContext(ctx, queries.Get("queue_resend_dead"), sql.Named("destination", p.Destination),
+				sql.Named("after", after), sql.Named("before", before),
+				sql.Named("since", bound(p.Since)), sql.Named("until", bound(p.Until)), sql.Named("limit", int64(n)))
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var o, w int64
+				if err := rows.Scan(&o, &w); err != nil {
+					rows.Close()
+					return err
+				}
+				old, nw = append(old, o), append(nw, w)
+			}
+			if err := rows.Close(); err != nil {
+				return err
+			}
+			if err := rows.Err(); err != nil || len(old) == 0 {
+				return err
+			}
+			_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
+			return err
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return old, nw, nil
+	})
+	if err != nil {
+		if r := refusal(err); r != nil {
+			err = r // not the driver's message: a truncation error quotes the value
+		}
+		return res, wrap(fmt.Sprintf("resend of %s's dead rows", p.Destination), err)
+	}
+	return res, nil
+}
+
 // MessagePurge implements storage.Store: at most p.Limit rows of each
 // table, in transactions of at most storage.PurgeChunk rows each
 // (storage.Purge), in statements of at most 500 (see

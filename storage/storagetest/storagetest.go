@@ -52,6 +52,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Ingest/BatchIsAtomic", testIngestAtomic},
 		{"Ingest/AnyFieldsAreStorable", testIngestStorable},
 		{"Message/ResendQueuesAtTheLaneTail", testResend},
+		{"Queue/ResendDeadQueuesEachDeadRowOnceAtItsLaneTail", testResendDead},
 		{"Message/SearchFiltersAndPages", testSearch},
 		{"Queue/RetryKeepsHeadAndHonoursDueTime", testRetry},
 		{"Queue/DeadMovesLaneOn", testDead},

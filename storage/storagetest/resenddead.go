@@ -1,0 +1,110 @@
+package storagetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/messagefoundry/mf/storage"
+)
+
+// An operator's resend-dead queues a destination's dead rows again: each
+// dead row's message gets a new pending row in the dead row's lane, above
+// every row queued before (so claimed after the lane's pending rows, and
+// the resent ones in their dead rows' order), from a store whose lease
+// another node holds (not fenced), moving the queue's version. The dead
+// rows stay dead, and a second call resends none of them again. A window
+// on when they were set aside and a limit bound a call; another
+// destination's dead rows, and rows not dead, are left alone.
+func testResendDead(t *testing.T, h *harness) {
+	p1 := h.fill(zero, "lab", "P1", 4)
+	p2 := h.fill(zero, "lab", "P2", 1)
+	ris := h.fill(zero, "ris", "P1", 1)
+	kill := func(lane string, id int64) {
+		t.Helper()
+		c := h.mustClaim(zero, lane, time.Minute, id)
+		if err := h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: zero, Claim: c.Claim(), Error: "AR"}); err != nil {
+			t.Fatalf("dead of row %d: %v", id, err)
+		}
+	}
+	kill("lab/P1", p1[0])
+	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, p1[1]))
+	mid := h.dbNow()
+	h.waitDBClockPast(mid.Add(10 * time.Millisecond))
+	kill("lab/P1", p1[2]) // p1[3] stays pending
+	kill("lab/P2", p2[0])
+	kill("ris/P1", ris[0])
+
+	other := h.elect("node-b", time.Minute) // resend-dead is not fenced: any node
+	resend := func(p storage.QueueResendDeadParams) storage.ResentDead {
+		t.Helper()
+		if p.Destination == "" {
+			p.Destination = "lab"
+		}
+		before := h.queueVersion()
+		got, err := h.s.QueueResendDead(h.ctx, p)
+		if err != nil {
+			t.Fatalf("resend-dead %+v: %v", p, err)
+		}
+		want := before
+		if got.Resent > 0 {
+			want++ // one transaction of at most ResendDeadChunk rows
+		}
+		if v := h.queueVersion(); v != want {
+			t.Fatalf("queue version %d after resend-dead %+v resent %d, want %d", v, p, got.Resent, want)
+		}
+		return got
+	}
+
+	if got := resend(storage.QueueResendDeadParams{Since: h.dbNow().Add(time.Minute)}); got != (storage.ResentDead{}) {
+		t.Fatalf("resend-dead of a window after they died: %+v, want none", got)
+	}
+	first := resend(storage.QueueResendDeadParams{Until: mid})
+	if first.Resent != 1 || first.FirstID <= ris[0] || first.LastID != first.FirstID {
+		t.Fatalf("resend-dead until %v: %+v, want row %d's message queued again, above every row (%d)", mid, first, p1[0], ris[0])
+	}
+	h.msgOf[first.FirstID] = h.msgOf[p1[0]]
+	second := resend(storage.QueueResendDeadParams{Since: mid, Limit: 1})
+	if second.Resent != 1 || second.FirstID <= first.LastID {
+		t.Fatalf("resend-dead since %v, limit 1: %+v, want row %d's message queued after %d", mid, second, p1[2], first.LastID)
+	}
+	h.msgOf[second.FirstID] = h.msgOf[p1[2]]
+	third := resend(storage.QueueResendDeadParams{})
+	if third.Resent != 1 || third.FirstID <= second.LastID {
+		t.Fatalf("resend-dead of the rest: %+v, want row %d's message queued after %d", third, p2[0], second.LastID)
+	}
+	h.msgOf[third.FirstID] = h.msgOf[p2[0]]
+	if again := resend(storage.QueueResendDeadParams{}); again != (storage.ResentDead{}) {
+		t.Fatalf("resend-dead once every dead row is resent: %+v, want none", again)
+	}
+
+	for old, nw := range map[int64]int64{p1[0]: first.FirstID, p1[2]: second.FirstID, p2[0]: third.FirstID} {
+		if r := h.queueRow(old); r.Status != storage.QueueDead || r.LastError != "AR" {
+			t.Fatalf("dead row %d after resend-dead: %+v, want it still dead", old, r)
+		}
+		r := h.queueRow(nw)
+		if r.Status != storage.QueuePending || r.Attempts != 0 || r.Destination != "lab" || r.Lane != h.queueRow(old).Lane || r.MessageID != h.msgOf[old] {
+			t.Fatalf("row %d resent as %+v, want a fresh pending row of its message in its lane", old, r)
+		}
+	}
+	// FIFO: the lane's pending row first, then the resent ones in order.
+	for _, want := range []int64{p1[3], first.FirstID, second.FirstID} {
+		h.complete(other, h.mustClaim(other, "lab/P1", time.Minute, want))
+	}
+	h.mustNoWork(other, "lab/P1")
+	h.complete(other, h.mustClaim(other, "lab/P2", time.Minute, third.FirstID))
+
+	// Another destination's dead row was left alone.
+	if r := h.queueRow(ris[0]); r.Status != storage.QueueDead {
+		t.Fatalf("ris's dead row %d: %+v", ris[0], r)
+	}
+	got := resend(storage.QueueResendDeadParams{Destination: "ris"})
+	if got.Resent != 1 {
+		t.Fatalf("resend-dead of ris: %+v, want its one dead row", got)
+	}
+	h.msgOf[got.FirstID] = h.msgOf[ris[0]]
+	h.mustClaim(other, "ris/P1", time.Minute, got.FirstID)
+	if d, err := h.s.MessageRead(h.ctx, h.msgOf[ris[0]]); err != nil || !slices.ContainsFunc(d.Queue, func(r storage.QueueRow) bool { return r.ID == got.FirstID }) {
+		t.Fatalf("ris's message after resend-dead: %+v, %v", d.Queue, err)
+	}
+}
