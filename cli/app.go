@@ -49,6 +49,7 @@ func App(stdout, stderr io.Writer) *cli.App {
 			lanesCommand(),
 			holdCommand(),
 			releaseCommand(),
+			resendDeadCommand(),
 			tokenCommand(),
 			versionCommand(),
 		},

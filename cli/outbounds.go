@@ -52,25 +52,57 @@ func releaseCommand() *cli.Command {
 	}
 }
 
+func resendDeadCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "resend-dead",
+		Usage:     "queue an outbound's dead rows again, each once, in order (POST /outbounds/{name}/resend-dead)",
+		ArgsUsage: "OUTBOUND",
+		Flags: append(apiFlags(),
+			&cli.StringFlag{Name: "since", Usage: "only rows set aside at or after this RFC 3339 time"},
+			&cli.StringFlag{Name: "until", Usage: "only rows set aside before this RFC 3339 time"},
+			&cli.StringFlag{Name: "limit", Usage: "resend at most this many, the oldest first (1 to 1000000)"},
+		),
+		Action: func(c *cli.Context) error {
+			name, err := outboundArg(c, "resend one outbound's at a time")
+			if err != nil {
+				return err
+			}
+			q := neturl.Values{}
+			for _, f := range []string{"since", "until", "limit"} {
+				if c.IsSet(f) {
+					q.Set(f, c.String(f)) // checked by the API, which says what is wrong
+				}
+			}
+			path := "/outbounds/" + neturl.PathEscape(name) + "/resend-dead"
+			if len(q) > 0 {
+				path += "?" + q.Encode()
+			}
+			body, _, err := callAPI(c, http.MethodPost, path, "operator")
+			if err != nil || c.Bool("json") {
+				return printed(c, body, err)
+			}
+			var r api.ResentDead
+			if err := json.Unmarshal(body, &r); err != nil {
+				return fmt.Errorf("mf resend-dead: the API's answer is not a resend-dead's (%v): %.200s", err, body)
+			}
+			if r.Resent == 0 || r.FirstID == nil || r.LastID == nil {
+				fmt.Fprintf(c.App.Writer, "no dead row of outbound %q was left to resend (each is resent once)\n", r.Outbound)
+				return nil
+			}
+			fmt.Fprintf(c.App.Writer, "%d dead rows of outbound %q queued again, new queue ids %d to %d, each at the tail of its lane\n",
+				r.Resent, r.Outbound, *r.FirstID, *r.LastID)
+			return nil
+		},
+	}
+}
+
 // postOutbound is POST /outbounds/{name}/{action} for the command's one
 // argument, the outbound's name, and the API's answer.
 func postOutbound(c *cli.Context, action string) (api.OutboundHold, []byte, error) {
 	var h api.OutboundHold
-	switch {
-	case c.NArg() == 0:
-		return h, nil, fmt.Errorf("mf %s needs the name of an [[outbound]] of the node's config: mf %s [--api URL] OUTBOUND", action, action)
-	case c.NArg() > 1:
-		// urfave/cli stops reading flags at the first argument: mf hold
-		// emr --api URL would go to the default node.
-		why := "flags go before the outbound's name"
-		if !strings.HasPrefix(c.Args().Get(1), "-") {
-			why = "hold or release one at a time"
-		}
-		return h, nil, fmt.Errorf("mf %s takes one outbound, and was given %s: %s", action, quoteAll(c.Args().Slice()), why)
-	}
-	name := c.Args().First()
-	if name == "" {
-		return h, nil, fmt.Errorf("mf %s: the outbound's name is empty", action)
+	name, err := outboundArg(c, "hold or release one at a time")
+	if err != nil {
+		return h, nil, err
 	}
 	body, _, err := callAPI(c, http.MethodPost, "/outbounds/"+neturl.PathEscape(name)+"/"+action, "operator")
 	if err != nil {
@@ -80,6 +112,29 @@ func postOutbound(c *cli.Context, action string) (api.OutboundHold, []byte, erro
 		return h, nil, fmt.Errorf("mf %s: the API's answer is not an outbound's hold (%v): %.200s", action, err, body)
 	}
 	return h, body, nil
+}
+
+// outboundArg is the command's one argument, the name of an outbound; one
+// is how the command takes them (e.g. "hold or release one at a time").
+func outboundArg(c *cli.Context, one string) (string, error) {
+	action := c.Command.Name
+	switch {
+	case c.NArg() == 0:
+		return "", fmt.Errorf("mf %s needs the name of an [[outbound]] of the node's config: mf %s [--api URL] OUTBOUND", action, action)
+	case c.NArg() > 1:
+		// urfave/cli stops reading flags at the first argument: mf hold
+		// emr --api URL would go to the default node.
+		why := "flags go before the outbound's name"
+		if !strings.HasPrefix(c.Args().Get(1), "-") {
+			why = one
+		}
+		return "", fmt.Errorf("mf %s takes one outbound, and was given %s: %s", action, quoteAll(c.Args().Slice()), why)
+	}
+	name := c.Args().First()
+	if name == "" {
+		return "", fmt.Errorf("mf %s: the outbound's name is empty", action)
+	}
+	return name, nil
 }
 
 // printed ends a command that printed the API's JSON (--json), or failed.

@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/messagefoundry/mf/actors/enginetest"
+	"github.com/messagefoundry/mf/storage"
+)
+
+// Operators had only curl for POST /outbounds/{name}/resend-dead: mf
+// resend-dead OUTBOUND calls it, with --since, --until and --limit passed
+// on, and says in a line how many dead rows were queued again; a second
+// call says none was left.
+func TestResendDeadOfAnOutbound(t *testing.T) {
+	e, url := apiNode(t)
+	t.Setenv(TokenEnv, apiTokens["operator"])
+	ctx := context.Background()
+	// Held, so that no lane delivers the rows before they are skipped.
+	if _, err := e.Store.OutboundHold(ctx, storage.OutboundHoldParams{Outbound: "emr"}); err != nil {
+		t.Fatal(err)
+	}
+	var ms []storage.NewMessage
+	for i := range 3 {
+		ms = append(ms, storage.NewMessage{Inbound: "in", ControlID: fmt.Sprintf("R%d", i), Payload: []byte(enginetest.ADT("R", "P1")),
+			Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "emr", Lane: "emr/P1"}}})
+	}
+	res, err := e.Store.MessageIngest(ctx, storage.MessageIngestParams{Messages: ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if err := e.Store.QueueSkip(ctx, storage.QueueSkipParams{ID: r.QueueIDs[0], Reason: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	out, err := runMF(t, "resend-dead", "--api", url, "--limit", "2", "--since", "2020-01-01T00:00:00Z", "emr")
+	if err != nil || !strings.HasPrefix(out, `2 dead rows of outbound "emr" queued again, new queue ids `) {
+		t.Fatalf("mf resend-dead --limit 2 emr: %v, printed %q; want a line saying 2 were queued again, and their ids", err, out)
+	}
+	out, err = runMF(t, "resend-dead", "--api", url, "--json", "emr")
+	if err != nil || !strings.Contains(out, `"resent": 1`) {
+		t.Fatalf("mf resend-dead --json emr: %v, printed %q; want the API's JSON, the last one resent", err, out)
+	}
+	out, err = runMF(t, "resend-dead", "--api", url, "emr")
+	if err != nil || !strings.HasPrefix(out, `no dead row of outbound "emr" was left to resend`) {
+		t.Fatalf("mf resend-dead emr once all are resent: %v, printed %q", err, out)
+	}
+	if _, err := runMF(t, "resend-dead", "--api", url, "--limit", "0", "emr"); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("mf resend-dead --limit 0: %v; want the API's 400 about limit", err)
+	}
+	if _, err := runMF(t, "resend-dead", "--api", url, "nowhere"); err == nil || !strings.Contains(err.Error(), "nowhere") {
+		t.Fatalf("mf resend-dead nowhere: %v; want the API's 404 naming it", err)
+	}
+	if _, err := runMF(t, "resend-dead", "--api", url); err == nil || !strings.Contains(err.Error(), "OUTBOUND") {
+		t.Fatalf("mf resend-dead without an outbound: %v; want its usage", err)
+	}
+}
