@@ -116,7 +116,9 @@ type Store interface {
 	// fenced. It bumps the QueueVersionName version in the same transaction,
 	// so that the leader's lanes look at the store again. ErrNotFound if
 	// there is no such message (nothing is queued then). It returns the new
-	// queue ids in the order of p.Deliveries.
+	// queue ids in the order of p.Deliveries. The message's dead rows of
+	// each destination it queues are marked resent, as QueueResendDead
+	// marks them, so that a QueueResendDead does not queue it again.
 	MessageResend(ctx context.Context, p MessageResendParams) ([]int64, error)
 	// QueueResendDead queues again, for an operator, the messages of
 	// destination p.Destination's dead rows that were not resent this way

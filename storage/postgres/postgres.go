@@ -833,7 +833,8 @@ func (s *Store) MessageSearch(ctx context.Context, p storage.MessageSearchParams
 
 // MessageResend implements storage.Store: the lock that keeps the purge off
 // the message (message_resend_lock.sql), the ingest lock (as MessageIngest
-// takes it), the rows and the queue's version, in one transaction. Not fenced: an operator acts through any node's API.
+// takes it), the rows, the mark of the dead rows resent
+// (message_resend_mark.sql) and the queue's version, in one transaction. Not fenced: an operator acts through any node's API.
 func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams) ([]int64, error) {
 	dests, lanes := make([]string, len(p.Deliveries)), make([]string, len(p.Deliveries))
 	for i, d := range p.Deliveries {
@@ -868,6 +869,9 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 			return fmt.Errorf("%d queue rows stored for %d deliveries", len(ids), len(p.Deliveries))
 		}
 		slices.Sort(ids) // given in delivery order; RETURNING has none
+		if _, err := tx.Exec(ctx, queries.Get("message_resend_mark"), p.MessageID, dests, ids); err != nil {
+			return fmt.Errorf("mark the dead rows resent: %w", err)
+		}
 		_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
 		return err
 	})

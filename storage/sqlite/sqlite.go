@@ -1039,8 +1039,9 @@ func ceilMillis(t time.Time) int64 {
 	return ms
 }
 
-// MessageResend implements storage.Store: the rows and the queue's version
-// in one write transaction. SQLite has one writer, so it is serialised with
+// MessageResend implements storage.Store: the rows, the mark of the dead
+// rows resent (message_resend_mark.sql) and the queue's version in one
+// write transaction. SQLite has one writer, so it is serialised with
 // every ingest, and its ids become visible in id order.
 func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams) ([]int64, error) {
 	ids := make([]int64, len(p.Deliveries))
@@ -1056,9 +1057,16 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 		if err != nil {
 			return err
 		}
+		mark, err := s.prepared(ctx, tx, queries.Get("message_resend_mark"))
+		if err != nil {
+			return err
+		}
 		for i, d := range p.Deliveries {
 			if ids[i], err = insertID(ctx, insQueue, p.MessageID, d.Destination, d.Lane); err != nil {
 				return fmt.Errorf("insert queue row %d of %d: %w", i+1, len(p.Deliveries), err)
+			}
+			if _, err := mark.ExecContext(ctx, p.MessageID, d.Destination, ids[i]); err != nil {
+				return fmt.Errorf("mark the dead rows of %d resent: %w", p.MessageID, err)
 			}
 		}
 		_, err = bumpVersion(ctx, tx, storage.QueueVersionName)

@@ -15,25 +15,26 @@ import (
 // another node holds (not fenced), moving the queue's version. The dead
 // rows stay dead, and a second call resends none of them again. A window
 // on when they were set aside and a limit bound a call; another
-// destination's dead rows, and rows not dead, are left alone.
+// destination's dead rows, and rows not dead, are left alone, and so is a
+// dead row whose message an operator resent to its destination already.
 func testResendDead(t *testing.T, h *harness) {
 	p1 := h.fill(zero, "lab", "P1", 4)
 	p2 := h.fill(zero, "lab", "P2", 1)
 	ris := h.fill(zero, "ris", "P1", 1)
-	kill := func(lane string, id int64) {
+	kill := func(f storage.Fence, lane string, id int64) {
 		t.Helper()
-		c := h.mustClaim(zero, lane, time.Minute, id)
-		if err := h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: zero, Claim: c.Claim(), Error: "AR"}); err != nil {
+		c := h.mustClaim(f, lane, time.Minute, id)
+		if err := h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: f, Claim: c.Claim(), Error: "AR"}); err != nil {
 			t.Fatalf("dead of row %d: %v", id, err)
 		}
 	}
-	kill("lab/P1", p1[0])
+	kill(zero, "lab/P1", p1[0])
 	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, p1[1]))
 	mid := h.dbNow()
 	h.waitDBClockPast(mid.Add(10 * time.Millisecond))
-	kill("lab/P1", p1[2]) // p1[3] stays pending
-	kill("lab/P2", p2[0])
-	kill("ris/P1", ris[0])
+	kill(zero, "lab/P1", p1[2]) // p1[3] stays pending
+	kill(zero, "lab/P2", p2[0])
+	kill(zero, "ris/P1", ris[0])
 
 	other := h.elect("node-b", time.Minute) // resend-dead is not fenced: any node
 	resend := func(p storage.QueueResendDeadParams) storage.ResentDead {
@@ -104,6 +105,18 @@ func testResendDead(t *testing.T, h *harness) {
 	}
 	h.msgOf[got.FirstID] = h.msgOf[ris[0]]
 	h.mustClaim(other, "ris/P1", time.Minute, got.FirstID)
+
+	// A dead row whose message an operator resent (MessageResend) to its
+	// destination is marked too: resend-dead does not send it a third time.
+	p3 := h.fill(other, "lab", "P3", 1)
+	kill(other, "lab/P3", p3[0])
+	if _, err := h.s.MessageResend(h.ctx, storage.MessageResendParams{MessageID: h.msgOf[p3[0]],
+		Deliveries: []storage.Delivery{{Destination: "lab", Lane: "lab/P3"}}}); err != nil {
+		t.Fatalf("resend of message %d: %v", h.msgOf[p3[0]], err)
+	}
+	if got := resend(storage.QueueResendDeadParams{}); got != (storage.ResentDead{}) {
+		t.Fatalf("resend-dead after the dead row's message was resent to lab: %+v, want none", got)
+	}
 	if d, err := h.s.MessageRead(h.ctx, h.msgOf[ris[0]]); err != nil || !slices.ContainsFunc(d.Queue, func(r storage.QueueRow) bool { return r.ID == got.FirstID }) {
 		t.Fatalf("ris's message after resend-dead: %+v, %v", d.Queue, err)
 	}

@@ -44,4 +44,17 @@ SELECT m.id, d.destination, d.lane, N'pending', 0, @now, N'', N'', @now, @now
  WHERE EXISTS (SELECT 1 FROM mf_queue AS q WITH (READCOMMITTEDLOCK) WHERE q.message_id = m.id)
  ORDER BY d.ord;
 
+-- The message's dead rows of each destination resent are marked resent as
+-- its new row there (see storage/postgres/sql/message_resend_mark.sql): the
+-- n-th new id (in id order) is the n-th delivery's.
+WITH fresh AS (SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS ord FROM @queue_ids),
+     sent AS (SELECT destination, ROW_NUMBER() OVER (ORDER BY ord) AS ord FROM @deliveries)
+UPDATE q
+   SET resent_as = f.id
+  FROM mf_queue AS q
+  JOIN sent AS d ON q.destination = d.destination COLLATE Latin1_General_100_BIN2
+                AND DATALENGTH(q.destination) = DATALENGTH(d.destination)
+  JOIN fresh AS f ON f.ord = d.ord
+ WHERE q.message_id = @message_id AND q.status = N'dead' AND q.resent_as IS NULL;
+
 SELECT id FROM @queue_ids ORDER BY id;
