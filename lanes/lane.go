@@ -46,6 +46,13 @@ type idle struct {
 	// floor is the lane's floor (laneActor.floor), kept by the manager
 	// for the lane's next actor.
 	floor int64
+	// behindHead is set when rows are stored in the lane that it could not
+	// claim (a Wake told it of a row newer than its floor, and its claim
+	// found nothing): its head waits, backing off, held, or in flight under
+	// a lease no actor of this node holds, and the lane, which did not try
+	// it, does not know until when. Stopped without a word, it was not
+	// parked, and its head waited for the next full rescan, 30 s, instead.
+	behindHead bool
 	// due is set when the lane's head is backing off until then (this
 	// node's clock, never early): the manager may stop the lane and park
 	// it, so that a lane waiting for a place under the destination's
@@ -173,6 +180,10 @@ type laneActor struct {
 	// without parking it, and every row stored behind the head starts an
 	// actor whose claim finds nothing.
 	held bool
+	// behindHead is set by a claim that found nothing while a row newer
+	// than the floor is known to be stored, for the idle that follows
+	// (idle.behindHead).
+	behindHead bool
 }
 
 // Receive implements actor.Actor.
@@ -375,6 +386,9 @@ func (l *laneActor) step(ctx actor.Context) {
 		switch {
 		case errors.Is(err, storage.ErrNoWork):
 			l.storeWorked()
+			if n := l.newest.Load(); n != unknown && n > l.floor {
+				l.behindHead = true // see idle.behindHead
+			}
 			l.drained(ctx, false)
 			return
 		case err != nil:
@@ -817,7 +831,8 @@ func (l *laneActor) drained(ctx actor.Context, held bool) {
 		// newly stored row, arriving during the backoff, did just that).
 		return
 	}
-	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes, held: l.held, floor: l.floor})
+	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes, held: l.held, behindHead: l.behindHead, floor: l.floor})
+	l.behindHead = false
 }
 
 // yieldAfter is the shortest backoff for which a lane offers its place

@@ -439,7 +439,9 @@ func (m *Manager) Receive(ctx actor.Context) {
 			m.forget(msg.lane)
 			m.floors.keep(msg.lane, msg.floor)
 			switch {
-			case msg.held:
+			case msg.held, msg.behindHead:
+				// Until when its head waits, the next rescan's listing
+				// says (it parks the lane again, with the head's due time).
 				m.park(msg.lane, time.Time{})
 				m.confirm = true
 			case !msg.due.IsZero():

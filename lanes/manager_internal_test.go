@@ -326,6 +326,41 @@ func TestAParkedLaneIsWokenWhenItsHeadComesDue(t *testing.T) {
 	}
 }
 
+// A Wake for a newly stored row can start a lane whose head the manager
+// does not know to be backing off: a row a previous leader, or the lane's
+// previous actor, tried, before the new graph's first listing parked the
+// lane, or while a listing saw the lane still running. Its claim finds
+// nothing, the head not being due. The lane said only that it had run dry:
+// it was stopped and not parked, and its head waited for the next full
+// rescan, 30 s, not for its due time (seen after a failover or a reload onto
+// another lane_key, when a patient's second message came at once). Its word
+// now says that rows are stored that it could not claim, and the manager
+// parks it and lists the lanes at its next rescan to learn until when.
+func TestALaneStartedBehindAHeadBackingOffIsWokenWhenItComesDue(t *testing.T) {
+	dest, requests := acceptingEverySend(t)
+	f := newLaneFixture(t, dest.URL, "", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	f.firstRescanAnswered(t)
+	f.ingest(t, 1)
+	c, err := f.store.QueueClaimNext(f.ctx, storage.QueueClaimNextParams{Lane: fixtureLane, Owner: "another#1", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.QueueRetry(f.ctx, storage.QueueRetryParams{Claim: c.Claim(), Delay: 3 * time.Second, Error: "backing off"}); err != nil {
+		t.Fatal(err)
+	}
+	// Listings see the lane from now on; the queue's version has not
+	// moved, so none is made unless the manager asks for one.
+	f.store.hideLanes.Store(false)
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[1]}})
+	// Well inside FullRescanInterval: only the lane's word can have the
+	// manager look before it.
+	waitUntil(t, "both rows delivered once the head is due", FullRescanInterval*2/3, func() bool {
+		return requests.Load() == 2 && f.row(t, 0).Status == storage.QueueDone && f.row(t, 1).Status == storage.QueueDone
+	})
+}
+
 // A lane whose head is in flight under a lease that no actor of this node
 // holds (an actor stopped without giving the row back) is parked: a newly
 // stored row starts no actor, whose claim could only find the head in
