@@ -182,7 +182,7 @@ type laneActor struct {
 	held bool
 	// behindHead is set by a claim that found nothing while a row newer
 	// than the floor is known to be stored, for the idle that follows
-	// (idle.behindHead).
+	// (idle.behindHead); cleared when it is sent or a claim finds a row.
 	behindHead bool
 }
 
@@ -386,9 +386,8 @@ func (l *laneActor) step(ctx actor.Context) {
 		switch {
 		case errors.Is(err, storage.ErrNoWork):
 			l.storeWorked()
-			if n := l.newest.Load(); n != unknown && n > l.floor {
-				l.behindHead = true // see idle.behindHead
-			}
+			n := l.newest.Load()
+			l.behindHead = n != unknown && n > l.floor // see idle.behindHead
 			l.drained(ctx, false)
 			return
 		case err != nil:
@@ -397,6 +396,9 @@ func (l *laneActor) step(ctx actor.Context) {
 			return
 		}
 		l.storeWorked()
+		// A word kept since a claim that found nothing (drained sends none
+		// while a timer runs) is stale once a row is claimed.
+		l.behindHead = false
 		c = &claimed
 	}
 	l.inHand = c
