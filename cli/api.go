@@ -159,7 +159,8 @@ func callAPI(c *cli.Context, method, path, role string) ([]byte, http.Header, er
 
 func printJSON(w io.Writer, body []byte) error {
 	var out bytes.Buffer
-	if err := json.Indent(&out, body, "", "  "); err != nil {
+	// The API's answer ends with a newline, which Indent would keep.
+	if err := json.Indent(&out, bytes.TrimRight(body, " \t\r\n"), "", "  "); err != nil {
 		return err
 	}
 	out.WriteByte('\n')

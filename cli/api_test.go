@@ -59,6 +59,26 @@ func TestAnAnswerThatIsNotMfsIsQuoted(t *testing.T) {
 	}
 }
 
+// --json prints the API's answer indented and ends it with one newline. The
+// API's encoder ends its answer with a newline, which json.Indent keeps, so
+// every --json output ended with a blank line: a script that counted lines,
+// or joined two outputs, got one too many.
+func TestJSONOutputEndsWithOneNewline(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"node_id":"n1","clustered":false,"is_leader":true,"role":"single-node","config_version":0,"term":0}` + "\n"))
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv(TokenEnv, "mf_tok")
+	out, err := runMF(t, "status", "--api", srv.URL, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(out, "}\n") || strings.HasSuffix(out, "\n\n") {
+		t.Fatalf("mf status --json printed %q; want the object and one newline", out)
+	}
+}
+
 // --api given as host:port, the form of every other address flag (mf send
 // --to), is refused saying what it wants: net/url's "first path segment in
 // URL cannot contain colon" did not.

@@ -89,6 +89,10 @@ func resendDeadCommand() *cli.Command {
 				fmt.Fprintf(c.App.Writer, "no dead row of outbound %q was left to resend (each is resent once)\n", r.Outbound)
 				return nil
 			}
+			if r.Resent == 1 {
+				fmt.Fprintf(c.App.Writer, "1 dead row of outbound %q queued again, new queue id %d, at the tail of its lane\n", r.Outbound, *r.FirstID)
+				return nil
+			}
 			fmt.Fprintf(c.App.Writer, "%d dead rows of outbound %q queued again, new queue ids %d to %d, each at the tail of its lane\n",
 				r.Resent, r.Outbound, *r.FirstID, *r.LastID)
 			return nil

@@ -41,9 +41,14 @@ func TestResendDeadOfAnOutbound(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, `2 dead rows of outbound "emr" queued again, new queue ids `) {
 		t.Fatalf("mf resend-dead --limit 2 emr: %v, printed %q; want a line saying 2 were queued again, and their ids", err, out)
 	}
+	// One row is one row, with one id ("1 dead rows ..., new queue ids 6 to 6" before).
+	out, err = runMF(t, "resend-dead", "--api", url, "emr")
+	if err != nil || !strings.HasPrefix(out, `1 dead row of outbound "emr" queued again, new queue id `) || strings.Contains(out, " to ") {
+		t.Fatalf("mf resend-dead emr with one dead row left: %v, printed %q; want a line saying it was queued again, and its id", err, out)
+	}
 	out, err = runMF(t, "resend-dead", "--api", url, "--json", "emr")
-	if err != nil || !strings.Contains(out, `"resent": 1`) {
-		t.Fatalf("mf resend-dead --json emr: %v, printed %q; want the API's JSON, the last one resent", err, out)
+	if err != nil || !strings.Contains(out, `"resent": 0`) {
+		t.Fatalf("mf resend-dead --json emr: %v, printed %q; want the API's JSON, none left to resend", err, out)
 	}
 	out, err = runMF(t, "resend-dead", "--api", url, "emr")
 	if err != nil || !strings.HasPrefix(out, `no dead row of outbound "emr" was left to resend`) {
