@@ -184,6 +184,12 @@ type laneActor struct {
 	// than the floor is known to be stored, for the idle that follows
 	// (idle.behindHead); cleared when it is sent or a claim finds a row.
 	behindHead bool
+	// afterPanic is set for a lane started afresh after its actor panicked
+	// (Manager.terminated), until its first claim: the lane knows no bound
+	// on its rows (newest is unknown), and one that finds nothing may be
+	// behind a head that waits, as the panicked actor may have left it
+	// backing off. Its first claim that finds nothing says behindHead.
+	afterPanic bool
 }
 
 // Receive implements actor.Actor.
@@ -387,7 +393,8 @@ func (l *laneActor) step(ctx actor.Context) {
 		case errors.Is(err, storage.ErrNoWork):
 			l.storeWorked()
 			n := l.newest.Load()
-			l.behindHead = n != unknown && n > l.floor // see idle.behindHead
+			l.behindHead = n != unknown && n > l.floor || l.afterPanic // see idle.behindHead
+			l.afterPanic = false
 			l.drained(ctx, false)
 			return
 		case err != nil:
@@ -398,7 +405,7 @@ func (l *laneActor) step(ctx actor.Context) {
 		l.storeWorked()
 		// A word kept since a claim that found nothing (drained sends none
 		// while a timer runs) is stale once a row is claimed.
-		l.behindHead = false
+		l.behindHead, l.afterPanic = false, false
 		c = &claimed
 	}
 	l.inHand = c

@@ -196,6 +196,9 @@ type Manager struct {
 	// (restartLane).
 	crashed  map[string]string
 	restarts map[string]scheduler.CancelFunc
+	// revived holds the lanes started afresh after a panic whose next
+	// actor is yet to be spawned: it starts with laneActor.afterPanic.
+	revived map[string]bool
 	stopping bool // no lane is started again once set
 	// listing counts the rescans that failed in a row, so that a database
 	// away is logged when it starts, once a minute and when it ends.
@@ -454,6 +457,7 @@ func (m *Manager) Receive(ctx actor.Context) {
 	case restartLane:
 		delete(m.restarts, msg.lane)
 		if m.env.Ctx.Err() == nil {
+			m.revived[msg.lane] = true
 			m.wake(ctx, msg.lane, unknown, true)
 		}
 	case inspect:
@@ -503,6 +507,7 @@ func (m *Manager) start(ctx actor.Context) {
 	m.parked = map[string]parking{}
 	m.crashed = map[string]string{}
 	m.restarts = map[string]scheduler.CancelFunc{}
+	m.revived = map[string]bool{}
 	m.unconfigured = map[string]bool{}
 	m.resplit = map[string]bool{}
 	m.active = map[string]int{}
@@ -610,13 +615,14 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64, claimable b
 		}
 		m.active[dest]++
 		m.waiting[dest].remove(lane)
-		sender, failing, env, floor, held := m.senders[dest], m.failing[dest], m.env, m.floors.take(lane), m.outboundHeld[dest]
+		sender, failing, env, floor, held, revived := m.senders[dest], m.failing[dest], m.env, m.floors.take(lane), m.outboundHeld[dest], m.revived[lane]
+		delete(m.revived, lane)
 		ref = &laneRef{}
 		// A fresh actor per (re)start: a restarted lane starts from the
 		// store, at its predecessor's floor.
 		ref.pid = ctx.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor {
 			return &laneActor{lane: lane, dest: o, sender: sender, failing: failing, env: env, queued: &ref.queued, newest: &ref.newest, claimable: &ref.claimable,
-				outboundHeld: held, floor: floor}
+				outboundHeld: held, floor: floor, afterPanic: revived}
 		}), "lane")
 		m.lanes[lane] = ref
 		setActiveLanes(len(m.lanes))

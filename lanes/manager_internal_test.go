@@ -361,6 +361,38 @@ func TestALaneStartedBehindAHeadBackingOffIsWokenWhenItComesDue(t *testing.T) {
 	})
 }
 
+// A lane whose actor panicked is started afresh from the store, knowing no
+// bound on its rows. If its head is then backing off (its claim finds
+// nothing) the lane said only that it had run dry: it was stopped and not
+// parked, and its head waited for the next full rescan, 30 s, not for its
+// due time. A lane started after a panic that finds nothing now says that
+// rows may be stored behind its head, as a lane told of a newer row does.
+func TestALaneStartedAfterAPanicBehindAHeadBackingOffIsWokenWhenItComesDue(t *testing.T) {
+	dest, requests := acceptingEverySend(t)
+	f := newLaneFixture(t, dest.URL, "", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	f.firstRescanAnswered(t)
+	f.ingest(t, 1)
+	c, err := f.store.QueueClaimNext(f.ctx, storage.QueueClaimNextParams{Lane: fixtureLane, Owner: "another#1", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.QueueRetry(f.ctx, storage.QueueRetryParams{Claim: c.Claim(), Delay: 4 * time.Second, Error: "backing off"}); err != nil {
+		t.Fatal(err)
+	}
+	// Listings see the lane from now on; the queue's version has not
+	// moved, so none is made unless the manager asks for one.
+	f.store.hideLanes.Store(false)
+	f.store.panicOnce.Store(true)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[0]}})
+	waitUntil(t, "the injected panic", 10*time.Second, func() bool { return !f.store.panicOnce.Load() })
+	// Well inside FullRescanInterval: only the restarted lane's word can
+	// have the manager look before it.
+	waitUntil(t, "the row delivered once the head is due", FullRescanInterval*2/3, func() bool {
+		return requests.Load() == 1 && f.row(t, 0).Status == storage.QueueDone
+	})
+}
+
 // A lane whose head is in flight under a lease that no actor of this node
 // holds (an actor stopped without giving the row back) is parked: a newly
 // stored row starts no actor, whose claim could only find the head in
