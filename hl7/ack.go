@@ -189,14 +189,17 @@ func (c Condition) String() string {
 
 // ConditionOf returns the condition that best reports err, an error of this
 // package: a missing MSH, a second one or broken framing is 100 (segment
-// sequence error), bad separators 102 (MSH-1/MSH-2 hold the wrong kind of data), an
-// oversize frame 104; anything else is 207.
+// sequence error), no control ID 101 (required field missing), bad
+// separators 102 (MSH-1/MSH-2 hold the wrong kind of data), an oversize
+// frame 104; anything else is 207.
 func ConditionOf(err error) Condition {
 	switch {
 	case err == nil:
 		return CondAccepted
 	case errors.Is(err, ErrNoMSH), errors.Is(err, ErrNotFramed), errors.Is(err, ErrSecondMSH):
 		return CondSegmentSequence
+	case errors.Is(err, ErrNoControlID):
+		return CondRequiredFieldMissing
 	case errors.Is(err, ErrBadSeparators):
 		return CondDataType
 	case errors.Is(err, ErrFrameTooLarge):
@@ -226,7 +229,8 @@ var now = time.Now
 //	     MSH-10 a new control ID; MSH-11 and MSH-12 copied from m; MSH-18
 //	     (character set) copied from m when m has one: the copied MSH-3..6
 //	     are in m's character set, so the ACK is too, and says so
-//	MSA  MSA-1 code, MSA-2 m's MSH-10, MSA-3 the reason shortened to 80
+//	MSA  MSA-1 code, MSA-2 m's MSH-10 (empty when MSH-10 holds only
+//	     blanks: they name no message), MSA-3 the reason shortened to 80
 //	     characters (left empty from v2.7, which withdrew MSA-3; kept when
 //	     m's version cannot be read)
 //	ERR  only when reason is not empty: see below
@@ -281,13 +285,22 @@ func AckCondition(m *Message, code AckCode, cond Condition, reason string) []byt
 		sep:     m.sep,
 		sendApp: get(5), sendFac: get(6), recvApp: get(3), recvFac: get(4),
 		trigger:  safe(m.Get(Path{Segment: "MSH", Field: 9, Component: 2})),
-		control:  safe(m.ControlID()),
+		control:  safe(echoedControlID(m)),
 		procID:   get(11),
 		version:  get(12),
 		versionN: m.Version(),
 		charset:  get(18),
 	}
 	return buildAck(h, code, cond, reason)
+}
+
+// echoedControlID is what an ACK to m echoes in MSA-2: MSH-10 raw, or ""
+// when it holds only blanks (CheckControlID refuses it).
+func echoedControlID(m *Message) string {
+	if c := m.ControlID(); !blank(c) {
+		return c
+	}
+	return ""
 }
 
 // escapeBlockChars hex-escapes (\X0B\, \X1C\) the MLLP block characters

@@ -457,8 +457,9 @@ func TestConditionOf(t *testing.T) {
 	_, badSep := Parse([]byte("MSH|^^\\&"))
 	_, notFramed := NewFrameReader(strings.NewReader("x"), 10).ReadFrame()
 	_, tooLarge := NewFrameReader(strings.NewReader(frame("12345678901")), 10).ReadFrame()
+	noControlID := CheckControlID(mustParse(t, []byte("MSH|^~\\&|A|B|C|D|20260101||ADT^A01||P|2.5")))
 	for err, want := range map[error]Condition{
-		nil: CondAccepted, noMSH: CondSegmentSequence, badSep: CondDataType,
+		nil: CondAccepted, noMSH: CondSegmentSequence, badSep: CondDataType, noControlID: CondRequiredFieldMissing,
 		notFramed: CondSegmentSequence, tooLarge: CondValueTooLong, errors.New("x"): CondInternalError,
 	} {
 		if got := ConditionOf(err); got != want {
@@ -618,5 +619,41 @@ func TestAckReasonIsCutBetweenCharacters(t *testing.T) {
 	}
 	if len(a.Text) != 79 || len(a.ErrorMessage) != 999 || !strings.HasPrefix(long, a.Text) || !strings.HasPrefix(long, a.ErrorMessage) {
 		t.Errorf("MSA-3 %d bytes, ERR-8 %d bytes: want 79 and 999", len(a.Text), len(a.ErrorMessage))
+	}
+}
+
+// MSH-10 is required: CheckControlID refuses a message whose MSH-10 is
+// empty, only blanks, or beyond the MSH's last field (ControlID is "" for
+// one), with condition 101; an ACK to such a message leaves MSA-2 empty,
+// there being nothing to echo (blanks echoed name no message either).
+func TestCheckControlID(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, msh, control, why string }{
+		{"a control ID", "MSH|^~\\&|A|B|C|D|20260101||ADT^A01|CTRL1|P|2.5", "CTRL1", ""},
+		{"blanks around one", "MSH|^~\\&|A|B|C|D|20260101||ADT^A01| C 2 |P|2.5", " C 2 ", ""},
+		{"empty", "MSH|^~\\&|A|B|C|D|20260101||ADT^A01||P|2.5", "", "MSH-10 is empty"},
+		{"empty, the last field", "MSH|^~\\&|A|B|C|D|20260101||ADT^A01|", "", "MSH-10 is empty"},
+		{"blanks", "MSH|^~\\&|A|B|C|D|20260101||ADT^A01| \t |P|2.5", "", "MSH-10 holds only blanks"},
+		{"nine fields", "MSH|^~\\&|A|B|C|D|20260101||ADT^A01", "", "ends before MSH-10"},
+		{"two fields", "MSH|^~\\&", "", "ends before MSH-10"},
+	} {
+		m := mustParse(t, []byte(c.msh+"\rPID|1||P1|CTRL|x|y|z|w|v|u|t\r"))
+		err := CheckControlID(m)
+		if c.why == "" {
+			if err != nil || m.ControlID() != c.control {
+				t.Errorf("%s: CheckControlID %v, ControlID %q; want nil, %q", c.name, err, m.ControlID(), c.control)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrNoControlID) || !strings.Contains(err.Error(), c.why) || ConditionOf(err) != CondRequiredFieldMissing {
+			t.Errorf("%s: CheckControlID %v (condition %d); want ErrNoControlID saying %q, condition 101", c.name, err, ConditionOf(err), c.why)
+		}
+		if c.name != "blanks" && m.ControlID() != "" {
+			t.Errorf("%s: ControlID %q, want empty", c.name, m.ControlID())
+		}
+		a, perr := ParseAck(AckCondition(m, AR, ConditionOf(err), err.Error()))
+		if perr != nil || a.Code != AR || a.ControlID != "" || a.ErrorCode != "101" || !strings.Contains(a.Text, "MSH-10") {
+			t.Errorf("%s: ACK read back %+v, %v; want AR, MSA-2 empty, 101, MSA-3 naming MSH-10", c.name, a, perr)
+		}
 	}
 }

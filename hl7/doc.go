@@ -24,7 +24,9 @@
 //
 // MSH is numbered as the standard numbers it: MSH-1 is the field separator
 // itself, MSH-2 the encoding characters, MSH-3 the sending application, and
-// MSH-9 the message type, MSH-10 the control ID.
+// MSH-9 the message type, MSH-10 the control ID. Parse does not require
+// MSH-10; CheckControlID does, as an inbound must (the ACK names the
+// message by it).
 //
 // Values are returned raw: escape sequences such as \F\ or \S\ are not
 // decoded, so a value compares equal to what the sender wrote, and a value

@@ -170,10 +170,24 @@ func FuzzParse(f *testing.F) {
 		if v := m.ControlID(); strings.IndexByte(v, sep.Field) >= 0 {
 			t.Fatalf("ControlID %q holds a field separator", v)
 		}
+		// A message without a control ID (MSH-10 empty, only blanks, or
+		// missing) is refused, with condition 101, and its ACKs echo none.
+		control := m.ControlID()
+		if cerr := CheckControlID(m); (cerr != nil) != (strings.TrimSpace(control) == "") {
+			t.Fatalf("CheckControlID = %v for ControlID %q", cerr, control)
+		} else if cerr != nil {
+			if !errors.Is(cerr, ErrNoControlID) || ConditionOf(cerr) != CondRequiredFieldMissing {
+				t.Fatalf("CheckControlID = %v (condition %d); want ErrNoControlID, condition 101", cerr, ConditionOf(cerr))
+			}
+			if ack := AckCondition(m, AR, ConditionOf(cerr), cerr.Error()); !validAck(t, ack, AR, "", sep) {
+				t.Fatal("the AR to a message without a control ID does not parse back with MSA-2 empty")
+			}
+			control = ""
+		}
 		// Every ACK of a parsable message parses back, answering its control ID.
 		for _, code := range []AckCode{AA, AE, AR, CA, CE, CR} {
 			ack := Ack(m, code, "reason | with ^ separators \\ and\r\nbreaks")
-			if !validAck(t, ack, code, m.ControlID(), sep) {
+			if !validAck(t, ack, code, control, sep) {
 				t.Fatalf("ACK %s does not parse back", code)
 			}
 			am, _ := Parse(ack)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 var (
@@ -20,6 +21,10 @@ var (
 	// frame). Taken as one, it was routed and delivered whole in the first
 	// one's lane, and its sender got one ACK for two messages.
 	ErrSecondMSH = errors.New("hl7: a second message in one")
+
+	// ErrNoControlID is wrapped by CheckControlID's error when MSH-10, the
+	// message control ID HL7 requires, is empty, only blanks or missing.
+	ErrNoControlID = errors.New("hl7: no control ID (MSH-10)")
 )
 
 // Separators are a message's delimiters, read from MSH-1 and MSH-2.
@@ -196,10 +201,36 @@ func (m *Message) Separators() Separators { return m.sep }
 // ControlID returns MSH-10, the message control ID, raw and whole: a
 // repetition separator in it (not conformant, but sent) is kept, so that
 // MSA-2 echoes the field as it came and an ACK that echoes it so matches.
+// It is "" when the MSH segment ends before MSH-10.
 func (m *Message) ControlID() string {
 	f, _ := m.field("MSH", 1, 10)
 	return string(f)
 }
+
+// CheckControlID returns an error wrapping ErrNoControlID, saying why, when
+// m has no control ID: MSH-10 is empty, holds only blanks, or lies beyond
+// the MSH segment's last field; else nil. HL7 v2 requires MSH-10: it is how
+// an ACK names the message it answers (MSA-2), and how the message is found
+// later. Parse does not check it (an ACK, or a message an engine passes on,
+// is read all the same); an inbound refuses such a message.
+func CheckControlID(m *Message) error {
+	f, ok := m.field("MSH", 1, 10)
+	why := ""
+	switch {
+	case !ok:
+		why = "the MSH segment ends before MSH-10"
+	case len(f) == 0:
+		why = "MSH-10 is empty"
+	case blank(string(f)):
+		why = "MSH-10 holds only blanks"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: %s; HL7 requires one, unique to each message, for an ACK to name it: the sending system must set it", ErrNoControlID, why)
+}
+
+// blank reports whether s is empty or only white space.
+func blank(s string) bool { return strings.TrimSpace(s) == "" }
 
 // MessageType returns MSH-9 as sent, e.g. "ADT^A01^ADT_A01".
 func (m *Message) MessageType() string { return m.Get(Path{Segment: "MSH", Field: 9}) }
