@@ -165,7 +165,7 @@ func queueDepthGauge(dest string) {
 // help is the HELP text of every series the engine exports.
 var help = map[string]string{
 	"mf_messages_received_total":           "Messages read from an inbound (MLLP frames, file messages).",
-	"mf_messages_rejected_total":           "Inbound messages refused, by reason: parse (not HL7), oversize, not_framed, refused (a value the database refused: kept as rejected, AR), store (not stored: AE), incomplete (a frame not ended within read_timeout: closed, no answer), processing_id (MSH-11 not the inbound's processing_id: kept as rejected, AR).",
+	"mf_messages_rejected_total":           "Inbound messages refused, by reason: parse (not HL7), oversize, not_framed, refused (a value the database refused: kept as rejected, AR), store (not stored: AE), incomplete (a frame not ended within read_timeout: closed, no answer), processing_id (MSH-11 not the inbound's processing_id: kept as rejected, AR), no_control_id (MSH-10 empty, only blanks or missing: kept as rejected, AR).",
 	"mf_messages_unrouted_total":           "Messages stored that no route took (status unrouted, acknowledged AA).",
 	"mf_ack_duration_seconds":              "Time from a message's arrival to its acknowledgement, the commit included.",
 	"mf_connections_refused_total":         "MLLP connections closed at once because the listener was at max_connections, or the process out of file descriptors.",

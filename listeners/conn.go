@@ -230,8 +230,8 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 		return hl7.AckUnparsable(payload, hl7.AR, hl7.ConditionOf(perr), perr.Error()), true
 	}
 
-	if err := processingIDError(l.cfg, msg); err != nil {
-		return cn.refuseProcessingID(payload, msg, err)
+	if r := refusalOf(l.cfg, msg); r.err != nil {
+		return cn.refuseMessage(payload, msg, r)
 	}
 
 	deliveries := l.env.Router.Route(l.cfg.Name, msg)
@@ -283,26 +283,32 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 	return hl7.Ack(msg, code, reason), true
 }
 
-// store hands the message to the ingest actor and waits for its commit.
-// refuseProcessingID keeps msg, whose processing ID the inbound does not
-// take (perr), as rejected, unrouted, and answers AR (CR in enhanced mode)
-// with condition 202: sent again it would be refused again. If it cannot be
-// kept, AE (CE), as for any message: the sender sends it again.
-func (cn *conn) refuseProcessingID(payload []byte, msg *hl7.Message, perr error) ([]byte, bool) {
+// refuseMessage keeps msg, which the inbound refuses (r: no control ID, a
+// processing ID it does not take), as rejected, unrouted, and answers AR
+// (CR in enhanced mode) with r's condition: sent again it would be refused
+// again. If it cannot be kept, AE (CE), as for any message: the sender
+// sends it again.
+func (cn *conn) refuseMessage(payload []byte, msg *hl7.Message, r refusal) ([]byte, bool) {
 	l := cn.l
 	res, ok := cn.store(storage.NewMessage{Inbound: l.cfg.Name, ControlID: msg.ControlID(), MessageType: msg.MessageType(),
-		Payload: payload, Status: storage.MessageRejected, Error: perr.Error()})
+		Payload: payload, Status: storage.MessageRejected, Error: r.err.Error()})
 	if !ok {
 		return nil, false
 	}
-	outcome, cond, reason := hl7.Reject, hl7.CondUnsupportedProcessingID, perr.Error()
+	outcome, cond, reason := hl7.Reject, r.cond, r.err.Error()
 	if res.Err != nil {
 		countRejected(l.cfg.Name, reasonStore)
 		outcome, cond, reason = hl7.Error, hl7.CondInternalError, "message not stored, send it again: "+storeReason(res.Err)
 	} else {
-		countRejected(l.cfg.Name, reasonProcessingID)
-		l.log.Warn().Str("control_id", msg.ControlID()).Str("processing_id", textcut.Cut(msg.ProcessingID(), 20)).Int64("message_id", res.MessageID).
-			Msg("message refused: its processing ID (MSH-11) is not this inbound's processing_id: answered AR and kept as rejected, not delivered (a test or training system sending to this one? point it at its own engine, or change processing_id)")
+		countRejected(l.cfg.Name, r.reason)
+		switch r.reason {
+		case reasonNoControlID:
+			l.log.Warn().Str("reason", r.err.Error()).Str("message_type", textcut.Cut(msg.MessageType(), 40)).Int64("message_id", res.MessageID).
+				Msg("message refused: no control ID (MSH-10): answered AR with MSA-2 empty and kept as rejected, not delivered (the sending system must give each message a unique MSH-10: tell its team)")
+		default:
+			l.log.Warn().Str("control_id", msg.ControlID()).Str("processing_id", textcut.Cut(msg.ProcessingID(), 20)).Int64("message_id", res.MessageID).
+				Msg("message refused: its processing ID (MSH-11) is not this inbound's processing_id: answered AR and kept as rejected, not delivered (a test or training system sending to this one? point it at its own engine, or change processing_id)")
+		}
 	}
 	code := hl7.AcceptCode(msg, outcome)
 	if !hl7.ShouldAck(msg, code) {
@@ -311,6 +317,7 @@ func (cn *conn) refuseProcessingID(payload []byte, msg *hl7.Message, perr error)
 	return hl7.AckCondition(msg, code, cond, reason), true
 }
 
+// store hands the message to the ingest actor and waits for its commit.
 func (cn *conn) store(m storage.NewMessage) (Result, bool) {
 	l := cn.l
 	l.env.System.Root.Send(l.env.Ingest, Submit{Msg: m, Reply: cn.reply})

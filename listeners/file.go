@@ -309,7 +309,7 @@ func (f *FilePoller) ingestFile(name string) bool {
 		// A file's writer hears no AR: this line is all that tells of them.
 		f.log.Warn().Str("file", name).Str("archived_as", archived).Int("messages", len(msgs)).Int("rejected", rejected.n).
 			Int64("message_id", rejected.firstID).Str("reason", rejected.firstReason).
-			Msg("messages of an inbound file are rejected (not HL7 v2, or a processing ID, MSH-11, other than the inbound's processing_id): kept as rejected, not delivered (GET /messages/{id}; message_id and reason are the first one's); ask the file's writer to fix them")
+			Msg("messages of an inbound file are rejected (not HL7 v2, no control ID (MSH-10), or a processing ID, MSH-11, other than the inbound's processing_id): kept as rejected, not delivered (GET /messages/{id}; message_id and reason are the first one's); ask the file's writer to fix them")
 	}
 	return true
 }
@@ -317,8 +317,9 @@ func (f *FilePoller) ingestFile(name string) bool {
 // utf8BOM is the byte order mark some Windows programs put before text.
 var utf8BOM = []byte("\xEF\xBB\xBF")
 
-// rejects counts the messages of a file stored as rejected (not HL7 v2, or
-// of another processing ID), and keeps the first one's id and reason.
+// rejects counts the messages of a file stored as rejected (not HL7 v2,
+// without a control ID, or of another processing ID), and keeps the first
+// one's id and reason.
 type rejects struct {
 	n           int
 	firstID     int64
@@ -499,9 +500,9 @@ func (f *FilePoller) newMessage(raw []byte) (m storage.NewMessage, reason string
 		return storage.NewMessage{Inbound: f.cfg.Name, ControlID: hl7.UnparsableControlID(raw), Payload: raw,
 			Status: storage.MessageRejected, Error: err.Error()}, reasonParse
 	}
-	if err := processingIDError(f.cfg, msg); err != nil {
+	if r := refusalOf(f.cfg, msg); r.err != nil {
 		return storage.NewMessage{Inbound: f.cfg.Name, ControlID: msg.ControlID(), MessageType: msg.MessageType(), Payload: raw,
-			Status: storage.MessageRejected, Error: err.Error()}, reasonProcessingID
+			Status: storage.MessageRejected, Error: r.err.Error()}, r.reason
 	}
 	d := f.env.Router.Route(f.cfg.Name, msg)
 	status := storage.MessageRouted

@@ -33,6 +33,9 @@ const (
 	// reasonProcessingID: a processing ID (MSH-11) other than the
 	// inbound's processing_id (a test system's message in production).
 	reasonProcessingID = "processing_id"
+	// reasonNoControlID: no control ID (MSH-10 empty, only blanks or
+	// missing), which HL7 requires and an ACK names the message by.
+	reasonNoControlID = "no_control_id"
 )
 
 func countRejected(inbound, reason string) {
@@ -80,7 +83,7 @@ func RegisterMetrics(inbounds []config.Inbound) {
 	for _, in := range inbounds {
 		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_received_total{inbound=%s}`, lanes.Label(in.Name)))
 		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_unrouted_total{inbound=%s}`, lanes.Label(in.Name)))
-		for _, reason := range []string{reasonParse, reasonOversize, reasonNotFramed, reasonStore, reasonRefused, reasonIncomplete, reasonProcessingID} {
+		for _, reason := range []string{reasonParse, reasonOversize, reasonNotFramed, reasonStore, reasonRefused, reasonIncomplete, reasonProcessingID, reasonNoControlID} {
 			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_messages_rejected_total{inbound=%s,reason=%s}`, lanes.Label(in.Name), lanes.Label(reason)))
 		}
 		metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`mf_ack_duration_seconds{inbound=%s}`, lanes.Label(in.Name)))
