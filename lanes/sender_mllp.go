@@ -406,7 +406,11 @@ func (s *mllpSender) judge(reply []byte, want string, queueID int64, carried boo
 		detail = strings.TrimSpace("error " + ack.ErrorCode + " " + detail)
 	}
 	detail = truncate(detail, mllpReasonMax)
-	if ack.ControlID == "" && want != "" && ack.Code.Outcome() == hl7.Reject && carried {
+	// A control ID of only blanks names no message, and a receiver (mf's
+	// listener) may answer it with an empty MSA-2: as for an empty one, that
+	// is an ordinary answer, not one to a message it could not read.
+	named := strings.TrimSpace(want) != ""
+	if ack.ControlID == "" && named && ack.Code.Outcome() == hl7.Reject && carried {
 		// It may answer a message sent before without waiting, which the
 		// receiver read only now: this one goes again on a new connection,
 		// where nothing comes before it.
@@ -415,7 +419,7 @@ func (s *mllpSender) judge(reply []byte, want string, queueID int64, carried boo
 		de.Detail = detail
 		return &judgement{de, true}
 	}
-	if ack.ControlID == "" && want != "" && ack.Code.Outcome() == hl7.Reject {
+	if ack.ControlID == "" && named && ack.Code.Outcome() == hl7.Reject {
 		// A receiver that could not read the message (too large, not
 		// framed as it expects) cannot echo its control ID. It answered
 		// what was just written on a connection that carries one message
@@ -455,9 +459,11 @@ const controlIDWidth = 20
 // at a time, and one closed on a timeout is not used again, so the prefix
 // cannot be an older message's: but for one sent without waiting for its
 // ACK (MSH-15 NE, ER), and a message that such an older one's ACK could
-// answer is sent on a new connection (see Send).
+// answer is sent on a new connection (see Send). A control id of only
+// blanks is answered by an MSA-2 of blanks or an empty one (hl7.Ack's).
 func acknowledges(got, want string) bool {
-	return got == want || (len(want) > controlIDWidth && len(got) == controlIDWidth && strings.HasPrefix(want, got))
+	return got == want || (len(want) > controlIDWidth && len(got) == controlIDWidth && strings.HasPrefix(want, got)) ||
+		(strings.TrimSpace(want) == "" && strings.TrimSpace(got) == "")
 }
 
 // strayAck handles an answer to a message sent without waiting for it
@@ -744,6 +750,9 @@ type unawaitedSends struct {
 // ackKey is the part of a control id an ACK that answers it must echo
 // (see acknowledges): two control ids one ACK could answer have the same.
 func ackKey(controlID string) string {
+	if strings.TrimSpace(controlID) == "" {
+		return "" // blanks: any MSA-2 of blanks, or an empty one
+	}
 	if len(controlID) > controlIDWidth {
 		return controlID[:controlIDWidth]
 	}

@@ -421,7 +421,7 @@ func TestMLLPSenderRejectionWithoutControlIDIsPermanent(t *testing.T) {
 		switch m.ControlID() {
 		case "BIG":
 			return answer{raw: nak}
-		case "":
+		case "", "  ":
 			return answer{code: hl7.AR, reason: "no control id"}
 		}
 		return answer{controlID: &blank}
@@ -441,8 +441,13 @@ func TestMLLPSenderRejectionWithoutControlIDIsPermanent(t *testing.T) {
 	if err := s.Send(t.Context(), testMessage("")); !IsPermanent(err) {
 		t.Fatalf("again: %v", err)
 	}
+	// Nor is one of only blanks, which names no message either (mf's
+	// listener answers it so): the same rejection, not one of a message
+	// the receiver could not read.
+	err = s.Send(t.Context(), testMessage("  "))
+	wantDeliveryError(t, err, true, `mllp lab: receiver rejected control id "  " (queue id 42) with AR: error 207 no control id`)
 	if now, _, _ := r.stats(); now != accepted+1 {
-		t.Errorf("%d connections for two rejections, want 1", now-accepted)
+		t.Errorf("%d connections for three rejections, want 1", now-accepted)
 	}
 }
 
