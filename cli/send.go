@@ -130,14 +130,20 @@ func send(c *cli.Context, sender lanes.Sender, msgs [][]byte, conns, repeat int)
 				default:
 					accepted.Add(1)
 				}
+				// A message without a control id (none, only blanks, or not
+				// HL7) is named by its place alone, and said to have none.
+				label := controlID
+				if strings.TrimSpace(controlID) == "" {
+					label = "(no control id)"
+				}
 				if !c.Bool("quiet") || err != nil {
 					out.Lock()
 					if err == nil && ackType != "" {
-						fmt.Fprintf(c.App.Writer, "%d %s: sent, no ACK awaited (MSH-15 %s: the receiver answers only a refusal, or nothing), so not known to be accepted\n", i+1, controlID, ackType)
+						fmt.Fprintf(c.App.Writer, "%d %s: sent, no ACK awaited (MSH-15 %s: the receiver answers only a refusal, or nothing), so not known to be accepted\n", i+1, label, ackType)
 					} else if err == nil {
-						fmt.Fprintf(c.App.Writer, "%d %s: accepted\n", i+1, controlID)
+						fmt.Fprintf(c.App.Writer, "%d %s: accepted\n", i+1, label)
 					} else {
-						fmt.Fprintf(c.App.Writer, "%d %s: %v\n", i+1, controlID, err)
+						fmt.Fprintf(c.App.Writer, "%d %s: %v\n", i+1, label, err)
 					}
 					out.Unlock()
 				}

@@ -131,3 +131,49 @@ func TestSendRefusesARepeatThatOverflows(t *testing.T) {
 		t.Fatalf("mf send --repeat 9223372036854775807 of two messages: error %v, printed %q; want --repeat refused", err, out)
 	}
 }
+
+// mf send of a message without a control id (MSH-10 empty, or only
+// blanks) to mf's listener, which refuses it AR with MSA-2 empty: the line
+// names the message by its place, says it has no control id, and gives the
+// receiver's reason; the run fails.
+func TestSendReportsTheRefusalOfAMessageWithoutAControlID(t *testing.T) {
+	t.Parallel()
+	addr := enginetest.FreeAddr(t)
+	enginetest.Start(t, `
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "`+addr+`"
+
+[[outbound]]
+name = "out"
+type = "file"
+directory = "{{dir}}/out"
+
+[[route]]
+from = "adt_in"
+to = ["out"]
+`)
+	msg := filepath.Join(t.TempDir(), "noctl.hl7")
+	content := enginetest.ADT("", "P1") + enginetest.ADT("  ", "P2") + enginetest.ADT("C3", "P3")
+	if err := os.WriteFile(msg, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runMF(t, "send", "--to", addr, "--timeout", "10s", msg)
+	if err == nil || !strings.Contains(err.Error(), "2 of 3 messages were not accepted") {
+		t.Fatalf("mf send: error %v, printed %q; want 2 of 3 not accepted", err, out)
+	}
+	for _, want := range []string{"1 (no control id): ", "2 (no control id): ", "3 C3: accepted\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("mf send printed %q; want a line starting %q", out, want)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "1 ") || strings.HasPrefix(line, "2 ") {
+			if !strings.Contains(line, "rejected") || !strings.Contains(line, "AR") || !strings.Contains(line, "no control ID (MSH-10)") ||
+				strings.Contains(line, "could not read the message") {
+				t.Errorf("mf send line %q; want it to say AR, rejected, and the receiver's reason naming MSH-10", line)
+			}
+		}
+	}
+}
