@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -28,6 +29,9 @@ type graphSpec struct {
 	onFenced func(op string, err error)
 	binds    *listeners.Binds // the node's, across graphs
 	done     chan struct{}    // closed when the graph and all its children have stopped
+	// lanes publishes this graph's lane manager while the graph runs
+	// (Engine.OutboundHeld).
+	lanes *atomic.Pointer[actor.PID]
 }
 
 // graphStarted, if set, runs at the end of every graph's Started: a test
@@ -46,6 +50,7 @@ var spawnGraph = func(ctx actor.Context, props *actor.Props, name string) (*acto
 type graph struct {
 	spec      *graphSpec
 	listeners []*actor.PID
+	lanes     *actor.PID // the lane manager this graph spawned
 }
 
 func newGraph(spec *graphSpec) *actor.Props {
@@ -61,6 +66,10 @@ func (g *graph) Receive(ctx actor.Context) {
 	case *actor.Started:
 		g.spawn(ctx)
 	case *actor.Stopping:
+		if g.spec.lanes != nil && g.lanes != nil {
+			// The next graph publishes its own; until then none runs.
+			g.spec.lanes.CompareAndSwap(g.lanes, nil)
+		}
 		g.stopListeners(ctx)
 	case *actor.Stopped:
 		close(g.spec.done)
@@ -73,6 +82,10 @@ func (g *graph) spawn(ctx actor.Context) {
 	laneEnv := &lanes.Env{Ctx: s.ctx, Store: s.store, Fence: s.fence, Owner: s.owner, Trust: s.trust.Trusted,
 		Config: s.cfg, Log: log, OnFenced: s.onFenced}
 	lanePID, _ := ctx.SpawnNamed(lanes.NewManager(laneEnv), "lanes")
+	g.lanes = lanePID
+	if s.lanes != nil && lanePID != nil {
+		s.lanes.Store(lanePID)
+	}
 
 	in := &listeners.Env{Ctx: s.ctx, Store: s.store, Fence: s.fence, Log: log, Router: s.router,
 		Lanes: lanePID, System: ctx.ActorSystem(), OnFenced: s.onFenced, LogPayloads: s.cfg.LogPayloads, Binds: s.binds}

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,5 +147,131 @@ func TestAHoldFromAStandbyStopsThePrimaryAndOutlivesAFailover(t *testing.T) {
 	enginetest.WaitFor(t, "the held messages delivered after the release", 20*time.Second, func() bool { return len(dest.Received()) == 4 })
 	if got := dest.Received(); !slices.Equal(got, []string{"D1", "D2", "D3", "D4"}) {
 		t.Fatalf("delivered %v; want D1, D2, D3, D4 in order", got)
+	}
+}
+
+// gatedDestination is an HTTP destination that records the control ids it
+// is sent, in order, each only once the gate is open; atGate is closed when
+// the first send waits there.
+type gatedDestination struct {
+	*httptest.Server
+	gate, atGate chan struct{}
+	mu           sync.Mutex
+	got          []string
+}
+
+func startGatedDestination(t *testing.T) *gatedDestination {
+	t.Helper()
+	d := &gatedDestination{gate: make(chan struct{}), atGate: make(chan struct{})}
+	var once sync.Once
+	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(d.atGate) })
+		select {
+		case <-d.gate:
+		case <-r.Context().Done():
+			return
+		}
+		d.mu.Lock()
+		d.got = append(d.got, r.Header.Get("X-MF-Control-ID"))
+		d.mu.Unlock()
+	}))
+	t.Cleanup(d.Close)
+	return d
+}
+
+func (d *gatedDestination) received() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.got)
+}
+
+// An operator's hold reaches the primary's lanes when the API answers, not
+// at the lane manager's next rescan: the queue's version is frozen here, so
+// that no rescan lists the lanes (as with a long rescan interval), and the
+// hold must come some other way. Two messages of one lane are stored in one
+// transaction, so the lane knows of the second from the start; the first is
+// in flight (its send waits at the destination) when the outbound is held.
+// That send finishes; the second is not claimed (before, the write that
+// recorded the first claimed it with it, and it was sent). The release then
+// delivers it at once, again with no rescan to list the lanes.
+func TestAHoldReachesThePrimarysLanesWhenTheAPIAnswers(t *testing.T) {
+	dest := startGatedDestination(t)
+	sum := sha256.Sum256([]byte(holdToken))
+	e := enginetest.Start(t, fmt.Sprintf(`
+[[api.tokens]]
+name = "ops"
+role = "operator"
+sha256 = %q
+
+[[inbound]]
+name = "drop"
+type = "file"
+directory = "{{dir}}/in"
+poll_interval_seconds = 0.05
+
+[[outbound]]
+name = "emr"
+type = "http"
+url = %q
+
+[[route]]
+from = "drop"
+to = ["emr"]
+`, hex.EncodeToString(sum[:]), dest.URL))
+	srv := httptest.NewServer(api.New(api.Options{Config: e.Config, Store: e.Store, Status: e.Status, OutboundHeld: e.OutboundHeld, Log: zerolog.Nop()}).Handler())
+	t.Cleanup(srv.Close)
+	post := func(path string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+holdToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST %s: %d", path, resp.StatusCode)
+		}
+	}
+	queued := func(id int64) storage.QueueRow {
+		t.Helper()
+		m, err := e.Store.MessageRead(context.Background(), id)
+		if err != nil || len(m.Queue) != 1 {
+			t.Fatalf("message %d: %v, %d queue rows", id, err, len(m.Queue))
+		}
+		return m.Queue[0]
+	}
+	// The manager's first listing (before any hold) is over; from now on
+	// none comes unless it must.
+	enginetest.WaitFor(t, "the lane manager's first listing", 10*time.Second, func() bool { return e.Store.Listings() > 0 })
+	e.Store.FreezeQueueVersion(t)
+
+	in := filepath.Join(e.Dir, "in")
+	if err := os.MkdirAll(in, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(e.Dir, "batch.hl7")
+	if err := os.WriteFile(tmp, []byte(enginetest.ADT("M1", "P1")+enginetest.ADT("M2", "P1")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(in, "batch.hl7")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-dest.atGate:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for M1's send")
+	}
+	post("/outbounds/emr/hold")
+	close(dest.gate)
+	enginetest.WaitFor(t, "M1 recorded delivered", 10*time.Second, func() bool { return queued(1).Status == storage.QueueDone })
+	if r := queued(2); r.Status != storage.QueuePending || r.Attempts != 0 {
+		t.Fatalf("M2, of an outbound held before M1's send ended, is %s after %d attempts; want pending, unclaimed (the lanes must see the hold once the API has answered)", r.Status, r.Attempts)
+	}
+
+	post("/outbounds/emr/release")
+	enginetest.WaitFor(t, "M2 delivered after the release", 10*time.Second, func() bool { return len(dest.received()) == 2 })
+	if got := dest.received(); !slices.Equal(got, []string{"M1", "M2"}) {
+		t.Fatalf("delivered %v; want M1, M2", got)
 	}
 }

@@ -73,6 +73,36 @@ type Engine struct {
 	inForce *atomic.Pointer[config.Config]
 	// stopRequested is set by Stop before it asks root to shut down.
 	stopRequested *atomic.Bool
+	// lanes is the lane manager of the graph running now, nil while none
+	// runs (a standby, or between a reload's two graphs).
+	lanes *atomic.Pointer[actor.PID]
+}
+
+// holdTellTimeout bounds how long OutboundHeld waits for the lane manager.
+const holdTellTimeout = 5 * time.Second
+
+// OutboundHeld tells this node's lane manager, if it runs one (the
+// primary, or a single node), that an operator has just held (held) or
+// released outbound, once the store has it (POST /outbounds/{name}/hold,
+// /release): it returns once the manager has acted on it, so that no lane
+// claims a row of a held outbound from then on, and a released one's lanes
+// have been started (lanes.HoldChanged). Without a manager (a standby) it
+// does nothing: the primary's rescan reads the store. An error says the
+// manager did not answer (it was stopping): its next rescan reads it.
+func (e *Engine) OutboundHeld(ctx context.Context, outbound string, held bool) error {
+	pid := e.lanes.Load()
+	if pid == nil {
+		return nil
+	}
+	timeout := holdTellTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+	}
+	if timeout <= 0 {
+		return context.DeadlineExceeded
+	}
+	_, err := e.system.Root.RequestFuture(pid, lanes.HoldChanged{Outbound: outbound, Held: held}, timeout).Result()
+	return err
 }
 
 type shutdown struct{}
@@ -119,7 +149,8 @@ func Start(o Options) (*Engine, error) {
 	// Before root starts: the pairs it loads as a standby set the series
 	// this tracks.
 	setCertMetrics(o.Config, true)
-	r := &root{opts: o, router: router, status: status, binds: binds, started: o.Config, inForce: inForce, stopRequested: stopRequested, failed: failed}
+	lanesPID := &atomic.Pointer[actor.PID]{}
+	r := &root{opts: o, router: router, status: status, binds: binds, started: o.Config, inForce: inForce, stopRequested: stopRequested, failed: failed, lanes: lanesPID}
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return r }), "root")
 	if err != nil {
 		return nil, err
@@ -130,7 +161,7 @@ func Start(o Options) (*Engine, error) {
 	// node's start may have read again since; a reload registers its own).
 	listeners.RegisterMetrics(o.Config.Inbound)
 	lanes.RegisterMetrics(o.Config.Outbound)
-	return &Engine{system: system, root: pid, status: status, binds: binds, failed: failed, reload: o.Reload, started: o.Config, inForce: inForce, stopRequested: stopRequested}, nil
+	return &Engine{system: system, root: pid, status: status, binds: binds, failed: failed, reload: o.Reload, started: o.Config, inForce: inForce, stopRequested: stopRequested, lanes: lanesPID}, nil
 }
 
 // Config returns the config this node runs: the one it started with, or
@@ -188,6 +219,8 @@ type root struct {
 	inForce *atomic.Pointer[config.Config]
 	// stopRequested is set by Engine.Stop before its shutdown is queued.
 	stopRequested *atomic.Bool
+	// lanes publishes the running graph's lane manager (Engine.lanes).
+	lanes *atomic.Pointer[actor.PID]
 
 	leadership *actor.PID
 	graph      *actor.PID
@@ -445,7 +478,7 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 	system, self := ctx.ActorSystem(), ctx.Self()
 	spec := &graphSpec{
 		ctx: gctx, cfg: r.opts.Config, store: r.opts.Store, fence: f, ended: ended, owner: r.opts.Instance, trust: r.opts.Trust,
-		log: r.opts.Log, router: r.router, binds: r.binds,
+		log: r.opts.Log, router: r.router, binds: r.binds, lanes: r.lanes,
 		done: make(chan struct{}),
 	}
 	spec.onFenced = func(op string, err error) {

@@ -1,12 +1,15 @@
 package api
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/lanes"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -20,11 +23,16 @@ type OutboundHold struct {
 }
 
 // outboundHold is POST /outbounds/{name}/hold: the outbound's lanes claim
-// and send nothing until it is released (the primary notices within about
-// lanes.RescanInterval; a send in flight finishes), while its messages are
-// still stored, acknowledged and queued. The hold is a row of the shared
-// database: made from any node, standbys too, it holds across restarts
-// and failovers. Holding a held outbound changes nothing (its since stays).
+// and send nothing until it is released, while its messages are still
+// stored, acknowledged and queued. From the answer on no lane claims a row
+// of it on any node (the claim statement refuses the rows of a held
+// outbound); on the primary its lanes have been told before the answer
+// (Options.OutboundHeld), so that a run of rows claimed ahead goes back
+// unsent, and only a send in flight finishes; the primary hears of a hold
+// made on a standby at its next rescan (lanes.RescanInterval). The hold is a
+// row of the shared database: made from any node, standbys too, it holds
+// across restarts and failovers. Holding a held outbound changes nothing
+// (its since stays).
 func (s *Server) outboundHold(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if !configuredOutbound(s.inForce(), name) {
@@ -40,11 +48,14 @@ func (s *Server) outboundHold(w http.ResponseWriter, r *http.Request) {
 	}
 	s.o.Log.Info().Str("destination", name).Str("token", principalOf(r).name).Str("remote", r.RemoteAddr).
 		Msg("operator held an outbound: its lanes send nothing until it is released (POST /outbounds/{name}/release)")
+	s.tellLanes(ctx, name, true)
 	writeJSON(w, http.StatusOK, OutboundHold{Outbound: name, Held: true, Since: epoch(held.Since)})
 }
 
 // outboundRelease is POST /outbounds/{name}/release: the outbound's lanes
-// resume from their heads, in order. Releasing an outbound not held changes
+// resume from their heads, in order: on the primary, started before the
+// answer (Options.OutboundHeld); made on a standby, at the primary's next
+// rescan (lanes.RescanInterval). Releasing an outbound not held changes
 // nothing. An outbound no longer in the config may still be released if
 // it is held (a reload took it out while it was), so that its row goes.
 func (s *Server) outboundRelease(w http.ResponseWriter, r *http.Request) {
@@ -63,8 +74,23 @@ func (s *Server) outboundRelease(w http.ResponseWriter, r *http.Request) {
 	if released {
 		s.o.Log.Info().Str("destination", name).Str("token", principalOf(r).name).Str("remote", r.RemoteAddr).
 			Msg("operator released an outbound: its lanes resume from their heads")
+		s.tellLanes(ctx, name, false)
 	}
 	writeJSON(w, http.StatusOK, OutboundHold{Outbound: name, Held: false})
+}
+
+// tellLanes tells this node's lane manager of a hold or release of
+// outbound the store has just made (Options.OutboundHeld). A failure is
+// logged, not answered: the hold is stored, every claim refuses the
+// outbound's rows, and the manager's next rescan reads it.
+func (s *Server) tellLanes(ctx context.Context, outbound string, held bool) {
+	if s.o.OutboundHeld == nil {
+		return
+	}
+	if err := s.o.OutboundHeld(ctx, outbound, held); err != nil {
+		s.o.Log.Warn().Err(err).Str("destination", outbound).Bool("held", held).
+			Msg(fmt.Sprintf("the lane manager was not told of the outbound's hold or release at once (it may be stopping); it reads it from the store within %v", lanes.RescanInterval))
+	}
 }
 
 // configuredOutbound reports whether cfg has an [[outbound]] named name.

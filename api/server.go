@@ -48,7 +48,12 @@ type Options struct {
 	// whose [[outbound]] and [[route]] a resend follows; nil, or a nil
 	// answer (the engine not started yet): Config.
 	InForce func() *config.Config
-	Log     zerolog.Logger
+	// OutboundHeld tells this node's lane manager, if it runs one, of an
+	// operator's hold (held) or release of an outbound, once the store has
+	// it (actors.Engine.OutboundHeld), so that the answer comes after the
+	// lanes have seen it. Nil: not told (the primary's rescan reads it).
+	OutboundHeld func(ctx context.Context, outbound string, held bool) error
+	Log          zerolog.Logger
 }
 
 // Server is the API of one node.

@@ -100,6 +100,12 @@ func runCommand() *cli.Command {
 					}
 					return errors.New("this node is still starting (waiting for its database): try again once it runs")
 				},
+				OutboundHeld: func(ctx context.Context, outbound string, held bool) error {
+					if e := eng.Load(); e != nil {
+						return e.OutboundHeld(ctx, outbound, held)
+					}
+					return nil // no lanes run yet: they read the holds when they start
+				},
 			})
 			if err := srv.Start(); err != nil {
 				return fmt.Errorf("api: %w", err)

@@ -563,7 +563,10 @@ func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 func (l *laneActor) advance(ctx actor.Context, log zerolog.Logger, claim storage.Claim, took time.Duration) {
 	called := time.Now()
 	newest := len(l.ahead) == 0 && l.newest.Load() <= claim.ID
-	if newest || len(l.ahead) > 0 || !l.env.Trust() {
+	// Held since the send began: the row is recorded alone, no next one
+	// claimed with it (the claim would refuse it anyway; see step).
+	held := l.outboundHeld != nil && l.outboundHeld.Load()
+	if newest || held || len(l.ahead) > 0 || !l.env.Trust() {
 		err := l.env.Store.QueueComplete(l.env.Ctx, storage.QueueCompleteParams{Fence: l.env.Fence, Claim: claim, Lane: l.lane})
 		if err == nil {
 			l.delivered(log, took, called)

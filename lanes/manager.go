@@ -70,6 +70,23 @@ const unknown = math.MaxInt64
 
 type rescan struct{}
 
+// HoldChanged tells the lane manager that an operator has just held
+// (Held) or released Outbound, through this node's API, once the store has
+// it (storage.Store.OutboundHold, OutboundRelease): its lanes see a hold
+// at their next step, before any claim, and a release starts them at
+// once, instead of at the next rescan (RescanInterval) that the hold's
+// move of the queue's version brings about. Sent with Request, it is
+// answered HoldSeen once the manager has acted on it. A hold made through
+// another node's API reaches the primary only by that rescan.
+type HoldChanged struct {
+	Outbound string
+	Held     bool
+}
+
+// HoldSeen answers HoldChanged: the manager has set the outbound's flag
+// (and, for a release, begun to list the lanes).
+type HoldSeen struct{}
+
 // listingPage is how many lanes a page of a rescan's listing holds
 // (storage.QueueLanes): the lanes of each page start as soon as it comes.
 // Listed whole, 500,000 rows in 50,000 lanes on PostgreSQL, a new primary's
@@ -98,8 +115,12 @@ type rescanned struct {
 	// listing; withHolds is set on the page that carries them (the first).
 	holds     []storage.OutboundHeld
 	withHolds bool
-	err       error
-	op        string // the store call that failed with err
+	// scan numbers the rescan that listed (Manager.scans): a hold or
+	// release told to the manager (HoldChanged) after it began is newer
+	// than what it read.
+	scan uint64
+	err  error
+	op   string // the store call that failed with err
 }
 
 // Manager spawns one lane actor per lane with work and stops it when its lane
@@ -221,11 +242,23 @@ type Manager struct {
 	// start, and again with every listing of the lanes: a hold or a
 	// release, from any node's API, moves the queue's version, so the
 	// leader learns of it at its next rescan (RescanInterval), and a new
-	// leader or a restarted node at its start. holdsRead is false until a
+	// leader or a restarted node at its start; one made through the
+	// leader's own API is told at once (HoldChanged). holdsRead is false until a
 	// read of the holds has worked: until then no lane starts, since any
 	// destination may be held.
 	outboundHeld map[string]*atomic.Bool
 	holdsRead    bool
+	// scanned numbers the rescans begun; told has, per destination, the
+	// number of the last rescan begun when a HoldChanged for it came. A
+	// rescan begun no later may have read the holds before that change
+	// was written: its holds are not applied to that destination (the
+	// change moved the queue's version, so a later rescan reads them
+	// again).
+	scanned uint64
+	told    map[string]uint64
+	// rescanAgain is set when a release asks for a listing while a
+	// rescan runs: the next begins as soon as that one ends.
+	rescanAgain bool
 }
 
 // lanesPerConnection is how many lanes of a destination may have an actor
@@ -432,6 +465,11 @@ func (m *Manager) Receive(ctx actor.Context) {
 		m.rescan(ctx)
 	case rescanned:
 		m.rescanned(ctx, msg)
+	case HoldChanged:
+		m.holdChanged(ctx, msg)
+		if ctx.Sender() != nil {
+			ctx.Respond(HoldSeen{})
+		}
 	case idle:
 		if ref, ok := m.lanes[msg.lane]; ok && ref.wakes == msg.wakes {
 			dest := DestinationOf(msg.lane)
@@ -513,6 +551,7 @@ func (m *Manager) start(ctx actor.Context) {
 	m.active = map[string]int{}
 	m.waiting = map[string]*waitQueue{}
 	m.outboundHeld = map[string]*atomic.Bool{}
+	m.told = map[string]uint64{}
 	for _, o := range m.env.Config.Outbound {
 		s, err := NewSender(o)
 		if err != nil {
@@ -541,38 +580,84 @@ func (m *Manager) start(ctx actor.Context) {
 		storage.CountError(m.env.Ctx, "outbound_holds", err)
 		m.env.Log.Error().Err(err).Msg(fmt.Sprintf("reading the held outbounds failed; no lane starts until it works (tried again every %v; check the database)", RescanInterval))
 	} else {
-		m.applyHolds(holds)
+		m.applyHolds(holds, 0)
 	}
 	m.timer = scheduler.NewTimerScheduler(ctx).SendRepeatedly(0, RescanInterval, ctx.Self(), rescan{})
 }
 
 // applyHolds sets each destination's hold flag from holds, the held
-// outbounds as the store listed them, and logs each change. The lanes of a
-// destination just held stop at their next step (the send in hand
-// finishes); those of one just released are started by the listing that
-// read holds, from their heads.
-func (m *Manager) applyHolds(holds []storage.OutboundHeld) {
+// outbounds as the store listed them in the rescan numbered scan (0 for
+// the read at start), and logs each change. A destination whose hold or
+// release was told to the manager since that rescan began keeps its flag
+// (Manager.told). The lanes of a destination just held stop at their next
+// step (the send in hand finishes); those of one just released are
+// started by the listing that read holds, from their heads.
+func (m *Manager) applyHolds(holds []storage.OutboundHeld, scan uint64) {
 	now := map[string]bool{}
 	for _, h := range holds {
 		now[h.Outbound] = true
 	}
 	for dest, flag := range m.outboundHeld {
+		if told, ok := m.told[dest]; ok && scan <= told {
+			if now[dest] != flag.Load() {
+				// Read before the change, or after another node's
+				// since: the next rescan lists the lanes and reads the
+				// holds again, whatever the version says.
+				m.confirm = true
+			}
+			continue
+		}
 		held := now[dest]
 		if flag.Swap(held) == held && m.holdsRead {
 			continue
 		}
-		switch {
-		case held:
-			// No lane of it waits for a place under its laneCap: none
-			// starts until the release, whose listing wakes them.
-			delete(m.waiting, dest)
-			m.env.Log.Info().Str("destination", dest).
-				Msg("the outbound is held by an operator: its lanes claim and send nothing (a send in flight finishes) and its messages are queued until it is released (POST /outbounds/{name}/release)")
-		case m.holdsRead:
-			m.env.Log.Info().Str("destination", dest).Msg("the outbound was released by an operator: its lanes resume from their heads, in order")
-		}
+		m.holdLogged(dest, held, m.holdsRead)
 	}
 	m.holdsRead = true
+}
+
+// holdLogged does what a change of dest's hold flag to held asks of the
+// manager itself, and logs it (a release only when said is set: the
+// first read of the holds finds no release).
+func (m *Manager) holdLogged(dest string, held, said bool) {
+	switch {
+	case held:
+		// No lane of it waits for a place under its laneCap: none
+		// starts until the release, whose listing wakes them.
+		delete(m.waiting, dest)
+		m.env.Log.Info().Str("destination", dest).
+			Msg("the outbound is held by an operator: its lanes claim and send nothing (a send in flight finishes) and its messages are queued until it is released (POST /outbounds/{name}/release)")
+	case said:
+		m.env.Log.Info().Str("destination", dest).Msg("the outbound was released by an operator: its lanes resume from their heads, in order")
+	}
+}
+
+// holdChanged acts on an operator's hold or release made through this
+// node's API (HoldChanged), right after the store has it. A hold sets the
+// outbound's flag, which its lanes read before every claim: the send in
+// hand finishes, nothing more is claimed. A release clears it and lists
+// the lanes now, which starts the outbound's lanes with work from their
+// heads (the manager does not know which have rows: a listing is what the
+// release's move of the queue's version would have brought at the next
+// rescan anyway).
+func (m *Manager) holdChanged(ctx actor.Context, c HoldChanged) {
+	flag, ok := m.outboundHeld[c.Outbound]
+	if !ok {
+		return // not a destination of this graph (or its sender failed to start)
+	}
+	m.told[c.Outbound] = m.scanned
+	if flag.Swap(c.Held) != c.Held {
+		m.holdLogged(c.Outbound, c.Held, true)
+	}
+	if c.Held || m.env.Ctx.Err() != nil || m.stopping {
+		return
+	}
+	m.confirm = true // lists the lanes, whatever the version says
+	if m.scanning {
+		m.rescanAgain = true
+		return
+	}
+	m.rescan(ctx)
 }
 
 // wake makes sure lane has an actor and tells it to look for work, unless a
@@ -746,15 +831,16 @@ func (m *Manager) rescan(ctx actor.Context) {
 		return
 	}
 	m.scanning = true
+	m.scanned++
 	m.scanFrom = m.parks
 	m.scans.Add(1)
 	confirm := m.confirm
 	m.confirm = false
 	must := confirm || m.looked.IsZero() || now.Sub(m.looked) >= FullRescanInterval
-	seen, self, root := m.version, ctx.Self(), ctx.ActorSystem().Root
+	seen, self, root, scan := m.version, ctx.Self(), ctx.ActorSystem().Root, m.scanned
 	go func() {
 		defer m.scans.Done()
-		r := rescanned{began: now, confirm: confirm, last: true}
+		r := rescanned{began: now, confirm: confirm, last: true, scan: scan}
 		r.op = "queue_lanes" // the version read is the listing's first step
 		r.version, r.err = m.env.Store.ConfigVersionRead(m.env.Ctx, storage.ConfigVersionReadParams{Name: storage.QueueVersionName})
 		if r.err != nil || (!must && r.version == seen) {
@@ -804,6 +890,13 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 	if r.last {
 		m.scanning = false
 		m.rescans++
+		if m.rescanAgain && m.env.Ctx.Err() == nil && !m.stopping {
+			// A release asked for a listing while this one ran: it may
+			// have read the hold still there. Begun after this answer is
+			// acted on.
+			m.rescanAgain = false
+			defer m.rescan(ctx)
+		}
 	}
 	if m.env.Ctx.Err() != nil {
 		return
@@ -833,7 +926,7 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 	// every delivery from now on.
 	moved := r.version != m.version
 	if r.withHolds {
-		m.applyHolds(r.holds)
+		m.applyHolds(r.holds, r.scan)
 	}
 	answered := time.Now()
 	m.orphans(r.lanes)

@@ -258,7 +258,8 @@ type Store interface {
 
 	// OutboundHold holds outbound p.Outbound for an operator: while it is
 	// held, the leader's lanes for it claim and send nothing (lanes.Manager
-	// learns of it at its next rescan; a send in flight finishes), and its
+	// learns of it at its next rescan, or at once through the primary's
+	// own API: lanes.HoldChanged; a send in flight finishes), and its
 	// messages are still stored and queued. It is idempotent: holding a
 	// held outbound keeps its hold as it was. It returns the hold. Not
 	// fenced (operators act through the API of any node, standbys too); a

@@ -169,6 +169,12 @@ func (e *Engine) Shutdown(t testing.TB) {
 	e.closeStore()
 }
 
+// OutboundHeld tells the engine's lane manager of a hold or release
+// (actors.Engine.OutboundHeld), as the API of the node does.
+func (e *Engine) OutboundHeld(ctx context.Context, outbound string, held bool) error {
+	return e.eng.OutboundHeld(ctx, outbound, held)
+}
+
 // Status is the engine's current role.
 func (e *Engine) Status() actors.Status { return e.eng.Status() }
 
@@ -239,11 +245,37 @@ type FaultStore struct {
 	// a ConfigVersionRead returned; listedAt is versionRead as the latest
 	// QueueLanes began.
 	versionRead, listedAt atomic.Int64
+	// listings counts the QueueLanes calls.
+	listings atomic.Int64
+	// frozen, when set, is the queue version every ConfigVersionRead of
+	// it answers (FreezeQueueVersion).
+	frozen atomic.Pointer[int64]
 }
+
+// FreezeQueueVersion makes every read of the queue's version
+// (storage.QueueVersionName) answer what it is now, whatever moves it
+// later: the lane manager's rescans then list the lanes only when they
+// must (FullRescanInterval, or a lane's own word), as if its rescan
+// interval were long. A test that must show what reaches the lanes
+// without a rescan uses it.
+func (f *FaultStore) FreezeQueueVersion(t testing.TB) {
+	t.Helper()
+	v, err := f.Store.ConfigVersionRead(context.Background(), storage.ConfigVersionReadParams{Name: storage.QueueVersionName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.frozen.Store(&v)
+}
+
+// Listings is how many times the lanes were listed (QueueLanes calls).
+func (f *FaultStore) Listings() int64 { return f.listings.Load() }
 
 // ConfigVersionRead implements storage.Store.
 func (f *FaultStore) ConfigVersionRead(ctx context.Context, p storage.ConfigVersionReadParams) (int64, error) {
 	v, err := f.Store.ConfigVersionRead(ctx, p)
+	if frozen := f.frozen.Load(); frozen != nil && err == nil && p.Name == storage.QueueVersionName {
+		v = *frozen
+	}
 	if err == nil && p.Name == storage.QueueVersionName {
 		for cur := f.versionRead.Load(); v > cur && !f.versionRead.CompareAndSwap(cur, v); cur = f.versionRead.Load() {
 		}
@@ -254,6 +286,7 @@ func (f *FaultStore) ConfigVersionRead(ctx context.Context, p storage.ConfigVers
 // QueueLanes implements storage.Store.
 func (f *FaultStore) QueueLanes(ctx context.Context, p storage.QueueLanesParams) ([]storage.LaneSummary, error) {
 	f.listedAt.Store(f.versionRead.Load())
+	f.listings.Add(1)
 	return f.Store.QueueLanes(ctx, p)
 }
 
