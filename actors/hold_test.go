@@ -275,3 +275,89 @@ to = ["emr"]
 		t.Fatalf("delivered %v; want M1, M2", got)
 	}
 }
+
+// A hold made through a standby's API stops the primary's claims as soon as
+// it has committed, though the primary's lane manager learns of it only at
+// a rescan: the queue's version is frozen on the primary here, so that no
+// rescan reads the hold unless a lane asks for one. M1 is in flight (its
+// send waits at the destination) when the hold is made; M2 is stored after
+// it. M1's send finishes; M2 is never claimed: the claim refuses the rows
+// of a held outbound (before, the primary claimed and sent it). The lane
+// that found nothing to claim asks for a listing, which reads the hold.
+func TestAHoldFromAStandbyStopsThePrimarysClaimsAtOnce(t *testing.T) {
+	url := pgtest.NewSchema(t)
+	connect := func() *enginetest.FaultStore {
+		s, err := postgres.Open(context.Background(), postgres.Options{URL: url, PoolSize: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return &enginetest.FaultStore{Store: s}
+	}
+	stA, stB := connect(), connect()
+	if err := stA.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	dest := startGatedDestination(t)
+	listen := enginetest.FreeAddr(t)
+	cfg := heldConfig(t, listen, dest.URL)
+	send := func(id string) {
+		t.Helper()
+		if ack := enginetest.Dial(t, listen).Send(enginetest.ADT(id, "P1")); ack.Code != "AA" {
+			t.Fatalf("%s answered %s; want AA", id, ack.Code)
+		}
+	}
+	a := startNodeOn(t, stA, "a", cfg)
+	a.tell(leadership.Changed{Leader: true, Fence: electOn(t, stA, "a"), Reason: "elected"})
+	enginetest.WaitFor(t, "a's port to open", 10*time.Second, func() bool { return open(listen) })
+	b := startNodeOn(t, stB, "b", cfg) // a standby
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(a.logs.String(), b.logs.String())
+		}
+		a.stop(t)
+		b.stop(t)
+	})
+	apiB := httptest.NewServer(api.New(api.Options{Config: cfg, Store: stB, Status: b.eng.Status, OutboundHeld: b.eng.OutboundHeld, Log: zerolog.Nop()}).Handler())
+	t.Cleanup(apiB.Close)
+	queued := func(id int64) storage.QueueRow {
+		t.Helper()
+		m, err := stA.MessageRead(context.Background(), id)
+		if err != nil || len(m.Queue) != 1 {
+			t.Fatalf("message %d: %v, %d queue rows", id, err, len(m.Queue))
+		}
+		return m.Queue[0]
+	}
+	enginetest.WaitFor(t, "the primary's first listing", 10*time.Second, func() bool { return stA.Listings() > 0 })
+	stA.FreezeQueueVersion(t)
+	listed := stA.Listings()
+
+	send("M1")
+	select {
+	case <-dest.atGate:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for M1's send")
+	}
+	req, _ := http.NewRequest(http.MethodPost, apiB.URL+"/outbounds/emr/hold", nil)
+	req.Header.Set("Authorization", "Bearer "+holdToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /outbounds/emr/hold on the standby's API: %d", resp.StatusCode)
+	}
+	send("M2")
+	close(dest.gate)
+	enginetest.WaitFor(t, "M1 recorded delivered", 10*time.Second, func() bool { return queued(1).Status == storage.QueueDone })
+	enginetest.WaitFor(t, "M2 claimed, or a listing asked for by a lane that found nothing", 10*time.Second, func() bool {
+		return queued(2).Attempts > 0 || stA.Listings() > listed
+	})
+	if r := queued(2); r.Status != storage.QueuePending || r.Attempts != 0 {
+		t.Fatalf("M2, stored after a hold made on the standby, is %s after %d attempts on the primary; want pending, unclaimed", r.Status, r.Attempts)
+	}
+	if got := dest.received(); !slices.Equal(got, []string{"M1"}) {
+		t.Fatalf("delivered %v; want only M1, in flight before the hold", got)
+	}
+}

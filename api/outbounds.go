@@ -25,14 +25,14 @@ type OutboundHold struct {
 // outboundHold is POST /outbounds/{name}/hold: the outbound's lanes claim
 // and send nothing until it is released, while its messages are still
 // stored, acknowledged and queued. From the answer on no lane claims a row
-// of it on any node (the claim statement refuses the rows of a held
-// outbound); on the primary its lanes have been told before the answer
-// (Options.OutboundHeld), so that a run of rows claimed ahead goes back
-// unsent, and only a send in flight finishes; the primary hears of a hold
-// made on a standby at its next rescan (lanes.RescanInterval). The hold is a
-// row of the shared database: made from any node, standbys too, it holds
-// across restarts and failovers. Holding a held outbound changes nothing
-// (its since stays).
+// of it: the claim statement refuses the rows of a held outbound, whichever
+// node's API held it. The primary's own lanes have been told before the
+// answer (Options.OutboundHeld), so that rows they claimed ahead go back
+// unsent and only a send in flight finishes; a hold made on a standby
+// reaches them at the primary's next rescan (lanes.RescanInterval). The
+// hold is a row of the shared database: made from any node, standbys too,
+// it holds across restarts and failovers. Holding a held outbound changes
+// nothing (its since stays).
 func (s *Server) outboundHold(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if !configuredOutbound(s.inForce(), name) {

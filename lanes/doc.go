@@ -46,9 +46,11 @@
 // restarts and failovers. The Manager reads the holds before it starts any
 // lane and again at every listing of the lanes, which a hold or a release
 // brings about by moving the queue's version; the primary's own API tells
-// it at once besides (HoldChanged), before it answers. While its outbound
-// is held a lane claims and sends nothing (the send in hand finishes, the
-// rows claimed behind it go back unsent) and no lane of it is started. Its
+// it at once besides (HoldChanged), before it answers. The claim itself
+// refuses the rows of a held outbound (storage.Store.QueueClaimNext), on
+// every node, from the hold's commit. While its outbound is held a lane
+// claims and sends nothing (the send in hand finishes, the rows claimed
+// behind it go back unsent) and no lane of it is started. Its
 // messages are still stored and queued. Nothing is marked on its rows, so
 // a release resumes each lane from its head, in order, and a held lane is
 // neither blocked nor failing.

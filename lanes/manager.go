@@ -77,7 +77,9 @@ type rescan struct{}
 // once, instead of at the next rescan (RescanInterval) that the hold's
 // move of the queue's version brings about. Sent with Request, it is
 // answered HoldSeen once the manager has acted on it. A hold made through
-// another node's API reaches the primary only by that rescan.
+// another node's API reaches the manager only by that rescan; the claim
+// refuses the outbound's rows meanwhile (storage.Store.QueueClaimNext), so
+// only a run of rows claimed before it may still be sent.
 type HoldChanged struct {
 	Outbound string
 	Held     bool

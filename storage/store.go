@@ -142,7 +142,9 @@ type Store interface {
 	MessagePurge(ctx context.Context, p MessagePurgeParams) (PurgeResult, error)
 
 	// QueueClaimNext claims the head of one lane, or returns ErrNoWork. See
-	// the FIFO argument beside each dialect's queue_claim_next.sql.
+	// the FIFO argument beside each dialect's queue_claim_next.sql. Nothing
+	// is claimed while an operator holds the lane's destination
+	// (OutboundHold): the claim reads the holds itself.
 	QueueClaimNext(ctx context.Context, p QueueClaimNextParams) (QueueClaim, error)
 	// QueueComplete marks a claimed row done.
 	QueueComplete(ctx context.Context, p QueueCompleteParams) error
@@ -257,9 +259,11 @@ type Store interface {
 	QueueRelane(ctx context.Context, p QueueRelaneParams) (int64, error)
 
 	// OutboundHold holds outbound p.Outbound for an operator: while it is
-	// held, the leader's lanes for it claim and send nothing (lanes.Manager
-	// learns of it at its next rescan, or at once through the primary's
-	// own API: lanes.HoldChanged; a send in flight finishes), and its
+	// held, no claim takes a row of it (QueueClaimNext, QueueAdvance: a
+	// claim begun after the hold committed sees it, on any node), the
+	// leader's lanes for it send nothing more (lanes.Manager learns of it
+	// at its next rescan, or at once through the primary's own API:
+	// lanes.HoldChanged; a send in flight finishes), and its
 	// messages are still stored and queued. It is idempotent: holding a
 	// held outbound keeps its hold as it was. It returns the hold. Not
 	// fenced (operators act through the API of any node, standbys too); a

@@ -13,7 +13,7 @@ import (
 // standby: no fence, whoever leads), idempotent both ways, timed on the
 // database clock, and each change, and only a change, moves the queue's
 // version, which is how the leader's lanes learn of it. Names compare
-// exactly. The store itself claims as before: the lanes honour the hold.
+// exactly.
 func testOutboundHold(t *testing.T, h *harness) {
 	standby := h.open() // another node's handle onto the same database
 	leader := h.elect("node-a", time.Minute)
@@ -76,9 +76,10 @@ func testOutboundHold(t *testing.T, h *harness) {
 		t.Fatalf("held %q, want %q", got, want)
 	}
 
-	// Messages for a held outbound are stored and queued as ever.
-	ids := h.fill(leader, "lab", "P1", 2)
-	h.mustClaim(leader, "lab/P1", time.Minute, ids[0])
+	// Messages for a held outbound are stored and queued as ever; no
+	// claim takes them (testHeldOutboundNotClaimed).
+	h.fill(leader, "lab", "P1", 2)
+	h.mustNoWork(leader, "lab/P1")
 
 	v1 := version()
 	if !release("lab") {
@@ -100,5 +101,67 @@ func testOutboundHold(t *testing.T, h *harness) {
 		if _, err := standby.OutboundHold(h.ctx, storage.OutboundHoldParams{Outbound: bad}); err == nil {
 			t.Errorf("hold of a %d-byte name %q: no error, want one", len(bad), bad)
 		}
+	}
+}
+
+// testHeldOutboundNotClaimed: while an operator holds an outbound, no claim
+// takes a row of it: the lane claim, the claim half of an advance (a run
+// ahead included), and the reclaim of a stranded head into flight. The
+// claim reads the hold itself, so a hold committed before a claim begins
+// is seen by it whichever node made it (another handle here, as a
+// standby's API) and whatever the leader's lanes know yet. A row claimed
+// before the hold is still recorded. Other outbounds claim as ever (names
+// compare exactly: Lab is not lab), and the release makes the lane
+// claimable again from its head.
+func testHeldOutboundNotClaimed(t *testing.T, h *harness) {
+	standby := h.open() // another node's handle onto the same database
+	leader := h.elect("node-a", time.Minute)
+	hold := func(name string) {
+		t.Helper()
+		if _, err := standby.OutboundHold(h.ctx, storage.OutboundHoldParams{Outbound: name}); err != nil {
+			t.Fatalf("hold %q: %v", name, err)
+		}
+	}
+	release := func(name string) {
+		t.Helper()
+		if _, err := standby.OutboundRelease(h.ctx, storage.OutboundReleaseParams{Outbound: name}); err != nil {
+			t.Fatalf("release %q: %v", name, err)
+		}
+	}
+	unclaimed := func(id int64, attempts int64) {
+		t.Helper()
+		if r := h.queueRow(id); r.Status != storage.QueuePending || r.Attempts != attempts || r.LeaseOwner != "" {
+			t.Fatalf("row %d of a held outbound: %s, %d attempts, lease owner %q; want pending, %d attempts, no lease", id, r.Status, r.Attempts, r.LeaseOwner, attempts)
+		}
+	}
+	ids := h.fill(leader, "lab", "P1", 4)
+	ris := h.fill(leader, "ris", "P1", 1)
+	first := h.mustClaim(leader, "lab/P1", time.Minute, ids[0])
+
+	hold("lab")
+	hold("Lab")
+	a, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: leader, Claim: first.Claim(), Lane: "lab/P1", Owner: ownerOf(leader), LeaseTTL: time.Minute, Ahead: 2})
+	if err != nil || !a.Completed || a.Next != nil || len(a.Ahead) != 0 {
+		t.Fatalf("advance from row %d of a held outbound: completed %v, next row claimed %v, %d rows claimed ahead, %v; want it completed and nothing claimed", ids[0], a.Completed, a.Next != nil, len(a.Ahead), err)
+	}
+	h.mustNoWork(leader, "lab/P1")
+	unclaimed(ids[1], 0)
+	h.mustClaim(leader, "ris/P1", time.Minute, ris[0])
+
+	// A stranded head (its lease run out) of a held outbound stays out
+	// of flight.
+	release("lab")
+	stranded := h.mustClaim(leader, "lab/P1", 500*time.Millisecond, ids[1])
+	hold("lab")
+	h.waitDBClockPast(*stranded.Row.LeaseExpiresAt)
+	h.mustNoWork(leader, "lab/P1")
+	if r := h.queueRow(ids[1]); r.Attempts != 1 {
+		t.Fatalf("the stranded head of a held outbound after a claim: %+v, want it not claimed again (attempt 1)", r)
+	}
+
+	release("lab")
+	c := h.mustClaim(leader, "lab/P1", time.Minute, ids[1])
+	if c.Row.Attempts != 2 {
+		t.Fatalf("the head claimed after the release: attempt %d, want 2", c.Row.Attempts)
 	}
 }

@@ -66,6 +66,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Queue/LaneKeyRecordedPerDestination", testLaneKeyRecord},
 		{"Queue/RelaneMovesUnfinishedRowsInIDOrder", testRelane},
 		{"Outbound/HoldIsSharedIdempotentAndMovesTheQueueVersion", testOutboundHold},
+		{"Outbound/HeldOutboundsRowsAreNotClaimed", testHeldOutboundNotClaimed},
 		{"Purge/OnlyFinishedOlderThanCutoff", testPurge},
 		{"Purge/NodesNotSeenSinceTheCutoff", testPurgeNodes},
 		{"Purge/PastABlockedBacklog", testPurgeBlockedBacklog},

@@ -62,6 +62,12 @@
 --       running graph, so none spans a move.
 -- A row may be delivered more than once (at least once), never out of order.
 --
+-- Nothing is claimed while an operator holds the lane's outbound
+-- (mf_outbound_holds, outbound_hold.sql): the statement reads the holds
+-- itself, under the same write lock as the hold's own write, so a hold
+-- committed before it stops it, whatever the lanes know of it yet. One
+-- probe of that table's primary key, nearly always empty.
+--
 -- The head is read by the scalar subquery (through the partial index
 -- mf_queue_lane_head, whose WHERE term it repeats verbatim); the row is
 -- claimed only if that head is pending, not held and due, or in flight under
@@ -85,6 +91,7 @@ UPDATE mf_queue
          AND next_attempt_at <= CAST(round(unixepoch('subsec') * 1000) AS INTEGER))
         OR (status = 'inflight'
          AND lease_expires_at <= CAST(round(unixepoch('subsec') * 1000) AS INTEGER)))
+   AND NOT EXISTS (SELECT 1 FROM mf_outbound_holds h WHERE h.outbound = mf_queue.destination)
 RETURNING id, message_id, destination, lane, status, attempts, next_attempt_at,
           lease_owner, lease_expires_at, last_error, created_at, updated_at, held,
           (SELECT m.payload FROM mf_messages m WHERE m.id = mf_queue.message_id),

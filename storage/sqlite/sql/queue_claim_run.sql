@@ -5,6 +5,9 @@
 -- keeps order. The engine does not ask SQLite for runs (Store.ClaimAhead):
 -- this statement cost more than the head claims it saves, in process.
 --
+-- Nothing is claimed while an operator holds the lane's outbound, as in
+-- queue_claim_next.sql.
+--
 -- The run is read by the subquery (through the partial index
 -- mf_queue_lane_head, whose WHERE term it repeats verbatim): the lane's first
 -- ?5 unfinished rows in id order, cut at the first one that is not claimable
@@ -38,6 +41,7 @@ UPDATE mf_queue
                                ORDER BY id
                                LIMIT 16))
                WHERE blocked = 0 AND n <= ?5)
+   AND NOT EXISTS (SELECT 1 FROM mf_outbound_holds h WHERE h.outbound = mf_queue.destination)
 RETURNING id, message_id, destination, lane, status, attempts, next_attempt_at,
           lease_owner, lease_expires_at, last_error, created_at, updated_at, held,
           (SELECT m.payload FROM mf_messages m WHERE m.id = mf_queue.message_id),

@@ -5,7 +5,12 @@
 --   2. read the lane head: the lowest id of the lane that is pending or
 --      inflight;
 --   3. claim it only if it is pending, not held (an exhausted head waiting
---      for an operator) and due (next_attempt_at <= now).
+--      for an operator) and due (next_attempt_at <= now), and its outbound
+--      is not held by an operator (mf_outbound_holds, outbound_hold.sql):
+--      the batch reads the holds itself, so a hold committed before it
+--      began stops it, whichever node's API made the hold and whatever the
+--      leader's lanes know of it yet. One probe of that table's primary
+--      key, nearly always empty.
 -- The head is found and locked first, because steps 1 and 3 both act on it.
 -- Then, with @max above 1 (storage.QueueAdvanceParams.Ahead), the rows right
 -- behind a claimed head are claimed one after another, each locked before it
@@ -100,7 +105,8 @@ SET NOCOUNT ON;
 SET XACT_ABORT ON;
 
 DECLARE @head BIGINT, @candidate BIGINT, @status NVARCHAR(16), @due DATETIME2(6),
-        @lease_expires_at DATETIME2(6), @held BIT, @tries INT = 0;
+        @lease_expires_at DATETIME2(6), @held BIT, @tries INT = 0,
+        @destination NVARCHAR(450), @outbound_held BIT = 0;
 
 -- Step 2: the head, found through mf_queue_lane_head (the hint keeps the plan
 -- a seek on (lane, id) even when statistics are young; the filter is repeated
@@ -122,7 +128,8 @@ BEGIN
         BREAK;
 
     SET @status = NULL;
-    SELECT @status = status, @due = next_attempt_at, @lease_expires_at = lease_expires_at, @held = held
+    SELECT @status = status, @due = next_attempt_at, @lease_expires_at = lease_expires_at, @held = held,
+           @destination = destination
       FROM mf_queue WITH (UPDLOCK, HOLDLOCK, ROWLOCK)
      WHERE id = @candidate;
     IF @status IN (N'pending', N'inflight')
@@ -131,6 +138,12 @@ BEGIN
         BREAK;
     END;
 END;
+
+-- The lane's outbound held by an operator: nothing of it is claimed (step 3).
+-- DATALENGTH: T-SQL compares names padded with spaces.
+IF @head IS NOT NULL AND EXISTS (SELECT 1 FROM mf_outbound_holds
+                                  WHERE outbound = @destination AND DATALENGTH(outbound) = DATALENGTH(@destination))
+    SET @outbound_held = 1;
 
 -- Read after the lock is granted, so that waiting for another claimer does
 -- not make the clock stale.
@@ -145,9 +158,10 @@ BEGIN
     SET @status = N'pending';
 END;
 
--- Step 3: claim the head if it is pending, not held and due.
+-- Step 3: claim the head if it is pending, not held and due, and its
+-- outbound is not held.
 DECLARE @claimed INT = 0;
-IF @status = N'pending' AND @held = 0 AND @due <= @now
+IF @status = N'pending' AND @held = 0 AND @due <= @now AND @outbound_held = 0
 BEGIN
     UPDATE mf_queue
        SET status = N'inflight',
