@@ -195,3 +195,30 @@ func TestNoLaneStartsUntilTheHoldsAreRead(t *testing.T) {
 	f.holdOutbound(t, false)
 	waitUntil(t, "both rows delivered after the release", 20*time.Second, func() bool { return len(dest.sent()) == 2 })
 }
+
+// A hold told to the manager (HoldChanged, from the primary's own API)
+// while a rescan is under way is not undone by that rescan, which read the
+// holds before the hold was written: the outbound stays held, and the
+// listing after it reads the hold itself.
+func TestARescanBegunBeforeAHoldChangedDoesNotUndoIt(t *testing.T) {
+	dest := newRecordingDest(t, false)
+	gate := make(chan struct{})
+	f := newLaneFixture(t, dest.URL, "", 0, gated(&gate))
+	defer f.system.Root.Stop(f.manager)
+	waitUntil(t, "a rescan held at the gate, the holds read", 10*time.Second, func() bool { return f.store.lanesHeld.Load() == 1 })
+
+	f.holdOutbound(t, true)
+	if _, err := f.system.Root.RequestFuture(f.manager, HoldChanged{Outbound: "emr", Held: true}, 5*time.Second).Result(); err != nil {
+		t.Fatal(err)
+	}
+	if !f.inspect(t).held["emr"] {
+		t.Fatal("the manager does not know the outbound held once it has answered HoldChanged")
+	}
+	f.store.lanesGate.Store(nil)
+	close(gate)
+	f.firstRescanAnswered(t)
+	if !f.inspect(t).held["emr"] {
+		t.Fatal("the rescan begun before the hold, which read no hold, released the outbound the manager had been told was held")
+	}
+	f.waitHeld(t, true) // and the rescans after it read the hold
+}
