@@ -2,8 +2,10 @@ package api_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +120,29 @@ on_exhausted = "dead"
 	v.e.Store.ManagerCaughtUp(t)
 	if len(dest.Received()) != 3 {
 		t.Fatalf("delivered %v, want each message once more", dest.Received())
+	}
+	// GET /messages/{id} shows each dead row's resent_as, the id of the row
+	// it was resent as, and null on a row not resent.
+	resentAs := map[int64]int64{}
+	for _, m := range v.e.Messages(t) {
+		resentAs[m.Message.ID] = m.Queue[1].ID
+	}
+	for id, newRow := range resentAs {
+		code, body := v.call(t, "GET", "/messages/"+strconv.FormatInt(id, 10), "operator")
+		var got struct {
+			Queue []json.RawMessage `json:"queue"`
+		}
+		if err := json.Unmarshal(body, &got); code != http.StatusOK || err != nil || len(got.Queue) != 2 {
+			t.Fatalf("GET /messages/%d: %d %s", id, code, body)
+		}
+		shape := map[string]string{"id": "number", "destination": "string", "lane": "string", "status": "string", "held": "bool",
+			"attempts": "number", "next_attempt_at": "number", "last_error": "string", "updated_at": "number"}
+		shape["resent_as"] = "number"
+		dead := enginetest.JSONShape(t, fmt.Sprintf("message %d's dead row", id), got.Queue[0], shape)
+		shape["resent_as"] = "null"
+		enginetest.JSONShape(t, fmt.Sprintf("message %d's new row", id), got.Queue[1], shape)
+		if dead["resent_as"] != float64(newRow) {
+			t.Fatalf("message %d's dead row: resent_as %v, want %d (its new row)", id, dead["resent_as"], newRow)
+		}
 	}
 }

@@ -708,6 +708,10 @@ type QueueRow struct {
 	NextAttemptAt *float64 `json:"next_attempt_at"`
 	LastError     string   `json:"last_error"`
 	UpdatedAt     *float64 `json:"updated_at"`
+	// ResentAs is, on a dead row an operator resent (POST
+	// /messages/{id}/resend, POST /outbounds/{name}/resend-dead), the id of
+	// the new row of the message; null on any other row.
+	ResentAs *int64 `json:"resent_as"`
 }
 
 func (s *Server) message(w http.ResponseWriter, r *http.Request) {
@@ -741,8 +745,12 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request) {
 		out.PayloadBase64 = &b64
 	}
 	for _, q := range d.Queue {
-		out.Queue = append(out.Queue, QueueRow{ID: q.ID, Destination: q.Destination, Lane: q.Lane, Status: q.Status,
-			Held: q.Held, Attempts: q.Attempts, NextAttemptAt: epoch(q.NextAttemptAt), LastError: lastError(q, true), UpdatedAt: epoch(q.UpdatedAt)})
+		row := QueueRow{ID: q.ID, Destination: q.Destination, Lane: q.Lane, Status: q.Status,
+			Held: q.Held, Attempts: q.Attempts, NextAttemptAt: epoch(q.NextAttemptAt), LastError: lastError(q, true), UpdatedAt: epoch(q.UpdatedAt)}
+		if q.ResentAs != 0 {
+			row.ResentAs = &q.ResentAs
+		}
+		out.Queue = append(out.Queue, row)
 	}
 	body, err := json.Marshal(out)
 	if err != nil {

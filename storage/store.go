@@ -684,6 +684,10 @@ type QueueRow struct {
 	LastErrorDetail string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+	// ResentAs is, on a dead row an operator resent (QueueResendDead,
+	// MessageResend), the id of the new row of its message; 0 on a row not
+	// resent. Only MessageRead reads it.
+	ResentAs int64
 }
 
 // MessageDetail is a message and its queue rows.

@@ -783,7 +783,7 @@ func (s *Store) MessageRead(ctx context.Context, id int64) (storage.MessageDetai
 		defer rows.Close()
 		for rows.Next() {
 			var r storage.QueueRow
-			if err := rows.Scan(append(queueRowDest(&r), &r.LastErrorDetail)...); err != nil {
+			if err := rows.Scan(append(queueRowDest(&r), &r.LastErrorDetail, &r.ResentAs)...); err != nil {
 				return fmt.Errorf("queue rows: %w", err)
 			}
 			d.Queue = append(d.Queue, r)

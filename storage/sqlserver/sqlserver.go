@@ -644,8 +644,8 @@ func ingestBatch(ctx context.Context, tx *sql.Tx, msgs []ingestMessageRow, dels 
 }
 
 // queueRowScan scans the columns of a queue row in the order of
-// queue_by_message.sql (but its last, last_error_detail, which only the
-// readers that show it select).
+// queue_by_message.sql (but its last two, last_error_detail and resent_as,
+// which only the readers that show them select).
 type queueRowScan struct {
 	r     storage.QueueRow
 	lease sql.NullTime
@@ -687,7 +687,7 @@ func (s *Store) MessageRead(ctx context.Context, id int64) (storage.MessageDetai
 		defer rows.Close()
 		for rows.Next() {
 			var x queueRowScan
-			if err := rows.Scan(append(x.dest(), &x.r.LastErrorDetail)...); err != nil {
+			if err := rows.Scan(append(x.dest(), &x.r.LastErrorDetail, &x.r.ResentAs)...); err != nil {
 				return err
 			}
 			d.Queue = append(d.Queue, x.row())

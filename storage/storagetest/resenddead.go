@@ -80,11 +80,11 @@ func testResendDead(t *testing.T, h *harness) {
 	}
 
 	for old, nw := range map[int64]int64{p1[0]: first.FirstID, p1[2]: second.FirstID, p2[0]: third.FirstID} {
-		if r := h.queueRow(old); r.Status != storage.QueueDead || r.LastError != "AR" {
-			t.Fatalf("dead row %d after resend-dead: %+v, want it still dead", old, r)
+		if r := h.queueRow(old); r.Status != storage.QueueDead || r.LastError != "AR" || r.ResentAs != nw {
+			t.Fatalf("dead row %d after resend-dead: %+v, want it still dead, resent as %d", old, r, nw)
 		}
 		r := h.queueRow(nw)
-		if r.Status != storage.QueuePending || r.Attempts != 0 || r.Destination != "lab" || r.Lane != h.queueRow(old).Lane || r.MessageID != h.msgOf[old] {
+		if r.Status != storage.QueuePending || r.Attempts != 0 || r.Destination != "lab" || r.Lane != h.queueRow(old).Lane || r.MessageID != h.msgOf[old] || r.ResentAs != 0 {
 			t.Fatalf("row %d resent as %+v, want a fresh pending row of its message in its lane", old, r)
 		}
 	}
@@ -110,9 +110,14 @@ func testResendDead(t *testing.T, h *harness) {
 	// destination is marked too: resend-dead does not send it a third time.
 	p3 := h.fill(other, "lab", "P3", 1)
 	kill(other, "lab/P3", p3[0])
-	if _, err := h.s.MessageResend(h.ctx, storage.MessageResendParams{MessageID: h.msgOf[p3[0]],
-		Deliveries: []storage.Delivery{{Destination: "lab", Lane: "lab/P3"}}}); err != nil {
-		t.Fatalf("resend of message %d: %v", h.msgOf[p3[0]], err)
+	ids, err := h.s.MessageResend(h.ctx, storage.MessageResendParams{MessageID: h.msgOf[p3[0]],
+		Deliveries: []storage.Delivery{{Destination: "lab", Lane: "lab/P3"}}})
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("resend of message %d: %v, %v", h.msgOf[p3[0]], ids, err)
+	}
+	h.msgOf[ids[0]] = h.msgOf[p3[0]]
+	if r := h.queueRow(p3[0]); r.Status != storage.QueueDead || r.ResentAs != ids[0] {
+		t.Fatalf("dead row %d after its message's resend: %+v, want it still dead, resent as %d", p3[0], r, ids[0])
 	}
 	if got := resend(storage.QueueResendDeadParams{}); got != (storage.ResentDead{}) {
 		t.Fatalf("resend-dead after the dead row's message was resent to lab: %+v, want none", got)

@@ -1,5 +1,6 @@
 SELECT id, message_id, destination, lane, status, attempts, next_attempt_at, lease_owner,
-       lease_expires_at, last_error, created_at, updated_at, held, COALESCE(last_error_detail, N'')
+       lease_expires_at, last_error, created_at, updated_at, held, COALESCE(last_error_detail, N''),
+       COALESCE(resent_as, 0)
   FROM mf_queue
  WHERE message_id = @message_id
  ORDER BY id;
