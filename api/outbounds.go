@@ -115,12 +115,17 @@ func heldOutbounds(holds []storage.OutboundHeld) map[string]bool {
 
 // ResentDead is the answer of POST /outbounds/{name}/resend-dead: how many
 // dead rows were queued again, and the first and last new queue ids (null
-// when none was).
+// when none was); and how many were left dead, not resent, because the
+// ingest would not queue their messages for the outbound now: the routes
+// in force no longer send them there (NotRouted), or their stored bytes do
+// not parse as HL7 v2 (Unparsable).
 type ResentDead struct {
-	Outbound string `json:"outbound"`
-	Resent   int    `json:"resent"`
-	FirstID  *int64 `json:"first_id"`
-	LastID   *int64 `json:"last_id"`
+	Outbound   string `json:"outbound"`
+	Resent     int    `json:"resent"`
+	FirstID    *int64 `json:"first_id"`
+	LastID     *int64 `json:"last_id"`
+	NotRouted  int    `json:"not_routed"`
+	Unparsable int    `json:"unparsable"`
 }
 
 // resendDeadParams are the parameters POST /outbounds/{name}/resend-dead
@@ -134,11 +139,17 @@ const MaxResendDeadLimit = 1_000_000
 // outboundResendDead is POST
 // /outbounds/{name}/resend-dead[?since=&until=&limit=]: the messages of the
 // outbound's dead rows (on_exhausted = "dead", or an operator's skip) are
-// queued again, each a new pending row at the tail of its dead row's lane,
-// in the dead rows' order, and each dead row is marked so that another call
-// does not resend it again (storage.Store.QueueResendDead). since and until
-// bound when the rows were set aside, limit how many are resent. From any
-// node, in transactions of storage.ResendDeadChunk rows.
+// queued again, each a new pending row at the tail of the lane the routes
+// in force give it now, computed from the stored message as the ingest
+// does (as POST /messages/{id}/resend), in the dead rows' order, and each
+// dead row is marked so that another call does not resend it again
+// (storage.Store.QueueResendDead). The dead row's own lane is one of the
+// lane_key it was queued under: after a reload that changed it, a new row
+// there was delivered with no order against the messages queued since. A
+// row whose message the ingest would not queue for the outbound now (no
+// route sends it there, or it does not parse) is left dead, and counted.
+// since and until bound when the rows were set aside, limit how many are
+// resent. From any node, in transactions of storage.ResendDeadChunk rows.
 func (s *Server) outboundResendDead(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if !configuredOutbound(s.inForce(), name) {
@@ -174,9 +185,22 @@ func (s *Server) outboundResendDead(w http.ResponseWriter, r *http.Request) {
 		p.Limit = int(n)
 		filters = append(filters, "limit")
 	}
+	router, err := lanes.NewRouter(s.inForce())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "this node's routes cannot be compiled: "+err.Error())
+		return
+	}
+	p.Lane = func(d storage.DeadRow) (string, storage.ResendSkip) {
+		return router.ResendLane(d.Inbound, name, d.Payload)
+	}
 	ctx, cancel := storeCtx(r, s.limits.storeWrite)
 	defer cancel()
 	res, err := s.o.Store.QueueResendDead(ctx, p)
+	if left := res.NotRouted + res.Unparsable; left > 0 {
+		s.o.Log.Warn().Str("destination", name).Int("not_routed", res.NotRouted).Int("unparsable", res.Unparsable).
+			Str("token", principalOf(r).name).Str("remote", r.RemoteAddr).
+			Msg("operator resend-dead: dead rows left dead, not resent, as the ingest would not queue their messages for this outbound now: no [[route]] in force sends them there (not_routed), or their stored bytes do not parse as HL7 (unparsable); they stay dead, and a later resend-dead looks at them again: restore the route (and reload) to resend them")
+	}
 	if res.Resent > 0 {
 		s.stats.drop()
 		s.o.Log.Info().Str("destination", name).Int("resent", res.Resent).Int64("first_queue_id", res.FirstID).Int64("last_queue_id", res.LastID).
@@ -188,7 +212,7 @@ func (s *Server) outboundResendDead(w http.ResponseWriter, r *http.Request) {
 		s.storeWriteFailed(w, "resend of the outbound's dead rows ("+strconv.Itoa(res.Resent)+" resent before it failed)", err)
 		return
 	}
-	out := ResentDead{Outbound: name, Resent: res.Resent}
+	out := ResentDead{Outbound: name, Resent: res.Resent, NotRouted: res.NotRouted, Unparsable: res.Unparsable}
 	if res.Resent > 0 {
 		out.FirstID, out.LastID = &res.FirstID, &res.LastID
 	}

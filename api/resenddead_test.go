@@ -17,7 +17,7 @@ import (
 
 // resentDeadShape is the answer of POST /outbounds/{name}/resend-dead with
 // rows resent; with none, first_id and last_id are null.
-var resentDeadShape = map[string]string{"outbound": "string", "resent": "number", "first_id": "number", "last_id": "number"}
+var resentDeadShape = map[string]string{"outbound": "string", "resent": "number", "first_id": "number", "last_id": "number", "not_routed": "number", "unparsable": "number"}
 
 // A destination rejected three messages of one patient, set aside as dead
 // (on_exhausted = "dead"), and is fixed: one operator call queues them again,
@@ -74,7 +74,7 @@ on_exhausted = "dead"
 	}
 	// A window that ends before they died resends none of them.
 	code, body := v.call(t, "POST", "/outbounds/emr/resend-dead?until=2020-01-01T00:00:00Z", "operator")
-	if none := enginetest.JSONShape(t, "resend-dead before they died", body, map[string]string{"outbound": "string", "resent": "number", "first_id": "null", "last_id": "null"}); code != http.StatusOK || none["resent"] != 0.0 {
+	if none := enginetest.JSONShape(t, "resend-dead before they died", body, map[string]string{"outbound": "string", "resent": "number", "first_id": "null", "last_id": "null", "not_routed": "number", "unparsable": "number"}); code != http.StatusOK || none["resent"] != 0.0 {
 		t.Fatalf("resend-dead with a window before the rows died: %d %s, want 200 and 0 resent", code, body)
 	}
 

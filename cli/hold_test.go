@@ -28,7 +28,15 @@ var apiTokens = map[string]string{"viewer": "tok-viewer", "operator": "tok-opera
 // engine and the API's base URL.
 func apiNode(t *testing.T) (*enginetest.Engine, string) {
 	t.Helper()
+	return apiNodeWith(t, "")
+}
+
+// apiNodeWith is apiNode with more added to its config (an inbound and
+// its routes).
+func apiNodeWith(t *testing.T, more string) (*enginetest.Engine, string) {
+	t.Helper()
 	var cfg strings.Builder
+	cfg.WriteString(more)
 	for role, tok := range apiTokens {
 		sum := sha256.Sum256([]byte(tok))
 		fmt.Fprintf(&cfg, "[[api.tokens]]\nname = %q\nrole = %q\nsha256 = %q\n\n", role+"-token", role, hex.EncodeToString(sum[:]))

@@ -85,16 +85,22 @@ func resendDeadCommand() *cli.Command {
 			if err := json.Unmarshal(body, &r); err != nil {
 				return fmt.Errorf("mf resend-dead: the API's answer is not a resend-dead's (%v): %.200s", err, body)
 			}
-			if r.Resent == 0 || r.FirstID == nil || r.LastID == nil {
-				fmt.Fprintf(c.App.Writer, "no dead row of outbound %q was left to resend (each is resent once)\n", r.Outbound)
-				return nil
+			line := fmt.Sprintf("no dead row of outbound %q was left to resend (each is resent once)", r.Outbound)
+			if r.Resent == 1 && r.FirstID != nil {
+				line = fmt.Sprintf("1 dead row of outbound %q queued again, new queue id %d, at the tail of the lane the routes in force give it", r.Outbound, *r.FirstID)
+			} else if r.Resent > 0 && r.FirstID != nil && r.LastID != nil {
+				line = fmt.Sprintf("%d dead rows of outbound %q queued again, new queue ids %d to %d, each at the tail of the lane the routes in force give it",
+					r.Resent, r.Outbound, *r.FirstID, *r.LastID)
+			} else if r.NotRouted+r.Unparsable > 0 {
+				line = fmt.Sprintf("no dead row of outbound %q was resent", r.Outbound)
 			}
-			if r.Resent == 1 {
-				fmt.Fprintf(c.App.Writer, "1 dead row of outbound %q queued again, new queue id %d, at the tail of its lane\n", r.Outbound, *r.FirstID)
-				return nil
+			if r.NotRouted > 0 {
+				line += fmt.Sprintf("; %d left dead: no route in force sends their messages to %q (restore the route, and reload, to resend them)", r.NotRouted, r.Outbound)
 			}
-			fmt.Fprintf(c.App.Writer, "%d dead rows of outbound %q queued again, new queue ids %d to %d, each at the tail of its lane\n",
-				r.Resent, r.Outbound, *r.FirstID, *r.LastID)
+			if r.Unparsable > 0 {
+				line += fmt.Sprintf("; %d left dead: their stored messages do not parse as HL7, so they have no lane", r.Unparsable)
+			}
+			fmt.Fprintln(c.App.Writer, line)
 			return nil
 		},
 	}

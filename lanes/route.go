@@ -147,3 +147,23 @@ func joinTrimmed(parts []string, sep string, f func(string) string) string {
 // the bare destination name.
 // (The ingest stores it as every dialect can: storage.NewMessage.Storable.)
 func LaneName(dest, key string) string { return dest + "/" + key }
+
+// ResendLane is the lane of a stored message of inbound, payload as
+// stored, resent to dest (storage.QueueResendDeadParams.Lane): the one the
+// ingest would queue it in now, by Route, as stored
+// (storage.NewMessage.Storable). The ingest would not queue it for dest
+// when no route from inbound whose filters match it names dest
+// (storage.ResendNotRouted), nor when it does not parse
+// (storage.ResendUnparsable).
+func (r *Router) ResendLane(inbound, dest string, payload []byte) (string, storage.ResendSkip) {
+	m, err := hl7.Parse(payload)
+	if err != nil {
+		return "", storage.ResendUnparsable
+	}
+	for _, d := range r.Route(inbound, m) {
+		if d.Destination == dest {
+			return storable(d.Lane), storage.ResendQueued
+		}
+	}
+	return "", storage.ResendNotRouted
+}

@@ -123,9 +123,10 @@ type Store interface {
 	// QueueResendDead queues again, for an operator, the messages of
 	// destination p.Destination's dead rows that were not resent this way
 	// yet: for each such row, in id order, a new pending row of its message
-	// in the dead row's lane, at the lane's tail, and the dead row is marked
-	// resent (it stays dead, and is purged as one), so that another call
-	// does not resend it again. Only the rows set aside (updated_at) in
+	// at the tail of the lane p.Lane gives it (the routes in force), and the
+	// dead row is marked resent (it stays dead, and is purged as one), so
+	// that another call does not resend it again; a row p.Lane skips is
+	// left as it is, and counted. Only the rows set aside (updated_at) in
 	// [p.Since, p.Until) (a zero time: no bound), at most p.Limit (0: all),
 	// and only rows older than the first new row (a row resent and dead
 	// again within the call waits for the next call). It works in
@@ -798,13 +799,86 @@ type QueueResendDeadParams struct {
 	Since, Until time.Time
 	// Limit bounds the rows resent; 0 is all.
 	Limit int
+	// Lane gives the lane of each dead row's new row: the one the routes in
+	// force give its message for Destination now, as the ingest computes it
+	// and stores it (NewMessage.Storable), not the dead row's own, which is
+	// a lane of the lane_key the row was queued under. A skip other than
+	// ResendQueued leaves the row as it is (dead, not marked resent: a later
+	// call looks at it again) and is counted in ResentDead. Required; it is
+	// called in the transaction that holds the dead rows, so it must be
+	// quick and touch no store.
+	Lane func(DeadRow) (lane string, skip ResendSkip)
 }
 
+// DeadRow is a dead row QueueResendDead may resend, with its message as
+// stored, for QueueResendDeadParams.Lane.
+type DeadRow struct {
+	ID, MessageID int64
+	// Lane is the dead row's lane.
+	Lane    string
+	Inbound string
+	Payload []byte
+}
+
+// ResendSkip says whether QueueResendDeadParams.Lane resends a dead row,
+// and why not.
+type ResendSkip int
+
+const (
+	// ResendQueued: the row is resent in the lane given.
+	ResendQueued ResendSkip = iota
+	// ResendNotRouted: the routes in force no longer send the row's message
+	// to the destination, so the ingest would not queue it there.
+	ResendNotRouted
+	// ResendUnparsable: the message's stored bytes do not parse as HL7 v2,
+	// so its lane cannot be computed (the ingest would reject it).
+	ResendUnparsable
+)
+
 // ResentDead is what Store.QueueResendDead did: how many dead rows it
-// resent, and the lowest and highest of the new queue ids (0 with none).
+// resent, and the lowest and highest of the new queue ids (0 with none),
+// and how many it left as they were, by QueueResendDeadParams.Lane's
+// reason.
 type ResentDead struct {
-	Resent          int
-	FirstID, LastID int64
+	Resent                int
+	FirstID, LastID       int64
+	NotRouted, Unparsable int
+}
+
+// ResendChunk is what one transaction of Store.QueueResendDead did
+// (ResendDead).
+type ResendChunk struct {
+	// Last is the id of the last dead row it looked at; 0 when none was left.
+	Last int64
+	// Old and New are the ids of the dead rows it resent and of their new
+	// rows, in that order.
+	Old, New []int64
+	// NotRouted and Unparsable count the dead rows it left as they were.
+	NotRouted, Unparsable int
+}
+
+// ErrNoResendLane is QueueResendDead's error without a
+// QueueResendDeadParams.Lane.
+var ErrNoResendLane = errors.New("storage: a resend-dead needs the lanes of the routes in force (QueueResendDeadParams.Lane)")
+
+// Relane gives each of rows (a transaction's dead rows, in id order) the
+// lane of its new row, p.Lane's: it returns those to resend, in that order,
+// with their new lanes, and counts the others in c.
+func (p QueueResendDeadParams) Relane(rows []DeadRow) (resend []DeadRow, c ResendChunk) {
+	for _, r := range rows {
+		c.Last = r.ID
+		lane, skip := p.Lane(r)
+		switch skip {
+		case ResendQueued:
+			r.Lane = lane
+			resend = append(resend, r)
+		case ResendNotRouted:
+			c.NotRouted++
+		default:
+			c.Unparsable++
+		}
+	}
+	return resend, c
 }
 
 // ResendDeadChunk is the most dead rows one transaction of
@@ -814,13 +888,14 @@ type ResentDead struct {
 const ResendDeadChunk = 1000
 
 // ResendDead runs QueueResendDead for each dialect, one transaction at a
-// time: chunk(after, before, n) resends at most n of the destination's
+// time: chunk(after, before, n) looks at at most n of the destination's
 // dead rows not resent yet with after < id (and id < before, when before
-// is not 0), in id order, in one transaction, and returns the ids of the
-// dead rows it resent and of their new rows, in that order. It goes on
-// until a chunk resends none or limit rows are resent. before is the first
-// new id: rows queued after the call began are left for the next call.
-func ResendDead(limit int, chunk func(after, before int64, n int) (old, new []int64, err error)) (ResentDead, error) {
+// is not 0), in id order, in one transaction, resends those
+// QueueResendDeadParams.Lane queues (QueueResendDeadParams.Relane) and
+// says what it did. It goes on until a chunk finds none or limit rows are
+// resent (rows left as they were do not count). before is the first new
+// id: rows queued after the call began are left for the next call.
+func ResendDead(limit int, chunk func(after, before int64, n int) (ResendChunk, error)) (ResentDead, error) {
 	var res ResentDead
 	after := int64(0)
 	for limit <= 0 || res.Resent < limit {
@@ -828,22 +903,26 @@ func ResendDead(limit int, chunk func(after, before int64, n int) (old, new []in
 		if limit > 0 {
 			n = min(n, limit-res.Resent)
 		}
-		old, nw, err := chunk(after, res.FirstID, n)
+		c, err := chunk(after, res.FirstID, n)
 		if err != nil {
 			return res, err
 		}
-		if len(old) == 0 {
+		if c.Last == 0 {
 			break
 		}
-		if len(old) != len(nw) {
-			return res, fmt.Errorf("%d dead rows resent as %d new rows", len(old), len(nw))
+		if len(c.Old) != len(c.New) {
+			return res, fmt.Errorf("%d dead rows resent as %d new rows", len(c.Old), len(c.New))
 		}
-		if res.FirstID == 0 {
-			res.FirstID = nw[0]
+		res.NotRouted += c.NotRouted
+		res.Unparsable += c.Unparsable
+		if len(c.New) > 0 {
+			if res.FirstID == 0 {
+				res.FirstID = c.New[0]
+			}
+			res.LastID = c.New[len(c.New)-1]
+			res.Resent += len(c.Old)
 		}
-		res.LastID = nw[len(nw)-1]
-		res.Resent += len(old)
-		after = old[len(old)-1]
+		after = c.Last
 	}
 	return res, nil
 }

@@ -82,7 +82,9 @@ func TestAllLanesWalksPages(t *testing.T) {
 // queued, below the first new row (a row resent and dead again within the
 // call is left for the next call); it stops at the limit or when a
 // transaction finds none, and counts what the committed transactions did
-// when one fails.
+// when one fails. Rows a transaction looks at and leaves (Lane skips them)
+// are counted, not resent, and not counted against the limit; a
+// transaction that leaves all it looked at does not end the call.
 func TestResendDeadWorksInChunksBelowItsFirstNewRow(t *testing.T) {
 	dead := make([]int64, 2500) // dead rows 1..2500; new rows from 5001
 	for i := range dead {
@@ -93,24 +95,32 @@ func TestResendDeadWorksInChunksBelowItsFirstNewRow(t *testing.T) {
 		after, before int64
 		n             int
 	}
+	skip := map[int64]bool{}
 	run := func(limit int, failAt int) (ResentDead, []call, error) {
 		var calls []call
 		done := 0
-		res, err := ResendDead(limit, func(after, before int64, n int) ([]int64, []int64, error) {
+		res, err := ResendDead(limit, func(after, before int64, n int) (ResendChunk, error) {
 			calls = append(calls, call{after, before, n})
 			if len(calls) == failAt {
-				return nil, nil, errors.New("store away")
+				return ResendChunk{}, errors.New("store away")
 			}
-			var old, nw []int64
+			var c ResendChunk
+			looked := 0
 			for _, id := range dead[done:] {
-				if id <= after || (before != 0 && id >= before) || len(old) == n {
+				if id <= after || (before != 0 && id >= before) || looked == n {
 					break
 				}
-				old, nw = append(old, id), append(nw, next)
+				done++
+				looked++
+				c.Last = id
+				if skip[id] {
+					c.NotRouted++
+					continue
+				}
+				c.Old, c.New = append(c.Old, id), append(c.New, next)
 				next++
 			}
-			done += len(old)
-			return old, nw, nil
+			return c, nil
 		})
 		return res, calls, err
 	}
@@ -128,5 +138,21 @@ func TestResendDeadWorksInChunksBelowItsFirstNewRow(t *testing.T) {
 	next = 5001
 	if res, _, err = run(0, 2); err == nil || res != (ResentDead{Resent: 1000, FirstID: 5001, LastID: 6000}) {
 		t.Fatalf("resend-dead whose second transaction failed: %+v, %v; want the first's 1,000 and the error", res, err)
+	}
+	// Rows 1..1000 and 2001..2100 are skipped: the first transaction
+	// resends none and the call goes on; the limit counts rows resent.
+	for id := int64(1); id <= 1000; id++ {
+		skip[id] = true
+	}
+	for id := int64(2001); id <= 2100; id++ {
+		skip[id] = true
+	}
+	next = 5001
+	res, calls, err = run(1200, 0)
+	if want := (ResentDead{Resent: 1200, FirstID: 5001, LastID: 6200, NotRouted: 1100}); err != nil || res != want {
+		t.Fatalf("resend-dead limit 1,200 with 1,100 rows skipped: %+v, %v; want %+v", res, err, want)
+	}
+	if want := []call{{0, 0, 1000}, {1000, 0, 1000}, {2000, 5001, 200}, {2200, 5001, 100}}; !slices.Equal(calls, want) {
+		t.Fatalf("transactions %v, want %v", calls, want)
 	}
 }

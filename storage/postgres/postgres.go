@@ -888,33 +888,43 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 }
 
 // QueueResendDead implements storage.Store (storage.ResendDead): each
-// transaction locks its dead rows (queue_resend_dead_pick.sql), takes the
-// ingest lock (as MessageResend, after the rows), inserts the new rows,
-// marks the dead ones and bumps the queue's version. Not fenced: an
-// operator acts through any node's API.
+// transaction locks its dead rows (queue_resend_dead_pick.sql), gives each
+// the lane of the routes in force (p.Lane), takes the ingest lock (as
+// MessageResend, after the rows), inserts the new rows, marks the dead
+// ones and bumps the queue's version. Not fenced: an operator acts through
+// any node's API.
 func (s *Store) QueueResendDead(ctx context.Context, p storage.QueueResendDeadParams) (storage.ResentDead, error) {
-	res, err := storage.ResendDead(p.Limit, func(after, before int64, n int) (old, nw []int64, err error) {
+	if p.Lane == nil {
+		return storage.ResentDead{}, storage.ErrNoResendLane
+	}
+	res, err := storage.ResendDead(p.Limit, func(after, before int64, n int) (c storage.ResendChunk, err error) {
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			old, nw = nil, nil
 			rows, err := tx.Query(ctx, queries.Get("queue_resend_dead_pick"), p.Destination, after, before,
 				optionalTime(p.Since), optionalTime(p.Until), n)
 			if err != nil {
 				return err
 			}
-			var msgs []int64
-			var lanes []string
+			var dead []storage.DeadRow
 			for rows.Next() {
-				var id, msg int64
-				var lane string
-				if err := rows.Scan(&id, &msg, &lane); err != nil {
+				var d storage.DeadRow
+				if err := rows.Scan(&d.ID, &d.MessageID, &d.Lane, &d.Inbound, &d.Payload); err != nil {
 					rows.Close()
 					return err
 				}
-				old, msgs, lanes = append(old, id), append(msgs, msg), append(lanes, lane)
+				dead = append(dead, d)
 			}
 			rows.Close()
-			if err := rows.Err(); err != nil || len(old) == 0 {
+			if err := rows.Err(); err != nil {
 				return err
+			}
+			var resend []storage.DeadRow
+			resend, c = p.Relane(dead)
+			if len(resend) == 0 {
+				return nil
+			}
+			msgs, lanes := make([]int64, len(resend)), make([]string, len(resend))
+			for i, d := range resend {
+				c.Old, msgs[i], lanes[i] = append(c.Old, d.ID), d.MessageID, d.Lane
 			}
 			if _, err := tx.Exec(ctx, queries.Get("message_ingest_lock")); err != nil {
 				return fmt.Errorf("take ingest lock: %w", err)
@@ -923,23 +933,23 @@ func (s *Store) QueueResendDead(ctx context.Context, p storage.QueueResendDeadPa
 			if err != nil {
 				return err
 			}
-			if nw, err = pgx.CollectRows(ins, pgx.RowTo[int64]); err != nil {
+			if c.New, err = pgx.CollectRows(ins, pgx.RowTo[int64]); err != nil {
 				return err
 			}
-			if len(nw) != len(old) {
-				return fmt.Errorf("%d queue rows stored for %d dead rows", len(nw), len(old))
+			if len(c.New) != len(c.Old) {
+				return fmt.Errorf("%d queue rows stored for %d dead rows", len(c.New), len(c.Old))
 			}
-			slices.Sort(nw) // given in the dead rows' order; RETURNING has none
-			if _, err := tx.Exec(ctx, queries.Get("queue_resend_dead_mark"), old, nw); err != nil {
+			slices.Sort(c.New) // given in the dead rows' order; RETURNING has none
+			if _, err := tx.Exec(ctx, queries.Get("queue_resend_dead_mark"), c.Old, c.New); err != nil {
 				return err
 			}
 			_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
 			return err
 		})
 		if err != nil {
-			return nil, nil, err
+			return storage.ResendChunk{}, err
 		}
-		return old, nw, nil
+		return c, nil
 	})
 	if err != nil {
 		if r := refusal(err); r != nil {

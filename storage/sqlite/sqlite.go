@@ -1082,35 +1082,36 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 }
 
 // QueueResendDead implements storage.Store (storage.ResendDead): each
-// write transaction reads its dead rows, inserts the new rows in their
-// order (message_ingest_queue.sql, as MessageResend), marks the dead ones
-// and bumps the queue's version. SQLite has one writer, so each is
-// serialised with every ingest and the purge, and its ids become visible in
-// id order.
+// write transaction reads its dead rows, gives each the lane of the routes
+// in force (p.Lane), inserts the new rows in their order
+// (message_ingest_queue.sql, as MessageResend), marks the dead ones and
+// bumps the queue's version. SQLite has one writer, so each is serialised
+// with every ingest and the purge, and its ids become visible in id order.
 func (s *Store) QueueResendDead(ctx context.Context, p storage.QueueResendDeadParams) (storage.ResentDead, error) {
+	if p.Lane == nil {
+		return storage.ResentDead{}, storage.ErrNoResendLane
+	}
 	bound := func(t time.Time) any {
 		if t.IsZero() {
 			return nil
 		}
 		return ceilMillis(t)
 	}
-	res, err := storage.ResendDead(p.Limit, func(after, before int64, n int) (old, nw []int64, err error) {
+	res, err := storage.ResendDead(p.Limit, func(after, before int64, n int) (c storage.ResendChunk, err error) {
 		err = s.write(ctx, func(tx *sql.Tx) error {
-			old, nw = nil, nil
+			c = storage.ResendChunk{}
 			rows, err := tx.QueryContext(ctx, queries.Get("queue_resend_dead_pick"), p.Destination, after, before, bound(p.Since), bound(p.Until), n)
 			if err != nil {
 				return err
 			}
-			var msgs []int64
-			var lanes []string
+			var dead []storage.DeadRow
 			for rows.Next() {
-				var id, msg int64
-				var lane string
-				if err := rows.Scan(&id, &msg, &lane); err != nil {
+				var d storage.DeadRow
+				if err := rows.Scan(&d.ID, &d.MessageID, &d.Lane, &d.Inbound, &d.Payload); err != nil {
 					rows.Close()
 					return err
 				}
-				old, msgs, lanes = append(old, id), append(msgs, msg), append(lanes, lane)
+				dead = append(dead, d)
 			}
 			if err := rows.Close(); err != nil {
 				return err
@@ -1118,7 +1119,9 @@ func (s *Store) QueueResendDead(ctx context.Context, p storage.QueueResendDeadPa
 			if err := rows.Err(); err != nil {
 				return err
 			}
-			if len(old) == 0 {
+			var resend []storage.DeadRow
+			resend, c = p.Relane(dead)
+			if len(resend) == 0 {
 				return unchanged{nil}
 			}
 			insQueue, err := s.prepared(ctx, tx, queries.Get("message_ingest_queue"))
@@ -1129,22 +1132,23 @@ func (s *Store) QueueResendDead(ctx context.Context, p storage.QueueResendDeadPa
 			if err != nil {
 				return err
 			}
-			nw = make([]int64, len(old))
-			for i := range old {
-				if nw[i], err = insertID(ctx, insQueue, msgs[i], p.Destination, lanes[i]); err != nil {
-					return fmt.Errorf("insert queue row %d of %d: %w", i+1, len(old), err)
+			c.Old, c.New = make([]int64, len(resend)), make([]int64, len(resend))
+			for i, d := range resend {
+				c.Old[i] = d.ID
+				if c.New[i], err = insertID(ctx, insQueue, d.MessageID, p.Destination, d.Lane); err != nil {
+					return fmt.Errorf("insert queue row %d of %d: %w", i+1, len(resend), err)
 				}
-				if _, err := mark.ExecContext(ctx, old[i], nw[i]); err != nil {
-					return fmt.Errorf("mark dead row %d resent: %w", old[i], err)
+				if _, err := mark.ExecContext(ctx, d.ID, c.New[i]); err != nil {
+					return fmt.Errorf("mark dead row %d resent: %w", d.ID, err)
 				}
 			}
 			_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
 			return err
 		})
 		if err != nil {
-			return nil, nil, err
+			return storage.ResendChunk{}, err
 		}
-		return old, nw, nil
+		return c, nil
 	})
 	if err != nil {
 		if r := refusal(err); r != nil {

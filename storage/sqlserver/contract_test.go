@@ -45,6 +45,8 @@ var fakeResults = map[string][][]driver.Value{
 	"queue_release":       {{int64(0)}},
 	"queue_skip":          {{int64(0)}},
 	"message_read":        {{int64(1), "in", time.Unix(0, 0), "ctl", "ADT^A01", []byte("MSH|"), storage.MessageRouted, ""}},
+	// One dead row, so that QueueResendDead goes on to resend it.
+	"queue_resend_dead_pick": {{int64(7), int64(1), "lab", "in", []byte("MSH|")}},
 }
 
 type call struct {
@@ -190,7 +192,8 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 	_, _ = s.MessageRead(ctx, 1)
 	_, _ = s.MessageSearch(ctx, storage.MessageSearchParams{Since: time.Now().Add(-time.Hour), ControlID: "ABC123", Limit: 51})
 	_, _ = s.MessageResend(ctx, storage.MessageResendParams{MessageID: 1, Deliveries: two.Deliveries})
-	_, _ = s.QueueResendDead(ctx, storage.QueueResendDeadParams{Destination: "lab", Since: time.Now().Add(-time.Hour), Until: time.Now(), Limit: 10})
+	_, _ = s.QueueResendDead(ctx, storage.QueueResendDeadParams{Destination: "lab", Since: time.Now().Add(-time.Hour), Until: time.Now(), Limit: 10,
+		Lane: func(storage.DeadRow) (string, storage.ResendSkip) { return "lab/1", storage.ResendQueued }})
 	_, _ = s.MessagePurge(ctx, storage.MessagePurgeParams{Fence: f, OlderThan: time.Hour})
 	_, _ = s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: "lab/1", Owner: "node-a", LeaseTTL: time.Minute})
 	_ = s.QueueComplete(ctx, storage.QueueCompleteParams{Fence: f, Claim: c})
@@ -267,7 +270,7 @@ func TestIngestRowsMatchTableTypes(t *testing.T) {
 	for _, m := range ms {
 		all += m.SQL
 	}
-	for typeName, row := range map[string]any{ingestMessageType: ingestMessageRow{}, ingestDeliveryType: ingestDeliveryRow{}} {
+	for typeName, row := range map[string]any{ingestMessageType: ingestMessageRow{}, ingestDeliveryType: ingestDeliveryRow{}, resendDeadType: resendDeadRow{}} {
 		cols := tableTypeColumns(t, all, typeName)
 		rt := reflect.TypeOf(row)
 		var fields []string
@@ -417,9 +420,16 @@ func TestStatementsKeepTheFenceTheLaneOrderAndTheDatabaseClock(t *testing.T) {
 	// The statement's own ORDER BY: the last one, with no parenthesis
 	// after it (not a window's OVER (ORDER BY ...)).
 	ordered := regexp.MustCompile(`(?i)\bORDER\s+BY\b[^()]*$`)
-	// An operator's resend draws queue ids too: under the same lock.
+	// An operator's resend draws queue ids too: under the same lock. A
+	// resend-dead takes it in the first batch of its transaction
+	// (queue_resend_dead_pick.sql, before it locks the dead rows, as
+	// message_resend.sql takes it before it marks them) and inserts in the
+	// second: the lock is held to commit (LockOwner Transaction).
 	for _, name := range []string{"message_ingest", "message_resend", "queue_resend_dead"} {
 		text := files["sql/"+name+".sql"]
+		if name == "queue_resend_dead" {
+			text = files["sql/queue_resend_dead_pick.sql"] + text
+		}
 		lock := regexp.MustCompile(`(?is)sp_getapplock[^;]*@Resource\s*=\s*N'mf_ingest'[^;]*@LockOwner\s*=\s*N?'Transaction'`).FindStringIndex(text)
 		insert := regexp.MustCompile(`(?i)\bINSERT\s+INTO\s+mf_`).FindStringIndex(text)
 		if lock == nil || insert == nil || lock[0] > insert[0] {

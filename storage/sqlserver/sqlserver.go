@@ -57,6 +57,9 @@ var queries = storage.MustLoadQueries(sqlFS, "sql")
 const (
 	ingestMessageType  = "mf_ingest_message"
 	ingestDeliveryType = "mf_ingest_delivery"
+	// resendDeadType is the rows of queue_resend_dead.sql
+	// (migrations/0011_resend_dead_type.sql).
+	resendDeadType = "mf_resend_dead"
 )
 
 // Error numbers the dialect acts on.
@@ -804,23 +807,67 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 	return ids, nil
 }
 
+// resendDeadRow is a row of queue_resend_dead.sql's table-valued
+// parameter, in the order of the CREATE TYPE in
+// migrations/0011_resend_dead_type.sql.
+type resendDeadRow struct {
+	Ord       int32
+	ID        int64
+	MessageID int64
+	Lane      string
+}
+
 // QueueResendDead implements storage.Store (storage.ResendDead): each
-// transaction resends at most storage.ResendDeadChunk dead rows
-// (queue_resend_dead.sql, under the ingest lock) and bumps the queue's
-// version. Not fenced: an operator acts through any node's API.
+// transaction takes the ingest lock and locks at most
+// storage.ResendDeadChunk dead rows (queue_resend_dead_pick.sql), gives
+// each the lane of the routes in force (p.Lane), resends them
+// (queue_resend_dead.sql) and bumps the queue's version. Not fenced: an
+// operator acts through any node's API.
 func (s *Store) QueueResendDead(ctx context.Context, p storage.QueueResendDeadParams) (storage.ResentDead, error) {
+	if p.Lane == nil {
+		return storage.ResentDead{}, storage.ErrNoResendLane
+	}
 	bound := func(t time.Time) string {
 		if t.IsZero() {
 			return ""
 		}
 		return isoMicros(t)
 	}
-	res, err := storage.ResendDead(p.Limit, func(after, before int64, n int) (old, nw []int64, err error) {
+	res, err := storage.ResendDead(p.Limit, func(after, before int64, n int) (c storage.ResendChunk, err error) {
 		err = s.inTx(ctx, func(tx *sql.Tx) error {
-			old, nw = nil, nil
-			rows, err := tx.QueryContext(ctx, queries.Get("queue_resend_dead"), sql.Named("destination", p.Destination),
+			c = storage.ResendChunk{}
+			rows, err := tx.QueryContext(ctx, queries.Get("queue_resend_dead_pick"), sql.Named("destination", p.Destination),
 				sql.Named("after", after), sql.Named("before", before),
 				sql.Named("since", bound(p.Since)), sql.Named("until", bound(p.Until)), sql.Named("limit", int64(n)))
+			if err != nil {
+				return err
+			}
+			var dead []storage.DeadRow
+			for rows.Next() {
+				var d storage.DeadRow
+				if err := rows.Scan(&d.ID, &d.MessageID, &d.Lane, &d.Inbound, &d.Payload); err != nil {
+					rows.Close()
+					return err
+				}
+				dead = append(dead, d)
+			}
+			if err := rows.Close(); err != nil {
+				return err
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			var resend []storage.DeadRow
+			resend, c = p.Relane(dead)
+			if len(resend) == 0 {
+				return nil
+			}
+			tvp := make([]resendDeadRow, len(resend))
+			for i, d := range resend {
+				tvp[i] = resendDeadRow{Ord: int32(i + 1), ID: d.ID, MessageID: d.MessageID, Lane: d.Lane}
+			}
+			rows, err = tx.QueryContext(ctx, queries.Get("queue_resend_dead"), sql.Named("destination", p.Destination),
+				sql.Named("dead", mssql.TVP{TypeName: resendDeadType, Value: tvp}))
 			if err != nil {
 				return err
 			}
@@ -830,21 +877,24 @@ func (s *Store) QueueResendDead(ctx context.Context, p storage.QueueResendDeadPa
 					rows.Close()
 					return err
 				}
-				old, nw = append(old, o), append(nw, w)
+				c.Old, c.New = append(c.Old, o), append(c.New, w)
 			}
 			if err := rows.Close(); err != nil {
 				return err
 			}
-			if err := rows.Err(); err != nil || len(old) == 0 {
+			if err := rows.Err(); err != nil {
 				return err
+			}
+			if len(c.Old) != len(resend) {
+				return fmt.Errorf("%d queue rows stored for %d dead rows", len(c.Old), len(resend))
 			}
 			_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
 			return err
 		})
 		if err != nil {
-			return nil, nil, err
+			return storage.ResendChunk{}, err
 		}
-		return old, nw, nil
+		return c, nil
 	})
 	if err != nil {
 		if r := refusal(err); r != nil {

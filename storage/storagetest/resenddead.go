@@ -1,6 +1,7 @@
 package storagetest
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -9,14 +10,17 @@ import (
 )
 
 // An operator's resend-dead queues a destination's dead rows again: each
-// dead row's message gets a new pending row in the dead row's lane, above
+// dead row's message gets a new pending row in the lane p.Lane gives it
+// (the routes in force; here mostly the dead row's own), above
 // every row queued before (so claimed after the lane's pending rows, and
 // the resent ones in their dead rows' order), from a store whose lease
 // another node holds (not fenced), moving the queue's version. The dead
 // rows stay dead, and a second call resends none of them again. A window
 // on when they were set aside and a limit bound a call; another
 // destination's dead rows, and rows not dead, are left alone, and so is a
-// dead row whose message an operator resent to its destination already.
+// dead row whose message an operator resent to its destination already. A
+// lane other than the dead row's is followed, and a row p.Lane skips is
+// left as it is, counted, and looked at again by the next call.
 func testResendDead(t *testing.T, h *harness) {
 	p1 := h.fill(zero, "lab", "P1", 4)
 	p2 := h.fill(zero, "lab", "P2", 1)
@@ -41,6 +45,9 @@ func testResendDead(t *testing.T, h *harness) {
 		t.Helper()
 		if p.Destination == "" {
 			p.Destination = "lab"
+		}
+		if p.Lane == nil { // the routes unchanged: the dead row's lane
+			p.Lane = func(d storage.DeadRow) (string, storage.ResendSkip) { return d.Lane, storage.ResendQueued }
 		}
 		before := h.queueVersion()
 		got, err := h.s.QueueResendDead(h.ctx, p)
@@ -124,5 +131,54 @@ func testResendDead(t *testing.T, h *harness) {
 	}
 	if d, err := h.s.MessageRead(h.ctx, h.msgOf[ris[0]]); err != nil || !slices.ContainsFunc(d.Queue, func(r storage.QueueRow) bool { return r.ID == got.FirstID }) {
 		t.Fatalf("ris's message after resend-dead: %+v, %v", d.Queue, err)
+	}
+
+	// Under routes changed since (another lane_key), the new row goes to
+	// the tail of the lane p.Lane gives, which sees each dead row with its
+	// message as stored; the rows it skips stay dead, not marked, counted,
+	// and the next call looks at them again.
+	p4 := h.fill(other, "lab", "P4", 3)
+	for _, id := range p4 {
+		kill(other, "lab/P4", id)
+	}
+	queued := h.fill(other, "lab", "K4", 1) // the new lane's own row, ahead
+	seen := map[int64]storage.DeadRow{}
+	moved := resend(storage.QueueResendDeadParams{Lane: func(d storage.DeadRow) (string, storage.ResendSkip) {
+		seen[d.ID] = d
+		switch d.ID {
+		case p4[0]:
+			return "", storage.ResendNotRouted
+		case p4[1]:
+			return "", storage.ResendUnparsable
+		}
+		return "lab/K4", storage.ResendQueued
+	}})
+	if moved.Resent != 1 || moved.NotRouted != 1 || moved.Unparsable != 1 || moved.FirstID <= queued[0] {
+		t.Fatalf("resend-dead into another lane, two rows skipped: %+v, want 1 resent after %d, 1 not routed, 1 unparsable", moved, queued[0])
+	}
+	h.msgOf[moved.FirstID] = h.msgOf[p4[2]]
+	m, err := h.s.MessageRead(h.ctx, h.msgOf[p4[2]])
+	if d := seen[p4[2]]; err != nil || len(seen) != 3 || d.MessageID != h.msgOf[p4[2]] || d.Lane != "lab/P4" || d.Inbound != m.Message.Inbound || string(d.Payload) != string(m.Message.Payload) {
+		t.Fatalf("p.Lane saw %+v (of %d rows), want dead row %d with its lane and message %+v (%v)", d, len(seen), p4[2], m.Message, err)
+	}
+	if r := h.queueRow(moved.FirstID); r.Lane != "lab/K4" || r.Status != storage.QueuePending || r.MessageID != h.msgOf[p4[2]] {
+		t.Fatalf("row %d resent as %+v, want a pending row of its message in lane lab/K4", p4[2], r)
+	}
+	for _, id := range p4[:2] {
+		if r := h.queueRow(id); r.Status != storage.QueueDead || r.ResentAs != 0 {
+			t.Fatalf("dead row %d skipped by resend-dead: %+v, want it dead and not marked resent", id, r)
+		}
+	}
+	h.complete(other, h.mustClaim(other, "lab/K4", time.Minute, queued[0]))
+	h.complete(other, h.mustClaim(other, "lab/K4", time.Minute, moved.FirstID))
+	rest := resend(storage.QueueResendDeadParams{})
+	if rest.Resent != 2 || rest.NotRouted != 0 || rest.Unparsable != 0 {
+		t.Fatalf("resend-dead of the rows skipped before: %+v, want both", rest)
+	}
+	h.msgOf[rest.FirstID], h.msgOf[rest.LastID] = h.msgOf[p4[0]], h.msgOf[p4[1]]
+	h.mustClaim(other, "lab/P4", time.Minute, rest.FirstID)
+
+	if _, err := h.s.QueueResendDead(h.ctx, storage.QueueResendDeadParams{Destination: "lab"}); !errors.Is(err, storage.ErrNoResendLane) {
+		t.Fatalf("resend-dead without Lane: %v, want ErrNoResendLane", err)
 	}
 }

@@ -1,6 +1,7 @@
 -- An operator's resend-dead (storage.Store.QueueResendDead): a new pending
 -- row of destination $1 for each element of $2 (message ids) and $3 (lanes,
--- each its dead row's), given ids in that order (ORDER BY), after
+-- each the one the routes in force give the message now), given ids in
+-- that order (ORDER BY), after
 -- message_ingest_lock.sql in the same transaction, as message_resend.sql:
 -- each row is the newest of its lane, and a later queue id never becomes
 -- visible before an earlier one (the lane claim's FIFO argument, (b)).

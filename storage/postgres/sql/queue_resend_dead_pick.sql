@@ -4,6 +4,11 @@
 -- (resent_as), in id order, after id $2 and, when $3 is not 0, before id $3
 -- (the call's first new row), set aside (updated_at) in [$4, $5) (NULL: no
 -- bound), at most $6, locked until commit. Found through mf_queue_dead.
+-- With each, its message's inbound and payload, from which the caller
+-- computes the lane of its new row by the routes in force
+-- (storage.QueueResendDeadParams.Lane); a dead row whose message is gone
+-- (none should be: the purge deletes a message only once no row names it)
+-- is not found. Only the queue rows are locked (OF q).
 --
 -- The lock orders this with the purge and with another resend-dead, as
 -- message_resend_lock.sql does for one message: a purge that deleted a row
@@ -13,12 +18,13 @@
 -- (message_purge_freed.sql) sees the new row and keeps the message. A second
 -- resend-dead waiting on a row finds it resent (resent_as) after the wait
 -- and leaves it out.
-SELECT id, message_id, lane
-  FROM mf_queue
- WHERE destination = $1 AND status = 'dead' AND resent_as IS NULL
-   AND id > $2 AND ($3::bigint = 0 OR id < $3)
-   AND ($4::timestamptz IS NULL OR updated_at >= $4)
-   AND ($5::timestamptz IS NULL OR updated_at < $5)
- ORDER BY id
+SELECT q.id, q.message_id, q.lane, m.inbound, m.payload
+  FROM mf_queue q
+  JOIN mf_messages m ON m.id = q.message_id
+ WHERE q.destination = $1 AND q.status = 'dead' AND q.resent_as IS NULL
+   AND q.id > $2 AND ($3::bigint = 0 OR q.id < $3)
+   AND ($4::timestamptz IS NULL OR q.updated_at >= $4)
+   AND ($5::timestamptz IS NULL OR q.updated_at < $5)
+ ORDER BY q.id
  LIMIT $6
-   FOR NO KEY UPDATE
+   FOR NO KEY UPDATE OF q
