@@ -15,5 +15,7 @@
 -- them first makes the purge's delete wait for its commit, after which the
 -- purge's next statement sees the new row and keeps the message. Unfinished
 -- rows are not locked (the lanes' claims lock them FOR UPDATE): the purge
--- never deletes those, nor a message that has one.
-SELECT id FROM mf_queue WHERE message_id = $1 AND status IN ('done', 'dead') FOR KEY SHARE
+-- never deletes those, nor a message that has one. In id order, as the
+-- purge locks them (message_purge_queue.sql), so that the two cannot
+-- deadlock over two rows of the message.
+SELECT id FROM mf_queue WHERE message_id = $1 AND status IN ('done', 'dead') ORDER BY id FOR KEY SHARE

@@ -17,7 +17,9 @@
 -- delete wait for the commit, after which its next statement
 -- (message_purge_freed.sql) sees the new row and keeps the message. A second
 -- resend-dead waiting on a row finds it resent (resent_as) after the wait
--- and leaves it out.
+-- and leaves it out. The rows are locked in id order (ORDER BY, below the
+-- lock), as the purge locks its rows (message_purge_queue.sql): neither can
+-- hold a row the other waits for while it waits for one the other holds.
 SELECT q.id, q.message_id, q.lane, m.inbound, m.payload
   FROM mf_queue q
   JOIN mf_messages m ON m.id = q.message_id
