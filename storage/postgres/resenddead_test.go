@@ -126,3 +126,89 @@ func TestAResendDeadAndAPurgeOfTheSameDeadRowsDoNotDeadlock(t *testing.T) {
 		t.Fatalf("after the two: %d dead rows left, %d new rows; want c's dead row at most, and a new row of each message", left, newRows)
 	}
 }
+
+// A resend-dead and an operator's resend of one of its dead rows' messages
+// do not deadlock. The resend took the message's finished rows FOR KEY
+// SHARE, which a resend-dead's FOR NO KEY UPDATE does not wait for, then the
+// ingest lock, and then updated the dead row (its mark, resent_as), which
+// waits for the resend-dead's lock: a resend-dead that had locked the row
+// meanwhile and waited for the ingest lock behind the resend made
+// PostgreSQL abort one of them. A third session holds the ingest lock until
+// both wait for it, the resend first.
+func TestAResendDeadAndAResendOfItsMessageDoNotDeadlock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := pgtest.NewSchema(t)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	tag := hex.EncodeToString(b[:])
+	open := func(app string) *Store {
+		s, err := Open(ctx, Options{URL: url + "&application_name=" + app + "_" + tag, PoolSize: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	deadResender, resender := open("resend_dead"), open("resend")
+	if err := resender.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var msg, dead int64
+	if err := resender.pool.QueryRow(ctx, `WITH m AS (INSERT INTO mf_messages (inbound, payload, status) VALUES ('in', '\x4d5348'::bytea, 'routed') RETURNING id)
+		INSERT INTO mf_queue (message_id, destination, lane, status, last_error) SELECT id, 'lab', 'lab/A', 'dead', 'AR' FROM m RETURNING message_id, id`).Scan(&msg, &dead); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(app string) bool {
+		var n int
+		if err := resender.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app+"_"+tag).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+
+	holder, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	hold, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.Exec(ctx, queries.Get("message_ingest_lock")); err != nil {
+		t.Fatal(err)
+	}
+	one := make(chan error, 1)
+	go func() {
+		_, err := resender.MessageResend(ctx, storage.MessageResendParams{MessageID: msg, Deliveries: []storage.Delivery{{Destination: "lab", Lane: "lab/A"}}})
+		one <- err
+	}()
+	waitFor("the resend to wait for the ingest lock", func() bool { return waiting("resend") })
+	all := make(chan error, 1)
+	go func() {
+		_, err := deadResender.QueueResendDead(ctx, storage.QueueResendDeadParams{Destination: "lab",
+			Lane: func(d storage.DeadRow) (string, storage.ResendSkip) { return d.Lane, storage.ResendQueued }})
+		all <- err
+	}()
+	waitFor("the resend-dead to wait", func() bool { return waiting("resend_dead") })
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	errOne, errAll := <-one, <-all
+	if errOne != nil || errAll != nil {
+		t.Fatalf("resend: %v; resend-dead: %v; want both to finish", errOne, errAll)
+	}
+	var rows int
+	if err := resender.pool.QueryRow(ctx, `SELECT count(*) FROM mf_queue WHERE message_id = $1`, msg).Scan(&rows); err != nil || rows != 2 {
+		t.Fatalf("message %d has %d queue rows (%v); want its dead row and one new row: the dead row is resent once", msg, rows, err)
+	}
+}

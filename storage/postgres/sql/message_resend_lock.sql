@@ -1,6 +1,6 @@
 -- First of an operator's resend (message_resend.sql), in its transaction,
 -- before the ingest lock (a wait here must not hold up the ingest): the
--- message's finished queue rows, locked FOR KEY SHARE until commit; then
+-- message's finished queue rows, locked FOR NO KEY UPDATE until commit; then
 -- message_resend_queued.sql, a statement of its own (so with a snapshot
 -- taken after any wait here), says whether the message has a queue row
 -- left.
@@ -18,4 +18,17 @@
 -- never deletes those, nor a message that has one. In id order, as the
 -- purge locks them (message_purge_queue.sql), so that the two cannot
 -- deadlock over two rows of the message.
-SELECT id FROM mf_queue WHERE message_id = $1 AND status IN ('done', 'dead') ORDER BY id FOR KEY SHARE
+--
+-- NO KEY UPDATE, not KEY SHARE: the resend updates the message's dead rows
+-- (message_resend_mark.sql) after it has taken the ingest lock, and a
+-- resend-dead (queue_resend_dead_pick.sql) locks dead rows FOR NO KEY
+-- UPDATE before it waits for the ingest lock. With KEY SHARE, which that
+-- lock does not wait for, a resend-dead could lock the row and wait for
+-- the ingest lock while this resend, holding it, waited for the row: a
+-- deadlock (TestAResendDeadAndAResendOfItsMessageDoNotDeadlock). Now the
+-- two meet here, on the rows, both in id order, before either takes the
+-- ingest lock: a resend-dead that waits finds the row resent (resent_as)
+-- and leaves it; a resend that waits queues the message again, as asked,
+-- and leaves the mark the resend-dead made. Finished rows are never updated otherwise, so this lock waits
+-- for nothing KEY SHARE did not (the purge, another resend of the message).
+SELECT id FROM mf_queue WHERE message_id = $1 AND status IN ('done', 'dead') ORDER BY id FOR NO KEY UPDATE
