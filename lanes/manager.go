@@ -221,7 +221,7 @@ type Manager struct {
 	restarts map[string]scheduler.CancelFunc
 	// revived holds the lanes started afresh after a panic whose next
 	// actor is yet to be spawned: it starts with laneActor.afterPanic.
-	revived map[string]bool
+	revived  map[string]bool
 	stopping bool // no lane is started again once set
 	// listing counts the rescans that failed in a row, so that a database
 	// away is logged when it starts, once a minute and when it ends.
