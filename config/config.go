@@ -139,6 +139,15 @@ type Inbound struct {
 	// from JSON when empty, so that the fingerprint of a config without it
 	// is what it was before the key existed.)
 	TLSClientNames []string `toml:"tls_client_names" json:"TLSClientNames,omitempty"`
+	// ClientCRL, with ClientCA, lists files of certificate revocation
+	// lists (PEM X509 CRL blocks, or one DER list a file), each signed by
+	// a CA of ClientCA: a client certificate a list of its issuer revokes
+	// is refused at the handshake. A list, not one file: each CA publishes
+	// its own CRL, as a DER file at its distribution point, which a fetch
+	// job keeps in a file of its own (DER lists cannot be concatenated).
+	// (Omitted from JSON when empty, so that the fingerprint of a config
+	// without it is what it was before the key existed.)
+	ClientCRL []string `toml:"client_crl" json:"ClientCRL,omitempty"`
 	// AllowPlaintext permits a non-loopback listen address without TLS.
 	AllowPlaintext bool `toml:"allow_plaintext"`
 	// ProcessingID, when set (P, T or D: HL7 table 0103), is the only

@@ -29,7 +29,7 @@ const FingerprintFormat = "v1"
 //     binds is its own interface (two nodes on one host need two ports; a
 //     VIP or balancer maps one address onto each), and allow_plaintext only
 //     consents to that bind;
-//   - TLS file paths (tls_cert, tls_key, client_ca, tls_ca): each node
+//   - TLS file paths (tls_cert, tls_key, client_ca, client_crl, tls_ca): each node
 //     holds its own certificate and key, often under a name of its own, so
 //     their paths legitimately differ. Whether each is set is kept: that
 //     turns TLS, mutual TLS or a client certificate on or off, which does
@@ -90,6 +90,9 @@ func (c *Config) GraphFingerprint() string {
 	for _, in := range c.Inbound {
 		in.Listen, in.AllowPlaintext = "", false
 		in.TLSCert, in.TLSKey, in.ClientCA = set(in.TLSCert), set(in.TLSKey), set(in.ClientCA)
+		if len(in.ClientCRL) > 0 {
+			in.ClientCRL = []string{"set"}
+		}
 		in.TLSClientNames = slices.Sorted(slices.Values(in.TLSClientNames)) // a set: order means nothing
 		g.Inbound = append(g.Inbound, in)
 	}

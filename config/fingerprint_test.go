@@ -1,8 +1,10 @@
 package config_test
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/config"
@@ -163,5 +165,31 @@ func TestGraphFingerprintCoversTheGraphAndOnlyIt(t *testing.T) {
 func TestSameFormat(t *testing.T) {
 	if !config.SameFormat("v1:aa", "v1:bb") || config.SameFormat("v1:aa", "v2:aa") || config.SameFormat("", "v1:aa") || config.SameFormat("", "") {
 		t.Fatal("SameFormat: want true only for two fingerprints of one format")
+	}
+}
+
+// client_crl is a node's own path, as client_ca is: two nodes that keep the
+// CA's list under paths of their own run the same graph, but one that
+// checks no CRL does not (a revoked partner it would admit once elected).
+func TestGraphFingerprintKeepsWhetherClientCRLIsSet(t *testing.T) {
+	dir := t.TempDir()
+	p := enginetest.NewPKI(t, dir)
+	caFiles["/etc/mf/node-a/ca.pem"] = p.CAFile // the base's tls_ca
+	now := time.Now()
+	crlA := p.WriteCRL(t, filepath.Join(dir, "a.crl"), enginetest.CRL{Number: 1, ThisUpdate: now.Add(-time.Hour), NextUpdate: now.Add(24 * time.Hour)})
+	crlB := p.WriteCRL(t, filepath.Join(dir, "b.crl"), enginetest.CRL{Number: 1, ThisUpdate: now.Add(-time.Hour), NextUpdate: now.Add(24 * time.Hour)})
+	file := func(crl string) string {
+		f := strings.Replace(fingerprintBase, "listen = \"127.0.0.1:2575\"\n", "listen = \"127.0.0.1:2575\"\ntls_cert = \""+p.ServerCert+"\"\ntls_key = \""+p.ServerKey+"\"\nclient_ca = \""+p.CAFile+"\"\n", 1)
+		if crl != "" {
+			f = strings.Replace(f, "client_ca =", "client_crl = [\""+crl+"\"]\nclient_ca =", 1)
+		}
+		return f
+	}
+	a, b, none := fingerprintOf(t, file(crlA)), fingerprintOf(t, file(crlB)), fingerprintOf(t, file(""))
+	if a != b {
+		t.Errorf("client_crl under another path: fingerprint %s, want %s", b, a)
+	}
+	if a == none {
+		t.Errorf("client_crl left out: same fingerprint as with it, want another")
 	}
 }

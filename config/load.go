@@ -174,7 +174,7 @@ var (
 		BackendSQLServer: {"url"},
 	}
 	inboundKeys = map[string][]string{
-		InboundMLLP: {"listen", "tls_cert", "tls_key", "client_ca", "tls_client_names", "allow_plaintext", "max_connections", "idle_timeout_seconds", "read_timeout_seconds"},
+		InboundMLLP: {"listen", "tls_cert", "tls_key", "client_ca", "client_crl", "tls_client_names", "allow_plaintext", "max_connections", "idle_timeout_seconds", "read_timeout_seconds"},
 		InboundFile: {"directory", "archive_directory", "create_directory", "poll_interval_seconds", "settle_seconds", "max_file_bytes"},
 	}
 	outboundKeys = map[string][]string{
@@ -594,6 +594,7 @@ func (c *Config) Validate() error {
 			}
 			checkKeyPair(key, in.TLSCert, in.TLSKey, bad)
 			checkCAFile(key+".client_ca", in.ClientCA, bad)
+			checkCRLFiles(key+".client_crl", in, bad)
 			checkClientNames(key+".tls_client_names", in, bad)
 		case InboundFile:
 			if in.Directory == "" {
@@ -1130,6 +1131,7 @@ func (c *Config) Warnings() []string {
 	for i, in := range c.Inbound {
 		openKey(fmt.Sprintf("inbound[%d].tls_key", i), in.TLSKey)
 		cert(fmt.Sprintf("inbound[%d].tls_cert", i), in.TLSCert, renewedAtHandshake)
+		w = append(w, crlWarnings(fmt.Sprintf("inbound[%d].client_crl", i), in, now)...)
 	}
 	for i, o := range c.Outbound {
 		openKey(fmt.Sprintf("outbound[%d].tls_key", i), o.TLSKey)

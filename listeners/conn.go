@@ -40,6 +40,12 @@ func (cn *conn) serve() {
 				l.log.Debug().Err(err).Str("remote", cn.c.RemoteAddr().String()).Msg("connection closed during the TLS handshake")
 				return
 			}
+			var revoked *clientRevoked
+			if errors.As(err, &revoked) {
+				countHandshakeFailed(l.cfg.Name, tlsClientRevoked)
+				cn.refuseRevoked(revoked)
+				return
+			}
 			var notListed *clientNotListed
 			if errors.As(err, &notListed) {
 				countHandshakeFailed(l.cfg.Name, tlsClientNotListed)
@@ -156,6 +162,21 @@ func (cn *conn) refuseUnlisted(e *clientNotListed) {
 	}
 	ev.Strs("client_names", e.names).Strs("tls_client_names", cn.l.cfg.TLSClientNames).
 		Msg("TLS handshake refused: the client's certificate carries none of this inbound's tls_client_names (its DNS names, or its CN when it has none); connection closed. If this partner may send here, add one of its names to tls_client_names and run mf reload; if not, it must stop connecting")
+}
+
+// refuseRevoked logs the refusal of a client whose certificate a CRL of
+// client_crl revokes, as refuseUnlisted does: at WARN once a minute for
+// each address, at DEBUG between. It names the certificate (CN, serial,
+// issuer), never anything of a message.
+func (cn *conn) refuseRevoked(e *clientRevoked) {
+	ev := cn.fault("tls: client revoked", nil)
+	if ev == nil {
+		ev = cn.l.log.Debug().Str("remote", cn.c.RemoteAddr().String())
+	}
+	r := e.r
+	ev.Str("client_cn", r.Cert.Subject.CommonName).Str("client_serial", r.Cert.SerialNumber.String()).
+		Str("client_issuer", r.Cert.Issuer.CommonName).Time("revoked_at", r.RevokedAt).Str("client_crl", r.CRL.Path).
+		Msg("TLS handshake refused: the client's certificate is revoked (its CA's CRL in client_crl lists its serial); connection closed. If this partner should still send here, it needs a new certificate from its CA; if not (a device lost, a partner offboarded), it must stop connecting")
 }
 
 // probed reports whether a TLS handshake failed because the other end

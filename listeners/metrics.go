@@ -60,6 +60,9 @@ const (
 	// tlsClientNotListed: a client certificate the CA signed, for none of
 	// the inbound's tls_client_names.
 	tlsClientNotListed = "client_not_listed"
+	// tlsClientRevoked: a client certificate (or a CA of its chain) that
+	// its issuer's CRL, in client_crl, revokes.
+	tlsClientRevoked = "client_revoked"
 	// tlsFailed: any other (no client certificate, one the CA did not
 	// sign or out of its dates, no common version or cipher, the
 	// listener's own certificate refused).
@@ -91,7 +94,7 @@ func RegisterMetrics(inbounds []config.Inbound) {
 			boundGauge(in.Name)
 			metrics.GetOrCreateCounter(fmt.Sprintf(`mf_connections_refused_total{inbound=%s}`, lanes.Label(in.Name)))
 			if in.TLSCert != "" {
-				for _, reason := range []string{tlsClientNotListed, tlsFailed} {
+				for _, reason := range []string{tlsClientNotListed, tlsClientRevoked, tlsFailed} {
 					metrics.GetOrCreateCounter(fmt.Sprintf(`mf_tls_handshakes_failed_total{inbound=%s,reason=%s}`, lanes.Label(in.Name), lanes.Label(reason)))
 				}
 			}

@@ -56,6 +56,8 @@ type MLLP struct {
 	// as on disk, nil without TLS: a failed handshake says when the
 	// certificate is out of its dates.
 	cert *tlsfiles.Pair
+	// crls is the inbound's client_crl as on disk, nil without it.
+	crls *tlsfiles.CRLs
 	// looks asks cert for itself every tlsfiles.IdleLook (lookAtCert), so
 	// that a renewal is seen between handshakes.
 	looks scheduler.CancelFunc
@@ -85,6 +87,9 @@ func (l *MLLP) Receive(ctx actor.Context) {
 		if l.cert != nil {
 			l.cert.Certificate() // loads a renewal, logs it and sets its series
 		}
+		if l.crls != nil {
+			l.crls.Look() // loads a CRL fetched again; warns of one out of date
+		}
 	case Drain:
 		l.stop()
 		ctx.Respond(Drained{})
@@ -94,7 +99,7 @@ func (l *MLLP) Receive(ctx actor.Context) {
 }
 
 func (l *MLLP) bind(ctx actor.Context) {
-	tlsCfg, cert, err := serverTLS(l.cfg, l.log)
+	tlsCfg, cert, crls, err := serverTLS(l.cfg, l.log)
 	if err == nil {
 		l.ln, err = net.Listen("tcp", l.cfg.Listen)
 	}
@@ -120,7 +125,10 @@ func (l *MLLP) bind(ctx actor.Context) {
 	l.env.Binds.bound(l.cfg.Name)
 	if tlsCfg != nil {
 		l.ln = tls.NewListener(l.ln, tlsCfg)
-		l.cert = cert
+		l.cert, l.crls = cert, crls
+		if crls != nil {
+			crls.Report()
+		}
 		l.looks = scheduler.NewTimerScheduler(ctx).SendRepeatedly(tlsfiles.IdleLook, tlsfiles.IdleLook, ctx.Self(), lookAtCert{})
 	}
 	l.log.Info().Str("listen", l.ln.Addr().String()).Bool("tls", tlsCfg != nil).Int("failed_attempts", failed).Msg("MLLP listener open")
@@ -209,6 +217,9 @@ func (l *MLLP) stop() {
 	}
 	if l.looks != nil {
 		l.looks()
+	}
+	if l.crls != nil {
+		l.crls.Retire()
 	}
 	close(l.closing)
 	termEnded := l.env.Ctx.Done()
@@ -343,18 +354,20 @@ func (s *connSet) wait(d time.Duration) bool {
 }
 
 // serverTLS builds the listener's TLS config: none without a certificate;
-// mutual TLS when client_ca is set, admitting only the tls_client_names
-// when they are listed. Each handshake takes the certificate, and the CAs
-// of client_ca, as the files are then (tlsfiles): a renewal needs no
-// reload. cert is the listener's certificate and key.
-func serverTLS(c config.Inbound, log zerolog.Logger) (cfg *tls.Config, cert *tlsfiles.Pair, err error) {
+// mutual TLS when client_ca is set, refusing the clients a CRL of
+// client_crl revokes and admitting only the tls_client_names when they are
+// listed. Each handshake takes the certificate, the CAs of client_ca and
+// the CRLs, as the files are then (tlsfiles): a renewal, or a CRL fetched
+// again, needs no reload. cert is the listener's certificate and key, crls
+// its client_crl (nil without).
+func serverTLS(c config.Inbound, log zerolog.Logger) (cfg *tls.Config, cert *tlsfiles.Pair, crls *tlsfiles.CRLs, err error) {
 	if c.TLSCert == "" {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	ep := tlsfiles.Endpoint{Kind: "inbound", Name: c.Name}
 	cert, err = tlsfiles.LoadPair(ep, c.TLSCert, c.TLSKey, log)
 	if err != nil {
-		return nil, nil, fmt.Errorf("inbound %s: load tls_cert/tls_key: %w", c.Name, err)
+		return nil, nil, nil, fmt.Errorf("inbound %s: load tls_cert/tls_key: %w", c.Name, err)
 	}
 	cfg = &tls.Config{
 		MinVersion:     tls.VersionTLS12,
@@ -363,11 +376,32 @@ func serverTLS(c config.Inbound, log zerolog.Logger) (cfg *tls.Config, cert *tls
 	if c.ClientCA != "" {
 		cas, err := tlsfiles.LoadPool(ep, "client_ca", c.ClientCA, log)
 		if err != nil {
-			return nil, nil, fmt.Errorf("inbound %s: read client_ca: %w", c.Name, err)
+			return nil, nil, nil, fmt.Errorf("inbound %s: read client_ca: %w", c.Name, err)
 		}
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		// VerifyConnection runs on a resumed session too (VerifyPeerCertificate
+		// does not): a certificate revoked after its session began is
+		// refused when it comes back with its ticket.
+		var checks []func(tls.ConnectionState) error
+		if len(c.ClientCRL) > 0 {
+			crls, err = tlsfiles.LoadCRLs(ep, c.ClientCA, c.ClientCRL, log)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("inbound %s: read client_crl: %w", c.Name, err)
+			}
+			checks = append(checks, admitUnrevoked(crls))
+		}
 		if len(c.TLSClientNames) > 0 {
-			cfg.VerifyConnection = admitListed(c.TLSClientNames)
+			checks = append(checks, admitListed(c.TLSClientNames))
+		}
+		if len(checks) > 0 {
+			cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+				for _, check := range checks {
+					if err := check(cs); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
 		}
 		// The CAs go in a config of the handshake's own (ClientCAs has no
 		// callback); the session ticket keys stay cfg's.
@@ -378,5 +412,5 @@ func serverTLS(c config.Inbound, log zerolog.Logger) (cfg *tls.Config, cert *tls
 			return hs, nil
 		}
 	}
-	return cfg, cert, nil
+	return cfg, cert, crls, nil
 }

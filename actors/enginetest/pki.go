@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"os"
 	"testing"
 	"time"
 )
@@ -24,6 +25,9 @@ type PKI struct {
 
 	caCert *x509.Certificate
 	caKey  *ecdsa.PrivateKey
+	// The other CA's, which signed StrangerClient.
+	strangerCA  *x509.Certificate
+	strangerKey *ecdsa.PrivateKey
 }
 
 // validFor is how long the PKI's certificates are valid: a year, so that no
@@ -48,6 +52,7 @@ func NewPKI(t testing.TB, dir string) *PKI {
 	otherCA, otherKey := selfSignedCA(t, "someone else's CA")
 	strDER, strKey := leaf(t, otherCA, otherKey, "stranger", x509.ExtKeyUsageClientAuth, time.Now().Add(-time.Hour), time.Now().Add(validFor))
 	p.StrangerClient = tls.Certificate{Certificate: [][]byte{strDER}, PrivateKey: strKey}
+	p.strangerCA, p.strangerKey = otherCA, otherKey
 	return p
 }
 
@@ -78,7 +83,7 @@ func selfSignedCA(t testing.TB, name string) (*x509.Certificate, *ecdsa.PrivateK
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(validFor),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -117,4 +122,55 @@ func keyPEM(t testing.TB, k *ecdsa.PrivateKey) []byte {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: b})
+}
+
+// CRL is a certificate revocation list for tests of client_crl: Number
+// orders the lists of one CA, and a list is current from ThisUpdate to
+// NextUpdate.
+type CRL struct {
+	Number                 int64
+	ThisUpdate, NextUpdate time.Time
+	// Revoked are the certificates the list revokes (their serials).
+	Revoked []tls.Certificate
+	// PEM writes the list as PEM (an X509 CRL block), else as DER.
+	PEM bool
+	// Stranger has the other CA, the one that signed StrangerClient, sign
+	// it, not the PKI's.
+	Stranger bool
+}
+
+// WriteCRL writes c, signed by the PKI's CA (or the other's), as the file
+// path, whole: written beside it and renamed over it, as a CRL fetcher
+// does, so that a listener reading it never sees half a list. It returns
+// path.
+func (p *PKI) WriteCRL(t testing.TB, path string, c CRL) string {
+	t.Helper()
+	ca, key := p.caCert, p.caKey
+	if c.Stranger {
+		ca, key = p.strangerCA, p.strangerKey
+	}
+	tmpl := &x509.RevocationList{Number: big.NewInt(c.Number), ThisUpdate: c.ThisUpdate, NextUpdate: c.NextUpdate}
+	for _, r := range c.Revoked {
+		leaf, err := x509.ParseCertificate(r.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.RevokedCertificateEntries = append(tmpl.RevokedCertificateEntries,
+			x509.RevocationListEntry{SerialNumber: leaf.SerialNumber, RevocationTime: c.ThisUpdate})
+	}
+	der, err := x509.CreateRevocationList(rand.Reader, tmpl, ca, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PEM {
+		der = pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: der})
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, der, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -4,7 +4,8 @@
 // place; an endpoint that read them once served the old certificate until
 // it expired, and then every handshake failed.
 //
-// A Pair (tls_cert and tls_key) or a Pool (a CA bundle) looks at its files
+// A Pair (tls_cert and tls_key), a Pool (a CA bundle) or CRLs (client_crl,
+// with client_ca) looks at its files
 // when it is asked for its contents, during a handshake or by its owner
 // every IdleLook, at most once a CheckInterval: their size, modification time and identity (os.SameFile,
 // which sees a file replaced by a rename or a symbolic link moved, as
