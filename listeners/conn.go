@@ -65,6 +65,10 @@ func (cn *conn) serve() {
 			return
 		}
 		tc.SetDeadline(time.Time{})
+		if l.crls != nil {
+			// For closeRevoked: a CRL loaded later may revoke it.
+			l.conns.verified(cn.c, tc.ConnectionState().VerifiedChains)
+		}
 	}
 	frames := hl7.NewFrameReader(cn.c, l.cfg.MaxMessageBytes)
 	for {

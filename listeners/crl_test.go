@@ -3,6 +3,7 @@ package listeners_test
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"net"
 	"path/filepath"
 	"strings"
@@ -128,6 +129,54 @@ func TestAnUpdatedCRLIsInForceWithoutARestart(t *testing.T) {
 		if code, _, err := sendTLSOnce(t, addr, stolenCfg); err == nil {
 			t.Fatalf("after its revocation, connection %d (the first with its session ticket): got %s; want the handshake refused", i+1, code)
 		}
+	}
+}
+
+// MLLP connections stand for days: one a partner opened before its
+// certificate was revoked is closed once the listener has loaded the CRL
+// that revokes it (within a look, 5 s), logged at WARN with the
+// certificate's CN and serial, and its reconnection is refused. Another
+// partner's connection goes on.
+func TestAConnectionOpenWhenItsCertificateIsRevokedIsClosed(t *testing.T) {
+	dir := t.TempDir()
+	p := enginetest.NewPKI(t, dir)
+	stolen, lab := p.ClientCert(t, "stolen laptop"), p.ClientCert(t, "lab")
+	now := time.Now()
+	crl := p.WriteCRL(t, filepath.Join(dir, "ca.crl"), enginetest.CRL{Number: 1, ThisUpdate: now.Add(-time.Hour), NextUpdate: now.Add(7 * 24 * time.Hour)})
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, crlConfig(addr, p, crl))
+
+	open := func(c tls.Certificate) (*tls.Conn, *enginetest.Client) {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{RootCAs: p.Pool, Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := enginetest.Wrap(t, conn)
+		if ack, err := cl.TrySend([]byte(adt("TLS1", "P1"))); err != nil || ack.Code != hl7.AA {
+			t.Fatalf("before the revocation: %+v, %v; want AA", ack, err)
+		}
+		return conn, cl
+	}
+	stolenConn, _ := open(stolen)
+	_, labClient := open(lab)
+
+	p.WriteCRL(t, crl, enginetest.CRL{Number: 2, ThisUpdate: now, NextUpdate: now.Add(7 * 24 * time.Hour), Revoked: []tls.Certificate{stolen}})
+	enginetest.WaitFor(t, "the revoked client's open connection closed", 15*time.Second, func() bool {
+		stolenConn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		_, err := stolenConn.Read(make([]byte, 1))
+		var ne net.Error
+		return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+	})
+	const closed = "closed a connection whose client certificate a CRL loaded since revokes"
+	enginetest.WaitFor(t, "a WARN of the connection closed", 10*time.Second, func() bool {
+		return warnLine(e.Logs.String(), closed) != ""
+	})
+	line := warnLine(e.Logs.String(), closed)
+	if !strings.Contains(line, `"client_cn":"stolen laptop"`) || !strings.Contains(line, `"client_serial":"`+serialOf(t, stolen)+`"`) {
+		t.Fatalf("the WARN of the connection closed does not name the certificate: %q", line)
+	}
+	if ack, err := labClient.TrySend([]byte(adt("TLS2", "P1"))); err != nil || ack.Code != hl7.AA {
+		t.Fatalf("the open connection of a client not revoked: %+v, %v; want AA", ack, err)
 	}
 }
 

@@ -2,6 +2,7 @@ package listeners
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -89,6 +90,7 @@ func (l *MLLP) Receive(ctx actor.Context) {
 		}
 		if l.crls != nil {
 			l.crls.Look() // loads a CRL fetched again; warns of one out of date
+			l.closeRevoked()
 		}
 	case Drain:
 		l.stop()
@@ -279,8 +281,12 @@ func (l *MLLP) stopping() bool {
 
 // connSet tracks a listener's open connections.
 type connSet struct {
-	mu       sync.Mutex
-	m        map[net.Conn]struct{}
+	mu sync.Mutex
+	m  map[net.Conn]struct{}
+	// chains holds the verified chains of each connection's client
+	// certificate once its handshake succeeded (mutual TLS only), for
+	// closeRevoked.
+	chains   map[net.Conn][][]*x509.Certificate
 	wg       sync.WaitGroup
 	stopping bool // no connection is added once the listener stops
 }
@@ -311,9 +317,66 @@ func (s *connSet) add(c net.Conn, limit int) addResult {
 func (s *connSet) remove(c net.Conn) {
 	s.mu.Lock()
 	delete(s.m, c)
+	delete(s.chains, c)
 	s.mu.Unlock()
 	c.Close()
 	s.wg.Done()
+}
+
+// verified records the chains of c's client certificate, verified by its
+// handshake.
+func (s *connSet) verified(c net.Conn, chains [][]*x509.Certificate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, open := s.m[c]; !open {
+		return
+	}
+	if s.chains == nil {
+		s.chains = map[net.Conn][][]*x509.Certificate{}
+	}
+	s.chains[c] = chains
+}
+
+// closed forgets the chains of c, closed for them: a later look must not
+// close and log it again before its goroutine has ended.
+func (s *connSet) closed(c net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.chains, c)
+}
+
+// verifiedChains returns the connections whose client certificate was
+// verified, with its chains.
+func (s *connSet) verifiedChains() map[net.Conn][][]*x509.Certificate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[net.Conn][][]*x509.Certificate, len(s.chains))
+	for c, ch := range s.chains {
+		out[c] = ch
+	}
+	return out
+}
+
+// closeRevoked closes each open connection whose client certificate (or a
+// CA of its chain) a CRL of client_crl now revokes: MLLP connections stand
+// for days, and the handshake that admitted one checked the lists of then.
+// Called at each look (tlsfiles.IdleLook), it closes a connection within
+// seconds of the listener loading the list that revokes it. A message in
+// hand when it closes is not acknowledged; its sender, if it may still
+// send, sends it again.
+func (l *MLLP) closeRevoked() {
+	for c, chains := range l.conns.verifiedChains() {
+		r := l.crls.Revoked(chains)
+		if r == nil {
+			continue
+		}
+		l.log.Warn().Str("remote", c.RemoteAddr().String()).
+			Str("client_cn", r.Cert.Subject.CommonName).Str("client_serial", r.Cert.SerialNumber.String()).
+			Str("client_issuer", r.Cert.Issuer.CommonName).Time("revoked_at", r.RevokedAt).Str("client_crl", r.CRL.Path).
+			Msg("closed a connection whose client certificate a CRL loaded since revokes; its reconnections are refused at the handshake. If this partner should still send here, it needs a new certificate from its CA; if not (a device lost, a partner offboarded), it must stop connecting")
+		l.conns.closed(c)
+		c.Close()
+	}
 }
 
 // stop adds no connection from now on, and makes every blocked read return
