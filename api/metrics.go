@@ -187,6 +187,10 @@ var help = map[string]string{
 	"mf_tls_cert_expiry_timestamp_seconds": "When the certificate (tls_cert) of a TLS endpoint expires, Unix seconds, by kind (api, inbound, outbound) and name, as read at start and at each reload (the API's at start only), and when a listener, a destination or the API loads its renewed certificate from disk: alert well before it, since peers then refuse every handshake.",
 	"mf_ingest_batch_size":                 "Messages per ingest transaction (group commit).",
 	"mf_store_errors_total":                "Failed store calls by operation (not those refused by the fence or cancelled by a leadership change or stop).",
+
+	// An MLLP inbound's TLS handshakes and its client_crl.
+	"mf_tls_handshakes_failed_total":           "TLS handshakes of an MLLP inbound that failed, by reason: client_not_listed (a certificate for none of tls_client_names), client_revoked (a certificate a CRL of client_crl revokes), failed (any other).",
+	"mf_tls_crl_next_update_timestamp_seconds": "The earliest next update of the CRLs of an MLLP inbound's client_crl, Unix seconds, by kind (inbound) and name, set by its listener when it opens its port and when the files change on disk: once past, the list is still enforced but certificates its CA revoked since are admitted; fetch the CA's current CRL.",
 }
 
 // runtime holds the Go and process collectors. VictoriaMetrics has its own,

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -199,6 +200,11 @@ lane_key = "PID-3.1"
 func TestMetricHelpNamesEveryReasonAndResult(t *testing.T) {
 	v := start(t, fileOutbound)
 	families, _ := v.scrape(t)
+	helpNamesEveryReasonAndResult(t, families)
+}
+
+func helpNamesEveryReasonAndResult(t *testing.T, families map[string]*dto.MetricFamily) {
+	t.Helper()
 	for name, f := range families {
 		if !strings.HasPrefix(name, "mf_") {
 			continue
@@ -214,6 +220,54 @@ func TestMetricHelpNamesEveryReasonAndResult(t *testing.T) {
 					t.Errorf("%s{%s=%q}: its HELP does not list %q after \"by %s: \": %q", name, n, l.GetValue(), l.GetValue(), n, f.GetHelp())
 				}
 			}
+		}
+	}
+}
+
+// An engine with a mutual TLS inbound that checks a CRL (client_crl)
+// exports its handshake failures and its CRL's next update too: each has a
+// HELP that names every reason, and the README names it.
+func TestATLSInboundsSeriesHaveTheirHelpAndAreInTheReadme(t *testing.T) {
+	dir := t.TempDir()
+	p := enginetest.NewPKI(t, dir)
+	now := time.Now()
+	crl := p.WriteCRL(t, filepath.Join(dir, "ca.crl"), enginetest.CRL{Number: 1, ThisUpdate: now.Add(-time.Hour), NextUpdate: now.Add(24 * time.Hour)})
+	listen := enginetest.FreeAddr(t)
+	v := startWith(t, listen, `
+[[inbound]]
+name = "lab_in"
+type = "mllp"
+listen = "`+listen+`"
+tls_cert = "`+p.ServerCert+`"
+tls_key = "`+p.ServerKey+`"
+client_ca = "`+p.CAFile+`"
+client_crl = ["`+crl+`"]
+`+fileOutbound+`
+[[route]]
+from = "lab_in"
+to = ["emr"]
+`)
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var families map[string]*dto.MetricFamily
+	enginetest.WaitFor(t, "the CRL's series", 10*time.Second, func() bool {
+		families, _ = v.scrape(t)
+		return families["mf_tls_crl_next_update_timestamp_seconds"] != nil
+	})
+	helpNamesEveryReasonAndResult(t, families)
+	for _, name := range []string{"mf_tls_handshakes_failed_total", "mf_tls_crl_next_update_timestamp_seconds"} {
+		f := families[name]
+		if f == nil {
+			t.Errorf("no %s in the scrape", name)
+			continue
+		}
+		if f.GetHelp() == "" {
+			t.Errorf("%s has no HELP text", name)
+		}
+		if !strings.Contains(string(readme), "`"+name+"`") {
+			t.Errorf("README.md does not name the metric `%s`", name)
 		}
 	}
 }
