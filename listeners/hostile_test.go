@@ -512,7 +512,7 @@ func TestASilenceBetweenMessagesIsBoundByTheIdleTimeoutNotTheReadTimeout(t *test
 // stays connected.
 func TestASenderThatReadsNoACKIsClosedAtTheReadTimeout(t *testing.T) {
 	addr := enginetest.FreeAddr(t)
-	enginetest.Start(t, hostileConfig(addr, "read_timeout_seconds = 0.5"))
+	e := enginetest.Start(t, hostileConfig(addr, "read_timeout_seconds = 0.5"))
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -534,11 +534,19 @@ func TestASenderThatReadsNoACKIsClosedAtTheReadTimeout(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(3 * time.Second) // the listener's ACK write blocks, and times out
+	// The listener's ACK write blocks, and times out. Waited for, not
+	// slept: a sleep of 3 s, on a loaded machine, could end before the
+	// buffers filled (each ACK waits for its 400 KB message's commit), and
+	// the read below then drained them, so that no write ever waited.
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(e.Logs.String(), "writing the ACK failed"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no ACK write failed 60 s after a sender that reads no ACK sent 12 MB of messages; want one to time out after read_timeout (0.5 s):\n%s", e.Logs.String())
+		}
+	}
 	start := time.Now()
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, err = io.Copy(io.Discard, c)
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		t.Fatalf("the connection of a sender that read no ACK was still open %v after it stopped reading; want it closed once an ACK write waited read_timeout (0.5 s)", time.Since(start)+3*time.Second)
+		t.Fatalf("the connection of a sender that read no ACK was still open %v after its ACK write failed; want it closed once an ACK write waited read_timeout (0.5 s)", time.Since(start))
 	}
 }
