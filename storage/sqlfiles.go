@@ -231,3 +231,24 @@ func LaneKeys(ctx context.Context, q SQLQuerier, query string) (map[string]strin
 	}
 	return out, rows.Err()
 }
+
+// DeadRows reads the dead rows a resend-dead may resend
+// (Store.QueueResendDead) for a dialect on database/sql (SQLite, SQL
+// Server), with its pick query and args, one (id, message_id, lane,
+// inbound, payload) a row.
+func DeadRows(ctx context.Context, q SQLQuerier, query string, args ...any) ([]DeadRow, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var dead []DeadRow
+	for rows.Next() {
+		var d DeadRow
+		if err := rows.Scan(&d.ID, &d.MessageID, &d.Lane, &d.Inbound, &d.Payload); err != nil {
+			return nil, err
+		}
+		dead = append(dead, d)
+	}
+	return dead, rows.Err()
+}

@@ -1100,23 +1100,8 @@ func (s *Store) QueueResendDead(ctx context.Context, p storage.QueueResendDeadPa
 	res, err := storage.ResendDead(p.Limit, func(after, before int64, n int) (c storage.ResendChunk, err error) {
 		err = s.write(ctx, func(tx *sql.Tx) error {
 			c = storage.ResendChunk{}
-			rows, err := tx.QueryContext(ctx, queries.Get("queue_resend_dead_pick"), p.Destination, after, before, bound(p.Since), bound(p.Until), n)
+			dead, err := storage.DeadRows(ctx, tx, queries.Get("queue_resend_dead_pick"), p.Destination, after, before, bound(p.Since), bound(p.Until), n)
 			if err != nil {
-				return err
-			}
-			var dead []storage.DeadRow
-			for rows.Next() {
-				var d storage.DeadRow
-				if err := rows.Scan(&d.ID, &d.MessageID, &d.Lane, &d.Inbound, &d.Payload); err != nil {
-					rows.Close()
-					return err
-				}
-				dead = append(dead, d)
-			}
-			if err := rows.Close(); err != nil {
-				return err
-			}
-			if err := rows.Err(); err != nil {
 				return err
 			}
 			var resend []storage.DeadRow

@@ -836,25 +836,10 @@ func (s *Store) QueueResendDead(ctx context.Context, p storage.QueueResendDeadPa
 	res, err := storage.ResendDead(p.Limit, func(after, before int64, n int) (c storage.ResendChunk, err error) {
 		err = s.inTx(ctx, func(tx *sql.Tx) error {
 			c = storage.ResendChunk{}
-			rows, err := tx.QueryContext(ctx, queries.Get("queue_resend_dead_pick"), sql.Named("destination", p.Destination),
+			dead, err := storage.DeadRows(ctx, tx, queries.Get("queue_resend_dead_pick"), sql.Named("destination", p.Destination),
 				sql.Named("after", after), sql.Named("before", before),
 				sql.Named("since", bound(p.Since)), sql.Named("until", bound(p.Until)), sql.Named("limit", int64(n)))
 			if err != nil {
-				return err
-			}
-			var dead []storage.DeadRow
-			for rows.Next() {
-				var d storage.DeadRow
-				if err := rows.Scan(&d.ID, &d.MessageID, &d.Lane, &d.Inbound, &d.Payload); err != nil {
-					rows.Close()
-					return err
-				}
-				dead = append(dead, d)
-			}
-			if err := rows.Close(); err != nil {
-				return err
-			}
-			if err := rows.Err(); err != nil {
 				return err
 			}
 			var resend []storage.DeadRow
@@ -866,7 +851,7 @@ func (s *Store) QueueResendDead(ctx context.Context, p storage.QueueResendDeadPa
 			for i, d := range resend {
 				tvp[i] = resendDeadRow{Ord: int32(i + 1), ID: d.ID, MessageID: d.MessageID, Lane: d.Lane}
 			}
-			rows, err = tx.QueryContext(ctx, queries.Get("queue_resend_dead"), sql.Named("destination", p.Destination),
+			rows, err := tx.QueryContext(ctx, queries.Get("queue_resend_dead"), sql.Named("destination", p.Destination),
 				sql.Named("dead", mssql.TVP{TypeName: resendDeadType, Value: tvp}))
 			if err != nil {
 				return err
