@@ -118,3 +118,65 @@ func TestAPromotionOntoAnotherLaneKeyKeepsAPatientsMessagesInOrder(t *testing.T)
 		t.Errorf("the new primary logged no move of the queued row")
 	}
 }
+
+// A primary that starts onto another lane_key accepts messages while it
+// moves the queued rows into the lanes of its key, and those messages are
+// stored in the lanes of its key. Should it lose its term before the move
+// ends, the next primary must move them too, even if it runs the old
+// lane_key again: were the old one still recorded, it would take it for
+// its own and move nothing, and a patient's message accepted during the
+// cut-short move would be delivered before an older one still queued
+// (here at once, while the older one waits out its retry).
+func TestAMoveCutShortIsDoneAgainForWhatWasAcceptedDuringIt(t *testing.T) {
+	dest := startFlakyDestination(t)
+	listen := enginetest.FreeAddr(t)
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	old, keyed := laneKeyed(t, listen, dest.addr, ""), laneKeyed(t, listen, dest.addr, "PID-3.1")
+
+	a := startNodeOn(t, st, "a", old)
+	a.tell(leadership.Changed{Leader: true, Fence: electOn(t, st, "a"), Reason: "elected"})
+	enginetest.WaitFor(t, "a's port to open", 5*time.Second, func() bool { return open(listen) })
+	if ack := enginetest.Dial(t, listen).Send(enginetest.ADT("FIRST", "P1")); ack.Code != "AA" {
+		t.Fatalf("first ADT answered %s; want AA", ack.Code)
+	}
+	enginetest.WaitFor(t, "the destination to refuse the first ADT", 5*time.Second, func() bool { return dest.refused.Load() > 0 })
+	a.stop(t)
+
+	// b runs the lane_key; its move is held until its term ends.
+	gated := &gatedRelane{Store: st, gate: make(chan struct{})}
+	gated.armed.Store(true)
+	b := startNodeOn(t, gated, "b", keyed)
+	fb, ended := electOn(t, st, "b"), make(chan struct{})
+	b.tell(leadership.Changed{Leader: true, Fence: fb, Ended: ended, Reason: "elected"})
+	enginetest.WaitFor(t, "b's move of the queued rows to begin", 10*time.Second, func() bool { return gated.held.Load() > 0 })
+	enginetest.WaitFor(t, "b's port to open during the move", 10*time.Second, func() bool { return open(listen) })
+	if ack := enginetest.Dial(t, listen).Send(enginetest.ADT("SECOND", "P1")); ack.Code != "AA" {
+		t.Fatalf("second ADT, sent during the move, answered %s; want AA", ack.Code)
+	}
+	close(ended)
+	b.tell(leadership.Changed{Leader: false, Fence: fb, Reason: "renew-lost"})
+	enginetest.WaitFor(t, "b's port to close", 10*time.Second, func() bool { return !open(listen) })
+
+	// c runs the old lane_key again.
+	c := startNodeOn(t, st, "c", old)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(a.logs.String(), b.logs.String(), c.logs.String())
+		}
+		c.stop(t)
+		b.stop(t)
+	})
+	dest.down.Store(false)
+	c.tell(leadership.Changed{Leader: true, Fence: electOn(t, st, "c"), Reason: "elected"})
+	enginetest.WaitFor(t, "both ADTs to be delivered", 20*time.Second, func() bool { return len(dest.got()) >= 2 })
+	if got := strings.Join(dest.got(), ","); got != "FIRST,SECOND" {
+		t.Fatalf("patient P1's ADTs reached the destination as %s after a move cut short; want FIRST,SECOND", got)
+	}
+}

@@ -28,7 +28,11 @@ type graphSpec struct {
 	router   *lanes.Router
 	onFenced func(op string, err error)
 	binds    *listeners.Binds // the node's, across graphs
-	done     chan struct{}    // closed when the graph and all its children have stopped
+	// relaned is closed once the queued rows are in the lanes of the
+	// lane_key in force (root.startGraph): the lanes wait for it, the
+	// inbounds do not.
+	relaned <-chan struct{}
+	done    chan struct{} // closed when the graph and all its children have stopped
 	// lanes publishes this graph's lane manager while the graph runs
 	// (Engine.OutboundHeld).
 	lanes *atomic.Pointer[actor.PID]
@@ -80,7 +84,7 @@ func (g *graph) spawn(ctx actor.Context) {
 	s := g.spec
 	log := s.log.With().Int64("term", s.fence.Term).Logger()
 	laneEnv := &lanes.Env{Ctx: s.ctx, Store: s.store, Fence: s.fence, Owner: s.owner, Trust: s.trust.Trusted,
-		Config: s.cfg, Log: log, OnFenced: s.onFenced}
+		Config: s.cfg, Log: log, OnFenced: s.onFenced, Relaned: s.relaned}
 	lanePID, _ := ctx.SpawnNamed(lanes.NewManager(laneEnv), "lanes")
 	g.lanes = lanePID
 	if s.lanes != nil && lanePID != nil {
@@ -104,7 +108,11 @@ func (g *graph) spawn(ctx actor.Context) {
 		}
 	}
 	ctx.SpawnNamed(newSweeper(s, log), "sweeper")
-	log.Info().Int("inbounds", len(s.cfg.Inbound)).Int("outbounds", len(s.cfg.Outbound)).Msg("graph started: this node is processing messages")
+	msg := "graph started: this node is processing messages"
+	if s.relaned != nil && !closed(s.relaned) {
+		msg = "graph started: this node accepts messages; its lanes start once the queued rows of the destinations whose lane_key changed are moved into the lanes of the one in force"
+	}
+	log.Info().Int("inbounds", len(s.cfg.Inbound)).Int("outbounds", len(s.cfg.Outbound)).Msg(msg)
 	if graphStarted != nil {
 		graphStarted()
 	}

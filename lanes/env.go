@@ -27,6 +27,12 @@ type Env struct {
 	// OnFenced is called when a write fails with storage.ErrFenced: the node
 	// has lost leadership and the graph must stop.
 	OnFenced func(op string, err error)
+	// Relaned, when not nil, is closed once the graph's start has moved
+	// the queued rows of the destinations whose lane_key changed into the
+	// lanes of the one in force (Relane): the Manager starts no lane, and
+	// reads nothing, before then, while the graph's inbounds already
+	// store and acknowledge messages. Nil: no move runs.
+	Relaned <-chan struct{}
 
 	// storeFailures follows the lanes' failed store calls, so that a
 	// database away is logged when it starts, once a minute while it lasts

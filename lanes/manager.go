@@ -134,7 +134,9 @@ type rescanned struct {
 // one Wake, one next and one timer message however fast messages arrive or
 // however slow its destination is.
 type Manager struct {
-	env     *Env
+	env *Env
+	// started is set once the Manager has started (Manager.await).
+	started bool
 	dests   map[string]config.Outbound
 	senders map[string]Sender
 	// failing follows each destination's failed deliveries, shared by its
@@ -454,8 +456,17 @@ func NewManager(env *Env) *actor.Props {
 func (m *Manager) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
-		m.start(ctx)
+		m.await(ctx)
+	case relaned:
+		if !m.started {
+			m.start(ctx)
+		}
 	case Ingested:
+		if !m.started {
+			// The queued rows are being moved (Env.Relaned): the listing
+			// that starts the Manager finds these rows.
+			return
+		}
 		for i, lane := range msg.Lanes {
 			newest := int64(unknown)
 			if i < len(msg.Newest) {
@@ -539,7 +550,38 @@ func (m *Manager) Receive(ctx actor.Context) {
 	}
 }
 
+// relaned tells the Manager that the move of the queued rows has ended
+// (Env.Relaned).
+type relaned struct{}
+
+// await starts the Manager at once, or once the graph's move of the queued
+// rows has ended (Env.Relaned): a lane that ran during it could send a
+// key's newer row, ingested into its lane of the new lane_key, before an
+// older one not yet moved there.
+func (m *Manager) await(ctx actor.Context) {
+	gate := m.env.Relaned
+	if gate == nil {
+		m.start(ctx)
+		return
+	}
+	select {
+	case <-gate:
+		m.start(ctx)
+		return
+	default:
+	}
+	self, root, term := ctx.Self(), ctx.ActorSystem().Root, m.env.Ctx
+	go func() {
+		select {
+		case <-gate:
+			root.Send(self, relaned{})
+		case <-term.Done():
+		}
+	}()
+}
+
 func (m *Manager) start(ctx actor.Context) {
+	m.started = true
 	m.dests = map[string]config.Outbound{}
 	m.senders = map[string]Sender{}
 	m.failing = map[string]*outage{}

@@ -137,11 +137,47 @@ type Relaned struct {
 	Took  time.Duration
 }
 
+// RelaneBegin is the start of Relane that must come before the graph's
+// inbounds store anything: for each destination whose laning (LaneKeys)
+// differs from the one recorded with its rows, it records the laning as
+// unknown (""), and it reports whether any destination needs Relane.
+//
+// The inbounds store messages while Relane runs (so that a long move does
+// not refuse every partner), laned by the lane_key in force. Should the
+// move not end (the term lost, the node stopped, the database gone), the
+// record must not say that those rows are laned by the old lane_key, which
+// the next graph may run again: it would take the record for its own, move
+// nothing, and a key's newer rows would be in a lane of the new lane_key,
+// its older ones in one of the old. Unknown, every next graph walks the
+// rows, whatever its lane_key.
+func RelaneBegin(ctx context.Context, store storage.Store, fence storage.Fence, cfg *config.Config) (bool, error) {
+	have, err := store.QueueLaneKeys(ctx)
+	if err != nil {
+		return false, err
+	}
+	moving := false
+	for dest, key := range LaneKeys(cfg) {
+		was, ok := have[dest]
+		if ok && was == key {
+			continue
+		}
+		moving = true
+		if !ok || was == "" {
+			continue // never recorded (or unknown): unknown already
+		}
+		if err := store.QueueLaneKeyRecord(ctx, storage.QueueLaneKeyRecordParams{Fence: fence, Destination: dest}); err != nil {
+			return moving, fmt.Errorf("recording the lane_key of destination %s as unknown: %w", dest, err)
+		}
+	}
+	return moving, nil
+}
+
 // Relane puts the unfinished rows of each destination whose laning
 // (LaneKeys) differs from the one recorded with its rows into the lanes
 // router makes today, then records the new laning. It must run before any
 // lane of the graph starts, after promotion recovery (no row is in flight
-// then, and none can be claimed meanwhile), under fence.
+// then, and none can be claimed meanwhile), under fence, and after
+// RelaneBegin when the graph's inbounds run meanwhile.
 //
 // Why this keeps order: a row's lane is computed once, at ingest. Under a
 // lane_key changed across a restart, a failover, or a reload a standby
@@ -155,6 +191,18 @@ type Relaned struct {
 // ARGUMENT). A held head stays held in its new lane, where it blocks the
 // rows of its new key behind it; rows ahead of it there are delivered
 // first, being older. Finished rows (done, dead) are in no order and stay.
+//
+// The graph's inbounds store messages meanwhile (RelaneBegin), and that
+// keeps the order too: such a message is laned at ingest by router, under
+// the lane_key in force, so it is in its key's lane already, where the
+// walk, should it read it, finds it (relaneOf computes what Route did) and
+// leaves it; and it has a higher id than every row stored before the graph
+// started (ids become visible in id order: THE FIFO ARGUMENT, (b)), the
+// rows being moved included. Each lane starts only once the move has
+// ended (Env.Relaned), so it then holds its key's older rows, moved, below
+// its newer ones, and sends them in id order. The move takes no lock the
+// ingest waits for, but a page's write transaction (relanePage rows): on
+// SQLite, whose one writer is either, an ingest waits for at most one page.
 //
 // It is idempotent: interrupted, it runs again at the next graph start,
 // whatever lane_key that graph runs (the laning is recorded unknown before

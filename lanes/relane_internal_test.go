@@ -227,3 +227,49 @@ func TestARelaneCutShortIsFinishedByTheNextGraphWhateverItsLaneKey(t *testing.T)
 		t.Fatalf("lanes after a move cut short and a graph on the old lane_key: %q; want the six of PID-3.1, none of MSH-4", got)
 	}
 }
+
+// RelaneBegin, run before the graph's inbounds store anything, records as
+// unknown the laning of each destination whose lane_key changed, and only
+// of those: then a move cut short is done again by the next graph, whatever
+// its lane_key, for the rows stored during it too.
+func TestRelaneBeginRecordsAChangedLaneKeyUnknown(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	both := func(key string) *config.Config {
+		return relaneConfig(t, fmt.Sprintf("[[route]]\nfrom = \"adt_in\"\nto = [\"emr\"]\nlane_key = %q\n[[route]]\nfrom = \"lab_in\"\nto = [\"ris\"]\n", key))
+	}
+	oldCfg, newCfg := both("PID-3.1"), both("MSH-4")
+	if moving, err := RelaneBegin(ctx, st, storage.Fence{}, oldCfg); err != nil || !moving {
+		t.Fatalf("RelaneBegin with nothing recorded: %v, %v; want true, nil", moving, err)
+	}
+	if have, err := st.QueueLaneKeys(ctx); err != nil || len(have) != 0 {
+		t.Fatalf("lane keys after RelaneBegin with nothing recorded: %q, %v; want none written", have, err)
+	}
+	router, err := NewRouter(oldCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Relane(ctx, st, storage.Fence{}, oldCfg, router); err != nil {
+		t.Fatal(err)
+	}
+	if moving, err := RelaneBegin(ctx, st, storage.Fence{}, oldCfg); err != nil || moving {
+		t.Fatalf("RelaneBegin on the lane_keys recorded: %v, %v; want false, nil", moving, err)
+	}
+	if moving, err := RelaneBegin(ctx, st, storage.Fence{}, newCfg); err != nil || !moving {
+		t.Fatalf("RelaneBegin on a changed lane_key: %v, %v; want true, nil", moving, err)
+	}
+	have, err := st.QueueLaneKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := LaneKeys(oldCfg)["ris"]; len(have) != 2 || have["emr"] != "" || have["ris"] != want {
+		t.Fatalf("lane keys after RelaneBegin on emr's changed lane_key: %q; want emr unknown (\"\"), ris %q", have, want)
+	}
+}

@@ -1,5 +1,6 @@
 // Command relane measures how long a graph's start takes to lane a backlog
-// again after a lane_key change (lanes.Relane): it fills a fresh schema (or
+// again after a lane_key change (lanes.Relane), during which its lanes
+// wait (its listeners accept and store messages): it fills a fresh schema (or
 // SQLite file) with -rows unfinished rows of -patients patients (and -done
 // finished ones before them), laned by PID-3.1, then lanes them by PID-3
 // (every row moves), then once more with nothing to move (a read of every

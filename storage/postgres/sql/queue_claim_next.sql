@@ -54,6 +54,13 @@
 --       unfinished row of its key in id order, which is arrival order, and
 --       (a) to (e) hold for it from there. Floors ($4) live only in a
 --       running graph, so none spans a move.
+--       The inbounds store and acknowledge messages during the move: each
+--       is laned at ingest under the lane_key in force, with an id above
+--       every row being moved (b), and stays in its lane (the walk computes
+--       the same lane for it); the lanes start only once the move ends. A
+--       move cut short is done again by the next graph, whatever lane_key
+--       it runs: the old one is recorded unknown before anything is stored
+--       (lanes.RelaneBegin).
 -- A row may be delivered more than once (at least once), never out of order.
 --
 -- $4 is the floor (storage.QueueClaimNextParams.From): a row of this lane that
