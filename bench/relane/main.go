@@ -5,7 +5,10 @@
 // finished ones before them), laned by PID-3.1, then lanes them by PID-3
 // (every row moves), then once more with nothing to move (a read of every
 // row), then with the laning recorded (nothing read). It prints one line
-// per pass.
+// per pass. With -ingest, one message at a time is stored meanwhile, laned
+// by PID-3, as the graph's inbounds do during the move, and each pass also
+// prints how many were stored and how long the slowest store took (an
+// ACK waits for it).
 //
 //	go run ./bench/relane -url 'postgres://postgres@127.0.0.1:5432/mf_lk_test?sslmode=disable' -schema mf_lk_relane [-rows 100000] [-done 100000] [-patients 1000]
 //	go run ./bench/relane -sqlite /tmp/relane.db
@@ -38,6 +41,7 @@ func main() {
 	done := flag.Int("done", 100000, "finished rows, stored before them")
 	patients := flag.Int("patients", 1000, "patients (lanes)")
 	flag.BoolVar(&keep, "keep", false, "keep the PostgreSQL schema (to look at its plans); drop it yourself")
+	flag.BoolVar(&ingest, "ingest", false, "store one message at a time during each pass, and report how long each store took")
 	flag.Parse()
 	if err := run(*pgURL, *schema, *sqlitePath, *rows, *done, *patients); err != nil {
 		fmt.Fprintln(os.Stderr, "relane:", err)
@@ -45,7 +49,41 @@ func main() {
 	}
 }
 
-var keep bool
+var keep, ingest bool
+
+// storing stores one message at a time, laned by router, from id on, until
+// stop is called, which returns how many it stored and the slowest store.
+func storing(ctx context.Context, st storage.Store, router *lanes.Router, id, patients int) (stop func() (int, time.Duration, error)) {
+	quit, ended := make(chan struct{}), make(chan struct{})
+	var n int
+	var slowest time.Duration
+	var failed error
+	go func() {
+		defer close(ended)
+		for ; ; id++ {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			p := adt(id, id%patients)
+			m, _ := hl7.Parse(p)
+			msg := storage.NewMessage{Inbound: "adt_in", ControlID: fmt.Sprint(id), MessageType: "ADT^A01",
+				Payload: p, Status: storage.MessageRouted, Deliveries: router.Route("adt_in", m)}
+			start := time.Now()
+			if _, err := st.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{msg}}); err != nil {
+				failed = err
+				return
+			}
+			n, slowest = n+1, max(slowest, time.Since(start))
+		}
+	}()
+	return func() (int, time.Duration, error) {
+		close(quit)
+		<-ended
+		return n, slowest, failed
+	}
+}
 
 func run(pgURL, schema, sqlitePath string, rows, done, patients int) error {
 	ctx := context.Background()
@@ -139,12 +177,24 @@ func run(pgURL, schema, sqlitePath string, rows, done, patients int) error {
 				return err
 			}
 		}
+		var stop func() (int, time.Duration, error)
+		if ingest {
+			stop = storing(ctx, st, afterRouter, total, patients)
+		}
 		start := time.Now()
 		res, err := lanes.Relane(ctx, st, storage.Fence{}, after, afterRouter)
 		if err != nil {
 			return err
 		}
 		took := time.Since(start)
+		if stop != nil {
+			n, slowest, err := stop()
+			if err != nil {
+				return err
+			}
+			total += n
+			fmt.Printf("  stored meanwhile, one at a time: %d messages, the slowest in %v\n", n, slowest.Round(time.Millisecond))
+		}
 		var moved, read int64
 		lanesAfter := 0
 		for _, r := range res {
