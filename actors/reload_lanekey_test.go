@@ -235,6 +235,8 @@ func TestALeaseLostWhileAReloadRelanesEndsItAtOnce(t *testing.T) {
 	if ack := enginetest.Dial(t, listen).Send(enginetest.ADT("FIRST", "P1")); ack.Code != "AA" {
 		t.Fatalf("FIRST answered %s; want AA", ack.Code)
 	}
+	// The first graph's lanes have started (its move, of no row, ended).
+	enginetest.WaitFor(t, "the first graph's lanes to start", 5*time.Second, func() bool { return strings.Contains(e.logs.String(), lanesStart) })
 	st.hang.Store(true)
 	started := strings.Count(e.logs.String(), lanesStart)
 	e.tell(leadership.ConfigChanged{Version: 2})
@@ -299,6 +301,8 @@ func TestAFencedRelaneStartsNoLane(t *testing.T) {
 	if ack := enginetest.Dial(t, listen).Send(enginetest.ADT("FIRST", "P1")); ack.Code != "AA" {
 		t.Fatalf("FIRST answered %s; want AA", ack.Code)
 	}
+	// The first graph's lanes have started (its move, of no row, ended).
+	enginetest.WaitFor(t, "the first graph's lanes to start", 5*time.Second, func() bool { return strings.Contains(e.logs.String(), lanesStart) })
 	st.armed.Store(true)
 	started := strings.Count(e.logs.String(), lanesStart)
 	e.tell(leadership.ConfigChanged{Version: 2})
