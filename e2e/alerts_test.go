@@ -347,7 +347,13 @@ func TestAlertsFireAndResolveInPrometheus(t *testing.T) {
 	// held_in has a certificate, valid for a year, so that the nodes export
 	// mf_tls_cert_expiry_timestamp_seconds, which the rules read.
 	pkiDir := t.TempDir()
-	heldCert, heldKey := enginetest.NewPKI(t, pkiDir).ServerCertValid(t, pkiDir, "held", time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour))
+	pki := enginetest.NewPKI(t, pkiDir)
+	heldCert, heldKey := pki.ServerCertValid(t, pkiDir, "held", time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour))
+	// crl_in takes mutual TLS with a CRL, current for a year, so that the
+	// primary exports mf_tls_crl_next_update_timestamp_seconds, which the
+	// rules read (MfCRLStale).
+	crlAddr := freePort(t)
+	crlFile := pki.WriteCRL(t, filepath.Join(pkiDir, "ca.crl"), enginetest.CRL{Number: 1, ThisUpdate: time.Now().Add(-time.Hour), NextUpdate: time.Now().Add(365 * 24 * time.Hour)})
 	// Slower than fast: a primary fenced by a busy machine would make the
 	// drifted standby primary, and the other node the drifted one.
 	c := newCluster(t, timing{time.Second, 3 * time.Second, 5 * time.Second})
@@ -367,8 +373,21 @@ listen = "`+heldAddr+`"
 tls_cert = "`+heldCert+`"
 tls_key = "`+heldKey+`"
 
+[[inbound]]
+name = "crl_in"
+type = "mllp"
+listen = "`+crlAddr+`"
+tls_cert = "`+pki.ServerCert+`"
+tls_key = "`+pki.ServerKey+`"
+client_ca = "`+pki.CAFile+`"
+client_crl = ["`+crlFile+`"]
+
 [[route]]
 from = "held_in"
+to = ["lab"]
+
+[[route]]
+from = "crl_in"
 to = ["lab"]
 
 [[route]]`, 1)
