@@ -292,18 +292,16 @@ func (s *Server) messageResend(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, msg+"'s stored bytes do not parse as HL7 v2 ("+perr.Error()+"), so its lane cannot be computed")
 		return
 	}
-	routed := router.Route(m.Inbound, parsed)
 	picked := make([]storage.Delivery, 0, len(dests))
 	for _, dest := range dests {
-		i := slices.IndexFunc(routed, func(dl storage.Delivery) bool { return dl.Destination == dest })
-		if i < 0 {
+		lane, ok := router.LaneTo(m.Inbound, parsed, dest)
+		if !ok {
 			writeError(w, http.StatusConflict, "the [[route]]s in force no longer send "+msg+" (from inbound "+strconv.Quote(m.Inbound)+") to "+strconv.Quote(dest)+
 				", so its lane there is not known: a resend follows the routes in force; restore the route (and reload), or resend it to another of its destinations with ?destination=NAME")
 			return
 		}
-		picked = append(picked, routed[i])
+		picked = append(picked, storage.Delivery{Destination: dest, Lane: lane})
 	}
-	picked = storage.NewMessage{Deliveries: picked}.Storable().Deliveries // the lanes as stored
 	ids, err := s.o.Store.MessageResend(ctx, storage.MessageResendParams{MessageID: id, Deliveries: picked})
 	switch {
 	case errors.Is(err, storage.ErrNotFound):

@@ -160,10 +160,22 @@ func (r *Router) ResendLane(inbound, dest string, payload []byte) (string, stora
 	if err != nil {
 		return "", storage.ResendUnparsable
 	}
-	for _, d := range r.Route(inbound, m) {
-		if d.Destination == dest {
-			return storable(d.Lane), storage.ResendQueued
-		}
+	if lane, ok := r.LaneTo(inbound, m, dest); ok {
+		return lane, storage.ResendQueued
 	}
 	return "", storage.ResendNotRouted
+}
+
+// LaneTo is the lane, as stored (storage.NewMessage.Storable), that the
+// ingest would queue message m of inbound in for dest now, by Route; ok is
+// false when no route from inbound whose filters match m names dest. A
+// resend, of one message or of an outbound's dead rows, queues its new row
+// there.
+func (r *Router) LaneTo(inbound string, m *hl7.Message, dest string) (lane string, ok bool) {
+	for _, d := range r.Route(inbound, m) {
+		if d.Destination == dest {
+			return storable(d.Lane), true
+		}
+	}
+	return "", false
 }
