@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	neturl "net/url"
@@ -26,8 +27,9 @@ import (
 )
 
 // TokenEnv names the environment variable that holds the API token of the
-// commands that call the API, mf status, nodes, lanes, hold and release
-// (never a flag: it would show in the process list).
+// commands that call the API, mf status, nodes, lanes, messages, message,
+// hold, release, resend and resend-dead (never a flag: it would show in
+// the process list).
 const TokenEnv = "MF_API_TOKEN"
 
 // defaultAPI is the API's base URL without --api or MF_API.
@@ -43,13 +45,14 @@ func apiFlags() []cli.Flag {
 
 // getAPI fetches path from the node's API with the token of MF_API_TOKEN,
 // and returns the answer's body and headers; the command takes no argument.
-func getAPI(c *cli.Context, path string) ([]byte, http.Header, error) {
+// role is the least role the endpoint needs, as for callAPI.
+func getAPI(c *cli.Context, path, role string) ([]byte, http.Header, error) {
 	// mf status node-b asked the default node, or MF_API's, and answered
 	// for it as if for node-b; a flag after the argument was not read.
 	if c.NArg() > 0 {
 		return nil, nil, fmt.Errorf("mf %s takes no argument, and was given %q: name the node with --api URL (or MF_API), before any other argument", c.Command.Name, c.Args().First())
 	}
-	return callAPI(c, http.MethodGet, path, "viewer")
+	return callAPI(c, http.MethodGet, path, role)
 }
 
 // Client timeouts of callAPI: a read's, and a write's, which is above the
@@ -157,6 +160,13 @@ func callAPI(c *cli.Context, method, path, role string) ([]byte, http.Header, er
 	return body, resp.Header, nil
 }
 
+// epochTime is a time of the API's, epoch seconds to the microsecond, as a
+// time: rounded, since a float's seconds times 1e6 may fall a hair short of
+// the microsecond it was.
+func epochTime(seconds float64) time.Time {
+	return time.UnixMicro(int64(math.Round(seconds * 1e6)))
+}
+
 func printJSON(w io.Writer, body []byte) error {
 	var out bytes.Buffer
 	// The API's answer ends with a newline, which Indent would keep.
@@ -174,7 +184,7 @@ func statusCommand() *cli.Command {
 		Usage: "show a node's role (GET /cluster/status)",
 		Flags: apiFlags(),
 		Action: func(c *cli.Context) error {
-			body, _, err := getAPI(c, "/cluster/status")
+			body, _, err := getAPI(c, "/cluster/status", "viewer")
 			if err != nil {
 				return err
 			}
@@ -199,7 +209,7 @@ func nodesCommand() *cli.Command {
 		Usage: "list the cluster's nodes and its leader (GET /cluster/nodes)",
 		Flags: apiFlags(),
 		Action: func(c *cli.Context) error {
-			body, header, err := getAPI(c, "/cluster/nodes")
+			body, header, err := getAPI(c, "/cluster/nodes", "viewer")
 			if err != nil {
 				return err
 			}
@@ -215,13 +225,13 @@ func nodesCommand() *cli.Command {
 			// sends no such header).
 			now := time.Now()
 			if db, err := strconv.ParseFloat(header.Get(api.DBNowHeader), 64); err == nil {
-				now = time.UnixMicro(int64(db * 1e6))
+				now = epochTime(db)
 			}
 			ago := func(t *float64) string {
 				if t == nil {
 					return "-"
 				}
-				return now.Sub(time.UnixMicro(int64(*t*1e6))).Round(100*time.Millisecond).String() + " ago"
+				return now.Sub(epochTime(*t)).Round(100*time.Millisecond).String() + " ago"
 			}
 			tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tHOST\tPID\tSTATUS\tLEADER\tLAST SEEN\tSTARTED")
@@ -259,7 +269,7 @@ func leaderLine(n api.ClusterNodes, now time.Time) string {
 	if n.LeaseOwner != nil {
 		owner = *n.LeaseOwner
 	}
-	left := time.UnixMicro(int64(*n.LeaseExpiresAt * 1e6)).Sub(now).Round(100 * time.Millisecond)
+	left := epochTime(*n.LeaseExpiresAt).Sub(now).Round(100 * time.Millisecond)
 	if left < 0 {
 		return fmt.Sprintf("%s (lease owner %s, lease expired %s ago)", leader, owner, -left)
 	}

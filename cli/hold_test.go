@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -49,6 +50,47 @@ func apiNodeWith(t *testing.T, more string) (*enginetest.Engine, string) {
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return e, srv.URL
+}
+
+// inboundRoutedTo is config text for apiNodeWith: inbound "in" (MLLP, on a
+// free port) and its route to dests, laned by PID-3.1.
+func inboundRoutedTo(t *testing.T, dests ...string) string {
+	t.Helper()
+	to := make([]string, len(dests))
+	for i, d := range dests {
+		to[i] = strconv.Quote(d)
+	}
+	return fmt.Sprintf("[[inbound]]\nname = \"in\"\ntype = \"mllp\"\nlisten = %q\n\n[[route]]\nfrom = \"in\"\nto = [%s]\nlane_key = \"PID-3.1\"\n\n",
+		enginetest.FreeAddr(t), strings.Join(to, ", "))
+}
+
+// refusal is a command that must fail, run with token in MF_API_TOKEN:
+// its error says each of want, and it prints nothing else.
+type refusal struct {
+	name, token string
+	args        []string
+	want        []string
+}
+
+// checkRefusals runs each refusal and checks its error.
+func checkRefusals(t *testing.T, refusals []refusal) {
+	t.Helper()
+	for _, tc := range refusals {
+		t.Setenv(TokenEnv, tc.token)
+		out, err := runMF(t, tc.args...)
+		if err == nil {
+			t.Errorf("%s: mf %s succeeded, printed %q", tc.name, strings.Join(tc.args, " "), out)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: mf %s: error %q; want it to say %q", tc.name, strings.Join(tc.args, " "), err, w)
+			}
+		}
+		if out != "" {
+			t.Errorf("%s: mf %s printed %q besides its error", tc.name, strings.Join(tc.args, " "), out)
+		}
+	}
 }
 
 // held is the names of the outbounds the store holds.
@@ -131,11 +173,7 @@ func TestHoldAndReleaseRefusals(t *testing.T) {
 	}))
 	t.Cleanup(conflict.Close)
 	nobody := "http://" + enginetest.FreeAddr(t)
-	for _, tc := range []struct {
-		name, token string
-		args        []string
-		want        []string
-	}{
+	checkRefusals(t, []refusal{
 		{"no token", "", []string{"hold", "--api", url, "emr"},
 			[]string{"401 Unauthorized", "set " + TokenEnv + " to a token of role operator or admin"}},
 		{"unknown token", "tok-nobody", []string{"release", "--api", url, "emr"},
@@ -156,22 +194,7 @@ func TestHoldAndReleaseRefusals(t *testing.T) {
 			[]string{"mf release takes one outbound", `"emr", "lab"`}},
 		{"a flag after the name", apiTokens["operator"], []string{"hold", "emr", "--api", url},
 			[]string{"mf hold takes one outbound", "flags go before"}},
-	} {
-		t.Setenv(TokenEnv, tc.token)
-		out, err := runMF(t, tc.args...)
-		if err == nil {
-			t.Errorf("%s: mf %s succeeded, printed %q", tc.name, strings.Join(tc.args, " "), out)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: mf %s: error %q; want it to say %q", tc.name, strings.Join(tc.args, " "), err, w)
-			}
-		}
-		if out != "" {
-			t.Errorf("%s: mf %s printed %q besides its error", tc.name, strings.Join(tc.args, " "), out)
-		}
-	}
+	})
 	if got := held(t, e); len(got) != 0 {
 		t.Fatalf("after the refusals the store holds %v; want none", got)
 	}

@@ -44,7 +44,7 @@ func lanesCommand() *cli.Command {
 				}
 				path += "&after=" + neturl.QueryEscape(c.String("after"))
 			}
-			body, _, err := getAPI(c, path)
+			body, _, err := getAPI(c, path, "viewer")
 			if err != nil {
 				return err
 			}
@@ -86,19 +86,24 @@ func lanesCommand() *cli.Command {
 				_, err := fmt.Fprintln(w, "\nlast page")
 				return err
 			}
-			// The next page's command, to the same node.
-			next := []string{"mf", "lanes"}
-			if base := strings.TrimSuffix(c.String("api"), "/"); base != defaultAPI {
-				next = append(next, "--api", shellWord(base))
-			}
-			if ca := c.String("tls-ca"); ca != "" {
-				next = append(next, "--tls-ca", shellWord(ca))
-			}
-			next = append(next, "--limit", strconv.Itoa(limit), "--after", shellWord(*page.NextAfter))
-			_, err = fmt.Fprintf(w, "\nmore lanes: %s\n", strings.Join(next, " "))
+			_, err = fmt.Fprintf(w, "\nmore lanes: %s\n", nextPageCommand(c, "--limit", strconv.Itoa(limit), "--after", shellWord(*page.NextAfter)))
 			return err
 		},
 	}
+}
+
+// nextPageCommand is the command for the next page of a listing command
+// (mf lanes, mf messages): the command, to the same node (its --api and
+// --tls-ca when not the default), with args, each a shell word already.
+func nextPageCommand(c *cli.Context, args ...string) string {
+	next := []string{"mf", c.Command.Name}
+	if base := strings.TrimSuffix(c.String("api"), "/"); base != defaultAPI {
+		next = append(next, "--api", shellWord(base))
+	}
+	if ca := c.String("tls-ca"); ca != "" {
+		next = append(next, "--tls-ca", shellWord(ca))
+	}
+	return strings.Join(append(next, args...), " ")
 }
 
 // age is a head's age in seconds as a duration: to 0.1 s under a minute,

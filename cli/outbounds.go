@@ -6,7 +6,6 @@ import (
 	"net/http"
 	neturl "net/url"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -26,7 +25,7 @@ func holdCommand() *cli.Command {
 			}
 			since := ""
 			if h.Since != nil {
-				since = " since " + time.UnixMicro(int64(*h.Since*1e6)).UTC().Format("2006-01-02 15:04:05 UTC")
+				since = " since " + epochTime(*h.Since).UTC().Format("2006-01-02 15:04:05 UTC")
 			}
 			fmt.Fprintf(c.App.Writer, "outbound %q held%s: its lanes send nothing until mf release %s (its messages are still acknowledged, stored and queued)\n",
 				h.Outbound, since, shellWord(h.Outbound))
@@ -67,16 +66,7 @@ func resendDeadCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			q := neturl.Values{}
-			for _, f := range []string{"since", "until", "limit"} {
-				if c.IsSet(f) {
-					q.Set(f, c.String(f)) // checked by the API, which says what is wrong
-				}
-			}
-			path := "/outbounds/" + neturl.PathEscape(name) + "/resend-dead"
-			if len(q) > 0 {
-				path += "?" + q.Encode()
-			}
+			path := "/outbounds/" + neturl.PathEscape(name) + "/resend-dead" + flagQuery(c, "since", "until", "limit")
 			body, _, err := callAPI(c, http.MethodPost, path, "operator")
 			if err != nil || c.Bool("json") {
 				return printed(c, body, err)
@@ -127,24 +117,57 @@ func postOutbound(c *cli.Context, action string) (api.OutboundHold, []byte, erro
 // outboundArg is the command's one argument, the name of an outbound; one
 // is how the command takes them (e.g. "hold or release one at a time").
 func outboundArg(c *cli.Context, one string) (string, error) {
+	return oneArg(c, argument{What: "outbound", Value: "the outbound's name",
+		Needs: "the name of an [[outbound]] of the node's config", Usage: "OUTBOUND", One: one})
+}
+
+// argument describes the one argument of a command, for its errors.
+type argument struct {
+	What  string // what the command takes one of: "outbound"
+	Value string // the argument: "the outbound's name"
+	Needs string // what the command needs: "the name of an [[outbound]] of the node's config"
+	Usage string // its name in the usage line: "OUTBOUND"
+	One   string // how the command takes several: "hold or release one at a time"
+}
+
+// oneArg is the command's one argument, refused, before any request, when
+// missing, empty, or not alone.
+func oneArg(c *cli.Context, a argument) (string, error) {
 	action := c.Command.Name
 	switch {
 	case c.NArg() == 0:
-		return "", fmt.Errorf("mf %s needs the name of an [[outbound]] of the node's config: mf %s [--api URL] OUTBOUND", action, action)
+		return "", fmt.Errorf("mf %s needs %s: mf %s [--api URL] %s", action, a.Needs, action, a.Usage)
 	case c.NArg() > 1:
 		// urfave/cli stops reading flags at the first argument: mf hold
 		// emr --api URL would go to the default node.
-		why := "flags go before the outbound's name"
+		why := "flags go before " + a.Value
 		if !strings.HasPrefix(c.Args().Get(1), "-") {
-			why = one
+			why = a.One
 		}
-		return "", fmt.Errorf("mf %s takes one outbound, and was given %s: %s", action, quoteAll(c.Args().Slice()), why)
+		return "", fmt.Errorf("mf %s takes one %s, and was given %s: %s", action, a.What, quoteAll(c.Args().Slice()), why)
 	}
-	name := c.Args().First()
-	if name == "" {
-		return "", fmt.Errorf("mf %s: the outbound's name is empty", action)
+	v := c.Args().First()
+	if v == "" {
+		return "", fmt.Errorf("mf %s: %s is empty", action, a.Value)
 	}
-	return name, nil
+	return v, nil
+}
+
+// flagQuery is the query string ("?since=...", or "" for none) of the
+// command's flags named by params, the API's parameters with - for _ (flag
+// control-id is parameter control_id), those set only, as they are: the
+// API checks them, and its 400 names the bad one.
+func flagQuery(c *cli.Context, params ...string) string {
+	q := neturl.Values{}
+	for _, p := range params {
+		if f := strings.ReplaceAll(p, "_", "-"); c.IsSet(f) {
+			q.Set(p, c.String(f))
+		}
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
 }
 
 // printed ends a command that printed the API's JSON (--json), or failed.

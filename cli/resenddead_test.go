@@ -16,18 +16,7 @@ import (
 // were left dead because no route in force sends their messages there; a
 // second call says none was left.
 func TestResendDeadOfAnOutbound(t *testing.T) {
-	e, url := apiNodeWith(t, `
-[[inbound]]
-name = "in"
-type = "mllp"
-listen = "`+enginetest.FreeAddr(t)+`"
-
-[[route]]
-from = "in"
-to = ["emr"]
-lane_key = "PID-3.1"
-
-`)
+	e, url := apiNodeWith(t, inboundRoutedTo(t, "emr"))
 	t.Setenv(TokenEnv, apiTokens["operator"])
 	ctx := context.Background()
 	// Held, so that no lane delivers the rows before they are skipped.
