@@ -28,8 +28,8 @@ import (
 
 // TokenEnv names the environment variable that holds the API token of the
 // commands that call the API, mf status, nodes, lanes, messages, message,
-// hold, release, resend and resend-dead (never a flag: it would show in
-// the process list).
+// hold, release, resend, resend-dead, retry and skip (never a flag: it
+// would show in the process list).
 const TokenEnv = "MF_API_TOKEN"
 
 // defaultAPI is the API's base URL without --api or MF_API.

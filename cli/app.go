@@ -53,6 +53,8 @@ func App(stdout, stderr io.Writer) *cli.App {
 			holdCommand(),
 			releaseCommand(),
 			resendDeadCommand(),
+			retryCommand(),
+			skipCommand(),
 			tokenCommand(),
 			versionCommand(),
 		},

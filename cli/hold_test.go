@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -33,7 +35,8 @@ func apiNode(t *testing.T) (*enginetest.Engine, string) {
 }
 
 // apiNodeWith is apiNode with more added to its config (an inbound and
-// its routes).
+// its routes). Its API tells the engine's lanes of a hold or release, as
+// mf run's does.
 func apiNodeWith(t *testing.T, more string) (*enginetest.Engine, string) {
 	t.Helper()
 	var cfg strings.Builder
@@ -46,7 +49,7 @@ func apiNodeWith(t *testing.T, more string) (*enginetest.Engine, string) {
 		fmt.Fprintf(&cfg, "[[outbound]]\nname = %q\ntype = \"file\"\ndirectory = \"{{dir}}/out%d\"\n\n", name, i)
 	}
 	e := enginetest.Start(t, cfg.String())
-	s := api.New(api.Options{Config: e.Config, Store: e.Store, Status: e.Status, Log: zerolog.New(zerolog.NewTestWriter(t))})
+	s := api.New(api.Options{Config: e.Config, Store: e.Store, Status: e.Status, OutboundHeld: e.OutboundHeld, Log: zerolog.New(zerolog.NewTestWriter(t))})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return e, srv.URL
@@ -166,12 +169,7 @@ func TestHoldAndReleaseAnOutbound(t *testing.T) {
 // the API's that refuses it, a missing or extra argument.
 func TestHoldAndReleaseRefusals(t *testing.T) {
 	e, url := apiNode(t)
-	conflict := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusConflict)
-		w.Write([]byte(`{"error":"outbound \"emr\" cannot be held now"}`))
-	}))
-	t.Cleanup(conflict.Close)
+	conflict, _ := answering(t, http.StatusConflict, `outbound "emr" cannot be held now`)
 	nobody := "http://" + enginetest.FreeAddr(t)
 	checkRefusals(t, []refusal{
 		{"no token", "", []string{"hold", "--api", url, "emr"},
@@ -184,7 +182,7 @@ func TestHoldAndReleaseRefusals(t *testing.T) {
 			[]string{"404 Not Found", `no outbound "nope" in this node's config`}},
 		{"unknown outbound, release", apiTokens["operator"], []string{"release", "--api", url, "nope"},
 			[]string{"404 Not Found", `no outbound "nope"`}},
-		{"conflict", apiTokens["operator"], []string{"hold", "--api", conflict.URL, "emr"},
+		{"conflict", apiTokens["operator"], []string{"hold", "--api", conflict, "emr"},
 			[]string{"409 Conflict", `outbound "emr" cannot be held now`}},
 		{"no node", apiTokens["operator"], []string{"hold", "--api", nobody, "emr"},
 			[]string{"POST " + nobody + "/outbounds/emr/hold", "connection refused", "no API answers at " + nobody}},
@@ -198,4 +196,19 @@ func TestHoldAndReleaseRefusals(t *testing.T) {
 	if got := held(t, e); len(got) != 0 {
 		t.Fatalf("after the refusals the store holds %v; want none", got)
 	}
+}
+
+// answering is the URL of a server that answers every request status with
+// the API's error JSON saying what, and how many requests it was asked.
+func answering(t *testing.T, status int, what string) (string, *atomic.Int32) {
+	t.Helper()
+	var asked atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(map[string]string{"error": what})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &asked
 }

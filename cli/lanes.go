@@ -62,6 +62,7 @@ func lanesCommand() *cli.Command {
 			}
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "LANE\tDEPTH\tHEAD\tHEAD AGE\tSTATE\tATTEMPTS\tLAST ERROR")
+			var blocked []api.Lane
 			for _, l := range page.Lanes {
 				state := "-"
 				switch {
@@ -78,32 +79,61 @@ func lanesCommand() *cli.Command {
 					}
 				}
 				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\n", printable(l.Lane), l.Depth, l.HeadID, age(l.HeadAge), state, l.Attempts, lastErr)
+				if state == "blocked" {
+					blocked = append(blocked, l)
+				}
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+			fmt.Fprintln(w)
+			if line := blockedLine(c, blocked); line != "" {
+				fmt.Fprintln(w, line)
+			}
 			if page.NextAfter == nil {
-				_, err := fmt.Fprintln(w, "\nlast page")
+				_, err := fmt.Fprintln(w, "last page")
 				return err
 			}
-			_, err = fmt.Fprintf(w, "\nmore lanes: %s\n", nextPageCommand(c, "--limit", strconv.Itoa(limit), "--after", shellWord(*page.NextAfter)))
+			_, err = fmt.Fprintf(w, "more lanes: %s\n", nextPageCommand(c, "--limit", strconv.Itoa(limit), "--after", shellWord(*page.NextAfter)))
 			return err
 		},
 	}
 }
 
 // nextPageCommand is the command for the next page of a listing command
-// (mf lanes, mf messages): the command, to the same node (its --api and
-// --tls-ca when not the default), with args, each a shell word already.
+// (mf lanes, mf messages): the command, to the same node, with args, each a
+// shell word already.
 func nextPageCommand(c *cli.Context, args ...string) string {
-	next := []string{"mf", c.Command.Name}
+	return strings.Join(append(sameNode(c, c.Command.Name), args...), " ")
+}
+
+// blockedLine is the line that tells the operator how to act on the heads
+// of a page's blocked lanes (those shown blocked, not held), with the
+// commands to the same node; "" when none is.
+func blockedLine(c *cli.Context, blocked []api.Lane) string {
+	retry, skip := strings.Join(sameNode(c, "retry"), " "), strings.Join(sameNode(c, "skip"), " ")
+	switch len(blocked) {
+	case 0:
+		return ""
+	case 1:
+		l := blocked[0]
+		return fmt.Sprintf("lane %s is blocked at queue row %d: %s %d sends it again, %s %d sets it aside as dead",
+			printable(l.Lane), l.HeadID, retry, l.HeadID, skip, l.HeadID)
+	}
+	return fmt.Sprintf("%d lanes are blocked, each at its HEAD: %s HEAD sends it again, %s HEAD sets it aside as dead", len(blocked), retry, skip)
+}
+
+// sameNode is mf command with the flags that reach the node this command
+// reached, --api and --tls-ca, when they are not the default.
+func sameNode(c *cli.Context, command string) []string {
+	args := []string{"mf", command}
 	if base := strings.TrimSuffix(c.String("api"), "/"); base != defaultAPI {
-		next = append(next, "--api", shellWord(base))
+		args = append(args, "--api", shellWord(base))
 	}
 	if ca := c.String("tls-ca"); ca != "" {
-		next = append(next, "--tls-ca", shellWord(ca))
+		args = append(args, "--tls-ca", shellWord(ca))
 	}
-	return strings.Join(append(next, args...), " ")
+	return args
 }
 
 // age is a head's age in seconds as a duration: to 0.1 s under a minute,

@@ -144,6 +144,7 @@ func TestLanesRefusals(t *testing.T) {
 // A blocked lane says so with its attempts and its last error, cut to one
 // line of the table; a key or an error with a line break or a tab, or a
 // key that ends with a blank, is quoted, so that each lane keeps one line.
+// A line after the table gives the commands that act on its head.
 func TestLanesShowsBlockedLanesOnOneLine(t *testing.T) {
 	long := strings.Repeat("x", 200)
 	body := `{"lanes":[` +
@@ -162,8 +163,11 @@ func TestLanesShowsBlockedLanesOnOneLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(out, "\n")
-	if len(lines) != 7 || lines[4] != "" || lines[5] != "last page" {
-		t.Fatalf("mf lanes printed %d lines:\n%s\nwant a header, 3 lanes, a blank line and \"last page\"", len(lines)-1, out)
+	if len(lines) != 8 || lines[4] != "" || lines[6] != "last page" {
+		t.Fatalf("mf lanes printed %d lines:\n%s\nwant a header, 3 lanes, a blank line, the blocked lane's line and \"last page\"", len(lines)-1, out)
+	}
+	if want := "lane emr/P1 is blocked at queue row 17: mf retry --api " + srv.URL + " 17 sends it again, mf skip --api " + srv.URL + " 17 sets it aside as dead"; lines[5] != want {
+		t.Errorf("the line after the table: %q; want %q", lines[5], want)
 	}
 	for i, want := range []*regexp.Regexp{
 		regexp.MustCompile(`^emr/P1 +4 +17 +1h2m3s +blocked +9 +AE: x{76}…$`),
@@ -173,5 +177,36 @@ func TestLanesShowsBlockedLanesOnOneLine(t *testing.T) {
 		if !want.MatchString(lines[i+1]) {
 			t.Errorf("lane line %d: %q; want it to match %s", i+1, lines[i+1], want)
 		}
+	}
+}
+
+// With more than one lane blocked on the page, the line after the table
+// says how many and names the commands with HEAD for each; a lane whose
+// outbound is held is shown held, and is not counted. With no lane blocked
+// there is no such line.
+func TestLanesSaysHowToActOnBlockedHeads(t *testing.T) {
+	body := `{"lanes":[` +
+		`{"lane":"emr/P1","destination":"emr","depth":4,"head_id":17,"head_age_seconds":3,"blocked":true,"attempts":9,"last_error":"AE"},` +
+		`{"lane":"emr/P2","destination":"emr","depth":1,"head_id":18,"head_age_seconds":3,"blocked":true,"attempts":1,"last_error":"AE"},` +
+		`{"lane":"lab/P1","destination":"lab","depth":1,"head_id":19,"head_age_seconds":3,"blocked":true,"attempts":1,"last_error":"AE","outbound_held":true}` +
+		`],"next_after":null}`
+	serve := func(body string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(body))
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	t.Setenv(TokenEnv, "mf_tok")
+	url := serve(body)
+	out, err := runMF(t, "lanes", "--api", url+"/")
+	want := "\n\n2 lanes are blocked, each at its HEAD: mf retry --api " + url + " HEAD sends it again, mf skip --api " + url + " HEAD sets it aside as dead\nlast page\n"
+	if err != nil || !strings.HasSuffix(out, want) {
+		t.Fatalf("mf lanes with two lanes blocked: %v, printed\n%s\nwant it to end with %q", err, out, want)
+	}
+	url = serve(strings.ReplaceAll(body, `"blocked":true`, `"blocked":false`))
+	if out, err := runMF(t, "lanes", "--api", url); err != nil || strings.Contains(out, "mf retry") || !strings.HasSuffix(out, "AE\n\nlast page\n") {
+		t.Fatalf("mf lanes with no lane blocked: %v, printed\n%s\nwant the table, a blank line and \"last page\"", err, out)
 	}
 }

@@ -230,16 +230,24 @@ func resendCommand() *cli.Command {
 	}
 }
 
-// messageIDArg is the command's one argument, the id of a stored message,
-// refused before any request when it is not a positive integer (digits
-// only, as the API takes it); one is how the command takes several.
+// messageIDArg is the command's one argument, the id of a stored message;
+// one is how the command takes several.
 func messageIDArg(c *cli.Context, one string) (string, error) {
-	id, err := oneArg(c, argument{What: "message id", Value: "the message id", Needs: "the id of a message", Usage: "MESSAGE_ID", One: one})
+	return idArg(c, argument{What: "message id", Value: "the message id", Needs: "the id of a message", Usage: "MESSAGE_ID", One: one},
+		"give the ID mf messages lists")
+}
+
+// idArg is the command's one argument a, the id of a stored message or
+// queue row, refused before any request when it is not a positive integer
+// (digits only, as the API takes it: "+5" is no id); find says where the
+// operator finds one.
+func idArg(c *cli.Context, a argument, find string) (string, error) {
+	id, err := oneArg(c, a)
 	if err != nil {
 		return "", err
 	}
 	if n, err := strconv.ParseInt(id, 10, 64); err != nil || n <= 0 || strings.TrimLeft(id, "0123456789") != "" {
-		return "", fmt.Errorf("mf %s: message id %q is not a positive integer (at most %d): give the ID mf messages lists", c.Command.Name, id, int64(math.MaxInt64))
+		return "", fmt.Errorf("mf %s: %s %q is not a positive integer (at most %d): %s", c.Command.Name, a.What, id, int64(math.MaxInt64), find)
 	}
 	return id, nil
 }

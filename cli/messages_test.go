@@ -5,12 +5,10 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/messagefoundry/mf/actors/enginetest"
@@ -284,12 +282,7 @@ func TestMessageCommandsRefusals(t *testing.T) {
 	rejected := storage.NewMessage{Inbound: "in", ControlID: "R", Payload: []byte("not hl7"), Status: storage.MessageRejected, Error: "no MSH segment"}
 	e, url, res := messagesNode(t, routed("M0", "P1"), rejected)
 	id, rej := strconv.FormatInt(res[0].MessageID, 10), strconv.FormatInt(res[1].MessageID, 10)
-	var asked atomic.Int64
-	counted := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		asked.Add(1)
-		w.WriteHeader(http.StatusTeapot)
-	}))
-	t.Cleanup(counted.Close)
+	counted, asked := answering(t, http.StatusTeapot, "no request was to reach this server")
 	nobody := "http://" + enginetest.FreeAddr(t)
 	op, viewer := apiTokens["operator"], apiTokens["viewer"]
 	checkRefusals(t, []refusal{
@@ -306,15 +299,15 @@ func TestMessageCommandsRefusals(t *testing.T) {
 		{"unknown destination", op, []string{"resend", "--api", url, "--destination", "nope", id}, []string{"422 Unprocessable Entity", `destination "nope" is not an [[outbound]]`}},
 		{"rejected message", op, []string{"resend", "--api", url, rej}, []string{"409 Conflict", "message " + rej + " was rejected"}},
 		{"no node", op, []string{"message", "--api", nobody, id}, []string{"GET " + nobody + "/messages/" + id, "no API answers at " + nobody}},
-		{"an argument to messages", op, []string{"messages", "--api", counted.URL, "M0"}, []string{"mf messages takes no argument"}},
-		{"no id", op, []string{"message", "--api", counted.URL}, []string{"mf message needs the id of a message: mf message [--api URL] MESSAGE_ID"}},
-		{"no id, resend", op, []string{"resend", "--api", counted.URL}, []string{"mf resend needs the id of a message"}},
-		{"two ids", op, []string{"message", "--api", counted.URL, "1", "2"}, []string{"mf message takes one message id", `"1", "2"`, "one at a time"}},
-		{"a flag after the id", op, []string{"resend", "--api", counted.URL, "1", "--destination", "lab"}, []string{"mf resend takes one message id", "flags go before the message id"}},
-		{"not a number", op, []string{"message", "--api", counted.URL, "M0"}, []string{`mf message: message id "M0" is not a positive integer`}},
-		{"zero", op, []string{"resend", "--api", counted.URL, "0"}, []string{`mf resend: message id "0" is not a positive integer`}},
-		{"a sign", op, []string{"message", "--api", counted.URL, "+1"}, []string{`message id "+1" is not a positive integer`}},
-		{"too large", op, []string{"message", "--api", counted.URL, "9223372036854775808"}, []string{`message id "9223372036854775808" is not a positive integer`}},
+		{"an argument to messages", op, []string{"messages", "--api", counted, "M0"}, []string{"mf messages takes no argument"}},
+		{"no id", op, []string{"message", "--api", counted}, []string{"mf message needs the id of a message: mf message [--api URL] MESSAGE_ID"}},
+		{"no id, resend", op, []string{"resend", "--api", counted}, []string{"mf resend needs the id of a message"}},
+		{"two ids", op, []string{"message", "--api", counted, "1", "2"}, []string{"mf message takes one message id", `"1", "2"`, "one at a time"}},
+		{"a flag after the id", op, []string{"resend", "--api", counted, "1", "--destination", "lab"}, []string{"mf resend takes one message id", "flags go before the message id"}},
+		{"not a number", op, []string{"message", "--api", counted, "M0"}, []string{`mf message: message id "M0" is not a positive integer`}},
+		{"zero", op, []string{"resend", "--api", counted, "0"}, []string{`mf resend: message id "0" is not a positive integer`}},
+		{"a sign", op, []string{"message", "--api", counted, "+1"}, []string{`message id "+1" is not a positive integer`}},
+		{"too large", op, []string{"message", "--api", counted, "9223372036854775808"}, []string{`message id "9223372036854775808" is not a positive integer`}},
 	})
 	if n := asked.Load(); n != 0 {
 		t.Fatalf("the refused arguments sent %d requests; want none", n)
