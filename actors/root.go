@@ -83,7 +83,8 @@ type Engine struct {
 	stopOnce sync.Once
 }
 
-// holdTellTimeout bounds how long OutboundHeld waits for the lane manager.
+// holdTellTimeout bounds how long OutboundHeld and QueueChanged wait for
+// the lane manager.
 const holdTellTimeout = 5 * time.Second
 
 // OutboundHeld tells this node's lane manager, if it runs one (the
@@ -95,6 +96,24 @@ const holdTellTimeout = 5 * time.Second
 // does nothing: the primary's rescan reads the store. An error says the
 // manager did not answer (it was stopping): its next rescan reads it.
 func (e *Engine) OutboundHeld(ctx context.Context, outbound string, held bool) error {
+	return e.tellLanes(ctx, lanes.HoldChanged{Outbound: outbound, Held: held})
+}
+
+// QueueChanged tells this node's lane manager, if it runs one (the
+// primary, or a single node), that an operator has just retried or
+// skipped a pending row, once the store has it (POST /queue/{id}/retry,
+// /skip): it returns once the manager has begun to list the lanes, which
+// wakes the lane whose head is claimable now, blocked or backing off as it
+// was (lanes.QueueChanged). Without a manager (a standby) it does nothing:
+// the primary's rescan reads the store. An error says the manager did not
+// answer (it was stopping): its next rescan reads it.
+func (e *Engine) QueueChanged(ctx context.Context) error {
+	return e.tellLanes(ctx, lanes.QueueChanged{})
+}
+
+// tellLanes sends msg to this node's lane manager, if it runs one, and
+// waits for its answer, at most holdTellTimeout and ctx's deadline.
+func (e *Engine) tellLanes(ctx context.Context, msg any) error {
 	pid := e.lanes.Load()
 	if pid == nil {
 		return nil
@@ -106,7 +125,7 @@ func (e *Engine) OutboundHeld(ctx context.Context, outbound string, held bool) e
 	if timeout <= 0 {
 		return context.DeadlineExceeded
 	}
-	_, err := e.system.Root.RequestFuture(pid, lanes.HoldChanged{Outbound: outbound, Held: held}, timeout).Result()
+	_, err := e.system.Root.RequestFuture(pid, msg, timeout).Result()
 	return err
 }
 

@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -366,5 +368,45 @@ func TestARenewedAPICertificateIsServedWithoutARestart(t *testing.T) {
 	})
 	if !got.NotAfter.Equal(now.Add(90 * 24 * time.Hour)) {
 		t.Fatalf("the certificate served after the renewal expires %v; want the renewed one's %v", got.NotAfter, now.Add(90*24*time.Hour))
+	}
+}
+
+// A retry or skip is told to the node's lane manager (Options.QueueChanged)
+// once the store has made it, and before the answer; a manager that does
+// not answer (stopping) fails neither: the action is made and answered 200,
+// and a WARN line says so with the queue id and action alone (no lane: its
+// key may be a patient id).
+func TestARetryOrSkipIsToldToTheLanesAndAFailedTellIsOnlyLogged(t *testing.T) {
+	v := start(t, fileOutbound)
+	rows := v.ingest(t, 2) // lane nowhere/P9: no lane actor claims it
+	logs := &enginetest.LogBuffer{}
+	type told struct {
+		status string
+		held   bool
+	}
+	var tells []told
+	s := api.New(api.Options{Config: v.e.Config, Store: v.e.Store, Status: v.e.Status, Log: zerolog.New(logs),
+		QueueChanged: func(ctx context.Context) error {
+			m, err := v.e.Store.MessageRead(ctx, 1)
+			if err != nil {
+				t.Error(err)
+			}
+			tells = append(tells, told{m.Queue[0].Status, m.Queue[0].Held})
+			return errors.New("the lane manager did not answer")
+		}})
+	failing := &env{e: v.e, srv: httptest.NewServer(s.Handler())}
+	t.Cleanup(failing.srv.Close)
+	for _, action := range []string{"retry", "skip"} {
+		if code, body := failing.call(t, "POST", fmt.Sprintf("/queue/%d/%s", rows[0], action), "operator"); code != http.StatusOK {
+			t.Fatalf("%s of row %d with a lane manager that does not answer: %d %s; want 200", action, rows[0], code, body)
+		}
+	}
+	if want := []told{{storage.QueuePending, false}, {storage.QueueDead, false}}; !slices.Equal(tells, want) {
+		t.Fatalf("the lane manager was told with row %d as %+v; want once after the retry (pending) and once after the skip (dead)", rows[0], tells)
+	}
+	out := logs.String()
+	if strings.Count(out, `"level":"warn"`) != 2 || !strings.Contains(out, fmt.Sprintf(`"queue_id":%d`, rows[0])) ||
+		!strings.Contains(out, "the lane manager was not told") || strings.Contains(out, "P9") {
+		t.Fatalf("log:\n%s\nwant a WARN per action naming the queue id and no lane key", out)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/internal/accept"
 	"github.com/messagefoundry/mf/internal/tlsfiles"
+	"github.com/messagefoundry/mf/lanes"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -53,6 +54,12 @@ type Options struct {
 	// it (actors.Engine.OutboundHeld), so that the answer comes after the
 	// lanes have seen it. Nil: not told (the primary's rescan reads it).
 	OutboundHeld func(ctx context.Context, outbound string, held bool) error
+	// QueueChanged tells this node's lane manager, if it runs one, of an
+	// operator's retry or skip of a queue row, once the store has it
+	// (actors.Engine.QueueChanged), so that the answer comes after the
+	// lanes have begun to look for it. Nil: not told (the primary's rescan
+	// reads it).
+	QueueChanged func(ctx context.Context) error
 	Log          zerolog.Logger
 }
 
@@ -781,7 +788,9 @@ func (s *Server) queueSkip(w http.ResponseWriter, r *http.Request) {
 
 // queueAction runs an operator action on a queue row: 404 if there is no
 // such row, 409 if it is in flight or finished (notPending says which) or,
-// for a skip, if it is pending behind its lane's head (notHead).
+// for a skip, if it is pending behind its lane's head (notHead). Once the
+// store has made it, this node's lane manager is told (tellQueue) before
+// the 200.
 func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action string, do func(context.Context, int64) error) {
 	id, ok := pathID(w, r)
 	if !ok {
@@ -795,6 +804,7 @@ func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action stri
 		s.stats.drop()
 		who := principalOf(r)
 		s.o.Log.Info().Int64("queue_id", id).Str("action", action).Str("token", who.name).Msg("operator action on a queue row")
+		s.tellQueue(ctx, id, action)
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "action": action})
 	case errors.Is(err, storage.ErrNotFound):
 		writeError(w, http.StatusNotFound, "no queue row "+strconv.FormatInt(id, 10))
@@ -808,6 +818,20 @@ func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action stri
 		writeError(w, http.StatusConflict, notHead(id, nh.Head))
 	default:
 		s.storeWriteFailed(w, "queue "+action, err)
+	}
+}
+
+// tellQueue tells this node's lane manager of a retry or skip (action) of
+// queue row id the store has just made (Options.QueueChanged), so that the
+// row's lane acts on it before the answer. A failure is logged, not
+// answered: the action is stored, and the manager's next rescan reads it.
+func (s *Server) tellQueue(ctx context.Context, id int64, action string) {
+	if s.o.QueueChanged == nil {
+		return
+	}
+	if err := s.o.QueueChanged(ctx); err != nil {
+		s.o.Log.Warn().Err(err).Int64("queue_id", id).Str("action", action).
+			Msg(fmt.Sprintf("the lane manager was not told of the operator's action on the queue row at once (it may be stopping); it reads it from the store within %v", lanes.RescanInterval))
 	}
 }
 

@@ -49,7 +49,7 @@ func apiNodeWith(t *testing.T, more string) (*enginetest.Engine, string) {
 		fmt.Fprintf(&cfg, "[[outbound]]\nname = %q\ntype = \"file\"\ndirectory = \"{{dir}}/out%d\"\n\n", name, i)
 	}
 	e := enginetest.Start(t, cfg.String())
-	s := api.New(api.Options{Config: e.Config, Store: e.Store, Status: e.Status, OutboundHeld: e.OutboundHeld, Log: zerolog.New(zerolog.NewTestWriter(t))})
+	s := api.New(api.Options{Config: e.Config, Store: e.Store, Status: e.Status, OutboundHeld: e.OutboundHeld, QueueChanged: e.QueueChanged, Log: zerolog.New(zerolog.NewTestWriter(t))})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return e, srv.URL

@@ -3,8 +3,11 @@ package cli
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +22,16 @@ import (
 func blockedLaneNode(t *testing.T) (*enginetest.Engine, string, *enginetest.HTTPDestination, *enginetest.Client) {
 	t.Helper()
 	dest := enginetest.StartHTTPDestination(t)
+	e, url, cl := httpLaneNode(t, dest.URL, `on_exhausted = "block"`)
+	return e, url, dest, cl
+}
+
+// httpLaneNode is apiNode with an inbound whose route sends to outbound
+// ehr, an HTTP destination at destURL with the keys of more besides, lanes
+// by PID-3.1; it returns the engine, the API's base URL and a client of
+// the inbound.
+func httpLaneNode(t *testing.T, destURL, more string) (*enginetest.Engine, string, *enginetest.Client) {
+	t.Helper()
 	listen := enginetest.FreeAddr(t)
 	e, url := apiNodeWith(t, `
 [[inbound]]
@@ -29,8 +42,8 @@ listen = "`+listen+`"
 [[outbound]]
 name = "ehr"
 type = "http"
-url = "`+dest.URL+`"
-on_exhausted = "block"
+url = "`+destURL+`"
+`+more+`
 
 [[route]]
 from = "in"
@@ -38,7 +51,7 @@ to = ["ehr"]
 lane_key = "PID-3.1"
 
 `)
-	return e, url, dest, enginetest.Dial(t, listen)
+	return e, url, enginetest.Dial(t, listen)
 }
 
 // poison is an ADT of control id id for patient P1 that the destination
@@ -51,14 +64,21 @@ func poison(id string) string {
 // queue id.
 func waitBlocked(t *testing.T, e *enginetest.Engine) int64 {
 	t.Helper()
+	return waitHead(t, e, "lane ehr/P1 to be blocked", storage.LaneSummary.Blocked)
+}
+
+// waitHead waits until is holds for lane ehr/P1 (what names the wait, as
+// for WaitFor) and returns its head's queue id.
+func waitHead(t *testing.T, e *enginetest.Engine, what string, is func(storage.LaneSummary) bool) int64 {
+	t.Helper()
 	var head int64
-	enginetest.WaitFor(t, "lane ehr/P1 to be blocked", 10*time.Second, func() bool {
+	enginetest.WaitFor(t, what, 10*time.Second, func() bool {
 		ls, err := e.Store.QueueLanes(context.Background(), storage.QueueLanesParams{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, l := range ls {
-			if l.Lane == "ehr/P1" && l.Blocked() {
+			if l.Lane == "ehr/P1" && is(l) {
 				head = l.Head.ID
 				return true
 			}
@@ -66,6 +86,23 @@ func waitBlocked(t *testing.T, e *enginetest.Engine) int64 {
 		return false
 	})
 	return head
+}
+
+// blockLane sends poisoned (refused: it blocks lane ehr/P1) and behind it
+// an ADT of control id behind through cl, and returns the blocked head's
+// queue id.
+func blockLane(t *testing.T, e *enginetest.Engine, cl *enginetest.Client, poisoned, behind string) int64 {
+	t.Helper()
+	cl.Send(poison(poisoned))
+	cl.Send(enginetest.ADT(behind, "P1"))
+	return waitBlocked(t, e)
+}
+
+// asOperatorOf makes the mf commands the test runs call the API at url
+// with the operator's token.
+func asOperatorOf(t *testing.T, url string) {
+	t.Setenv(TokenEnv, apiTokens["operator"])
+	t.Setenv("MF_API", url)
 }
 
 // queueRow is queue row id as the store has it.
@@ -89,12 +126,8 @@ func queueRow(t *testing.T, e *enginetest.Engine, id int64) storage.QueueRow {
 // each says in a line what happened to the row.
 func TestRetryAndSkipABlockedHead(t *testing.T) {
 	e, url, dest, cl := blockedLaneNode(t)
-	t.Setenv(TokenEnv, apiTokens["operator"])
-	t.Setenv("MF_API", url)
-
-	cl.Send(poison("B1"))
-	cl.Send(enginetest.ADT("B2", "P1"))
-	head := waitBlocked(t, e)
+	asOperatorOf(t, url)
+	head := blockLane(t, e, cl, "B1", "B2")
 	id := strconv.FormatInt(head, 10)
 	out, err := runMF(t, "lanes")
 	if err != nil || !strings.Contains(out, "blocked") ||
@@ -117,9 +150,7 @@ func TestRetryAndSkipABlockedHead(t *testing.T) {
 		t.Fatalf("mf skip %d again: %v; want the API's 409, the row is dead", head, err)
 	}
 
-	cl.Send(poison("B3"))
-	cl.Send(enginetest.ADT("B4", "P1"))
-	head = waitBlocked(t, e)
+	head = blockLane(t, e, cl, "B3", "B4")
 	id = strconv.FormatInt(head, 10)
 	before := queueRow(t, e, head)
 	// Held, so that the lane sends nothing while the row is looked at.
@@ -155,9 +186,7 @@ func TestRetryAndSkipABlockedHead(t *testing.T) {
 // finished, a token whose role may not, a node that is not there.
 func TestRetryAndSkipRefusals(t *testing.T) {
 	e, url, _, cl := blockedLaneNode(t)
-	cl.Send(poison("B1"))
-	cl.Send(enginetest.ADT("B2", "P1"))
-	head := waitBlocked(t, e)
+	head := blockLane(t, e, cl, "B1", "B2")
 	id, behind := strconv.FormatInt(head, 10), strconv.FormatInt(head+1, 10)
 	// Every request that reaches a server here is counted: a refusal of
 	// the argument must send none.
@@ -204,4 +233,65 @@ func TestRetryAndSkipRefusals(t *testing.T) {
 	if r := queueRow(t, e, head+1); r.Status != storage.QueuePending {
 		t.Fatalf("row %d after the refusals: %s; want still pending behind the head", head+1, r.Status)
 	}
+}
+
+// An operator's skip moves a blocked lane on when the API answers, not at
+// the lane manager's next rescan: the queue's version is frozen once the
+// manager has caught up with the blocked head, so that no rescan lists the
+// lanes (as with a long rescan interval) before the next full one, 30 s
+// away; the row behind the head must be delivered well within that.
+func TestASkipMovesTheLaneOnWhenTheAPIAnswers(t *testing.T) {
+	e, url, dest, cl := blockedLaneNode(t)
+	asOperatorOf(t, url)
+	head := blockLane(t, e, cl, "S1", "S2")
+	e.Store.ManagerCaughtUp(t)
+	e.Store.FreezeQueueVersion(t)
+	if _, err := runMF(t, "skip", strconv.FormatInt(head, 10)); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitFor(t, "S2 delivered after the skip, with no rescan to list the lanes", 10*time.Second,
+		func() bool { return strings.Join(dest.Received(), ",") == "S2" })
+}
+
+// An operator's retry of a head backing off (retry_base_seconds of ten
+// minutes) has its lane send it when the API answers, and only then the
+// row behind it: the queue's version is frozen, as above, so that no
+// rescan finds the head due again before the next full one, 30 s away.
+func TestARetrySendsABackingOffHeadWhenTheAPIAnswers(t *testing.T) {
+	var (
+		refuse atomic.Bool
+		mu     sync.Mutex
+		got    []string
+	)
+	refuse.Store(true)
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuse.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable) // retried, after the backoff
+			return
+		}
+		mu.Lock()
+		got = append(got, r.Header.Get("X-MF-Control-ID"))
+		mu.Unlock()
+	}))
+	t.Cleanup(dest.Close)
+	received := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(got, ",")
+	}
+	e, url, cl := httpLaneNode(t, dest.URL, "retry_base_seconds = 600\nretry_max_seconds = 600")
+	asOperatorOf(t, url)
+	cl.Send(enginetest.ADT("R1", "P1"))
+	cl.Send(enginetest.ADT("R2", "P1"))
+	head := waitHead(t, e, "lane ehr/P1's head to back off", func(l storage.LaneSummary) bool {
+		return l.Head.Status == storage.QueuePending && l.Head.Attempts > 0
+	})
+	e.Store.ManagerCaughtUp(t)
+	e.Store.FreezeQueueVersion(t)
+	refuse.Store(false)
+	if _, err := runMF(t, "retry", strconv.FormatInt(head, 10)); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitFor(t, "R1 then R2 delivered after the retry, with no rescan to list the lanes", 10*time.Second,
+		func() bool { return received() == "R1,R2" })
 }

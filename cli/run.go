@@ -106,6 +106,12 @@ func runCommand() *cli.Command {
 					}
 					return nil // no lanes run yet: they read the holds when they start
 				},
+				QueueChanged: func(ctx context.Context) error {
+					if e := eng.Load(); e != nil {
+						return e.QueueChanged(ctx)
+					}
+					return nil // no lanes run yet: they list the lanes when they start
+				},
 			})
 			if err := srv.Start(); err != nil {
 				return fmt.Errorf("api: %w", err)

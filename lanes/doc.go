@@ -63,6 +63,15 @@
 // a release resumes each lane from its head, in order, and a held lane is
 // neither blocked nor failing.
 //
+// An operator's retry of a pending row (storage.Store.QueueRelease: due
+// now, with a fresh set of attempts) or skip of a lane's head
+// (storage.Store.QueueSkip: set aside as dead) moves the queue's version
+// too, so the Manager's next rescan lists the lanes and wakes the lane,
+// blocked (parked) or backing off, whose head is claimable now; the
+// primary's own API tells it at once besides (QueueChanged), before it
+// answers, and the Manager lists the lanes then. The lane claims from its
+// head as ever: a retried row behind the head waits for the rows ahead.
+//
 // Lane actors exist only under a leader: the graph that spawns the Manager
 // is started on winning a term and stopped on losing it (package actors).
 package lanes

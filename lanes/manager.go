@@ -89,6 +89,23 @@ type HoldChanged struct {
 // (and, for a release, begun to list the lanes).
 type HoldSeen struct{}
 
+// QueueChanged tells the lane manager that an operator has just retried or
+// skipped a pending row through this node's API, once the store has it
+// (storage.Store.QueueRelease, QueueSkip): the manager lists the lanes at
+// once, instead of at the next rescan (RescanInterval) that the action's
+// move of the queue's version brings about, so that a lane whose head was
+// blocked (parked) or backing off (its actor asleep on its timer) and is
+// claimable now is woken and claims from its head. The API reads no row,
+// so the message names no lane: a listing is what that rescan would have
+// done anyway. Sent with Request, it is answered QueueSeen once the
+// listing has begun. An action made through another node's API reaches
+// the manager only by that rescan.
+type QueueChanged struct{}
+
+// QueueSeen answers QueueChanged: the manager has begun to list the lanes
+// (or will as soon as the listing under way ends).
+type QueueSeen struct{}
+
 // listingPage is how many lanes a page of a rescan's listing holds
 // (storage.QueueLanes): the lanes of each page start as soon as it comes.
 // Listed whole, 500,000 rows in 50,000 lanes on PostgreSQL, a new primary's
@@ -260,8 +277,9 @@ type Manager struct {
 	// again).
 	scanned uint64
 	told    map[string]uint64
-	// rescanAgain is set when a release asks for a listing while a
-	// rescan runs: the next begins as soon as that one ends.
+	// rescanAgain is set when a release, or an operator's retry or skip
+	// (QueueChanged), asks for a listing while a rescan runs: the next
+	// begins as soon as that one ends.
 	rescanAgain bool
 }
 
@@ -483,6 +501,13 @@ func (m *Manager) Receive(ctx actor.Context) {
 		if ctx.Sender() != nil {
 			ctx.Respond(HoldSeen{})
 		}
+	case QueueChanged:
+		if m.started {
+			m.listNow(ctx) // not started: its start lists the lanes
+		}
+		if ctx.Sender() != nil {
+			ctx.Respond(QueueSeen{})
+		}
 	case idle:
 		if ref, ok := m.lanes[msg.lane]; ok && ref.wakes == msg.wakes {
 			dest := DestinationOf(msg.lane)
@@ -693,7 +718,16 @@ func (m *Manager) holdChanged(ctx actor.Context, c HoldChanged) {
 	if flag.Swap(c.Held) != c.Held {
 		m.holdLogged(c.Outbound, c.Held, true)
 	}
-	if c.Held || m.env.Ctx.Err() != nil || m.stopping {
+	if !c.Held {
+		m.listNow(ctx)
+	}
+}
+
+// listNow lists the lanes now, whatever the queue's version says, or as
+// soon as the listing under way ends (rescanAgain: it may have read the
+// store before the change that asks for this one).
+func (m *Manager) listNow(ctx actor.Context) {
+	if m.env.Ctx.Err() != nil || m.stopping {
 		return
 	}
 	m.confirm = true // lists the lanes, whatever the version says
@@ -935,9 +969,9 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 		m.scanning = false
 		m.rescans++
 		if m.rescanAgain && m.env.Ctx.Err() == nil && !m.stopping {
-			// A release asked for a listing while this one ran: it may
-			// have read the hold still there. Begun after this answer is
-			// acted on.
+			// A release, retry or skip asked for a listing while this
+			// one ran: it may have read the store before it. Begun
+			// after this answer is acted on.
 			m.rescanAgain = false
 			defer m.rescan(ctx)
 		}

@@ -175,6 +175,12 @@ func (e *Engine) OutboundHeld(ctx context.Context, outbound string, held bool) e
 	return e.eng.OutboundHeld(ctx, outbound, held)
 }
 
+// QueueChanged tells the engine's lane manager of an operator's retry or
+// skip (actors.Engine.QueueChanged), as the API of the node does.
+func (e *Engine) QueueChanged(ctx context.Context) error {
+	return e.eng.QueueChanged(ctx)
+}
+
 // Status is the engine's current role.
 func (e *Engine) Status() actors.Status { return e.eng.Status() }
 
