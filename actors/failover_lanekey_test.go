@@ -78,24 +78,9 @@ func (n *scriptedNode) stop(t *testing.T) {
 func TestAPromotionOntoAnotherLaneKeyKeepsAPatientsMessagesInOrder(t *testing.T) {
 	dest := startFlakyDestination(t)
 	listen := enginetest.FreeAddr(t)
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	elect := func(owner string) storage.Fence { return electOn(t, st, owner) }
+	st := migratedSQLite(t)
 
-	a := startNodeOn(t, st, "a", laneKeyed(t, listen, dest.addr, "PID-3.1"))
-	a.tell(leadership.Changed{Leader: true, Fence: elect("a"), Reason: "elected"})
-	enginetest.WaitFor(t, "a's port to open", 5*time.Second, func() bool { return open(listen) })
-	if ack := enginetest.Dial(t, listen).Send(enginetest.ADT("FIRST", "P1")); ack.Code != "AA" {
-		t.Fatalf("first ADT answered %s; want AA", ack.Code)
-	}
-	enginetest.WaitFor(t, "the destination to refuse the first ADT", 5*time.Second, func() bool { return dest.refused.Load() > 0 })
-	a.stop(t)
+	a := firstQueuedBy(t, st, dest, listen, laneKeyed(t, listen, dest.addr, "PID-3.1"))
 
 	b := startNodeOn(t, st, "b", laneKeyed(t, listen, dest.addr, "MSH-4"))
 	t.Cleanup(func() {
@@ -104,7 +89,7 @@ func TestAPromotionOntoAnotherLaneKeyKeepsAPatientsMessagesInOrder(t *testing.T)
 		}
 		b.stop(t)
 	})
-	b.tell(leadership.Changed{Leader: true, Fence: elect("b"), Reason: "elected"})
+	b.tell(leadership.Changed{Leader: true, Fence: electOn(t, st, "b"), Reason: "elected"})
 	enginetest.WaitFor(t, "b's port to open", 10*time.Second, func() bool { return open(listen) })
 	dest.down.Store(false)
 	if ack := enginetest.Dial(t, listen).Send(enginetest.ADT("SECOND", "P1")); ack.Code != "AA" {
@@ -130,24 +115,10 @@ func TestAPromotionOntoAnotherLaneKeyKeepsAPatientsMessagesInOrder(t *testing.T)
 func TestAMoveCutShortIsDoneAgainForWhatWasAcceptedDuringIt(t *testing.T) {
 	dest := startFlakyDestination(t)
 	listen := enginetest.FreeAddr(t)
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	st := migratedSQLite(t)
 	old, keyed := laneKeyed(t, listen, dest.addr, ""), laneKeyed(t, listen, dest.addr, "PID-3.1")
 
-	a := startNodeOn(t, st, "a", old)
-	a.tell(leadership.Changed{Leader: true, Fence: electOn(t, st, "a"), Reason: "elected"})
-	enginetest.WaitFor(t, "a's port to open", 5*time.Second, func() bool { return open(listen) })
-	if ack := enginetest.Dial(t, listen).Send(enginetest.ADT("FIRST", "P1")); ack.Code != "AA" {
-		t.Fatalf("first ADT answered %s; want AA", ack.Code)
-	}
-	enginetest.WaitFor(t, "the destination to refuse the first ADT", 5*time.Second, func() bool { return dest.refused.Load() > 0 })
-	a.stop(t)
+	a := firstQueuedBy(t, st, dest, listen, old)
 
 	// b runs the lane_key; its move is held until its term ends.
 	gated := &gatedRelane{Store: st, gate: make(chan struct{})}
@@ -189,24 +160,10 @@ func TestAMoveCutShortIsDoneAgainForWhatWasAcceptedDuringIt(t *testing.T) {
 func TestAStopDuringAMoveEndsItAndLosesNothing(t *testing.T) {
 	dest := startFlakyDestination(t)
 	listen := enginetest.FreeAddr(t)
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	st := migratedSQLite(t)
 	keyed := laneKeyed(t, listen, dest.addr, "PID-3.1")
 
-	a := startNodeOn(t, st, "a", laneKeyed(t, listen, dest.addr, ""))
-	a.tell(leadership.Changed{Leader: true, Fence: electOn(t, st, "a"), Reason: "elected"})
-	enginetest.WaitFor(t, "a's port to open", 5*time.Second, func() bool { return open(listen) })
-	if ack := enginetest.Dial(t, listen).Send(enginetest.ADT("FIRST", "P1")); ack.Code != "AA" {
-		t.Fatalf("first ADT answered %s; want AA", ack.Code)
-	}
-	enginetest.WaitFor(t, "the destination to refuse the first ADT", 5*time.Second, func() bool { return dest.refused.Load() > 0 })
-	a.stop(t)
+	a := firstQueuedBy(t, st, dest, listen, laneKeyed(t, listen, dest.addr, ""))
 
 	gated := &gatedRelane{Store: st, gate: make(chan struct{})}
 	gated.armed.Store(true)
@@ -257,4 +214,35 @@ func TestAStopDuringAMoveEndsItAndLosesNothing(t *testing.T) {
 	if got := strings.Join(dest.got(), ","); got != "FIRST,SECOND" {
 		t.Fatalf("patient P1's ADTs reached the destination as %s after a stop during the move; want FIRST,SECOND", got)
 	}
+}
+
+// migratedSQLite is a fresh, migrated SQLite store in the test's directory,
+// closed when the test ends.
+func migratedSQLite(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// firstQueuedBy runs node a under cfg, the primary on st, until patient
+// P1's first ADT is acknowledged and refused by dest, so that it stays
+// queued (dest is down), then stops a and returns it (its logs kept).
+func firstQueuedBy(t *testing.T, st storage.Store, dest *flakyDestination, listen string, cfg *config.Config) *scriptedNode {
+	t.Helper()
+	a := startNodeOn(t, st, "a", cfg)
+	a.tell(leadership.Changed{Leader: true, Fence: electOn(t, st, "a"), Reason: "elected"})
+	enginetest.WaitFor(t, "a's port to open", 5*time.Second, func() bool { return open(listen) })
+	if ack := enginetest.Dial(t, listen).Send(enginetest.ADT("FIRST", "P1")); ack.Code != "AA" {
+		t.Fatalf("first ADT answered %s; want AA", ack.Code)
+	}
+	enginetest.WaitFor(t, "the destination to refuse the first ADT", 5*time.Second, func() bool { return dest.refused.Load() > 0 })
+	a.stop(t)
+	return a
 }

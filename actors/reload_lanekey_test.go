@@ -189,24 +189,6 @@ func TestAReloadThatChangesALaneKeyIsNotRefusedForRowsInFlight(t *testing.T) {
 	}
 }
 
-// hangingRelane is a store whose QueueRelaneRead, once hang is set,
-// answers only when its context ends: a database that stopped answering.
-// hung counts the calls it holds.
-type hangingRelane struct {
-	storage.Store
-	hang atomic.Bool
-	hung atomic.Int32
-}
-
-func (s *hangingRelane) QueueRelaneRead(ctx context.Context, p storage.QueueRelaneReadParams) ([]storage.RelaneRow, error) {
-	if s.hang.Load() {
-		s.hung.Add(1)
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}
-	return s.Store.QueueRelaneRead(ctx, p)
-}
-
 // A leader that loses its term while a reload that changes a lane_key
 // moves the destination's queued rows (the database no longer answering,
 // as when the lease is lost for it) gives up at once: root must not sit in
@@ -218,10 +200,10 @@ func TestALeaseLostWhileAReloadRelanesEndsItAtOnce(t *testing.T) {
 	dest := startFlakyDestination(t)
 	listen := enginetest.FreeAddr(t)
 	next := laneKeyed(t, listen, dest.addr, "PID-3.1")
-	var st *hangingRelane
+	var st *gatedRelane
 	e := startScripted(t, laneKeyed(t, listen, dest.addr, ""), func(o *actors.Options) {
 		o.Reload = func() (*config.Config, error) { return next, nil }
-		st = &hangingRelane{Store: o.Store}
+		st = &gatedRelane{Store: o.Store, gate: make(chan struct{})} // never opened: the read hangs until its context ends
 		o.Store = st
 	})
 	l, elected, err := st.LeaseAttemptElect(context.Background(), storage.LeaseAttemptElectParams{Owner: "n1", TTL: time.Hour})
@@ -237,10 +219,10 @@ func TestALeaseLostWhileAReloadRelanesEndsItAtOnce(t *testing.T) {
 	}
 	// The first graph's lanes have started (its move, of no row, ended).
 	enginetest.WaitFor(t, "the first graph's lanes to start", 5*time.Second, func() bool { return strings.Contains(e.logs.String(), lanesStart) })
-	st.hang.Store(true)
+	st.armed.Store(true)
 	started := strings.Count(e.logs.String(), lanesStart)
 	e.tell(leadership.ConfigChanged{Version: 2})
-	enginetest.WaitFor(t, "the reload's read of the queued rows to hang", 10*time.Second, func() bool { return st.hung.Load() > 0 })
+	enginetest.WaitFor(t, "the reload's read of the queued rows to hang", 10*time.Second, func() bool { return st.held.Load() > 0 })
 	close(ended)
 	lost := time.Now()
 	e.tell(leadership.Changed{Leader: false, Fence: fence, Reason: "renew-lost"})
@@ -329,8 +311,10 @@ func TestAFencedRelaneStartsNoLane(t *testing.T) {
 }
 
 // gatedRelane holds every read of a move of queued rows, once armed, until
-// gate is closed: a move that takes long, as one of 100,000 rows does
-// (9.5 to 33 s on PostgreSQL). held counts the reads it has held.
+// gate is closed or the read's context ends: a move that takes long, as one
+// of 100,000 rows does (9.5 to 33 s on PostgreSQL), or, with gate never
+// closed, a database that no longer answers. held counts the reads it has
+// held.
 type gatedRelane struct {
 	storage.Store
 	armed atomic.Bool
