@@ -164,7 +164,10 @@ func startPrivatePG(t *testing.T) *privatePG {
 
 	// --no-sync only skips syncing initdb's own files: the server runs
 	// with fsync on, so that a COMMIT (an AA) means what it does in
-	// production.
+	// production. Statements slower than 500 ms are logged, and
+	// PostgreSQL 15 logs its checkpoints: the story of a fault shows them
+	// (a stall of every commit, as when the disk stalls, reads differently
+	// from one lock).
 	pg.run(t, "initdb", "-D", pg.data(), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync", "--no-instructions")
 	conf := fmt.Sprintf(`
 listen_addresses = '127.0.0.1'
@@ -174,6 +177,7 @@ fsync = on
 synchronous_commit = on
 full_page_writes = on
 max_connections = 200
+log_min_duration_statement = 500
 `, pg.port)
 	// Appending keeps the file's owner (the server's OS user).
 	f, err := os.OpenFile(filepath.Join(pg.data(), "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
@@ -286,6 +290,20 @@ func (pg *privatePG) logTail() string {
 		b = b[len(b)-4000:]
 	}
 	return string(b)
+}
+
+// logSince is the lines of the server's log written after offset from
+// that hold one of words, the last 100 of them at most.
+func (pg *privatePG) logSince(offset int64, words ...string) string {
+	b, err := os.ReadFile(pg.logFile())
+	if err != nil {
+		return err.Error()
+	}
+	if offset > int64(len(b)) {
+		offset = 0 // a new log
+	}
+	lines := strings.Split(grepLines(string(b[offset:]), words...), "\n")
+	return strings.Join(lines[max(0, len(lines)-100):], "\n")
 }
 
 func fileExists(p string) bool {
@@ -480,6 +498,12 @@ type failoverCluster struct {
 	// earlierLogs holds, per node, the logs of its incarnations before the
 	// running one (a killed node is started again).
 	earlierLogs []string
+	// serverLogFrom is the size of the server's log when the cluster
+	// started: its story is what was logged after.
+	serverLogFrom int64
+	// tellStory asks for the logs of a fault that passed, for a figure
+	// worth explaining.
+	tellStory bool
 }
 
 var failoverDBs atomic.Int32
@@ -490,6 +514,9 @@ func startFailoverCluster(t *testing.T, pg *privatePG, n int, tm timing, check v
 	t.Helper()
 	url := pg.createDB(t, fmt.Sprintf("mf_failover_%d", failoverDBs.Add(1)))
 	fc := &failoverCluster{cluster: &cluster{t: t, url: url, timing: tm, dest: startReceiver(t, "")}, server: pg}
+	if st, err := os.Stat(pg.logFile()); err == nil {
+		fc.serverLogFrom = st.Size()
+	}
 	admin, err := postgres.Open(context.Background(), postgres.Options{URL: url, PoolSize: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -669,13 +696,15 @@ func (fc *failoverCluster) awaitRecovery(pt *partner, not int, timeout time.Dura
 	return q
 }
 
-// reportLogs keeps the logs of a fault: when it failed, each node's
-// leadership story and HAProxy's view go to the test log; with
+// reportLogs keeps the logs of a fault: when it failed (or tellStory),
+// each node's leadership story, HAProxy's view and the server's slow
+// statements and checkpoints go to the test log; with
 // MF_FAILOVER_DEBUG=dir, every node's whole log (each incarnation's) and
 // HAProxy's are written to dir.
 func (fc *failoverCluster) reportLogs() {
 	dir := os.Getenv("MF_FAILOVER_DEBUG")
-	if !fc.t.Failed() && dir == "" {
+	tell := fc.t.Failed() || fc.tellStory
+	if !tell && dir == "" {
 		return
 	}
 	prefix := strings.ReplaceAll(fc.t.Name(), "/", "_")
@@ -693,14 +722,15 @@ func (fc *failoverCluster) reportLogs() {
 			logs += n.logs.String()
 		}
 		keep(fmt.Sprintf("node-%d", i), logs)
-		if fc.t.Failed() {
+		if tell {
 			fc.t.Logf("--- node-%d (leadership, fencing, warnings, errors):\n%s", i,
 				grepLines(logs, "leadership", "elected", "fence", "resign", `"level":"error"`, `"level":"warn"`))
 		}
 	}
 	keep("haproxy", fc.vip.logs.String())
-	if fc.t.Failed() {
+	if tell {
 		fc.t.Logf("--- haproxy:\n%s", fc.vip.logs.String())
+		fc.t.Logf("--- PostgreSQL (statements over 500 ms, checkpoints, since the cluster started):\n%s", fc.server.logSince(fc.serverLogFrom, "duration:", "checkpoint"))
 	}
 }
 

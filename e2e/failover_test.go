@@ -82,6 +82,9 @@ type injected struct {
 	instants []time.Time // each fault's instant: the signal, the cut, the restart
 	from, to int         // the old and the new primary
 	note     string
+	// heldTerm is, for a fault that must keep the primary (keepsLeader),
+	// the lease's term read at the fault's end, before it was undone.
+	heldTerm int64
 }
 
 func failoverFaults() []fault {
@@ -212,8 +215,22 @@ func (s *failoverSuite) run(t *testing.T, f fault) {
 	if cleanFailure != "" {
 		t.Error(cleanFailure)
 	}
-	if f.keepsLeader && elections != 0 {
-		t.Errorf("%d elections during the fault; the primary must lead through it", elections)
+	if f.keepsLeader {
+		// The fault is over when its locks go: an election after that is
+		// not their doing. In a CI run of 2026-11-28 the primary fenced
+		// itself 1.7 s after the locks went, when every commit of the
+		// server stalled for 2 s (the standby's heartbeat timed out too,
+		// and its read-only election attempt did not): the fence timeout
+		// doing its work. Such an election is told, with the logs.
+		switch during := in.heldTerm - termBefore; {
+		case in.heldTerm == 0:
+			t.Errorf("the fault did not read the term before it was undone")
+		case during != 0:
+			t.Errorf("%d elections during the fault; the primary must lead through it", during)
+		case elections != 0:
+			fc.tellStory = true
+			t.Logf("%d elections after the fault was undone (none during it): the logs below say what ended the term", elections)
+		}
 	}
 	// The promised figure.
 	if f.target > 0 && worst.length() >= f.target {
@@ -467,6 +484,7 @@ func holdLock(what, statement string, othersDeliver bool) func(t *testing.T, fc 
 		// renewal must not need one of them.
 		polls, answered := pollLanes(fc.nodes[in.from], lockLength, 100*time.Millisecond)
 		delivered := others() - before
+		in.heldTerm = fc.term()
 		if err := tx.Rollback(ctx); err != nil {
 			t.Fatal(err)
 		}
