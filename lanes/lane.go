@@ -185,10 +185,13 @@ type laneActor struct {
 	// (idle.behindHead); cleared when it is sent or a claim finds a row.
 	behindHead bool
 	// afterPanic is set for a lane started afresh after its actor panicked
-	// (Manager.terminated), until its first claim: the lane knows no bound
-	// on its rows (newest is unknown), and one that finds nothing may be
-	// behind a head that waits, as the panicked actor may have left it
-	// backing off. Its first claim that finds nothing says behindHead.
+	// (Manager.terminated), until a claim finds a row: the lane knows no
+	// bound on its rows (newest is unknown), and a claim that finds nothing
+	// may be behind a head that waits, as the panicked actor may have left
+	// it backing off. Each such claim says behindHead, not only the first:
+	// the manager ignores the idle of a claim made while another Wake was
+	// on its way (a listing wakes every running lane), and the next claim
+	// must say it again, or the lane stops unparked.
 	afterPanic bool
 }
 
@@ -394,7 +397,6 @@ func (l *laneActor) step(ctx actor.Context) {
 			l.storeWorked()
 			n := l.newest.Load()
 			l.behindHead = n != unknown && n > l.floor || l.afterPanic // see idle.behindHead
-			l.afterPanic = false
 			l.drained(ctx, false)
 			return
 		case err != nil:

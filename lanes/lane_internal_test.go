@@ -420,6 +420,21 @@ func (f *laneFixture) ingest(t *testing.T, n int) {
 	}
 }
 
+// headBackingOff stores a row in the fixture's lane that another node
+// claimed and tried: it backs off for delay, and no actor of this node
+// times it.
+func (f *laneFixture) headBackingOff(t *testing.T, delay time.Duration) {
+	t.Helper()
+	f.ingest(t, 1)
+	c, err := f.store.QueueClaimNext(f.ctx, storage.QueueClaimNextParams{Lane: fixtureLane, Owner: "another#1", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.QueueRetry(f.ctx, storage.QueueRetryParams{Claim: c.Claim(), Delay: delay, Error: "backing off"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // acceptingEverySend is an HTTP destination that answers 200 to every
 // request, and counts them.
 func acceptingEverySend(t *testing.T) (*httptest.Server, *atomic.Int64) {

@@ -304,14 +304,7 @@ func TestAParkedLaneIsWokenWhenItsHeadComesDue(t *testing.T) {
 	f := newLaneFixture(t, dest.URL, "", 0, hidden)
 	defer f.system.Root.Stop(f.manager)
 	f.firstRescanAnswered(t) // the version is bumped below: a later rescan must see it
-	f.ingest(t, 1)
-	c, err := f.store.QueueClaimNext(f.ctx, storage.QueueClaimNextParams{Lane: fixtureLane, Owner: "another#1", LeaseTTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.store.QueueRetry(f.ctx, storage.QueueRetryParams{Claim: c.Claim(), Delay: 3 * time.Second, Error: "backing off"}); err != nil {
-		t.Fatal(err)
-	}
+	f.headBackingOff(t, 3*time.Second)
 	f.showLanesUntilParked(t)
 	listed := f.store.lanesCalls.Load() // the listing that parked it has been answered
 	if requests.Load() != 0 {
@@ -341,14 +334,7 @@ func TestALaneStartedBehindAHeadBackingOffIsWokenWhenItComesDue(t *testing.T) {
 	f := newLaneFixture(t, dest.URL, "", 0, hidden)
 	defer f.system.Root.Stop(f.manager)
 	f.firstRescanAnswered(t)
-	f.ingest(t, 1)
-	c, err := f.store.QueueClaimNext(f.ctx, storage.QueueClaimNextParams{Lane: fixtureLane, Owner: "another#1", LeaseTTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.store.QueueRetry(f.ctx, storage.QueueRetryParams{Claim: c.Claim(), Delay: 3 * time.Second, Error: "backing off"}); err != nil {
-		t.Fatal(err)
-	}
+	f.headBackingOff(t, 3*time.Second)
 	// Listings see the lane from now on; the queue's version has not
 	// moved, so none is made unless the manager asks for one.
 	f.store.hideLanes.Store(false)
@@ -372,14 +358,7 @@ func TestALaneStartedAfterAPanicBehindAHeadBackingOffIsWokenWhenItComesDue(t *te
 	f := newLaneFixture(t, dest.URL, "", 0, hidden)
 	defer f.system.Root.Stop(f.manager)
 	f.firstRescanAnswered(t)
-	f.ingest(t, 1)
-	c, err := f.store.QueueClaimNext(f.ctx, storage.QueueClaimNextParams{Lane: fixtureLane, Owner: "another#1", LeaseTTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.store.QueueRetry(f.ctx, storage.QueueRetryParams{Claim: c.Claim(), Delay: 4 * time.Second, Error: "backing off"}); err != nil {
-		t.Fatal(err)
-	}
+	f.headBackingOff(t, 4*time.Second)
 	// Listings see the lane from now on; the queue's version has not
 	// moved, so none is made unless the manager asks for one.
 	f.store.hideLanes.Store(false)
@@ -388,6 +367,42 @@ func TestALaneStartedAfterAPanicBehindAHeadBackingOffIsWokenWhenItComesDue(t *te
 	waitUntil(t, "the injected panic", 10*time.Second, func() bool { return !f.store.panicOnce.Load() })
 	// Well inside FullRescanInterval: only the restarted lane's word can
 	// have the manager look before it.
+	waitUntil(t, "the row delivered once the head is due", FullRescanInterval*2/3, func() bool {
+		return requests.Load() == 1 && f.row(t, 0).Status == storage.QueueDone
+	})
+}
+
+// The same lane, woken again while its first claim runs (a listing after
+// the queue's version moved wakes every running lane it lists): the idle of
+// that first claim, which said rows may be behind the head, is stale when
+// it comes (a Wake is on its way) and ignored. The claim of that Wake must
+// say so again; it did not (the word was spent on the first), so the lane
+// stopped without being parked, and its head waited for the full rescan.
+func TestALaneStartedAfterAPanicAndWokenDuringItsClaimIsWokenWhenItsHeadComesDue(t *testing.T) {
+	dest, requests := acceptingEverySend(t)
+	f := newLaneFixture(t, dest.URL, "", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	f.firstRescanAnswered(t)
+	f.headBackingOff(t, 6*time.Second)
+	// The panicking actor's claim panics before the gate; its successor's
+	// waits at it.
+	gate := make(chan struct{})
+	f.store.claimGate.Store(&gate)
+	f.store.hideLanes.Store(false)
+	f.store.panicOnce.Store(true)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[0]}})
+	waitUntil(t, "the restarted lane's actor in its claim", 10*time.Second, func() bool { return f.store.claimsHeld.Load() == 1 })
+	// Its actor took one Wake; a listing after the version moved sends it
+	// a second (the ingest's and the retry's moves may have had one do so
+	// already).
+	if _, err := f.store.ConfigVersionBump(f.ctx, storage.ConfigVersionBumpParams{Name: storage.QueueVersionName}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a listing waking the running lane again", 10*time.Second, func() bool { return f.inspect(t).wakes[fixtureLane] >= 2 })
+	f.store.claimGate.Store(nil)
+	close(gate)
+	// Well inside FullRescanInterval: only the lane's word can have the
+	// manager look before it.
 	waitUntil(t, "the row delivered once the head is due", FullRescanInterval*2/3, func() bool {
 		return requests.Load() == 1 && f.row(t, 0).Status == storage.QueueDone
 	})
