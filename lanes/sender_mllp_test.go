@@ -1589,6 +1589,9 @@ func TestMLLPSenderSendsAMessageTheAckOfAnEarlierCouldAnswerOnANewConnection(t *
 	if err := s.Send(t.Context(), testMessageAsking("SAME", "AL", 0)); err != nil {
 		t.Fatalf("AL with the NE message's control id: %v", err)
 	}
+	// The AL message's ACK says it arrived; the NE message, sent without
+	// waiting, may still be in its connection's buffer.
+	waitFor(t, "both messages to arrive", func() bool { _, _, received := r.stats(); return len(received) >= 2 })
 	if accepted, _, received := r.stats(); accepted != 2 || len(received) != 2 {
 		t.Errorf("the receiver got %v over %d connections; want 2 messages over 2", received, accepted)
 	}
