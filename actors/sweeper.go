@@ -99,9 +99,9 @@ func (s *sweeper) Receive(ctx actor.Context) {
 // says More, leaves more behind: the next one follows after a pause of
 // purgePause times what the call took, so a backlog of any size is worked
 // through at once, at most a quarter of the time in the database (the lanes
-// and ingest write in between, and keep most of a small machine's cores; on
-// SQL Server each of a call's transactions holds the leader lease row
-// shared, which the lease renewal waits for), and each call is a message of
+// and ingest write in between, and keep most of a small machine's cores;
+// each of a call's transactions holds the fence's lock, which an election
+// waits for), and each call is a message of
 // its own, so a stop does not wait for the whole run. A run bounded per hourly tick deleted fewer
 // rows than a busy node finishes in an hour, and the store grew without end.
 func (s *sweeper) purge(ctx actor.Context) {

@@ -94,20 +94,24 @@
 // a VM pause) between its check and its action wakes with a stale term.
 // Every database write it then attempts fails with ErrFenced and changes
 // nothing, because the election that followed bumped the term, and the
-// write checks the term in its own transaction while holding the lease row
-// (so the election cannot commit in between: on PostgreSQL the fence holds
-// it FOR KEY SHARE, and an election, which changes term, a column with a
-// unique index, must wait for that lock; on SQL Server it is a shared lock
-// that any UPDATE waits for). Lanes also check the
+// write checks the term in its own transaction while holding a lock that
+// the election must wait for, so the election cannot commit in between. On
+// PostgreSQL the fence holds the lease row FOR KEY SHARE, and an election,
+// which changes term, a column with a unique index, waits for that lock. On
+// SQL Server the fence holds shared the row of mf_leader_term, a copy of the
+// lease's owner and term that a trigger on the lease updates in the
+// election's own transaction (migration 0012), and the election waits for
+// the exclusive lock its trigger needs there. Lanes also check the
 // trust window right before each send to a destination, which leaves only
 // a pause landing between that check and the first bytes on the wire: at
 // least once, by design.
 //
 // # Liveness: a frozen leader must not hold the lease row
 //
-// The fence's lock on the lease row lives as long as its transaction.
-// A leader frozen in the middle of one keeps it, and the next election (an
-// UPDATE of that row) would wait behind it for as long as the freeze lasts.
+// The fence's lock (on the lease row; on SQL Server on the term row) lives
+// as long as its transaction. A leader frozen in the middle of one keeps
+// it, and the next election would wait behind it for as long as the freeze
+// lasts.
 // On PostgreSQL a clustered node's sessions therefore carry
 // idle_in_transaction_session_timeout = leader_fence_timeout: the server
 // ends a session that sits inside a transaction that long, releasing its
@@ -125,7 +129,7 @@
 // results it never acknowledged: keepalive probes nothing then, and the
 // retransmissions alone would hold the row for about 15 minutes. One frozen
 // there (its kernel still answering keepalives and acknowledging) holds the
-// lease row as SQL Server's sessions do. The window is the time to write
+// lock as SQL Server's sessions do. The window is the time to write
 // one batch, short unless the batch is larger than the socket's buffer (an
 // ingest batch of large messages). SQL Server has no such setting at all:
 // there a frozen node delays elections until
@@ -145,8 +149,16 @@
 // waiting for maintenance holds no lock on the row at all. Nor does the
 // renewal wait for a connection: the lease has one of its own, apart from
 // the pool that such waiting writes and reads may fill. On SQL Server the
-// fence is a shared lock that a renewal waits for: there a write that waits
-// long still fences the leader.
+// fence held the lease row shared until migration 0012, and every UPDATE
+// of that row, the renewal's too, waited for it; it now holds the row of
+// mf_leader_term instead, which only an election writes (its trigger on
+// the lease copies owner and term there when they change, whatever version
+// of mf elected), so a renewal or a resignation, which change neither,
+// locks the lease row only and waits for no fenced write. This has not run
+// against a SQL Server here: its tests (storage/sqlserver,
+// TestARowLockHoldsALaneWriteButNotTheRenewal and
+// TestAnElectionWaitsForTheFencedWritesInProgress) run when
+// MF_TEST_SQLSERVER_URL is set.
 //
 // # Clocks
 //

@@ -3,7 +3,7 @@ package storage
 // PurgeChunk is the most rows of each table one transaction of a purge
 // deletes (Store.MessagePurge): a call of DefaultPurgeLimit rows in one
 // transaction held its locks, on PostgreSQL and SQL Server the fence's
-// lock on the lease row, and on SQLite the one writer (every ingest, and
+// lock, and on SQLite the one writer (every ingest, and
 // its ACK, waited), for the whole call.
 const PurgeChunk = 1000
 

@@ -377,11 +377,39 @@ func TestStatementsKeepTheFenceTheLaneOrderAndTheDatabaseClock(t *testing.T) {
 		files["migrations/"+m.Name+".sql"] = code(m.SQL)
 	}
 
-	// The fence holds the lease row shared until commit, whatever
+	// The fence holds the term row shared until commit, whatever
 	// READ_COMMITTED_SNAPSHOT says, so an election cannot commit between
-	// the check and the writes of the old term.
-	if !regexp.MustCompile(`(?is)FROM\s+mf_leader_lease\s+WITH\s*\([^)]*\bHOLDLOCK\b`).MatchString(files["sql/fence.sql"]) {
-		t.Error("fence.sql: the lease row is not read WITH (HOLDLOCK): the shared lock would end with the read, and an election could commit before the fenced writes")
+	// the check and the writes of the old term; and it holds that row, not
+	// the lease row, which the renewal updates: a fenced write that waited
+	// on anything would hold the renewal behind it, and the leader would
+	// fence itself (migration 0012).
+	fence := files["sql/fence.sql"]
+	if !regexp.MustCompile(`(?is)FROM\s+mf_leader_term\s+WITH\s*\([^)]*\bHOLDLOCK\b`).MatchString(fence) {
+		t.Error("fence.sql: mf_leader_term is not read WITH (HOLDLOCK): the shared lock would end with the read, and an election could commit before the fenced writes")
+	}
+	if strings.Contains(fence, "mf_leader_lease") {
+		t.Error("fence.sql reads mf_leader_lease: its shared lock, held to commit, makes the renewal (an UPDATE of that row) wait for every fenced write")
+	}
+	// Only an election writes the term row, through the lease's trigger,
+	// and only when owner or term changed: a renewal, a resignation or an
+	// election attempt that elects nobody must not lock it, or it would
+	// wait for the fenced writes again.
+	writesTerm := regexp.MustCompile(`(?is)\b(UPDATE|INSERT\s+INTO|DELETE\s+FROM|MERGE)\s+mf_leader_term\b|\bFROM\s+mf_leader_term\s+AS\s+\w+\s+JOIN\b`)
+	for name, text := range files {
+		if strings.HasPrefix(name, "sql/") && writesTerm.MatchString(text) {
+			t.Errorf("%s writes mf_leader_term: only the trigger on mf_leader_lease may, when an election changes owner or term", name)
+		}
+	}
+	trigger := regexp.MustCompile(`(?is)CREATE\s+TRIGGER\s+\w+\s+ON\s+mf_leader_lease\s+AFTER\s+UPDATE\b(.*)`).FindStringSubmatch(files["migrations/0012_fence_spares_the_renewal.sql"])
+	if trigger == nil {
+		t.Error("migrations/0012_fence_spares_the_renewal.sql: no AFTER UPDATE trigger on mf_leader_lease: an election would not move the term row, and the fence would pass the old term")
+	} else {
+		body := trigger[1]
+		guard := regexp.MustCompile(`(?is)\bIF\s+EXISTS\s*\(.*\binserted\b.*\bdeleted\b.*\bterm\s*<>\s*\w+\.term\b.*\bowner\s*<>\s*\w+\.owner\b`).FindStringIndex(body)
+		update := regexp.MustCompile(`(?is)\bUPDATE\b[^;]*\bmf_leader_term\b`).FindStringIndex(body)
+		if update == nil || guard == nil || guard[0] > update[0] {
+			t.Error("migrations/0012: the trigger does not update mf_leader_term only IF EXISTS a row of inserted whose term or owner differs from deleted's: every renewal would lock the term row and wait for the fenced writes")
+		}
 	}
 
 	skipping := regexp.MustCompile(`(?i)\b(READPAST|NOLOCK|READUNCOMMITTED|NOWAIT)\b`)

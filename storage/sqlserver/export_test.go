@@ -20,3 +20,7 @@ func (s *Store) ForgetMigration(ctx context.Context, version int) error {
 	_, err := s.db.ExecContext(ctx, "DELETE FROM mf_schema_migrations WHERE version = @version", sql.Named("version", int32(version)))
 	return err
 }
+
+// FenceQuery is fence.sql, for a test that holds a fence in a transaction of
+// its own, as a fenced write in progress does.
+var FenceQuery = queries.Get("fence")

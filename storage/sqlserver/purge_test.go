@@ -12,8 +12,8 @@ import (
 
 // A purge call gives each of its statements at most storage.PurgeChunk rows, each
 // in a transaction of its own: the sweeper's 10,000 rows in one transaction
-// held their locks and the fence's shared lock on the lease row, which the
-// leader's renewal waits for on SQL Server, for the whole call.
+// held their locks and the fence's shared lock, which an election waits for
+// (and before migration 0012 the leader's renewal too), for the whole call.
 func TestAPurgeDeletesInTransactionsOfAThousandRows(t *testing.T) {
 	d := &fakeDriver{}
 	db := sql.OpenDB(fakeConnector{d: d})

@@ -15,7 +15,11 @@
 //
 // Where T-SQL differs from PostgreSQL the behaviour is kept the same:
 //
-//   - The fence is a HOLDLOCK read of the lease row (FOR SHARE there).
+//   - The fence is a HOLDLOCK read of mf_leader_term, a copy of the lease's
+//     owner and term that a trigger moves in an election's transaction
+//     (migrations/0012_fence_spares_the_renewal.sql), so that the renewal,
+//     which updates the lease row only, waits for no fenced write (FOR KEY
+//     SHARE of the lease row there).
 //   - Ingest is serialised by an application lock (sp_getapplock) held to
 //     commit, and a whole batch is one round trip through table-valued
 //     parameters.
@@ -312,7 +316,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 }
 
 // fenced runs fn in a transaction that first checks the fence (fence.sql) and
-// holds the lease row shared until commit. A mismatch is ErrFenced and the
+// holds the term row shared until commit. A mismatch is ErrFenced and the
 // transaction is rolled back.
 func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx *sql.Tx) error) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
@@ -894,8 +898,9 @@ func (s *Store) QueueResendDead(ctx context.Context, p storage.QueueResendDeadPa
 // table, in transactions of at most storage.PurgeChunk rows each
 // (storage.Purge), in statements of at most 500 (see
 // message_purge_queue.sql). The sweeper's 10,000 rows in one transaction
-// held their locks, and the fence's shared lock on the lease row, which
-// the leader's renewal waits for here, for the whole call.
+// held their locks, and the fence's shared lock, which an election waits
+// for (and before migration 0012 the leader's renewal too), for the whole
+// call.
 //
 // Each transaction deletes the messages of the queue rows it deleted, found
 // by id. Once the finished rows are all gone, the messages that never had

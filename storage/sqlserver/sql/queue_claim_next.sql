@@ -55,7 +55,7 @@
 --       row's status; the second waits, then reads the row as the first left
 --       it (inflight: it claims nothing; finished: it moves on to the next
 --       head) and never claims a row the first holds.
---   (e) The fence (fence.sql, a shared lock on the lease row held to commit)
+--   (e) The fence (fence.sql, a shared lock on the term row held to commit)
 --       means only the current term's leader can claim; a paused old
 --       leader's claim fails.
 --   (f) A lane is one key's rows under the destination's lane_key, and a
