@@ -34,6 +34,14 @@ func runCommand() *cli.Command {
 				Usage: "on stop, how long lanes may finish the delivery in hand"},
 		),
 		Action: func(c *cli.Context) error {
+			// First of all: until this call a SIGTERM kills the process
+			// (the default action) rather than stop it, and one sent while
+			// it starts (a service manager's stop, a restart) exited it by
+			// the signal, not 0. SIGHUP too: the terminal mf run was
+			// started from closing killed it, the deliveries in hand cut
+			// off.
+			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+			defer stop()
 			// The engine takes a drain timeout of zero for its default, and
 			// the stop below is given the flag's value plus a margin: with
 			// 0 it ran out while the engine still drained, before the lease
@@ -58,11 +66,6 @@ func runCommand() *cli.Command {
 				}
 				return cfg.LogPayloads
 			})()
-			// SIGHUP too: the terminal mf run was started from closing killed it
-			// (the default action), the deliveries in hand cut off.
-			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-			defer stop()
-
 			nodeID := cfg.Cluster.NodeID
 			if nodeID == "" {
 				nodeID = leadership.NewNodeID()

@@ -677,6 +677,15 @@ func cond(b bool, s string) string {
 	return ""
 }
 
+// endedBySIGTERMBeforeItsHandler reports whether a node's process was
+// ended by SIGTERM's default action before it logged anything: mf run
+// installs its handler before its first line, so a node that logged one
+// must stop on SIGTERM and exit 0.
+func endedBySIGTERMBeforeItsHandler(e *engine) bool {
+	ws, ok := e.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM && e.logs.String() == ""
+}
+
 func (c *chaos) relaunch(i int) {
 	s := c.state[i]
 	if !s.dead {
@@ -881,8 +890,16 @@ func (c *chaos) watchExits() {
 		switch {
 		case !s.termAt.IsZero():
 			c.ev.add("exit", "node-%d exited %d, %v after SIGTERM", i, code, time.Since(s.termAt).Round(time.Millisecond))
-			if code != 0 {
-				c.fail("node-%d exited %d after SIGTERM; want 0", i, code)
+			switch {
+			case code == 0:
+			case endedBySIGTERMBeforeItsHandler(e):
+				// A fault soon after a relaunch: the process was still
+				// in the Go runtime's start, before mf run's first
+				// statement installs its handler, and took the
+				// default action. It had accepted nothing.
+				c.ev.add("exit", "node-%d was ended by the SIGTERM before it ran (it had logged nothing)", i)
+			default:
+				c.fail("node-%d exited %d after SIGTERM; want 0; its log: %s", i, code, lastLines(e.logs.String(), 15))
 			}
 			s.termAt = time.Time{}
 			c.later(c.dur(0.5, 5), "relaunch", func() { c.relaunch(i) })
