@@ -28,11 +28,12 @@ type graphSpec struct {
 	router   *lanes.Router
 	onFenced func(op string, err error)
 	binds    *listeners.Binds // the node's, across graphs
-	// relaned is closed once the queued rows are in the lanes of the
-	// lane_key in force (root.startGraph): the lanes wait for it, the
-	// inbounds do not.
-	relaned <-chan struct{}
-	done    chan struct{} // closed when the graph and all its children have stopped
+	// moving has the destinations whose queued rows root.startGraph
+	// moves into the lanes of the lane_key in force, each with a channel
+	// closed once its rows are there: their lanes wait for it (lanes.Env.Moving),
+	// the inbounds and the other destinations' lanes do not.
+	moving map[string]<-chan struct{}
+	done   chan struct{} // closed when the graph and all its children have stopped
 	// lanes publishes this graph's lane manager while the graph runs
 	// (Engine.OutboundHeld).
 	lanes *atomic.Pointer[actor.PID]
@@ -84,7 +85,7 @@ func (g *graph) spawn(ctx actor.Context) {
 	s := g.spec
 	log := s.log.With().Int64("term", s.fence.Term).Logger()
 	laneEnv := &lanes.Env{Ctx: s.ctx, Store: s.store, Fence: s.fence, Owner: s.owner, Trust: s.trust.Trusted,
-		Config: s.cfg, Log: log, OnFenced: s.onFenced, Relaned: s.relaned}
+		Config: s.cfg, Log: log, OnFenced: s.onFenced, Moving: s.moving}
 	lanePID, _ := ctx.SpawnNamed(lanes.NewManager(laneEnv), "lanes")
 	g.lanes = lanePID
 	if s.lanes != nil && lanePID != nil {
@@ -109,10 +110,16 @@ func (g *graph) spawn(ctx actor.Context) {
 	}
 	ctx.SpawnNamed(newSweeper(s, log), "sweeper")
 	msg := "graph started: this node is processing messages"
-	if s.relaned != nil && !closed(s.relaned) {
-		msg = "graph started: this node accepts messages; its lanes start once the queued rows of the destinations whose lane_key changed are moved into the lanes of the one in force"
+	moving := 0
+	for _, moved := range s.moving {
+		if !closed(moved) {
+			moving++
+		}
 	}
-	log.Info().Int("inbounds", len(s.cfg.Inbound)).Int("outbounds", len(s.cfg.Outbound)).Msg(msg)
+	if moving > 0 {
+		msg = "graph started: this node accepts messages; the lanes of the destinations whose lane_key changed start once their queued rows are moved into the lanes of the one in force, the others at once"
+	}
+	log.Info().Int("inbounds", len(s.cfg.Inbound)).Int("outbounds", len(s.cfg.Outbound)).Int("outbounds_moving", moving).Msg(msg)
 	if graphStarted != nil {
 		graphStarted()
 	}

@@ -406,3 +406,101 @@ func TestAMoveOfQueuedRowsLeavesTheListenerOpen(t *testing.T) {
 		t.Errorf("no log line says that the two queued rows were moved to the new lane_key's lanes")
 	}
 }
+
+// twoDestinations is a config with an MLLP inbound on listen routed to two
+// MLLP destinations: emr at emrAddr, split into lanes by emrKey ("" for
+// none), and lab at labAddr, split by PID-3.1.
+func twoDestinations(t *testing.T, listen, emrAddr, labAddr, emrKey string) *config.Config {
+	t.Helper()
+	key := ""
+	if emrKey != "" {
+		key = fmt.Sprintf("lane_key = %q", emrKey)
+	}
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = %q
+
+[[outbound]]
+name = "emr"
+type = "mllp"
+address = %q
+timeout_seconds = 2
+
+[[outbound]]
+name = "lab"
+type = "mllp"
+address = %q
+timeout_seconds = 2
+
+[[route]]
+from = "adt_in"
+to = ["emr"]
+%s
+
+[[route]]
+from = "adt_in"
+to = ["lab"]
+lane_key = "PID-3.1"
+`, listen, emrAddr, labAddr, key)), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// A move of one destination's queued rows holds only that destination's
+// lanes: the others deliver meanwhile. Every destination's lanes waited
+// for the move (up to 33 s per 100,000 rows), so a lane_key change on one
+// destination stopped the delivery to all of them.
+func TestAMoveOfOneDestinationsRowsLetsTheOthersDeliver(t *testing.T) {
+	emr, lab := startFlakyDestination(t), startFlakyDestination(t)
+	emr.down.Store(false)
+	lab.down.Store(false)
+	listen := enginetest.FreeAddr(t)
+	next := twoDestinations(t, listen, emr.addr, lab.addr, "PID-3.1")
+	var st *gatedRelane
+	e := startScripted(t, twoDestinations(t, listen, emr.addr, lab.addr, ""), func(o *actors.Options) {
+		o.Reload = func() (*config.Config, error) { return next, nil }
+		st = &gatedRelane{Store: o.Store, gate: make(chan struct{})}
+		o.Store = st
+	})
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(st.gate)
+		}
+	}
+	t.Cleanup(release)
+	e.tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Reason: "single-node"})
+	enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(listen) })
+	if ack := enginetest.Dial(t, listen).Send(enginetest.ADT("BEFORE", "P1")); ack.Code != "AA" {
+		t.Fatalf("BEFORE answered %s; want AA", ack.Code)
+	}
+	enginetest.WaitFor(t, "BEFORE to reach both destinations", 10*time.Second, func() bool {
+		return len(emr.got()) == 1 && len(lab.got()) == 1
+	})
+
+	// The reload changes emr's lane_key only: the move reads emr's rows,
+	// and waits at the gate.
+	st.armed.Store(true)
+	e.tell(leadership.ConfigChanged{Version: 2})
+	enginetest.WaitFor(t, "the reload's move of emr's queued rows to begin", 10*time.Second, func() bool { return st.held.Load() > 0 })
+	enginetest.WaitFor(t, "the port to open while emr's rows are moved", 10*time.Second, func() bool { return open(listen) })
+	if ack := enginetest.Dial(t, listen).Send(enginetest.ADT("DURING", "P1")); ack.Code != "AA" {
+		t.Fatalf("DURING, sent during the move, answered %s; want AA", ack.Code)
+	}
+	enginetest.WaitFor(t, "lab, whose lane_key did not change, to get DURING while emr's rows are moved", 10*time.Second, func() bool {
+		return len(lab.got()) == 2
+	})
+	if got := emr.got(); len(got) != 1 {
+		t.Fatalf("emr got %v while its queued rows were being moved; want only BEFORE until the move ends", got)
+	}
+	release()
+	enginetest.WaitFor(t, "emr to get DURING once its rows are moved", 20*time.Second, func() bool { return len(emr.got()) == 2 })
+	if got := strings.Join(emr.got(), ","); got != "BEFORE,DURING" {
+		t.Errorf("emr got %s; want BEFORE,DURING", got)
+	}
+}

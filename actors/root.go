@@ -498,20 +498,23 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 	// messages while the queued rows of a destination whose lane_key
 	// changed are moved (lanes.Relane, below): it took 9.5 to 33 s per
 	// 100,000 rows on PostgreSQL, during which every partner was refused.
-	// Only the lanes wait for it (graphSpec.relaned). Its first step,
+	// Only the lanes of the destinations moved wait for it, each for its
+	// own (graphSpec.moving). Its first step,
 	// before anything is stored, records the old lane_key unknown: a move
 	// cut short must be done again by the next graph, whatever lane_key it
 	// runs (lanes.RelaneBegin).
-	var moving bool
+	var dests []string
 	if !r.untilDone(ctx, f, ended, func(term context.Context) (err error) {
-		moving, err = lanes.RelaneBegin(term, r.opts.Store, f, r.opts.Config)
+		dests, err = lanes.RelaneBegin(term, r.opts.Store, f, r.opts.Config)
 		return err
 	}) {
 		return
 	}
-	relaned := make(chan struct{})
-	if !moving {
-		close(relaned)
+	moved := map[string]chan struct{}{}
+	moving := map[string]<-chan struct{}{}
+	for _, d := range dests {
+		moved[d] = make(chan struct{})
+		moving[d] = moved[d]
 	}
 	// The term's end cancels its graph at once, even while root is busy (a
 	// drain, promotion recovery): deliveries in hand are abandoned then, as
@@ -521,7 +524,7 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 	system, self := ctx.ActorSystem(), ctx.Self()
 	spec := &graphSpec{
 		ctx: gctx, cfg: r.opts.Config, store: r.opts.Store, fence: f, ended: ended, owner: r.opts.Instance, trust: r.opts.Trust,
-		log: r.opts.Log, router: r.router, binds: r.binds, lanes: r.lanes, relaned: relaned,
+		log: r.opts.Log, router: r.router, binds: r.binds, lanes: r.lanes, moving: moving,
 		done: make(chan struct{}),
 	}
 	spec.onFenced = func(op string, err error) {
@@ -545,33 +548,42 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 		return
 	}
 	r.graph, r.spec, r.cancel = pid, spec, cancel
-	if !moving {
+	if len(dests) == 0 {
 		return
 	}
 	log := r.opts.Log.With().Int64("term", f.Term).Logger()
 	var rows int64
 	if !r.untilDone(ctx, f, ended, func(term context.Context) error {
-		done, err := lanes.Relane(term, r.opts.Store, f, r.opts.Config, r.router)
-		for _, d := range done {
+		return lanes.Relane(term, r.opts.Store, f, r.opts.Config, r.router, func(d lanes.Relaned) {
 			d.Log(log)
 			rows += d.Rows
-		}
-		return err
+			if c, ok := moved[d.Destination]; ok && !closed(c) {
+				close(c) // its lanes start
+			}
+		})
 	}) {
 		// The term is over, or the node stops (the move ends there: it
 		// took up to 33 s per 100,000 rows): what the inbounds stored
 		// meanwhile is committed, and acknowledged, and the next graph
 		// moves it with the rest (its lane_key is recorded unknown). No
-		// lane has run.
+		// lane of a destination still being moved has run; those of the
+		// others stop with the graph, as at any stop.
 		r.stopGraph(ctx, r.stopRequested.Load())
 		return
 	}
-	close(relaned)
+	// Each destination was reported as its move ended; should one not
+	// have been (its laning found recorded already), its lanes must not
+	// wait for ever.
+	for _, c := range moved {
+		if !closed(c) {
+			close(c)
+		}
+	}
 	ev := log.Debug()
 	if rows > 0 {
 		ev = log.Info()
 	}
-	ev.Msg("the queued rows are in the lanes of the lane_key in force: the lanes start")
+	ev.Msg("the queued rows are in the lanes of the lane_key in force: every destination's lanes run")
 }
 
 // untilDone runs step, a part of moving the unfinished rows of each
@@ -734,7 +746,7 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	for dest, key := range lanes.LaneKeys(cfg) {
 		if old, ok := was[dest]; ok && old != key {
 			log.Info().Str("destination", dest).Str("lane_key_was", old).Str("lane_key", key).
-				Msg("the reload changes the lane_key that splits this destination into lanes; the leader's graph moves its queued rows into the lanes of the new one before any lane starts (a standby's, when it is promoted), so that its messages stay in order")
+				Msg("the reload changes the lane_key that splits this destination into lanes; the leader's graph moves its queued rows into the lanes of the new one before any of its lanes starts (a standby's, when it is promoted), so that its messages stay in order")
 		}
 	}
 	if len(restart) > 0 {

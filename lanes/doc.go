@@ -27,18 +27,20 @@
 // A row's lane is computed once, at ingest, under the lane_key in force
 // then. Under a changed lane_key a key's newer messages would be in another
 // lane than its older ones still queued, with no order between the two; so
-// every graph, before any lane starts (after promotion recovery, and at a
-// single node's start), moves the unfinished rows of each destination whose
-// lane_key differs from the one they were laned by (recorded per
-// destination) into the lanes the routes make now (Relane, relane.go), each
-// key's rows in id order, which is arrival order. The graph's inbounds
+// every graph (after promotion recovery, and at a single node's start)
+// moves the unfinished rows of each destination whose lane_key differs
+// from the one they were laned by (recorded per destination) into the
+// lanes the routes make now (Relane, relane.go), each key's rows in id
+// order, which is arrival order. The graph's inbounds
 // store and acknowledge messages meanwhile (a move of 100,000 rows took up
 // to 33 s, every partner refused while the inbounds waited for it): laned
 // at ingest under the lane_key in force, each is in its key's lane
-// already, with a higher id than every row being moved, and no lane runs
-// until the move has ended (Env.Relaned), so each lane then holds its
-// key's older rows below its newer ones. RelaneBegin records the old
-// laning unknown before the inbounds open, so that a move cut short is
+// already, with a higher id than every row being moved, and no lane of a
+// destination being moved runs until its move has ended (Env.Moving), so
+// each lane then holds its key's older rows below its newer ones. The
+// other destinations' lanes run meanwhile: a lane is of one destination,
+// and a move touches only its destination's rows. RelaneBegin records the
+// old laning unknown before the inbounds open, so that a move cut short is
 // done again, rows stored during it included. That covers a restart or
 // a failover onto another lane_key, a standby that applied a reload while
 // it ran no lanes, and a leader's live reload, which stops its graph (the

@@ -27,12 +27,13 @@ type Env struct {
 	// OnFenced is called when a write fails with storage.ErrFenced: the node
 	// has lost leadership and the graph must stop.
 	OnFenced func(op string, err error)
-	// Relaned, when not nil, is closed once the graph's start has moved
-	// the queued rows of the destinations whose lane_key changed into the
-	// lanes of the one in force (Relane): the Manager starts no lane, and
-	// reads nothing, before then, while the graph's inbounds already
-	// store and acknowledge messages. Nil: no move runs.
-	Relaned <-chan struct{}
+	// Moving has the destinations whose queued rows the graph's start
+	// moves into the lanes of the lane_key in force (RelaneBegin), each
+	// with a channel closed once its rows are moved (Relane): the Manager
+	// starts no lane of such a destination before then, while the graph's
+	// inbounds already store and acknowledge messages and the lanes of
+	// every other destination deliver. Empty: no move runs.
+	Moving map[string]<-chan struct{}
 
 	// storeFailures follows the lanes' failed store calls, so that a
 	// database away is logged when it starts, once a minute while it lasts

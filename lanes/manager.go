@@ -151,9 +151,7 @@ type rescanned struct {
 // one Wake, one next and one timer message however fast messages arrive or
 // however slow its destination is.
 type Manager struct {
-	env *Env
-	// started is set once the Manager has started (Manager.await).
-	started bool
+	env     *Env
 	dests   map[string]config.Outbound
 	senders map[string]Sender
 	// failing follows each destination's failed deliveries, shared by its
@@ -269,6 +267,11 @@ type Manager struct {
 	// destination may be held.
 	outboundHeld map[string]*atomic.Bool
 	holdsRead    bool
+	// moving has the destinations whose queued rows the graph's start is
+	// still moving into the lanes of the lane_key in force (Env.Moving):
+	// the manager starts none of their lanes (wake) until told that the
+	// move of one has ended (relaned), then lists the lanes.
+	moving map[string]bool
 	// scanned numbers the rescans begun; told has, per destination, the
 	// number of the last rescan begun when a HoldChanged for it came. A
 	// rescan begun no later may have read the holds before that change
@@ -474,17 +477,13 @@ func NewManager(env *Env) *actor.Props {
 func (m *Manager) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
-		m.await(ctx)
+		m.start(ctx)
 	case relaned:
-		if !m.started {
-			m.start(ctx)
+		if m.moving[msg.destination] {
+			delete(m.moving, msg.destination)
+			m.listNow(ctx)
 		}
 	case Ingested:
-		if !m.started {
-			// The queued rows are being moved (Env.Relaned): the listing
-			// that starts the Manager finds these rows.
-			return
-		}
 		for i, lane := range msg.Lanes {
 			newest := int64(unknown)
 			if i < len(msg.Newest) {
@@ -502,9 +501,7 @@ func (m *Manager) Receive(ctx actor.Context) {
 			ctx.Respond(HoldSeen{})
 		}
 	case QueueChanged:
-		if m.started {
-			m.listNow(ctx) // not started: its start lists the lanes
-		}
+		m.listNow(ctx)
 		if ctx.Sender() != nil {
 			ctx.Respond(QueueSeen{})
 		}
@@ -575,38 +572,37 @@ func (m *Manager) Receive(ctx actor.Context) {
 	}
 }
 
-// relaned tells the Manager that the move of the queued rows has ended
-// (Env.Relaned).
-type relaned struct{}
+// relaned tells the Manager that the graph's start has moved the queued
+// rows of destination into the lanes of the lane_key in force (Env.Moving).
+type relaned struct{ destination string }
 
-// await starts the Manager at once, or once the graph's move of the queued
-// rows has ended (Env.Relaned): a lane that ran during it could send a
-// key's newer row, ingested into its lane of the new lane_key, before an
-// older one not yet moved there.
-func (m *Manager) await(ctx actor.Context) {
-	gate := m.env.Relaned
-	if gate == nil {
-		m.start(ctx)
-		return
-	}
-	select {
-	case <-gate:
-		m.start(ctx)
-		return
-	default:
-	}
+// awaitMoves marks the destinations whose queued rows are still being
+// moved (Env.Moving), and has each reported to the manager (relaned) once
+// its move ends: a lane of one that ran during it could send a key's newer
+// row, ingested into its lane of the new lane_key, before an older one not
+// yet moved there. The other destinations' lanes start at once.
+func (m *Manager) awaitMoves(ctx actor.Context) {
+	m.moving = map[string]bool{}
 	self, root, term := ctx.Self(), ctx.ActorSystem().Root, m.env.Ctx
-	go func() {
+	for dest, moved := range m.env.Moving {
 		select {
-		case <-gate:
-			root.Send(self, relaned{})
-		case <-term.Done():
+		case <-moved:
+			continue
+		default:
 		}
-	}()
+		m.moving[dest] = true
+		go func() {
+			select {
+			case <-moved:
+				root.Send(self, relaned{destination: dest})
+			case <-term.Done():
+			}
+		}()
+	}
 }
 
 func (m *Manager) start(ctx actor.Context) {
-	m.started = true
+	m.awaitMoves(ctx)
 	m.dests = map[string]config.Outbound{}
 	m.senders = map[string]Sender{}
 	m.failing = map[string]*outage{}
@@ -758,6 +754,9 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64, claimable b
 			// Held by an operator, or perhaps held (the holds not read
 			// yet): the listing that reads its release wakes the lane.
 			return
+		}
+		if m.moving[dest] {
+			return // the listing made when its move ends wakes it (relaned)
 		}
 		if _, parked := m.parked[lane]; parked && !claimable {
 			return // its head still waits; see Manager.parked
@@ -1113,8 +1112,8 @@ func (m *Manager) misplaced(ls []storage.LaneSummary) {
 	type forms struct{ bare, keyed bool }
 	var made map[string]forms
 	for _, l := range ls {
-		if _, running := m.dests[l.Destination]; !running || m.resplit[l.Destination] {
-			continue
+		if _, running := m.dests[l.Destination]; !running || m.resplit[l.Destination] || m.moving[l.Destination] {
+			continue // a destination being moved has rows in lanes of both keys until its move ends
 		}
 		if made == nil {
 			made = map[string]forms{}

@@ -140,7 +140,8 @@ type Relaned struct {
 // RelaneBegin is the start of Relane that must come before the graph's
 // inbounds store anything: for each destination whose laning (LaneKeys)
 // differs from the one recorded with its rows, it records the laning as
-// unknown (""), and it reports whether any destination needs Relane.
+// unknown (""), and it returns those destinations (sorted), the ones
+// Relane moves.
 //
 // The inbounds store messages while Relane runs (so that a long move does
 // not refuse every partner), laned by the lane_key in force. Should the
@@ -150,18 +151,19 @@ type Relaned struct {
 // nothing, and a key's newer rows would be in a lane of the new lane_key,
 // its older ones in one of the old. Unknown, every next graph walks the
 // rows, whatever its lane_key.
-func RelaneBegin(ctx context.Context, store storage.Store, fence storage.Fence, cfg *config.Config) (bool, error) {
+func RelaneBegin(ctx context.Context, store storage.Store, fence storage.Fence, cfg *config.Config) ([]string, error) {
 	have, err := store.QueueLaneKeys(ctx)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	moving := false
-	for dest, key := range LaneKeys(cfg) {
+	var moving []string
+	want := LaneKeys(cfg)
+	for _, dest := range slices.Sorted(maps.Keys(want)) {
 		was, ok := have[dest]
-		if ok && was == key {
+		if ok && was == want[dest] {
 			continue
 		}
-		moving = true
+		moving = append(moving, dest)
 		if !ok || was == "" {
 			continue // never recorded (or unknown): unknown already
 		}
@@ -174,10 +176,15 @@ func RelaneBegin(ctx context.Context, store storage.Store, fence storage.Fence, 
 
 // Relane puts the unfinished rows of each destination whose laning
 // (LaneKeys) differs from the one recorded with its rows into the lanes
-// router makes today, then records the new laning. It must run before any
-// lane of the graph starts, after promotion recovery (no row is in flight
-// then, and none can be claimed meanwhile), under fence, and after
-// RelaneBegin when the graph's inbounds run meanwhile.
+// router makes today, then records the new laning, one destination after
+// the other, and reports each to moved (when not nil) once its rows are
+// moved (the destinations not moved by an earlier, interrupted call). It must run
+// after promotion recovery (no row is in flight then, and none can be
+// claimed meanwhile), under fence, before any lane of a destination it
+// moves starts, and after RelaneBegin when the graph's inbounds run
+// meanwhile. The lanes of the other destinations may run: a lane is of one
+// destination, and the move reads and writes only the rows of the
+// destination it moves.
 //
 // Why this keeps order: a row's lane is computed once, at ingest. Under a
 // lane_key changed across a restart, a failover, or a reload a standby
@@ -198,9 +205,9 @@ func RelaneBegin(ctx context.Context, store storage.Store, fence storage.Fence, 
 // walk, should it read it, finds it (relaneOf computes what Route did) and
 // leaves it; and it has a higher id than every row stored before the graph
 // started (ids become visible in id order: THE FIFO ARGUMENT, (b)), the
-// rows being moved included. Each lane starts only once the move has
-// ended (Env.Relaned), so it then holds its key's older rows, moved, below
-// its newer ones, and sends them in id order. The move takes no lock the
+// rows being moved included. Each lane starts only once the move of its
+// destination has ended (Env.Moving), so it then holds its key's older
+// rows, moved, below its newer ones, and sends them in id order. The move takes no lock the
 // ingest waits for, but a page's write transaction (relanePage rows): on
 // SQLite, whose one writer is either, an ingest waits for at most one page.
 //
@@ -208,13 +215,12 @@ func RelaneBegin(ctx context.Context, store storage.Store, fence storage.Fence, 
 // whatever lane_key that graph runs (the laning is recorded unknown before
 // the first move, and recorded last), and rows already in their lane are
 // not moved.
-func Relane(ctx context.Context, store storage.Store, fence storage.Fence, cfg *config.Config, router *Router) ([]Relaned, error) {
+func Relane(ctx context.Context, store storage.Store, fence storage.Fence, cfg *config.Config, router *Router, moved func(Relaned)) error {
 	want := LaneKeys(cfg)
 	have, err := store.QueueLaneKeys(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []Relaned
 	for _, dest := range slices.Sorted(maps.Keys(want)) {
 		if was, ok := have[dest]; ok && was == want[dest] {
 			continue
@@ -222,15 +228,17 @@ func Relane(ctx context.Context, store storage.Store, fence storage.Fence, cfg *
 		r := Relaned{Destination: dest, From: have[dest], To: want[dest]}
 		start := time.Now()
 		if err := relaneDestination(ctx, store, fence, router, &r); err != nil {
-			return out, fmt.Errorf("re-laning the queued rows of destination %s: %w", dest, err)
+			return fmt.Errorf("re-laning the queued rows of destination %s: %w", dest, err)
 		}
 		if err := store.QueueLaneKeyRecord(ctx, storage.QueueLaneKeyRecordParams{Fence: fence, Destination: dest, LaneKey: want[dest]}); err != nil {
-			return out, fmt.Errorf("recording the lane_key of destination %s: %w", dest, err)
+			return fmt.Errorf("recording the lane_key of destination %s: %w", dest, err)
 		}
 		r.Took = time.Since(start)
-		out = append(out, r)
+		if moved != nil {
+			moved(r)
+		}
 	}
-	return out, nil
+	return nil
 }
 
 func relaneDestination(ctx context.Context, store storage.Store, fence storage.Fence, router *Router, r *Relaned) error {
@@ -298,9 +306,9 @@ func relaneDestination(ctx context.Context, store storage.Store, fence storage.F
 // taken. Never a lane name or a payload: lane keys are patient ids.
 func (r Relaned) Log(log zerolog.Logger) {
 	ev := log.Info()
-	msg := "the destination's lane_key differs from the one its queued rows were laned by: moved them into the lanes of the lane_key in force, each key's rows in arrival order, before any lane started"
+	msg := "the destination's lane_key differs from the one its queued rows were laned by: moved them into the lanes of the lane_key in force, each key's rows in arrival order, before any of its lanes started"
 	if r.From == "" {
-		msg = "no lane_key was recorded for the destination's queued rows (a database of an mf that did not record it, or a new destination): put them in the lanes of the lane_key in force, each key's rows in arrival order, before any lane started"
+		msg = "no lane_key was recorded for the destination's queued rows (a database of an mf that did not record it, or a new destination): put them in the lanes of the lane_key in force, each key's rows in arrival order, before any of its lanes started"
 	}
 	switch {
 	case r.Rows == 0:

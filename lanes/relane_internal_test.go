@@ -206,13 +206,13 @@ func TestARelaneCutShortIsFinishedByTheNextGraphWhateverItsLaneKey(t *testing.T)
 	if _, err := st.MessageIngest(ctx, storage.MessageIngestParams{Messages: batch}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Relane(ctx, st, storage.Fence{}, oldCfg, oldRouter); err != nil { // records PID-3.1
+	if err := Relane(ctx, st, storage.Fence{}, oldCfg, oldRouter, nil); err != nil { // records PID-3.1
 		t.Fatal(err)
 	}
-	if _, err := Relane(ctx, &failingRelane{Store: st}, storage.Fence{}, newCfg, newRouter); err == nil {
+	if err := Relane(ctx, &failingRelane{Store: st}, storage.Fence{}, newCfg, newRouter, nil); err == nil {
 		t.Fatal("a move whose second page failed reported no error")
 	}
-	if _, err := Relane(ctx, st, storage.Fence{}, oldCfg, oldRouter); err != nil {
+	if err := Relane(ctx, st, storage.Fence{}, oldCfg, oldRouter, nil); err != nil {
 		t.Fatal(err)
 	}
 	ls, err := st.QueueLanes(ctx, storage.QueueLanesParams{})
@@ -246,8 +246,8 @@ func TestRelaneBeginRecordsAChangedLaneKeyUnknown(t *testing.T) {
 		return relaneConfig(t, fmt.Sprintf("[[route]]\nfrom = \"adt_in\"\nto = [\"emr\"]\nlane_key = %q\n[[route]]\nfrom = \"lab_in\"\nto = [\"ris\"]\n", key))
 	}
 	oldCfg, newCfg := both("PID-3.1"), both("MSH-4")
-	if moving, err := RelaneBegin(ctx, st, storage.Fence{}, oldCfg); err != nil || !moving {
-		t.Fatalf("RelaneBegin with nothing recorded: %v, %v; want true, nil", moving, err)
+	if moving, err := RelaneBegin(ctx, st, storage.Fence{}, oldCfg); err != nil || !slices.Equal(moving, []string{"emr", "ris"}) {
+		t.Fatalf("RelaneBegin with nothing recorded: %v, %v; want [emr ris], nil", moving, err)
 	}
 	if have, err := st.QueueLaneKeys(ctx); err != nil || len(have) != 0 {
 		t.Fatalf("lane keys after RelaneBegin with nothing recorded: %q, %v; want none written", have, err)
@@ -256,14 +256,14 @@ func TestRelaneBeginRecordsAChangedLaneKeyUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Relane(ctx, st, storage.Fence{}, oldCfg, router); err != nil {
+	if err := Relane(ctx, st, storage.Fence{}, oldCfg, router, nil); err != nil {
 		t.Fatal(err)
 	}
-	if moving, err := RelaneBegin(ctx, st, storage.Fence{}, oldCfg); err != nil || moving {
-		t.Fatalf("RelaneBegin on the lane_keys recorded: %v, %v; want false, nil", moving, err)
+	if moving, err := RelaneBegin(ctx, st, storage.Fence{}, oldCfg); err != nil || len(moving) != 0 {
+		t.Fatalf("RelaneBegin on the lane_keys recorded: %v, %v; want none, nil", moving, err)
 	}
-	if moving, err := RelaneBegin(ctx, st, storage.Fence{}, newCfg); err != nil || !moving {
-		t.Fatalf("RelaneBegin on a changed lane_key: %v, %v; want true, nil", moving, err)
+	if moving, err := RelaneBegin(ctx, st, storage.Fence{}, newCfg); err != nil || !slices.Equal(moving, []string{"emr"}) {
+		t.Fatalf("RelaneBegin on a changed lane_key: %v, %v; want [emr], nil", moving, err)
 	}
 	have, err := st.QueueLaneKeys(ctx)
 	if err != nil {

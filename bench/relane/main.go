@@ -168,7 +168,7 @@ func run(pgURL, schema, sqlitePath string, rows, done, patients int) error {
 	fmt.Printf("store %s: %d unfinished rows of %d patients, %d finished before them; filled in %v\n",
 		st.Dialect(), rows, patients, done, time.Since(start).Round(time.Millisecond))
 	// The rows' laning as mf records it at a graph's start.
-	if _, err := lanes.Relane(ctx, st, storage.Fence{}, before, beforeRouter); err != nil {
+	if err := lanes.Relane(ctx, st, storage.Fence{}, before, beforeRouter, nil); err != nil {
 		return err
 	}
 	for _, pass := range []string{"PID-3.1 -> PID-3 (every row moves)", "again, another laning recorded (nothing moves: all read)", "again, recorded (nothing read)"} {
@@ -182,8 +182,8 @@ func run(pgURL, schema, sqlitePath string, rows, done, patients int) error {
 			stop = storing(ctx, st, afterRouter, total, patients)
 		}
 		start := time.Now()
-		res, err := lanes.Relane(ctx, st, storage.Fence{}, after, afterRouter)
-		if err != nil {
+		var res []lanes.Relaned
+		if err := lanes.Relane(ctx, st, storage.Fence{}, after, afterRouter, func(r lanes.Relaned) { res = append(res, r) }); err != nil {
 			return err
 		}
 		took := time.Since(start)
