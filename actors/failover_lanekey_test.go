@@ -165,17 +165,9 @@ func TestAStopDuringAMoveEndsItAndLosesNothing(t *testing.T) {
 
 	a := firstQueuedBy(t, st, dest, listen, laneKeyed(t, listen, dest.addr, ""))
 
-	gated := &gatedRelane{Store: st, gate: make(chan struct{})}
+	gated := newGatedRelane(t, st)
 	gated.armed.Store(true)
 	b := startNodeOn(t, gated, "b", keyed)
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(gated.gate)
-		}
-	}
-	t.Cleanup(release)
 	b.tell(leadership.Changed{Leader: true, Fence: electOn(t, st, "b"), Reason: "elected"})
 	enginetest.WaitFor(t, "b's move of the queued rows to begin", 10*time.Second, func() bool { return gated.held.Load() > 0 })
 	enginetest.WaitFor(t, "b's port to open during the move", 10*time.Second, func() bool { return open(listen) })
@@ -194,7 +186,7 @@ func TestAStopDuringAMoveEndsItAndLosesNothing(t *testing.T) {
 			t.Fatalf("b's stop during the move: %v", err)
 		}
 	case <-time.After(10 * time.Second):
-		release() // lets the stop end, and the test
+		gated.release() // lets the stop end, and the test
 		t.Fatalf("b's stop did not return within 10s of a stop during the move; want the move ended at once")
 	}
 	if open(listen) {

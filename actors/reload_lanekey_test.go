@@ -70,8 +70,9 @@ func (d *flakyDestination) got() []string {
 
 // laneKeyed is a config with an MLLP inbound on listen routed to the MLLP
 // destination emr at dest, split into lanes by laneKey ("" for none), whose
-// failed deliveries are tried again after 3 s.
-func laneKeyed(t *testing.T, listen, dest, laneKey string) *config.Config {
+// failed deliveries are tried again after 3 s; more is appended to it
+// (other destinations and routes).
+func laneKeyed(t *testing.T, listen, dest, laneKey string, more ...string) *config.Config {
 	t.Helper()
 	key := ""
 	if laneKey != "" {
@@ -95,7 +96,8 @@ retry_max_seconds = 3
 from = "adt_in"
 to = ["emr"]
 %s
-`, listen, dest, key)), "test.toml")
+%s
+`, listen, dest, key, strings.Join(more, "\n"))), "test.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,10 +319,22 @@ func TestAFencedRelaneStartsNoLane(t *testing.T) {
 // held.
 type gatedRelane struct {
 	storage.Store
-	armed atomic.Bool
-	held  atomic.Int32
-	gate  chan struct{}
+	armed    atomic.Bool
+	held     atomic.Int32
+	gate     chan struct{}
+	released sync.Once
 }
+
+// newGatedRelane gates the moves over store, its gate opened at t's end
+// at the latest (release).
+func newGatedRelane(t *testing.T, store storage.Store) *gatedRelane {
+	s := &gatedRelane{Store: store, gate: make(chan struct{})}
+	t.Cleanup(s.release)
+	return s
+}
+
+// release opens the gate (once: it may be called again).
+func (s *gatedRelane) release() { s.released.Do(func() { close(s.gate) }) }
 
 func (s *gatedRelane) QueueRelaneRead(ctx context.Context, p storage.QueueRelaneReadParams) ([]storage.RelaneRow, error) {
 	if s.armed.Load() {
@@ -347,17 +361,9 @@ func TestAMoveOfQueuedRowsLeavesTheListenerOpen(t *testing.T) {
 	var st *gatedRelane
 	e := startScripted(t, laneKeyed(t, listen, dest.addr, ""), func(o *actors.Options) {
 		o.Reload = func() (*config.Config, error) { return next, nil }
-		st = &gatedRelane{Store: o.Store, gate: make(chan struct{})}
+		st = newGatedRelane(t, o.Store)
 		o.Store = st
 	})
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(st.gate)
-		}
-	}
-	t.Cleanup(release)
 	e.tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Reason: "single-node"})
 	enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(listen) })
 
@@ -388,7 +394,7 @@ func TestAMoveOfQueuedRowsLeavesTheListenerOpen(t *testing.T) {
 	if got := dest.got(); len(got) != 0 {
 		t.Fatalf("the destination got %v while the queued rows were being moved; want nothing before the move ends", got)
 	}
-	release()
+	st.release()
 	enginetest.WaitFor(t, "the four ADTs to be delivered", 20*time.Second, func() bool { return len(dest.got()) >= 4 })
 	got := dest.got()
 	for _, p := range []string{"P1", "P2"} {
@@ -407,27 +413,10 @@ func TestAMoveOfQueuedRowsLeavesTheListenerOpen(t *testing.T) {
 	}
 }
 
-// twoDestinations is a config with an MLLP inbound on listen routed to two
-// MLLP destinations: emr at emrAddr, split into lanes by emrKey ("" for
-// none), and lab at labAddr, split by PID-3.1.
+// twoDestinations is laneKeyed (emr at emrAddr, split by emrKey) with a
+// second MLLP destination, lab at labAddr, split by PID-3.1.
 func twoDestinations(t *testing.T, listen, emrAddr, labAddr, emrKey string) *config.Config {
-	t.Helper()
-	key := ""
-	if emrKey != "" {
-		key = fmt.Sprintf("lane_key = %q", emrKey)
-	}
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-[[inbound]]
-name = "adt_in"
-type = "mllp"
-listen = %q
-
-[[outbound]]
-name = "emr"
-type = "mllp"
-address = %q
-timeout_seconds = 2
-
+	return laneKeyed(t, listen, emrAddr, emrKey, fmt.Sprintf(`
 [[outbound]]
 name = "lab"
 type = "mllp"
@@ -436,18 +425,9 @@ timeout_seconds = 2
 
 [[route]]
 from = "adt_in"
-to = ["emr"]
-%s
-
-[[route]]
-from = "adt_in"
 to = ["lab"]
 lane_key = "PID-3.1"
-`, listen, emrAddr, labAddr, key)), "test.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+`, labAddr))
 }
 
 // A move of one destination's queued rows holds only that destination's
@@ -463,17 +443,9 @@ func TestAMoveOfOneDestinationsRowsLetsTheOthersDeliver(t *testing.T) {
 	var st *gatedRelane
 	e := startScripted(t, twoDestinations(t, listen, emr.addr, lab.addr, ""), func(o *actors.Options) {
 		o.Reload = func() (*config.Config, error) { return next, nil }
-		st = &gatedRelane{Store: o.Store, gate: make(chan struct{})}
+		st = newGatedRelane(t, o.Store)
 		o.Store = st
 	})
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(st.gate)
-		}
-	}
-	t.Cleanup(release)
 	e.tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Reason: "single-node"})
 	enginetest.WaitFor(t, "the port to open", 5*time.Second, func() bool { return open(listen) })
 	if ack := enginetest.Dial(t, listen).Send(enginetest.ADT("BEFORE", "P1")); ack.Code != "AA" {
@@ -498,7 +470,7 @@ func TestAMoveOfOneDestinationsRowsLetsTheOthersDeliver(t *testing.T) {
 	if got := emr.got(); len(got) != 1 {
 		t.Fatalf("emr got %v while its queued rows were being moved; want only BEFORE until the move ends", got)
 	}
-	release()
+	st.release()
 	enginetest.WaitFor(t, "emr to get DURING once its rows are moved", 20*time.Second, func() bool { return len(emr.got()) == 2 })
 	if got := strings.Join(emr.got(), ","); got != "BEFORE,DURING" {
 		t.Errorf("emr got %s; want BEFORE,DURING", got)
