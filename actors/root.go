@@ -629,7 +629,7 @@ func (r *root) untilDone(ctx actor.Context, f storage.Fence, ended <-chan struct
 		}
 		storage.CountError(context.Background(), "queue_relane", err)
 		log.Error().Err(err).Int("attempt", attempt).Dur("retry_in", pause).
-			Msg("the config's lane_key differs from the one queued rows were laned by, and moving them failed; the lanes wait for it, or newer messages could overtake older ones of the same key (check the database)")
+			Msg("the config's lane_key differs from the one queued rows were laned by, and moving them failed; the lanes of the destinations not yet moved wait for it, or newer messages could overtake older ones of the same key (check the database)")
 		select {
 		case <-term.Done():
 		case <-time.After(pause):
