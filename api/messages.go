@@ -205,6 +205,18 @@ func (s *Server) messageSearch(w http.ResponseWriter, r *http.Request) {
 }
 
 // inForce is the config this node runs now.
+// refuseDrifted answers 409 and reports true when this node's graph config
+// differs from the primary's (Options.ConfigDrift): what, a resend, would
+// follow routes the primary does not run.
+func (s *Server) refuseDrifted(w http.ResponseWriter, what string) bool {
+	if s.o.ConfigDrift == nil || !s.o.ConfigDrift() {
+		return false
+	}
+	writeError(w, http.StatusConflict, "this node's graph config differs from the primary's (its mf_config_drift is 1), and "+what+
+		" follows the answering node's routes: it could queue messages in lanes the primary's routes do not make, out of order with the rest of their lane_key; call the primary's API, or deploy the same config file to every node and run mf reload, then call again")
+	return true
+}
+
 func (s *Server) inForce() *config.Config {
 	if s.o.InForce != nil {
 		if c := s.o.InForce(); c != nil {
@@ -225,7 +237,7 @@ func (s *Server) messageResend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q, ok := query(w, r, []string{"destination"})
-	if !ok {
+	if !ok || s.refuseDrifted(w, "a resend") {
 		return
 	}
 	ctx, cancel := storeCtx(r, s.limits.storeWrite)

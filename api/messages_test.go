@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -325,5 +326,49 @@ lane_key = "PID-3.1"
 	d, err := st.MessageRead(ctx, id)
 	if err != nil || len(d.Queue) != 2 || d.Queue[1].Lane != "emr/P1" || d.Queue[1].Status != storage.QueuePending {
 		t.Fatalf("message %d's rows after the resend: %+v %v", id, d.Queue, err)
+	}
+}
+
+// A node whose graph config differs from the primary's (mf_config_drift 1)
+// refuses a resend and a resend-dead, 409 saying why and what to do: each
+// computes the new row's lane from the answering node's routes, and one
+// with another lane_key queued the message in a lane the primary does not
+// make, out of order with the rest of its key. Once its config is the
+// primary's again it resends.
+func TestANodeWhoseConfigDriftedRefusesResends(t *testing.T) {
+	v := start(t, fileOutbound)
+	var drifted atomic.Bool
+	drifted.Store(true)
+	srv := httptest.NewServer(api.New(api.Options{Config: v.e.Config, Store: v.e.Store, Status: v.e.Status,
+		ConfigDrift: drifted.Load, Log: zerolog.New(zerolog.NewTestWriter(t))}).Handler())
+	t.Cleanup(srv.Close)
+	v.srv = srv
+	enginetest.Dial(t, v.listen).Send(enginetest.ADT("R1", "P1"))
+	rows := func() []storage.QueueRow {
+		d, err := v.e.Store.MessageRead(context.Background(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Queue
+	}
+	enginetest.WaitFor(t, "message 1 delivered", 10*time.Second, func() bool {
+		q := rows()
+		return len(q) == 1 && q[0].Status == storage.QueueDone
+	})
+	for _, path := range []string{"/messages/1/resend", "/outbounds/emr/resend-dead"} {
+		code, body := v.call(t, "POST", path, "operator")
+		if e := errorOf(t, body); code != http.StatusConflict || !strings.Contains(e, "differs from the primary's") || !strings.Contains(e, "call the primary's API") {
+			t.Errorf("POST %s on a node whose config drifted: %d %s; want 409 saying so", path, code, body)
+		}
+	}
+	if q := rows(); len(q) != 1 {
+		t.Fatalf("a refused resend queued something: %+v", q)
+	}
+	drifted.Store(false)
+	if code, body := v.call(t, "POST", "/messages/1/resend", "operator"); code != http.StatusOK {
+		t.Fatalf("resend once the config is the primary's: %d %s", code, body)
+	}
+	if code, body := v.call(t, "POST", "/outbounds/emr/resend-dead", "operator"); code != http.StatusOK {
+		t.Fatalf("resend-dead once the config is the primary's: %d %s", code, body)
 	}
 }

@@ -185,6 +185,9 @@ func (s *Server) outboundResendDead(w http.ResponseWriter, r *http.Request) {
 		p.Limit = int(n)
 		filters = append(filters, "limit")
 	}
+	if s.refuseDrifted(w, "a resend-dead") {
+		return
+	}
 	router, err := lanes.NewRouter(s.inForce())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "this node's routes cannot be compiled: "+err.Error())

@@ -60,7 +60,14 @@ type Options struct {
 	// lanes have begun to look for it. Nil: not told (the primary's rescan
 	// reads it).
 	QueueChanged func(ctx context.Context) error
-	Log          zerolog.Logger
+	// ConfigDrift reports whether this node's graph config differs from
+	// the primary's (leadership.ConfigDrift: its mf_config_drift is 1). A
+	// resend computes each message's lane from the answering node's
+	// routes: through a node that drifted it could queue a message in a
+	// lane of a lane_key the primary does not run, out of order with the
+	// rest of its key, so it is refused there (refuseDrifted). Nil: never.
+	ConfigDrift func() bool
+	Log         zerolog.Logger
 }
 
 // Server is the API of one node.

@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -64,6 +67,9 @@ func TestClusterReportsANodeWhoseRoutesDiffer(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, fast)
 	c.edit = func(id, cfg string) string {
+		// An operator's token ([api] is each node's own: not in the
+		// fingerprint), to resend through each.
+		cfg = strings.Replace(cfg, "\n[[inbound]]", fmt.Sprintf("\n[[api.tokens]]\nname = \"op\"\nrole = \"operator\"\nsha256 = \"%x\"\n\n[[inbound]]", sha256.Sum256([]byte(operatorToken))), 1)
 		if id == "node-2" {
 			return strings.Replace(cfg, sharedRoute, driftedRoute, 1)
 		}
@@ -127,6 +133,14 @@ func TestClusterReportsANodeWhoseRoutesDiffer(t *testing.T) {
 	if n := strings.Count(w, "\n") + 1; n != 1 {
 		t.Fatalf("the primary warned of node-2 %d times within seconds; want once a minute:\n%s", n, w)
 	}
+	// Its API refuses a resend, which would lane by its own routes; the
+	// primary's takes it.
+	if code, body := apiDo(t, c.nodes[2], "POST", "/outbounds/lab/resend-dead", operatorToken); code != http.StatusConflict || !strings.Contains(string(body), "differs from the primary's") {
+		t.Fatalf("resend-dead through node-2, whose config drifted: %d %s; want 409 saying so", code, body)
+	}
+	if code, body := apiDo(t, c.nodes[0], "POST", "/outbounds/lab/resend-dead", operatorToken); code != http.StatusOK {
+		t.Fatalf("resend-dead through the primary: %d %s; want 200", code, body)
+	}
 
 	// Fixed and reloaded: the config in force is reported, and it matches.
 	b2, err := os.ReadFile(c.nodes[2].config)
@@ -140,6 +154,9 @@ func TestClusterReportsANodeWhoseRoutesDiffer(t *testing.T) {
 		t.Fatalf("mf reload: %v\n%s", err, out)
 	}
 	waitFor(t, "node-2's mf_config_drift to be 0 after the reload", 10*time.Second, func() bool { return configDrift(t, c.nodes[2]) == "0" })
+	if code, body := apiDo(t, c.nodes[2], "POST", "/outbounds/lab/resend-dead", operatorToken); code != http.StatusOK {
+		t.Fatalf("resend-dead through node-2 once it runs the primary's config: %d %s; want 200", code, body)
+	}
 	waitFor(t, "the primary to say node-2 runs its config again", 10*time.Second, func() bool {
 		for _, l := range strings.Split(c.nodes[0].logs.String(), "\n") {
 			if strings.Contains(l, `"other_node":"node-2"`) && strings.Contains(l, "this node runs the primary's graph config again") {

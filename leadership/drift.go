@@ -23,6 +23,11 @@ const driftGrace = time.Minute
 // reports 0.
 var configDrift atomic.Bool
 
+// ConfigDrift reports this node's mf_config_drift: whether its graph config
+// differs from the primary's, as its last heartbeat found (false on the
+// primary, on a single node, and for a minute after a reload on its way).
+func ConfigDrift() bool { return configDrift.Load() }
+
 var _ = metrics.NewGauge("mf_config_drift", func() float64 {
 	if configDrift.Load() {
 		return 1
