@@ -204,7 +204,6 @@ func (s *Server) messageSearch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// inForce is the config this node runs now.
 // refuseDrifted answers 409 and reports true when this node's graph config
 // differs from the primary's (Options.ConfigDrift): what, a resend, would
 // follow routes the primary does not run.
@@ -217,6 +216,7 @@ func (s *Server) refuseDrifted(w http.ResponseWriter, what string) bool {
 	return true
 }
 
+// inForce is the config this node runs now.
 func (s *Server) inForce() *config.Config {
 	if s.o.InForce != nil {
 		if c := s.o.InForce(); c != nil {

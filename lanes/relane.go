@@ -178,10 +178,10 @@ func RelaneBegin(ctx context.Context, store storage.Store, fence storage.Fence, 
 // (LaneKeys) differs from the one recorded with its rows into the lanes
 // router makes today, then records the new laning, one destination after
 // the other, and reports each to moved (when not nil) once its rows are
-// moved (the destinations not moved by an earlier, interrupted call). It must run
-// after promotion recovery (no row is in flight then, and none can be
-// claimed meanwhile), under fence, before any lane of a destination it
-// moves starts, and after RelaneBegin when the graph's inbounds run
+// moved (the destinations not moved by an earlier, interrupted call). It
+// must run after promotion recovery (no row is in flight then, and none
+// can be claimed meanwhile), under fence, before any lane of a destination
+// it moves starts, and after RelaneBegin when the graph's inbounds run
 // meanwhile. The lanes of the other destinations may run: a lane is of one
 // destination, and the move reads and writes only the rows of the
 // destination it moves.
@@ -207,9 +207,10 @@ func RelaneBegin(ctx context.Context, store storage.Store, fence storage.Fence, 
 // started (ids become visible in id order: THE FIFO ARGUMENT, (b)), the
 // rows being moved included. Each lane starts only once the move of its
 // destination has ended (Env.Moving), so it then holds its key's older
-// rows, moved, below its newer ones, and sends them in id order. The move takes no lock the
-// ingest waits for, but a page's write transaction (relanePage rows): on
-// SQLite, whose one writer is either, an ingest waits for at most one page.
+// rows, moved, below its newer ones, and sends them in id order. The move
+// takes no lock the ingest waits for, but a page's write transaction
+// (relanePage rows): on SQLite, whose one writer is either, an ingest
+// waits for at most one page.
 //
 // It is idempotent: interrupted, it runs again at the next graph start,
 // whatever lane_key that graph runs (the laning is recorded unknown before
