@@ -534,12 +534,12 @@ func (m *Manager) Receive(ctx actor.Context) {
 			m.wake(ctx, msg.lane, unknown, true)
 		}
 	case inspect:
-		v := view{wakes: map[string]int{}, pids: map[string]*actor.PID{}, parked: map[string]bool{}, rescans: m.rescans}
+		v := view{wakes: map[string]int{}, queued: map[string]bool{}, pids: map[string]*actor.PID{}, parked: map[string]bool{}, rescans: m.rescans}
 		for lane := range m.parked {
 			v.parked[lane] = true
 		}
 		for lane, ref := range m.lanes {
-			v.wakes[lane], v.pids[lane] = ref.wakes, ref.pid
+			v.wakes[lane], v.queued[lane], v.pids[lane] = ref.wakes, ref.queued.Load(), ref.pid
 		}
 		for _, q := range m.waiting {
 			v.waiting += q.len()
@@ -871,7 +871,9 @@ type inspect struct{}
 // view answers inspect: the Wakes sent to each lane with an actor and the
 // actor, the parked lanes, and the rescans' answers taken.
 type view struct {
-	wakes   map[string]int
+	wakes map[string]int
+	// queued are the running lanes with a Wake they have not taken yet.
+	queued  map[string]bool
 	pids    map[string]*actor.PID
 	parked  map[string]bool
 	rescans int
