@@ -110,12 +110,7 @@ func (g *graph) spawn(ctx actor.Context) {
 	}
 	ctx.SpawnNamed(newSweeper(s, log), "sweeper")
 	msg := "graph started: this node is processing messages"
-	moving := 0
-	for _, moved := range s.moving {
-		if !closed(moved) {
-			moving++
-		}
-	}
+	moving := len(s.moving)
 	if moving > 0 {
 		msg = "graph started: this node accepts messages; the lanes of the destinations whose lane_key changed start once their queued rows are moved into the lanes of the one in force, the others at once"
 	}
