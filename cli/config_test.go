@@ -34,7 +34,10 @@ func writeConfig(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "mf.toml")
-	cfg := "[store]\npath = \"" + filepath.Join(dir, "mf.db") + "\"\n"
+	// The API on a port of its own: on the default, 127.0.0.1:8765, an mf
+	// run elsewhere on the machine (a quick start beside the tests) made
+	// mf run fail on it before the step the test looks at.
+	cfg := "[store]\npath = \"" + filepath.Join(dir, "mf.db") + "\"\n[api]\nlisten = \"" + enginetest.FreeAddr(t) + "\"\n"
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
