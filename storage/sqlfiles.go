@@ -252,3 +252,67 @@ func DeadRows(ctx context.Context, q SQLQuerier, query string, args ...any) ([]D
 	}
 	return dead, rows.Err()
 }
+
+// SQLRowQuerier is what QueueRefusals reads one row with: a *sql.DB or a
+// *sql.Tx.
+type SQLRowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// QueueRefusals says why a write of one queue row matched nothing, for a
+// dialect on database/sql (SQLite, SQL Server). Status is the dialect's
+// look at the row's status (queue_status.sql), SkipRefused its look at the
+// row's status and the head of its lane ahead of it, if any
+// (queue_skip_refused.sql); ID is how the dialect passes the row's id to
+// them. Each runs in the write's transaction, after the write.
+type QueueRefusals struct {
+	Status, SkipRefused string
+	ID                  func(id int64) any
+}
+
+// MissingOr says why an update of queue row id matched nothing: the row
+// does not exist (ErrNotFound), or it is not in the state the update needs
+// (otherwise).
+func (r QueueRefusals) MissingOr(ctx context.Context, q SQLRowQuerier, id int64, otherwise error) error {
+	if _, err := r.status(ctx, q, id); err != nil {
+		return err
+	}
+	return otherwise
+}
+
+// NotPending says why an operator action on queue row id matched nothing:
+// the row does not exist (ErrNotFound), or it is not pending (a NotPending
+// with the status it has).
+func (r QueueRefusals) NotPending(ctx context.Context, q SQLRowQuerier, id int64) error {
+	status, err := r.status(ctx, q, id)
+	if err != nil {
+		return err
+	}
+	return NotPending{ID: id, Status: status}
+}
+
+// NotSkipped says why an operator's skip of queue row id changed nothing:
+// the row does not exist (ErrNotFound), or as SkipRefused tells from what
+// the look found.
+func (r QueueRefusals) NotSkipped(ctx context.Context, q SQLRowQuerier, id int64) error {
+	var status string
+	var head sql.NullInt64
+	err := q.QueryRowContext(ctx, r.SkipRefused, r.ID(id)).Scan(&status, &head)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return SkipRefused(id, status, head.Int64, head.Valid)
+}
+
+// status returns the status of queue row id, or ErrNotFound.
+func (r QueueRefusals) status(ctx context.Context, q SQLRowQuerier, id int64) (string, error) {
+	var status string
+	err := q.QueryRowContext(ctx, r.Status, r.ID(id)).Scan(&status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	return status, err
+}

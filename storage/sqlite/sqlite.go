@@ -1386,7 +1386,7 @@ func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c s
 		if err != nil || n == 1 {
 			return err
 		}
-		return unchangedOr(missingOr(ctx, tx, c.ID, storage.ErrClaimLost))
+		return unchangedOr(refusals.MissingOr(ctx, tx, c.ID, storage.ErrClaimLost))
 	})
 	return s.wrap(fmt.Sprintf("%s of queue row %d attempt %d", op, c.ID, c.Attempt), err)
 }
@@ -1430,17 +1430,17 @@ func (s *Store) QueueHold(ctx context.Context, p storage.QueueHoldParams) error 
 
 // QueueRelease implements storage.Store.
 func (s *Store) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) error {
-	return s.operatorUpdate(ctx, "queue_release", notPending, p.ID)
+	return s.operatorUpdate(ctx, "queue_release", refusals.NotPending, p.ID)
 }
 
 // QueueSkip implements storage.Store.
 func (s *Store) QueueSkip(ctx context.Context, p storage.QueueSkipParams) error {
-	return s.operatorUpdate(ctx, "queue_skip", notSkipped, p.ID, p.Reason)
+	return s.operatorUpdate(ctx, "queue_skip", refusals.NotSkipped, p.ID, p.Reason)
 }
 
 // operatorUpdate runs an operator action on a row and, when it matched
-// nothing, returns why as refused tells it (notPending, notSkipped).
-func (s *Store) operatorUpdate(ctx context.Context, op string, refused func(context.Context, *sql.Tx, int64) error, id int64, args ...any) error {
+// nothing, returns why as refused tells it (refusals.NotPending, refusals.NotSkipped).
+func (s *Store) operatorUpdate(ctx context.Context, op string, refused func(context.Context, storage.SQLRowQuerier, int64) error, id int64, args ...any) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, queries.Get(op), append([]any{id}, args...)...)
 		if err != nil {
@@ -1749,7 +1749,7 @@ func (s *Store) wrap(op string, err error) error {
 	return s.damage(fmt.Errorf("sqlite: %s: %w", op, err))
 }
 
-// unchangedOr marks missingOr's verdicts (ErrNotFound, ErrClaimLost,
+// unchangedOr marks the verdicts of refusals (ErrNotFound, ErrClaimLost,
 // ErrNotPending, ErrNotHead) unchanged: they follow an update that matched
 // nothing. A failed read stays a failure.
 func unchangedOr(err error) error {
@@ -1760,51 +1760,8 @@ func unchangedOr(err error) error {
 	return err
 }
 
-// missingOr says why an update of queue row id matched nothing: the row does
-// not exist (ErrNotFound), or it is not in the state the update needs
-// (otherwise).
-func missingOr(ctx context.Context, tx *sql.Tx, id int64, otherwise error) error {
-	if _, err := queueStatus(ctx, tx, id); err != nil {
-		return err
-	}
-	return otherwise
-}
-
-// notPending says why an operator action on queue row id matched nothing:
-// the row does not exist (ErrNotFound), or it is not pending
-// (storage.NotPending, with the status it has).
-func notPending(ctx context.Context, tx *sql.Tx, id int64) error {
-	status, err := queueStatus(ctx, tx, id)
-	if err != nil {
-		return err
-	}
-	return storage.NotPending{ID: id, Status: status}
-}
-
-// notSkipped says why an operator's skip of queue row id matched nothing:
-// the row does not exist (ErrNotFound), it is not pending (storage.NotPending,
-// with the status it has), or a row of its lane is ahead of it
-// (storage.NotHead, naming the lane's head). The look runs under the skip's
-// write lock, so it sees what the skip saw.
-func notSkipped(ctx context.Context, tx *sql.Tx, id int64) error {
-	var status string
-	var head sql.NullInt64
-	err := tx.QueryRowContext(ctx, queries.Get("queue_skip_refused"), id).Scan(&status, &head)
-	if errors.Is(err, sql.ErrNoRows) {
-		return storage.ErrNotFound
-	}
-	if err != nil {
-		return err
-	}
-	return storage.SkipRefused(id, status, head.Int64, head.Valid)
-}
-
-// queueStatus returns the status of queue row id, or ErrNotFound.
-func queueStatus(ctx context.Context, tx *sql.Tx, id int64) (string, error) {
-	var status string
-	err := tx.QueryRowContext(ctx, queries.Get("queue_status"), id).Scan(&status)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", storage.ErrNotFound
-	}
-	return status, err
-}
+// refusals says why a write of one queue row matched nothing. Its looks
+// run under the write's lock (SQLite has one writer), so they see what the
+// write saw.
+var refusals = storage.QueueRefusals{Status: queries.Get("queue_status"), SkipRefused: queries.Get("queue_skip_refused"),
+	ID: func(id int64) any { return id }}

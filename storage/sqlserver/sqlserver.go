@@ -1059,7 +1059,7 @@ func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c s
 		if err != nil || n == 1 {
 			return err
 		}
-		return missingOr(ctx, tx, c.ID, storage.ErrClaimLost)
+		return refusals.MissingOr(ctx, tx, c.ID, storage.ErrClaimLost)
 	})
 	return wrap(fmt.Sprintf("%s of queue row %d attempt %d", op, c.ID, c.Attempt), err)
 }
@@ -1099,18 +1099,18 @@ func (s *Store) QueueHold(ctx context.Context, p storage.QueueHoldParams) error 
 
 // QueueRelease implements storage.Store.
 func (s *Store) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) error {
-	return s.operatorUpdate(ctx, "queue_release", notPending, p.ID)
+	return s.operatorUpdate(ctx, "queue_release", refusals.NotPending, p.ID)
 }
 
 // QueueSkip implements storage.Store.
 func (s *Store) QueueSkip(ctx context.Context, p storage.QueueSkipParams) error {
-	return s.operatorUpdate(ctx, "queue_skip", notSkipped, p.ID, sql.Named("reason", mssql.NVarCharMax(p.Reason)))
+	return s.operatorUpdate(ctx, "queue_skip", refusals.NotSkipped, p.ID, sql.Named("reason", mssql.NVarCharMax(p.Reason)))
 }
 
 // operatorUpdate runs an operator action on a row (the statement returns how
 // many rows it changed) and, when it changed nothing, returns why as refused
-// tells it (notPending, notSkipped).
-func (s *Store) operatorUpdate(ctx context.Context, op string, refused func(context.Context, *sql.Tx, int64) error, id int64, args ...any) error {
+// tells it (refusals.NotPending, refusals.NotSkipped).
+func (s *Store) operatorUpdate(ctx context.Context, op string, refused func(context.Context, storage.SQLRowQuerier, int64) error, id int64, args ...any) error {
 	all := append([]any{sql.Named("id", id)}, args...)
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var n int64
@@ -1463,59 +1463,13 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("sqlserver: %s: %w", op, err)
 }
 
-// missingOr says why an update of queue row id matched nothing: the row does
-// not exist (ErrNotFound), or it is not in the state the update needs
-// (otherwise).
-func missingOr(ctx context.Context, tx *sql.Tx, id int64, otherwise error) error {
-	if _, err := queueStatus(ctx, tx, id); err != nil {
-		return err
-	}
-	return otherwise
-}
+// refusals says why a write of one queue row matched nothing. A skipped row
+// found pending with none ahead any more was not the head as the skip ran
+// and is now (or was in flight and was re-pended): a NotPending with its
+// pending status, to try again.
+var refusals = storage.QueueRefusals{Status: queries.Get("queue_status"), SkipRefused: queries.Get("queue_skip_refused"),
+	ID: func(id int64) any { return sql.Named("id", id) }}
 
-// notPending says why an operator action on queue row id matched nothing:
-// the row does not exist (ErrNotFound), or it is not pending
-// (storage.NotPending, with the status it has).
-func notPending(ctx context.Context, tx *sql.Tx, id int64) error {
-	status, err := queueStatus(ctx, tx, id)
-	if err != nil {
-		return err
-	}
-	return storage.NotPending{ID: id, Status: status}
-}
-
-// notSkipped says why an operator's skip of queue row id changed nothing:
-// the row does not exist (ErrNotFound), it is not pending (storage.NotPending,
-// with the status it has), or a row of its lane is ahead of it
-// (storage.NotHead, naming the lane's head). A pending row with none ahead
-// any more was not the head as the skip ran and is now (or was in flight
-// and was re-pended): a NotPending with its pending status, to try again.
-func notSkipped(ctx context.Context, tx *sql.Tx, id int64) error {
-	var status string
-	var head sql.NullInt64
-	err := tx.QueryRowContext(ctx, queries.Get("queue_skip_refused"), sql.Named("id", id)).Scan(&status, &head)
-	if errors.Is(err, sql.ErrNoRows) {
-		return storage.ErrNotFound
-	}
-	if err != nil {
-		return err
-	}
-	return storage.SkipRefused(id, status, head.Int64, head.Valid)
-}
-
-// queueStatus returns the status of queue row id, or ErrNotFound.
-func queueStatus(ctx context.Context, tx *sql.Tx, id int64) (string, error) {
-	var status string
-	err := tx.QueryRowContext(ctx, queries.Get("queue_status"), sql.Named("id", id)).Scan(&status)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", storage.ErrNotFound
-	}
-	return status, err
-}
-
-// connectorConfig parses the URL with the driver's own parser, so that its
-// TLS settings (encrypt, TrustServerCertificate, certificate, hostNameInCertificate)
-// mean exactly what go-mssqldb documents, then applies the password.
 // plaintextRisk returns a host of another machine that cfg may reach
 // without TLS, and why, or "" for none. go-mssqldb's default (encrypt
 // false, optional, no, 0) encrypts the login packet only, and the rest
@@ -1557,6 +1511,9 @@ func unverifiedRisk(cfg msdsn.Config) string {
 	return ""
 }
 
+// connectorConfig parses the URL with the driver's own parser, so that its
+// TLS settings (encrypt, TrustServerCertificate, certificate, hostNameInCertificate)
+// mean exactly what go-mssqldb documents, then applies the password.
 func connectorConfig(o Options) (msdsn.Config, error) {
 	cfg, err := msdsn.Parse(o.URL)
 	if err != nil {
