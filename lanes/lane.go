@@ -415,6 +415,21 @@ func (l *laneActor) step(ctx actor.Context) {
 	l.inHand = nil // not deferred: after a panic, the stop gives it back
 }
 
+// distrusted gives back c, which was not sent because leadership was in
+// doubt right before it would have left (a process frozen past its trust
+// window, SIGSTOP or a VM pause, must not deliver on waking): it stays the
+// lane's head, with the rows claimed behind it, and the lane looks again
+// shortly (the elector either renews or fences, and a fence stops this
+// graph).
+func (l *laneActor) distrusted(ctx actor.Context, log zerolog.Logger, c *storage.QueueClaim) {
+	if err := l.giveBackUnsent(c); err != nil {
+		l.storeFailed(ctx, "give back", err)
+		return
+	}
+	log.Warn().Msg("leadership in doubt right before a send: the message was not sent and stays the lane's head")
+	l.wakeAfter(ctx, distrustPause)
+}
+
 // deliver sends the lane's row c and records the outcome: delivered (with
 // the next row claimed), retried later, held or set aside.
 func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
@@ -426,21 +441,17 @@ func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 	claim := c.Claim()
 	var err error
 	if !l.env.Trust() {
-		// Checked again right before the send: a process frozen past its
-		// trust window (SIGSTOP, a VM pause) must not deliver on waking;
-		// the row goes back in place, still the lane's head, with the rows
-		// claimed behind it.
-		if err := l.giveBackUnsent(c); err != nil {
-			l.storeFailed(ctx, "give back", err)
-			return
-		}
-		log.Warn().Msg("leadership in doubt right before a send: the message was not sent and stays the lane's head")
-		l.wakeAfter(ctx, distrustPause)
+		l.distrusted(ctx, log, c)
 		return
 	}
 	start := time.Now()
 	dctx, cancel := context.WithTimeout(l.env.Ctx, l.dest.Timeout())
-	sendErr := l.sender.Send(dctx, Outgoing{QueueID: c.Row.ID, ControlID: c.ControlID, Payload: c.Payload})
+	// The sender asks the trust window again at the last moment (MayWrite):
+	// a send waits for a free connection of its destination, shared by
+	// its lanes, and a process frozen then woke past its window and wrote
+	// a message the next leader had delivered, with the rows behind it,
+	// seconds before (the chaos test saw it).
+	sendErr := l.sender.Send(dctx, Outgoing{QueueID: c.Row.ID, ControlID: c.ControlID, Payload: c.Payload, MayWrite: l.env.Trust})
 	cancel()
 	elapsed := time.Since(start)
 
@@ -451,6 +462,10 @@ func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 		// write of this term now fails). The row stays in flight, and the
 		// next leader delivers it again.
 		l.abandoned(log, sendErr)
+		return
+	}
+	if errors.Is(sendErr, ErrDistrusted) {
+		l.distrusted(ctx, log, c)
 		return
 	}
 	if sendErr == nil {

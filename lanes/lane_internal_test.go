@@ -1002,6 +1002,69 @@ func TestAFailedDialUsesUpNoAttempt(t *testing.T) {
 	}
 }
 
+// doubtAtTheWrite is a sender whose leadership falls in doubt at its first
+// Send while it waits for a connection, after the lane's check: it asks
+// Outgoing.MayWrite at the last moment, as the real senders do, and writes
+// nothing when told no.
+type doubtAtTheWrite struct {
+	doubt      func()
+	sends      atomic.Int32
+	distrusted atomic.Int32
+	mu         sync.Mutex
+	wrote      []int64 // queue ids, in the order written
+}
+
+func (d *doubtAtTheWrite) Send(_ context.Context, m Outgoing) error {
+	if d.sends.Add(1) == 1 {
+		d.doubt()
+	}
+	if !m.mayWrite() {
+		d.distrusted.Add(1)
+		return distrusted("test", "emr", m)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.wrote = append(d.wrote, m.QueueID)
+	return nil
+}
+
+func (*doubtAtTheWrite) Close() error { return nil }
+
+// A send that found leadership in doubt at its last moment (Outgoing.MayWrite)
+// wrote nothing: the row goes back, still the lane's head, with no attempt,
+// and the lane delivers it once trusted again, before the rows behind it.
+// Checked only before the send, a process frozen while its send waited for
+// a connection wrote, on waking, a row the next leader had delivered with
+// the rows behind it.
+func TestALaneWhoseSendFindsLeadershipInDoubtAtTheWriteKeepsItsHead(t *testing.T) {
+	const rows = 3
+	f := newLaneFixture(t, "http://127.0.0.1:1/unused", "", rows, hidden)
+	defer f.system.Root.Stop(f.manager)
+	sender := &doubtAtTheWrite{doubt: func() { f.store.doubtOnce.Store(true) }}
+	rec := f.runLane(t, f.env, f.env.Config.Outbound[0], sender)
+	// As the manager does for a lane it was told has rows: woken at each idle.
+	for f.row(t, rows-1).Status != storage.QueueDone {
+		select {
+		case <-rec.idles:
+			rec.ref.queued.Store(true)
+			f.system.Root.Send(rec.parent, Wake{})
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no idle from the lane in 20 s, and row %d is %s", rows-1, f.row(t, rows-1).Status)
+		}
+	}
+	sender.mu.Lock()
+	wrote := slices.Clone(sender.wrote)
+	sender.mu.Unlock()
+	if n := sender.distrusted.Load(); n != 1 || !slices.Equal(wrote, f.ids) {
+		t.Fatalf("%d sends stopped at the write, wrote %v; want 1 stopped, then %v in order", n, wrote, f.ids)
+	}
+	for i := range rows {
+		if r := f.row(t, i); r.Status != storage.QueueDone || r.Attempts != 1 {
+			t.Fatalf("row %d: %s after %d attempts; want done after 1 (the stopped send wrote nothing)", i, r.Status, r.Attempts)
+		}
+	}
+}
+
 // notDueYet fails its first Send as the MLLP sender does while its dial
 // backs off (nothing written, the next dial due in a while), and delivers
 // after that, recording when each Send came.

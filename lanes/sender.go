@@ -37,6 +37,28 @@ type Outgoing struct {
 	// Payload is the message as received, byte for byte. It is never put in
 	// an error or a log line (PHI).
 	Payload []byte
+	// MayWrite, if set, is asked at the last moment before the message
+	// leaves: before the MLLP frame's write (once a connection is in hand),
+	// before the HTTP request (once its connection slot is), before the
+	// file is renamed into place. False, and nothing is sent: Send returns
+	// an error that is ErrDistrusted. The lanes pass the leadership trust
+	// window: a process frozen while it waited for a connection (SIGSTOP,
+	// a VM pause) must not send on waking, when the next leader may have
+	// delivered the row and the rows behind it already.
+	MayWrite func() bool
+}
+
+// mayWrite reports whether m may leave now (Outgoing.MayWrite).
+func (m Outgoing) mayWrite() bool { return m.MayWrite == nil || m.MayWrite() }
+
+// ErrDistrusted fails a Send whose Outgoing.MayWrite said no: nothing was
+// sent.
+var ErrDistrusted = errors.New("leadership in doubt right before the message would have left: not sent")
+
+// distrusted is the error of a Send that m.MayWrite stopped: retryable,
+// and no attempt at the destination.
+func distrusted(kind, name string, m Outgoing) *DeliveryError {
+	return retryableError(ErrDistrusted, "%s %s: queue id %d (control id %q) not sent: leadership in doubt right before it would have left", kind, name, m.QueueID, m.ControlID)
 }
 
 // DeliveryError says why a delivery failed and whether retrying may help.

@@ -129,6 +129,9 @@ func (s *fileSender) Send(ctx context.Context, m Outgoing) error {
 			return retryableError(context.Cause(ctx), "file %s: writing queue id %d (control id %q) to %s did not finish in time (is the file system hung?); given up, to be written again", s.name, m.QueueID, m.ControlID, final)
 		}
 	}
+	if errors.Is(err, ErrDistrusted) {
+		return distrusted("file", s.name, m)
+	}
 	if diskFull(err) {
 		return retryableError(err, "file %s: writing queue id %d (control id %q) to %s failed: the disk is full, free disk space on the file system of %s", s.name, m.QueueID, m.ControlID, final, s.dir)
 	}
@@ -169,6 +172,9 @@ func (s *fileSender) write(ctx context.Context, final string, m Outgoing) (err e
 	}
 	if err = ctx.Err(); err != nil {
 		return err // Send has given up: the message must not appear now
+	}
+	if !m.mayWrite() {
+		return ErrDistrusted
 	}
 	if err = s.place(tmp.Name(), final, m); err != nil {
 		return err

@@ -147,6 +147,9 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 		return err
 	}
 	defer func() { <-s.slots }()
+	if !m.mayWrite() {
+		return distrusted("http", s.name, m)
+	}
 	resp, connected, err := s.post(ctx, m)
 	if err != nil {
 		var de *DeliveryError

@@ -326,7 +326,10 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 			c = nil
 			continue
 		}
-		reply, err := c.exchange(ctx, frame, unawaited)
+		reply, err := c.exchange(ctx, frame, unawaited, m.mayWrite)
+		if errors.Is(err, ErrDistrusted) {
+			return distrusted("mllp", s.name, m) // nothing written: the connection is kept
+		}
 		if err != nil {
 			c.close()
 			unended := c.fr.AwaitingCR() // the reader has stopped: safe to ask
@@ -657,8 +660,9 @@ func (c *mllpConn) settle(ctx context.Context, d time.Duration) error {
 // exchange writes frame and waits for the reply frame, within ctx; for a
 // message sent without waiting for its ACK (unawaited not nil), it returns
 // no reply once the frame is written, and adds the message to the
-// connection's unawaited.
-func (c *mllpConn) exchange(ctx context.Context, frame []byte, unawaited *unawaitedSend) ([]byte, error) {
+// connection's unawaited. mayWrite is asked right before the write: false
+// writes nothing and returns ErrDistrusted.
+func (c *mllpConn) exchange(ctx context.Context, frame []byte, unawaited *unawaitedSend, mayWrite func() bool) ([]byte, error) {
 	for idle := true; idle; {
 		select {
 		case r := <-c.replies:
@@ -687,6 +691,9 @@ func (c *mllpConn) exchange(ctx context.Context, frame []byte, unawaited *unawai
 	deadline, _ := ctx.Deadline()
 	if err := c.nc.SetWriteDeadline(deadline); err != nil {
 		return nil, err
+	}
+	if !mayWrite() {
+		return nil, ErrDistrusted
 	}
 	// A cancelled ctx (rather than an expired one) interrupts the write too.
 	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetWriteDeadline(time.Unix(1, 0)) })

@@ -15,9 +15,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/messagefoundry/mf/config"
+	"github.com/messagefoundry/mf/hl7"
 )
 
 func TestNewSenderByType(t *testing.T) {
@@ -260,4 +262,86 @@ func closingReceiver(t *testing.T, reader func(c net.Conn) func() (id string, an
 		defer mu.Unlock()
 		return slices.Clone(received), accepted
 	}
+}
+
+// A message whose Outgoing.MayWrite says no at the last moment leaves by no
+// sender: nothing reaches the destination, and the error is ErrDistrusted
+// (the lane gives the row back, still its head, with no attempt). The MLLP
+// sender asks once it has a connection, which its Send may wait for while
+// another lane's message holds it: a process frozen then must not write on
+// waking. Each sender's next message goes as usual (MLLP: on the same
+// connection).
+func TestASenderWritesNothingWhenMayWriteSaysNo(t *testing.T) {
+	t.Parallel()
+	distrustedMessage := func(controlID string) Outgoing {
+		m := testMessage(controlID)
+		m.MayWrite = func() bool { return false }
+		return m
+	}
+	wantDistrusted := func(t *testing.T, err error) {
+		t.Helper()
+		var de *DeliveryError
+		if !errors.Is(err, ErrDistrusted) || !errors.As(err, &de) || de.Permanent {
+			t.Fatalf("Send: %v; want a retryable DeliveryError that is ErrDistrusted", err)
+		}
+	}
+
+	t.Run("mllp, after waiting for the connection", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		r := startReceiver(t, nil, func(m *hl7.Message) answer {
+			if m.ControlID() == "SLOW" {
+				<-release
+			}
+			return answer{}
+		})
+		s := newTestMLLPSender(t, mllpOutbound(r.addr)) // one connection
+		slow := make(chan error, 1)
+		go func() { slow <- s.Send(t.Context(), testMessage("SLOW")) }()
+		waitFor(t, "the slow message to arrive", func() bool { _, _, rec := r.stats(); return len(rec) == 1 })
+		doubted := make(chan error, 1)
+		go func() { doubted <- s.Send(t.Context(), distrustedMessage("DOUBTED")) }()
+		close(release)
+		if err := <-slow; err != nil {
+			t.Fatal(err)
+		}
+		wantDistrusted(t, <-doubted)
+		if err := s.Send(t.Context(), testMessage("NEXT")); err != nil {
+			t.Fatal(err)
+		}
+		if accepted, _, received := r.stats(); accepted != 1 || strings.Join(received, ",") != "SLOW,NEXT" {
+			t.Fatalf("%d connections, received %v; want SLOW,NEXT on one connection", accepted, received)
+		}
+	})
+
+	t.Run("http", func(t *testing.T) {
+		t.Parallel()
+		var posts atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			posts.Add(1)
+			_, _ = io.Copy(io.Discard, r.Body)
+		}))
+		defer srv.Close()
+		s := newTestHTTPSender(t, httpOutbound(srv.URL))
+		wantDistrusted(t, s.Send(t.Context(), distrustedMessage("DOUBTED")))
+		if n := posts.Load(); n != 0 {
+			t.Fatalf("%d requests reached the destination; want none", n)
+		}
+		if err := s.Send(t.Context(), testMessage("NEXT")); err != nil || posts.Load() != 1 {
+			t.Fatalf("next Send: %v, %d requests; want delivered", err, posts.Load())
+		}
+	})
+
+	t.Run("file", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), "out")
+		s := newTestFileSender(t, dir)
+		wantDistrusted(t, s.Send(t.Context(), distrustedMessage("DOUBTED")))
+		if names := listDir(t, dir); len(names) != 0 {
+			t.Fatalf("directory holds %v; want nothing, not even a temporary file", names)
+		}
+		if err := s.Send(t.Context(), testMessage("NEXT")); err != nil || len(listDir(t, dir)) != 1 {
+			t.Fatalf("next Send: %v, directory %v; want its file", err, listDir(t, dir))
+		}
+	})
 }

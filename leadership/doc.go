@@ -102,9 +102,15 @@
 // lease's owner and term that a trigger on the lease updates in the
 // election's own transaction (migration 0012), and the election waits for
 // the exclusive lock its trigger needs there. Lanes also check the
-// trust window right before each send to a destination, which leaves only
-// a pause landing between that check and the first bytes on the wire: at
-// least once, by design.
+// trust window before each send to a destination, and the sender asks it
+// again at the last moment (lanes.Outgoing.MayWrite: once an MLLP
+// connection is in hand, right before the frame's write; before an HTTP
+// request; before a file's rename into place). That leaves only a pause
+// landing between that last check and the write itself, microseconds, not
+// the wait for a connection the destination's lanes share, which can last
+// seconds (a chaos run saw a node frozen in that wait write, on waking, a
+// message the next leader had delivered with seven behind it): at least
+// once, by design.
 //
 // # Liveness: a frozen leader must not hold the lease row
 //

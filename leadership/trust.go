@@ -8,7 +8,8 @@ import (
 // Trust is the leader's trust window, shared read-only with the graph: the
 // instant (on this process's monotonic clock) until which this node may act
 // as leader without a newer renewal. The elector moves it; lanes read it
-// right before each send, so that a process resumed after a pause longer
+// before each send, and their senders again right before the write
+// (lanes.Outgoing.MayWrite), so that a process resumed after a pause longer
 // than the window (SIGSTOP, a long GC or VM stall) sends nothing to a
 // destination before the elector has fenced it; a pause the monotonic
 // clock did not count (a suspend) is not seen (doc.go, Clocks). Database writes are fenced
