@@ -117,6 +117,13 @@ func (f *FrameReader) StartFrame() error {
 // listener whose read deadline passes in that state can tell the sender why.
 func (f *FrameReader) AwaitingCR() bool { return f.err == nil && f.needCR }
 
+// EndedWithoutCR reports whether the stream ended (io.ErrUnexpectedEOF)
+// right after the current frame's end block: the sender ended its frame
+// with 0x1C alone and closed its side, and may still read an answer.
+func (f *FrameReader) EndedWithoutCR() bool {
+	return f.needCR && errors.Is(f.err, io.ErrUnexpectedEOF)
+}
+
 // ReadFrame reads the next frame and returns its payload, without the block
 // characters. The returned slice belongs to the caller.
 func (f *FrameReader) ReadFrame() ([]byte, error) {

@@ -43,6 +43,46 @@ func TestAPortThatStaysTakenIsLoggedOnceAMinute(t *testing.T) {
 	}
 }
 
+// A retry of a bind that failed, its timer firing just as the listener is
+// drained (its bind queued behind the Drain), opens no port: it opened one
+// that the stop, already done, never closed, so a node that had lost
+// leadership kept accepting connections on it, and the next graph could not
+// bind it.
+func TestABindRetryAfterTheDrainOpensNoPort(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := taken.Addr().String()
+	var logs logbuf.Buffer
+	sys := actor.NewActorSystem()
+	env := &Env{Ctx: t.Context(), Log: zerolog.New(&logs).Level(zerolog.DebugLevel), System: sys, Binds: &Binds{}}
+	pid := sys.Root.Spawn(NewMLLP(env, config.Inbound{Name: "adt_in", Type: config.InboundMLLP, Listen: addr,
+		MaxConnections: 10, MaxMessageBytes: 1 << 20, IdleTimeoutSeconds: 5, ReadTimeoutSeconds: 5}))
+	waitFor(t, "the first bind to fail", 10*time.Second, func() bool { return strings.Contains(logs.String(), "cannot open the MLLP listener") })
+	taken.Close() // free again: a retry now binds
+
+	drained := sys.Root.RequestFuture(pid, Drain{}, 10*time.Second)
+	sys.Root.Send(pid, bind{}) // the retry's timer, firing behind the Drain
+	// A second Drain, answered once the bind{} before it was handled (the
+	// stop below, a system message, could otherwise overtake it).
+	again := sys.Root.RequestFuture(pid, Drain{}, 10*time.Second)
+	for _, f := range []actor.Future{drained, again} {
+		if _, err := f.Result(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("after the drain and the stop, %s is still held: %v\n%s", addr, err, logs.String())
+	}
+	ln.Close()
+}
+
 // A port taken in the range the host gives outgoing connections is said to
 // be so: one of them may hold it with nothing listening, and "is the port
 // taken" alone sent an operator looking for a listener.

@@ -118,6 +118,20 @@ func (cn *conn) serve() {
 			cn.fault("no CR", nil).Dur("read_timeout", l.cfg.ReadTimeout()).
 				Msg("MLLP end block (0x1C) not followed by CR (0x0D) within read_timeout: answered AR and closed the connection (the sender must end each frame with 0x1C 0x0D)")
 			cn.write(hl7.NakUnparsable("MLLP frame not ended: end block (0x1C) not followed by CR (0x0D)"))
+		case frames.EndedWithoutCR() && !l.stopping():
+			// As above, but the sender closed its side after the 0x1C: it
+			// may still read the answer.
+			countRejected(l.cfg.Name, reasonNotFramed)
+			cn.fault("no CR", nil).
+				Msg("MLLP end block (0x1C) not followed by CR (0x0D) before the sender closed its side: answered AR and closed the connection (the sender must end each frame with 0x1C 0x0D)")
+			cn.write(hl7.NakUnparsable("MLLP frame not ended: end block (0x1C) not followed by CR (0x0D)"))
+		case errors.Is(err, io.ErrUnexpectedEOF) && inFrame && !l.stopping():
+			// The sender closed its side in the middle of a frame: nothing
+			// to answer, but the operator must learn why its messages
+			// never arrive.
+			countRejected(l.cfg.Name, reasonIncomplete)
+			cn.fault("frame not ended", nil).
+				Msg("an MLLP frame began but the sender closed its side before it ended (0x1C 0x0D): connection closed without an answer (a sender that stops mid-message, or a proxy that cut it)")
 		case errors.Is(err, os.ErrDeadlineExceeded) && inFrame && !l.stopping():
 			// Nothing to answer (the message is not all here), but the
 			// operator must learn why this sender's messages never arrive.
@@ -239,11 +253,14 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 		if !ok {
 			return nil, false
 		}
-		if res.Err != nil {
+		if res.Err != nil && !errors.Is(res.Err, storage.ErrRefused) {
 			// Nothing was kept: an AR would tell the sender to give up on
 			// bytes the engine does not have (DESIGN §6: store failed, AE).
 			// Counted as the store's failure: the sender sends it again,
-			// and it is counted as not HL7 once it is kept.
+			// and it is counted as not HL7 once it is kept. A refusal by
+			// the store is no such failure: the ingest kept the bytes as
+			// rejected if it could, and logged it; sent again, the message
+			// would be refused again, so it is answered AR, as not HL7.
 			countRejected(l.cfg.Name, reasonStore)
 			l.env.logPayload(l.log.Warn().Str("reason", perr.Error()).Str("control_id", controlID).AnErr("store_error", res.Err), payload).
 				Msg("message is not HL7 v2 and could not be kept: answered AE, the sender will resend it")
@@ -321,7 +338,10 @@ func (cn *conn) refuseMessage(payload []byte, msg *hl7.Message, r refusal) ([]by
 		return nil, false
 	}
 	outcome, cond, reason := hl7.Reject, r.cond, r.err.Error()
-	if res.Err != nil {
+	// A refusal by the store is no failure to keep it: the ingest kept the
+	// bytes as rejected if it could (and logged it); sent again, the
+	// message would be refused again. AR, as for any refused message.
+	if res.Err != nil && !errors.Is(res.Err, storage.ErrRefused) {
 		countRejected(l.cfg.Name, reasonStore)
 		outcome, cond, reason = hl7.Error, hl7.CondInternalError, "message not stored, send it again: "+storeReason(res.Err)
 	} else {

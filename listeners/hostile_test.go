@@ -391,6 +391,52 @@ func TestAFrameEndedWithoutCRIsAnsweredAtTheFrameDeadline(t *testing.T) {
 	}
 }
 
+// A sender that ends its frame with 0x1C alone and closes its side (a
+// half-close: it still reads) is answered as at the frame deadline, AR, at
+// once; one that closes its side in the middle of a frame gets nothing,
+// but the operator is told. Both were taken for a sender that had gone,
+// silently, at DEBUG.
+func TestASenderThatClosesItsSideMidFrameIsToldOrLogged(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, hostileConfig(addr, "read_timeout_seconds = 30"))
+	halfClose := func(stream string) []byte {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte(stream)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		// Well within read_timeout: an answer comes at the half-close, not
+		// at the deadline.
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b, err := io.ReadAll(c)
+		if err != nil {
+			t.Fatalf("reading the answer: %v (the listener did not close the connection)", err)
+		}
+		return b
+	}
+	b := halfClose("\x0b" + adt("HALF1", "P1") + "\x1c")
+	ack, err := hl7.ParseAck(bytes.Trim(b, "\x0b\x1c\r"))
+	if err != nil || ack.Code != hl7.AR || !strings.Contains(ack.Text, "0x0D") {
+		t.Fatalf("answer %q (%v); want an AR saying the end block was not followed by CR (0x0D)", b, err)
+	}
+	if !strings.Contains(grep(e.Logs.String(), `"level":"warn"`), "before the sender closed its side") {
+		t.Fatalf("no warning about the missing CR:\n%s", lastLines(e.Logs.String(), 5))
+	}
+	if b := halfClose("\x0b" + adt("HALF2", "P1")[:40]); len(b) != 0 {
+		t.Fatalf("answer %q to a frame cut off by the sender; want none", b)
+	}
+	if !strings.Contains(grep(e.Logs.String(), `"level":"warn"`), "closed its side before it ended") {
+		t.Fatalf("no warning about the frame cut off:\n%s", lastLines(e.Logs.String(), 5))
+	}
+}
+
 // Each way a stream breaks MLLP framing is answered with its own reason, and
 // logged with it: before, every one was answered "not an MLLP frame: expected
 // 0x0B" and logged as "bytes outside an MLLP frame", so a sender that ends

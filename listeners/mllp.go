@@ -83,7 +83,13 @@ func (l *MLLP) Receive(ctx actor.Context) {
 		l.conns = &connSet{m: map[net.Conn]struct{}{}}
 		l.bind(ctx)
 	case bind:
-		l.bind(ctx)
+		// A retry's timer can fire just as the listener stops (its bind
+		// queued behind the Drain), or reach an instance restarted since,
+		// which bound at its start: binding then opened a port that no
+		// stop closed, and that held it from the next graph.
+		if !l.stopping() && l.ln == nil {
+			l.bind(ctx)
+		}
 	case lookAtCert:
 		if l.cert != nil {
 			l.cert.Certificate() // loads a renewal, logs it and sets its series

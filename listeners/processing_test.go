@@ -1,6 +1,8 @@
 package listeners_test
 
 import (
+	"database/sql"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +80,48 @@ func TestAFileInboundTakesItsProcessingIDOnly(t *testing.T) {
 	}
 	if n := logLines(e, `"level":"warn"`, `"file":"mixed.hl7"`, `"rejected":1`, `processing ID (MSH-11)`); n != 1 {
 		t.Fatalf("%d WARN lines say mixed.hl7 had a message rejected for its processing ID; want one:\n%s", n, e.Logs.String())
+	}
+}
+
+// A message the inbound refuses (here its MSH-11, or bytes that are not
+// HL7) that the database then refuses too (an operator's trigger on
+// mf_messages) is answered AR, as it would be without the trigger: the
+// ingest keeps its bytes as rejected without the refused value, and sent
+// again it would be refused again. It was answered AE, "not stored, send it
+// again", though its bytes were kept: the sender resent it for ever, and
+// each resend kept another copy.
+func TestARefusedMessageTheStoreRefusesTooIsAnsweredAR(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	cfg := strings.Replace(strings.ReplaceAll(ackConfig, "{{listen}}", addr), "max_message_bytes = 1024\n", "max_message_bytes = 1024\nprocessing_id = \"P\"\n", 1)
+	e := enginetest.Start(t, cfg)
+	db, err := sql.Open("sqlite", filepath.Join(e.Dir, "mf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TRIGGER operator_audit BEFORE INSERT ON mf_messages WHEN NEW.control_id IN ('TRAIN1', 'BADSEP1')
+		BEGIN SELECT RAISE(ABORT, 'refused by an operator''s trigger'); END`); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, addr)
+	training := withProcessingID("TRAIN1", "T")
+	notHL7 := "MSH|^|EPIC|HOSP|LAB|HOSP|20261121090000||ADT^A01|BADSEP1|P|2.5.1\r" // MSH-2 lacks the other encoding characters
+	for range 2 {
+		if ack := c.Send(training); ack.Code != hl7.AR || ack.ControlID != "TRAIN1" || ack.ErrorCode != "202" {
+			t.Fatalf("a training message the store refuses: %+v; want AR, condition 202, as without the trigger", ack)
+		}
+		if ack := c.Send(notHL7); ack.Code != hl7.AR || ack.ControlID != "BADSEP1" {
+			t.Fatalf("bytes that are not HL7, which the store refuses: %+v; want AR, as without the trigger", ack)
+		}
+	}
+	kept := 0
+	for _, d := range e.Messages(t) {
+		if d.Message.Status != storage.MessageRejected || d.Message.ControlID != "" || !strings.Contains(d.Message.Error, "refused") {
+			t.Fatalf("stored %+v; want each kept as rejected, without its refused control id", d.Message)
+		}
+		kept++
+	}
+	if kept != 4 {
+		t.Fatalf("%d messages kept; want the 4 sent, once each", kept)
 	}
 }
