@@ -61,6 +61,10 @@ type idle struct {
 	due time.Time
 }
 
+// placeWanted asks a lane whose offer to yield its place was declined (no
+// lane waited then) to offer again: a lane of its destination now waits.
+type placeWanted struct{}
+
 // LogValue: a lane's name carries its key, often a patient id.
 func (i idle) LogValue() slog.Value {
 	return slog.GroupValue(slog.Int("wakes", i.wakes), slog.Bool("held", i.held))
@@ -171,6 +175,9 @@ type laneActor struct {
 	// stored used to cost a claim that found nothing. A Wake from a rescan
 	// that found the head claimable (an operator's retry) still is.
 	parked bool
+	// backoffUntil is when the head, backing off (parked), is due again:
+	// what the lane's offer to yield its place says (yield).
+	backoffUntil time.Time
 	// held is set once the lane has held its head for an operator, and
 	// cleared when it next has a row in hand. Every idle says it, not only
 	// the first: the manager ignores an idle sent before the lane took a
@@ -228,6 +235,8 @@ func (l *laneActor) Receive(ctx actor.Context) {
 		l.wake(ctx)
 	case next:
 		l.step(ctx)
+	case placeWanted:
+		l.yield(ctx, time.Until(l.backoffUntil))
 	case *actor.Stopping:
 		if l.timer != nil {
 			l.timer()
@@ -876,10 +885,11 @@ const yieldAfter = RescanInterval
 // lane is in flight then (the rows claimed behind the head went back
 // before the retry was recorded).
 func (l *laneActor) yield(ctx actor.Context, d time.Duration) {
+	l.backoffUntil = time.Now().Add(d) // also when it offers nothing: a later placeWanted reads it
 	if !l.parked || d < yieldAfter || len(l.ahead) > 0 || len(l.unsent) > 0 {
 		return
 	}
-	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes, held: l.held, floor: l.floor, due: time.Now().Add(d)})
+	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes, held: l.held, floor: l.floor, due: l.backoffUntil})
 }
 
 // claimLostMsg is logged when a delivery's claim was no longer current when

@@ -254,6 +254,13 @@ type Manager struct {
 	// while it was at its cap, started as its lanes stop (admit).
 	active  map[string]int
 	waiting map[string]*waitQueue
+	// declined holds, per destination, the running lanes whose offer to
+	// yield their place while their head backs off (idle.due) the manager
+	// declined, no lane waiting then: a lane that comes to wait asks them
+	// again (placeWanted). Without it that lane waited for one of their
+	// backoffs to end, up to retry_max_seconds, behind lanes with nothing
+	// to send.
+	declined map[string]map[string]struct{}
 	// outboundHeld has a flag per destination, set while an operator holds
 	// it (storage.Store.OutboundHold), shared with its lanes, which claim
 	// and send nothing while it is set (laneActor.outboundHeld); the
@@ -509,7 +516,13 @@ func (m *Manager) Receive(ctx actor.Context) {
 		if ref, ok := m.lanes[msg.lane]; ok && ref.wakes == msg.wakes {
 			dest := DestinationOf(msg.lane)
 			if !msg.due.IsZero() && m.waiting[dest].len() == 0 {
-				return // backing off, and no lane waits for its place: it times its own backoff
+				// Backing off, and no lane waits for its place: it times its
+				// own backoff, and is asked again if one comes to wait.
+				if m.declined[dest] == nil {
+					m.declined[dest] = map[string]struct{}{}
+				}
+				m.declined[dest][msg.lane] = struct{}{}
+				return
 			}
 			ctx.Stop(ref.pid)
 			m.forget(msg.lane)
@@ -543,6 +556,9 @@ func (m *Manager) Receive(ctx actor.Context) {
 		}
 		for _, q := range m.waiting {
 			v.waiting += q.len()
+		}
+		for _, d := range m.declined {
+			v.declined += len(d)
 		}
 		v.held = map[string]bool{}
 		for dest, held := range m.outboundHeld {
@@ -615,6 +631,7 @@ func (m *Manager) start(ctx actor.Context) {
 	m.resplit = map[string]bool{}
 	m.active = map[string]int{}
 	m.waiting = map[string]*waitQueue{}
+	m.declined = map[string]map[string]struct{}{}
 	m.outboundHeld = map[string]*atomic.Bool{}
 	m.told = map[string]uint64{}
 	for _, o := range m.env.Config.Outbound {
@@ -773,6 +790,7 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64, claimable b
 				m.waiting[dest] = q
 			}
 			q.push(lane, newest, claimable)
+			m.askForPlaces(ctx, dest)
 			return
 		}
 		m.active[dest]++
@@ -878,6 +896,9 @@ type view struct {
 	parked  map[string]bool
 	rescans int
 	waiting int // lanes waiting for a place under their destination's laneCap
+	// declined counts the running lanes whose offer to yield the manager
+	// declined (Manager.declined).
+	declined int
 	// held are the destinations the manager knows to be held.
 	held map[string]bool
 }
@@ -1165,12 +1186,32 @@ func (m *Manager) park(lane string, due time.Time) {
 // forget drops the record of lane's actor, which has been stopped.
 func (m *Manager) forget(lane string) {
 	delete(m.lanes, lane)
-	if dest := DestinationOf(lane); m.active[dest] > 1 {
+	dest := DestinationOf(lane)
+	if d := m.declined[dest]; d != nil {
+		delete(d, lane)
+		if len(d) == 0 {
+			delete(m.declined, dest)
+		}
+	}
+	if m.active[dest] > 1 {
 		m.active[dest]--
 	} else {
 		delete(m.active, dest)
 	}
 	setActiveLanes(len(m.lanes))
+}
+
+// askForPlaces asks the lanes of dest whose offer to yield was declined
+// (Manager.declined) to offer again, now that a lane waits for a place:
+// each one still backing off answers with an idle that gives its place up
+// (laneActor.yield); one that has resumed ignores it.
+func (m *Manager) askForPlaces(ctx actor.Context, dest string) {
+	for lane := range m.declined[dest] {
+		if ref, ok := m.lanes[lane]; ok {
+			ctx.Send(ref.pid, placeWanted{})
+		}
+	}
+	delete(m.declined, dest)
 }
 
 // admit starts the lanes of dest that wait for a place, as many as its

@@ -634,6 +634,56 @@ func TestADestinationRunsAtMostItsCapOfLanesAtOnce(t *testing.T) {
 	})
 }
 
+// A lane that comes to wait for a place after the lanes holding every place
+// began to back off (their offers to yield declined: no lane waited then)
+// gets one at once, not when one of their backoffs ends: they are asked to
+// offer again. It waited out a whole backoff, up to retry_max_seconds
+// (300 s by default), behind lanes with nothing to send.
+func TestALaneThatComesToWaitBehindLanesBackingOffGetsAPlace(t *testing.T) {
+	var delivered, refused atomic.Int64
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "REFUSED") {
+			refused.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		delivered.Add(1)
+	}))
+	t.Cleanup(dest.Close)
+	// Backoffs of 10 minutes: the healthy lane's wait below ends long
+	// before one of them could.
+	f := newLaneFixture(t, dest.URL, "connections = 1\nretry_base_seconds = 600\nretry_max_seconds = 600", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	place := laneCap(f.env.Config.Outbound[0])
+	message := func(lane, pid string) storage.NewMessage {
+		return storage.NewMessage{Inbound: "adt_in", ControlID: "C", Payload: []byte("MSH|^~\\&|A|B|C|D|20261121||ADT^A01|C|P|2.5.1\rPID|1||" + pid + "\r"),
+			Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "emr", Lane: lane}}}
+	}
+	var msgs []storage.NewMessage
+	var names []string
+	for i := range place {
+		lane := fmt.Sprintf("emr/R%d", i)
+		names = append(names, lane)
+		msgs = append(msgs, message(lane, "REFUSED"))
+	}
+	if _, err := f.store.MessageIngest(f.ctx, storage.MessageIngestParams{Messages: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	f.system.Root.Send(f.manager, Ingested{Lanes: names})
+	waitUntil(t, "every refused lane's offer to yield declined", 30*time.Second, func() bool { return f.inspect(t).declined == place })
+
+	res, err := f.store.MessageIngest(f.ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{message("emr/OK", "OK")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{"emr/OK"}, Newest: []int64{res[0].QueueIDs[0]}})
+	waitUntil(t, "the healthy lane delivered", 30*time.Second, func() bool { return delivered.Load() == 1 })
+	if n := refused.Load(); n != int64(place) {
+		t.Fatalf("%d refused sends; want %d, one a lane (the lane that yielded its place is parked, not retried early)", n, place)
+	}
+}
+
 // A lane whose head backs off gives its place under the destination's
 // laneCap to a lane that waits for one: lanes whose messages the
 // destination refuses for good (a retry for ever, max_attempts 0) must not
