@@ -24,6 +24,10 @@ walsyncs() { psql "$PGURL" -Atc "SELECT wal_sync FROM pg_stat_wal"; }
 busy() { awk -v hz="$(getconf CLK_TCK)" -v n="$(getconf _NPROCESSORS_ONLN)" 'FNR == NR {up = $1; next} /^cpu / {printf "%.2f:%.2f\n", up * n - ($5+$6+$9)/hz, up * n}' /proc/uptime /proc/stat; }
 # cpuof PID prints the CPU time (user and system) that PID has used, in seconds.
 cpuof() { awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); print ($12+$13)/hz}' "/proc/$1/stat"; }
+# switches PID prints how many times the threads of PID have been switched
+# off their core (voluntary and not) so far: a message that hands over
+# between goroutines on different threads costs such switches.
+switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {n += $2} END {print n + 0}'; }
 # timed FILE CMD...: runs CMD, then writes the CPU time (user and system) it
 # used to FILE, in seconds, and exits with its status. SIGINT and SIGTERM are
 # passed on to CMD, so that a kill of this process stops CMD too.

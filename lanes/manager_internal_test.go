@@ -634,13 +634,11 @@ func TestADestinationRunsAtMostItsCapOfLanesAtOnce(t *testing.T) {
 	})
 }
 
-// A lane that comes to wait for a place after the lanes holding every place
-// began to back off (their offers to yield declined: no lane waited then)
-// gets one at once, not when one of their backoffs ends: they are asked to
-// offer again. It waited out a whole backoff, up to retry_max_seconds
-// (300 s by default), behind lanes with nothing to send.
-func TestALaneThatComesToWaitBehindLanesBackingOffGetsAPlace(t *testing.T) {
-	var delivered, refused atomic.Int64
+// refusingPID is an HTTP destination that answers 503 to a message whose
+// PID-3 is REFUSED and takes any other, counting each; and emrMessage is a
+// message of one row in lane of the fixture's destination, emr.
+func refusingPID(t *testing.T) (url string, delivered, refused *atomic.Int64) {
+	delivered, refused = &atomic.Int64{}, &atomic.Int64{}
 	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if strings.Contains(string(body), "REFUSED") {
@@ -651,21 +649,32 @@ func TestALaneThatComesToWaitBehindLanesBackingOffGetsAPlace(t *testing.T) {
 		delivered.Add(1)
 	}))
 	t.Cleanup(dest.Close)
+	return dest.URL, delivered, refused
+}
+
+func emrMessage(lane, pid string) storage.NewMessage {
+	return storage.NewMessage{Inbound: "adt_in", ControlID: "C", Payload: []byte("MSH|^~\\&|A|B|C|D|20261121||ADT^A01|C|P|2.5.1\rPID|1||" + pid + "\r"),
+		Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "emr", Lane: lane}}}
+}
+
+// A lane that comes to wait for a place after the lanes holding every place
+// began to back off (their offers to yield declined: no lane waited then)
+// gets one at once, not when one of their backoffs ends: they are asked to
+// offer again. It waited out a whole backoff, up to retry_max_seconds
+// (300 s by default), behind lanes with nothing to send.
+func TestALaneThatComesToWaitBehindLanesBackingOffGetsAPlace(t *testing.T) {
+	url, delivered, refused := refusingPID(t)
 	// Backoffs of 10 minutes: the healthy lane's wait below ends long
 	// before one of them could.
-	f := newLaneFixture(t, dest.URL, "connections = 1\nretry_base_seconds = 600\nretry_max_seconds = 600", 0, hidden)
+	f := newLaneFixture(t, url, "connections = 1\nretry_base_seconds = 600\nretry_max_seconds = 600", 0, hidden)
 	defer f.system.Root.Stop(f.manager)
 	place := laneCap(f.env.Config.Outbound[0])
-	message := func(lane, pid string) storage.NewMessage {
-		return storage.NewMessage{Inbound: "adt_in", ControlID: "C", Payload: []byte("MSH|^~\\&|A|B|C|D|20261121||ADT^A01|C|P|2.5.1\rPID|1||" + pid + "\r"),
-			Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "emr", Lane: lane}}}
-	}
 	var msgs []storage.NewMessage
 	var names []string
 	for i := range place {
 		lane := fmt.Sprintf("emr/R%d", i)
 		names = append(names, lane)
-		msgs = append(msgs, message(lane, "REFUSED"))
+		msgs = append(msgs, emrMessage(lane, "REFUSED"))
 	}
 	if _, err := f.store.MessageIngest(f.ctx, storage.MessageIngestParams{Messages: msgs}); err != nil {
 		t.Fatal(err)
@@ -673,7 +682,7 @@ func TestALaneThatComesToWaitBehindLanesBackingOffGetsAPlace(t *testing.T) {
 	f.system.Root.Send(f.manager, Ingested{Lanes: names})
 	waitUntil(t, "every refused lane's offer to yield declined", 30*time.Second, func() bool { return f.inspect(t).declined == place })
 
-	res, err := f.store.MessageIngest(f.ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{message("emr/OK", "OK")}})
+	res, err := f.store.MessageIngest(f.ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{emrMessage("emr/OK", "OK")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -689,17 +698,8 @@ func TestALaneThatComesToWaitBehindLanesBackingOffGetsAPlace(t *testing.T) {
 // destination refuses for good (a retry for ever, max_attempts 0) must not
 // hold every place and leave the destination's other lanes waiting.
 func TestALaneBackingOffGivesItsPlaceToAWaitingLane(t *testing.T) {
-	var delivered atomic.Int64
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if strings.Contains(string(body), "REFUSED") {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		delivered.Add(1)
-	}))
-	t.Cleanup(dest.Close)
-	f := newLaneFixture(t, dest.URL, "connections = 1\nretry_base_seconds = 3\nretry_max_seconds = 3", 0, hidden)
+	url, delivered, _ := refusingPID(t)
+	f := newLaneFixture(t, url, "connections = 1\nretry_base_seconds = 3\nretry_max_seconds = 3", 0, hidden)
 	defer f.system.Root.Stop(f.manager)
 	place := laneCap(f.env.Config.Outbound[0])
 	var msgs []storage.NewMessage
@@ -710,8 +710,7 @@ func TestALaneBackingOffGivesItsPlaceToAWaitingLane(t *testing.T) {
 			pid = "REFUSED" // the first lanes woken take every place
 		}
 		names = append(names, lane)
-		msgs = append(msgs, storage.NewMessage{Inbound: "adt_in", ControlID: "C", Payload: []byte("MSH|^~\\&|A|B|C|D|20261121||ADT^A01|C|P|2.5.1\rPID|1||" + pid + "\r"),
-			Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "emr", Lane: lane}}})
+		msgs = append(msgs, emrMessage(lane, pid))
 	}
 	if _, err := f.store.MessageIngest(f.ctx, storage.MessageIngestParams{Messages: msgs}); err != nil {
 		t.Fatal(err)

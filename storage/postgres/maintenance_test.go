@@ -108,6 +108,60 @@ func TestAMaintenanceLockHoldsWritesButNotTheRenewal(t *testing.T) {
 	})
 }
 
+// A lane's claim that waited for a maintenance lock (the fence's table
+// locks wait as long as they must) gets its whole lease from when it
+// writes: counted from its transaction's start, before the wait, a lease of
+// 2 s after a wait of 3 s was committed already expired, and the sweep
+// re-pended the row the lane was about to send (a duplicate).
+func TestAClaimThatWaitedForALockGetsItsWholeLease(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, other, l := leaderStore(t, ctx)
+	f := storage.Fence{Owner: l.Owner, Term: l.Term}
+	if _, err := s.MessageIngest(ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{{
+		Inbound: "in", ControlID: "M1", Payload: []byte("MSH|^~\\&|M1"), Status: storage.MessageRouted,
+		Deliveries: []storage.Delivery{{Destination: "d", Lane: "d/x"}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The claim prepared, as in a running engine: a first call prepares it
+	// before its transaction begins, and that waits for the lock instead.
+	if _, err := s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: "d/none", Owner: "o", LeaseTTL: time.Minute}); !errors.Is(err, storage.ErrNoWork) {
+		t.Fatalf("claim of an empty lane: %v; want ErrNoWork", err)
+	}
+	unlock := lockTable(t, ctx, other, "mf_queue")
+	type claimed struct {
+		c   storage.QueueClaim
+		err error
+	}
+	done := make(chan claimed, 1)
+	const ttl = 2 * time.Second
+	go func() {
+		c, err := s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: "d/x", Owner: "o", LeaseTTL: ttl})
+		done <- claimed{c, err}
+	}()
+	waitForLockWait(t, ctx, other, "mf_queue")
+	time.Sleep(3 * time.Second) // the maintenance holds its lock longer than the TTL
+	unlock()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var dbNow time.Time
+	if err := other.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&dbNow); err != nil {
+		t.Fatal(err)
+	}
+	if left := r.c.Row.LeaseExpiresAt.Sub(dbNow); left < ttl/2 {
+		t.Fatalf("the claim's lease had %s left when the claim returned; want about its TTL, %s", left, ttl)
+	}
+	if n, err := other.QueueReclaimExpired(ctx, storage.QueueReclaimExpiredParams{Fence: f}); err != nil || n != 0 {
+		t.Fatalf("the sweep re-pended %d rows (%v); want none: the row was just claimed", n, err)
+	}
+	if err := s.QueueComplete(ctx, storage.QueueCompleteParams{Fence: f, Claim: r.c.Claim(), Lane: "d/x"}); err != nil {
+		t.Fatalf("completing the row sent: %v", err)
+	}
+}
+
 // leaderStore opens two stores on a migrated schema of their own whose
 // lease is held by owner "a": s, of one connection, for the writes, and
 // other for everything else.

@@ -86,6 +86,15 @@
 -- its one page, nearly always empty: 1 buffer hit, against some 28 for
 -- the rest of a claim of 8 rows); see bench/README.md for its cost.
 --
+-- The lease runs from clock_timestamp(), the moment this statement writes,
+-- not now(), the start of its transaction: the fence before it (fence.sql)
+-- waits as long as it must for a maintenance lock on the tables, and a
+-- lease counted from before that wait came shorter by it, already expired
+-- after a wait longer than the TTL, so that the sweep re-pended the row the
+-- lane was sending (a duplicate). Its conditions keep now(): an earlier
+-- clock only makes them stricter. (SQLite and SQL Server read the clock per
+-- statement.) queue_extend_lease.sql and queue_retry.sql do the same.
+--
 -- The shape matters: every condition is on the lane's rows (the CTEs), and
 -- the UPDATE finds its rows by primary key only. With conditions on the updated
 -- row itself, a plan made while the queue was nearly empty looked rows up by
@@ -110,7 +119,7 @@ WITH unfinished AS (
 UPDATE mf_queue q
    SET status = 'inflight',
        lease_owner = $2,
-       lease_expires_at = now() + make_interval(secs => $3),
+       lease_expires_at = clock_timestamp() + make_interval(secs => $3), -- see above
        attempts = q.attempts + 1,
        updated_at = now()
   FROM run, mf_messages m
