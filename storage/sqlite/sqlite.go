@@ -1646,6 +1646,7 @@ func (s *Store) OutboundHold(ctx context.Context, p storage.OutboundHoldParams) 
 func (s *Store) OutboundRelease(ctx context.Context, p storage.OutboundReleaseParams) (bool, error) {
 	var released bool
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		released = false // a write that runs again starts its outcome over
 		res, err := tx.ExecContext(ctx, queries.Get("outbound_release"), p.Outbound)
 		if err != nil {
 			return err
