@@ -235,6 +235,12 @@ func (e *Engine) Stop(ctx context.Context) error {
 type root struct {
 	opts   Options
 	router *lanes.Router
+	// graphs counts the graphs spawned, for their names: a reload spawns
+	// the next graph under the same term, and with the same name (so the
+	// same PID) the old graph's Terminated, which comes after, took the
+	// new one out of root's children, and a stop of root would not have
+	// stopped it.
+	graphs int
 	status *atomic.Pointer[Status]
 	binds  *listeners.Binds
 	// started is the config the node started with, whose store, cluster
@@ -533,7 +539,8 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 	// Leader before the graph spawns: its listeners open ports at once,
 	// and /cluster/status and mf_is_leader must not say otherwise then.
 	r.setStatus(func(s *Status) { s.Leader, s.Fence, s.Since = true, f, time.Now() })
-	pid, err := spawnGraph(ctx, newGraph(spec), fmt.Sprintf("graph-%d", f.Term))
+	r.graphs++
+	pid, err := spawnGraph(ctx, newGraph(spec), fmt.Sprintf("graph-%d-%d", f.Term, r.graphs))
 	if err != nil {
 		r.setStatus(func(s *Status) { s.Leader, s.Fence, s.Since = false, storage.Fence{}, time.Now() })
 		// Only a bug gets here. Leading on with no graph would hold the

@@ -154,6 +154,12 @@ type Manager struct {
 	env     *Env
 	dests   map[string]config.Outbound
 	senders map[string]Sender
+	// retired carries the senders of a manager restarted after a panic to
+	// its next incarnation, which closes them as it starts: protoactor
+	// stops a restarting actor's children (the lanes) only after its
+	// Restarting, and starts the next incarnation once they all have
+	// stopped, so a lane's send in hand finishes on its connection.
+	retired *retiredSenders
 	// failing follows each destination's failed deliveries, shared by its
 	// lanes (outage).
 	failing map[string]*outage
@@ -475,10 +481,16 @@ type laneRef struct {
 
 // NewManager returns the props of a lane manager for env.
 func NewManager(env *Env) *actor.Props {
+	retired := &retiredSenders{}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &Manager{env: env}
+		return &Manager{env: env, retired: retired}
 	})
 }
+
+// retiredSenders holds the senders of a manager's incarnation that was
+// restarted (Manager.retired). Touched only on the manager's goroutine:
+// its Restarting, then the next incarnation's Started.
+type retiredSenders struct{ senders map[string]Sender }
 
 // Receive implements actor.Actor.
 func (m *Manager) Receive(ctx actor.Context) {
@@ -567,7 +579,12 @@ func (m *Manager) Receive(ctx actor.Context) {
 			}
 		}
 		ctx.Respond(v)
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting:
+		// A restart (a panic of the manager's own, which the graph's
+		// supervisor restarts) ends this incarnation as a stop does: its
+		// rescan timer, the lanes' restarts and its rescans end with it
+		// (left running, the timer went on for the life of the process,
+		// doubling the rescans and then sending them to a dead PID).
 		if m.timer != nil {
 			m.timer()
 		}
@@ -577,13 +594,27 @@ func (m *Manager) Receive(ctx actor.Context) {
 		}
 		m.halt.Store(true)
 		m.scans.Wait()
-	case *actor.Stopped, *actor.Restarting:
+		if _, restarting := msg.(*actor.Restarting); restarting {
+			// The lanes are stopped after this, and may be in the middle of
+			// a send: closed now, their senders cut it, and a message the
+			// receiver had was retried as failed. The next incarnation
+			// closes them as it starts, once the lanes have stopped.
+			setActiveLanes(0)
+			m.retired.senders = m.senders
+		}
+	case *actor.Stopped:
 		// Children (the lanes) have stopped: no one uses the senders now.
 		setActiveLanes(0)
-		for name, s := range m.senders {
-			if err := s.Close(); err != nil {
-				m.env.Log.Warn().Err(err).Str("destination", name).Msg("closing the destination's connections failed")
-			}
+		closeSenders(m.env.Log, m.senders)
+	}
+}
+
+// closeSenders closes the destinations' senders, their connections with
+// them.
+func closeSenders(log zerolog.Logger, senders map[string]Sender) {
+	for name, s := range senders {
+		if err := s.Close(); err != nil {
+			log.Warn().Err(err).Str("destination", name).Msg("closing the destination's connections failed")
 		}
 	}
 }
@@ -618,6 +649,11 @@ func (m *Manager) awaitMoves(ctx actor.Context) {
 }
 
 func (m *Manager) start(ctx actor.Context) {
+	if m.retired.senders != nil {
+		// Restarted: the lanes of the last incarnation have all stopped.
+		closeSenders(m.env.Log, m.retired.senders)
+		m.retired.senders = nil
+	}
 	m.awaitMoves(ctx)
 	m.dests = map[string]config.Outbound{}
 	m.senders = map[string]Sender{}
