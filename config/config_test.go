@@ -616,6 +616,28 @@ func TestAReloadIsCheckedAgainstTheSectionsInForce(t *testing.T) {
 	}
 }
 
+// An http outbound's url needs a port from 1 to 65535 too, when it names
+// one: http://h:99999/ was taken, and every send failed before it wrote
+// anything, so counted no attempt, for ever.
+func TestAnHTTPOutboundsPortIsFrom1To65535(t *testing.T) {
+	for _, tc := range []struct{ url, why string }{
+		{"http://127.0.0.1:99999/hl7", "99999 is above 65535"},
+		{"http://127.0.0.1:0/hl7", "no receiver listens on port 0"},
+		{"https://emr.example.org:70000/hl7", "70000 is above 65535"},
+		{"http://emr.example.org:/hl7", "no port after the colon"},
+	} {
+		_, err := config.Parse([]byte(minimal+fmt.Sprintf("[[outbound]]\nname = \"x\"\ntype = \"http\"\nurl = %q\n", tc.url)), "site.toml")
+		if err == nil || !strings.Contains(err.Error(), "outbound[1].url") || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("url = %q: error %v; want outbound[1].url refused: %s", tc.url, err, tc.why)
+		}
+	}
+	for _, url := range []string{"http://127.0.0.1:8080/hl7", "https://emr.example.org/hl7", "http://[::1]:443/"} {
+		if _, err := config.Parse([]byte(minimal+fmt.Sprintf("[[outbound]]\nname = \"x\"\ntype = \"http\"\nurl = %q\n", url)), "site.toml"); err != nil {
+			t.Errorf("url = %q: %v; want it taken", url, err)
+		}
+	}
+}
+
 // A listen address and an outbound address need a port that is a decimal
 // number from 1 to 65535: net.SplitHostPort alone took an empty port, 0,
 // 99999, -5 and a name, which failed only at start or at the first send;
@@ -736,6 +758,24 @@ func TestFileDirectoriesThatFeedAnInboundOrEachOtherAreRefused(t *testing.T) {
 	ok := minimal + fileIn("in", "") + fileIn("in2", "archive_directory = \"done\"\n") + fileOut("a", "out") + fileOut("b", "in/archive") + fileOut("c", "done")
 	if _, err := config.Parse([]byte(ok), "site.toml"); err != nil {
 		t.Fatalf("directories of their own: %v", err)
+	}
+
+	// Nor may the SQLite store, or the config file, lie in a directory a
+	// file inbound reads: it took mf.db and mf.db-shm for messages and
+	// moved them to its archive under the running engine, which started on
+	// an empty store next time.
+	for _, tc := range []struct{ name, toml, file, want string }{
+		{"the store in an inbound's directory", "[store]\npath = \"in/mf.db\"\n" + fileIn("in", ""), "site.toml", `store.path: "in/mf.db" lies in the directory of inbound[1].directory, which takes every file there for messages`},
+		{"the default store in the directory read", fileIn(".", ""), "elsewhere/site.toml", `store.path: "mf.db" lies in the directory of inbound[1].directory`},
+		{"the config in an inbound's directory", fileIn("in", ""), "in/site.toml", "inbound: this config file (in/site.toml) lies in the directory of inbound[1].directory"},
+	} {
+		_, err := config.Parse([]byte(minimal+tc.toml), tc.file)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v; want one containing %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := config.Parse([]byte(minimal+"[store]\npath = \"in/archive/mf.db\"\n"+fileIn("in", "")), "site.toml"); err != nil {
+		t.Errorf("the store in a directory no inbound reads: %v", err)
 	}
 }
 

@@ -656,6 +656,22 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	// A file inbound takes every file of its directory for messages and
+	// moves it to its archive: the SQLite store's files (the database, its
+	// -wal and -shm) were moved away under the running engine, which
+	// started on an empty store next time, and this config file would go
+	// the same way.
+	if c.Store.Backend == BackendSQLite && c.Store.Path != "" {
+		if in, fed := polled[absDir(filepath.Dir(c.Store.Path))]; fed {
+			bad("store.path", "%q lies in the directory of %s, which takes every file there for messages and moves it to its archive: the store's files (the database, its -wal and -shm) would be moved away under the running engine; keep the store in a directory of its own", c.Store.Path, in)
+		}
+	}
+	if c.Path != "" {
+		if in, fed := polled[absDir(filepath.Dir(c.Path))]; fed {
+			bad("inbound", "this config file (%s) lies in the directory of %s, which takes every file there for messages and moves it to its archive; keep the config elsewhere", c.Path, in)
+		}
+	}
+
 	written := map[string]string{} // file outbounds' directories, by absolute path
 	outbound := map[string]bool{}
 	for i, o := range c.Outbound {
@@ -775,6 +791,12 @@ func checkHTTPOutbound(o Outbound, bad func(field, format string, args ...any)) 
 		return
 	case u.Host == "":
 		bad("url", "%q names no host; want http://host[:port]/path or https://host[:port]/path", CleanURL(o.URL))
+	case u.Port() != "" || strings.HasSuffix(u.Host, ":"):
+		// As an mllp address's: accepted, a port out of range failed at
+		// every send, each counted no attempt, so for ever.
+		if err := CheckHostPort(u.Host, false); err != nil {
+			bad("url", "%q: %v", CleanURL(o.URL), err)
+		}
 	}
 	if u.Scheme != "https" && (o.TLS || o.TLSCA != "" || o.TLSCert != "" || o.TLSKey != "" || o.ServerName != "") {
 		bad("url", "tls, tls_ca, tls_cert, tls_key and server_name need an https:// URL (otherwise the message would go in plaintext): use https:// or remove them")
