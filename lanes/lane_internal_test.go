@@ -303,6 +303,45 @@ type laneFixture struct {
 // fixtureLane is the lane every fixture row is in.
 const fixtureLane = "emr/P1"
 
+// emrConfig is a config whose inbound adt_in routes to the outbound emr,
+// whose table's keys after its name are outbound.
+func emrConfig(t *testing.T, outbound string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(`
+[[inbound]]
+name = "adt_in"
+type = "mllp"
+listen = "127.0.0.1:2575"
+
+[[outbound]]
+name = "emr"
+`+outbound+`
+
+[[route]]
+from = "adt_in"
+to = ["emr"]
+`), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// migratedStore opens a SQLite store in a temporary directory, migrated,
+// closed at the test's end.
+func migratedStore(t *testing.T, ctx context.Context) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // newLaneFixture stores rows rows, then starts a manager whose destination
 // "emr" posts to url; extra adds lines to the destination's config, and
 // each of setup is applied to the store before the manager starts (hidden,
@@ -319,33 +358,8 @@ func newLaneFixture(t *testing.T, url, extra string, rows int, setup ...func(*co
 		ended = true
 		endMu.Unlock()
 	})
-	cfg, err := config.Parse([]byte(`
-[[inbound]]
-name = "adt_in"
-type = "mllp"
-listen = "127.0.0.1:2575"
-
-[[outbound]]
-name = "emr"
-type = "http"
-url = "`+url+`"
-`+extra+`
-
-[[route]]
-from = "adt_in"
-to = ["emr"]
-`), "test.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	cfg := emrConfig(t, "type = \"http\"\nurl = \""+url+"\"\n"+extra)
+	st := migratedStore(t, ctx)
 	end := func() {
 		endMu.Lock()
 		ended = true

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,10 +12,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/messagefoundry/mf/actors/enginetest/logbuf"
-	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/hl7"
 	"github.com/messagefoundry/mf/storage"
-	"github.com/messagefoundry/mf/storage/sqlite"
 )
 
 // panickingLog panics, once armed, on the log line that carries marker: a
@@ -83,34 +80,8 @@ func TestAManagerRestartedAfterAPanicLetsTheSendInHandFinish(t *testing.T) {
 	addr, received := ackWhenReleased(t, release)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg, err := config.Parse([]byte(`
-[[inbound]]
-name = "adt_in"
-type = "mllp"
-listen = "127.0.0.1:1"
-
-[[outbound]]
-name = "emr"
-type = "mllp"
-address = "`+addr+`"
-timeout_seconds = 20
-retry_base_seconds = 30
-
-[[route]]
-from = "adt_in"
-to = ["emr"]
-`), "test.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	cfg := emrConfig(t, "type = \"mllp\"\naddress = \""+addr+"\"\ntimeout_seconds = 20\nretry_base_seconds = 30\n")
+	st := migratedStore(t, ctx)
 	res, err := st.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{{
 		Inbound: "adt_in", ControlID: "C1", Payload: []byte("MSH|^~\\&|A|B|C|D|20261121||ADT^A01|C1|P|2.5.1\rPID|1||P1\r"),
 		Status: storage.MessageRouted, Deliveries: []storage.Delivery{{Destination: "emr", Lane: fixtureLane}}}}})
