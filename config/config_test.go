@@ -493,7 +493,7 @@ func TestOnlyLoopbackListensWithoutTLS(t *testing.T) {
 		},
 	}
 	// Not minimal's port, which a second listener may not share.
-	loopback := []string{"127.0.0.1:2580", "127.8.9.10:2580", "[::1]:2580", "localhost:2580", "[::ffff:127.0.0.1]:2580"}
+	loopback := []string{"127.0.0.1:2580", "127.8.9.10:2580", "[::1]:2580", "localhost:2580", "LOCALHOST:2580", "[::ffff:127.0.0.1]:2580"}
 	network := []string{"0.0.0.0:2580", ":2580", "[::]:2580", "10.0.0.5:2580", "mf.internal:2580", "[fe80::1%eth0]:2580", "[::ffff:10.0.0.5]:2580"}
 	tls := fmt.Sprintf("tls_cert = %q\ntls_key = %q\n", p.ServerCert, p.ServerKey)
 	for key, listener := range listeners {
@@ -704,6 +704,7 @@ func TestListenersMayNotShareAPort(t *testing.T) {
 		{"an empty host", inbound(":2575"), `inbound[1].listen: ":2575" and inbound[0].listen ("127.0.0.1:2575") both bind port 2575 (":2575" binds it on every interface)`},
 		{"every IPv6 interface", inbound("[::]:2575"), `inbound[1].listen: "[::]:2575" and inbound[0].listen`},
 		{"localhost", inbound("localhost:2575"), `inbound[1].listen: "localhost:2575" and inbound[0].listen ("127.0.0.1:2575") both bind port 2575`},
+		{"localhost in capitals", inbound("LocalHost:2575"), `inbound[1].listen: "LocalHost:2575" and inbound[0].listen ("127.0.0.1:2575") both bind port 2575`},
 		{"one address written two ways", inbound("[::ffff:127.0.0.1]:2575"), `inbound[1].listen: "[::ffff:127.0.0.1]:2575" and inbound[0].listen`},
 		{"the api on every interface", api("0.0.0.0:2575"), `inbound[0].listen: "127.0.0.1:2575" and api.listen ("0.0.0.0:2575") both bind port 2575 ("0.0.0.0:2575" binds it on every interface)`},
 	} {

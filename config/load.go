@@ -996,8 +996,8 @@ func parseListen(key, addr string) (l listenAddr, ok bool) {
 	if err != nil {
 		return listenAddr{}, false
 	}
-	if host == "localhost" {
-		host = "127.0.0.1" // what net.Listen binds for it
+	if strings.EqualFold(host, "localhost") {
+		host = "127.0.0.1" // what net.Listen binds for it, in any case
 	}
 	return listenAddr{key: key, addr: addr, host: host, port: port}, true
 }
@@ -1049,7 +1049,7 @@ func exposedPlaintext(addr, cert string) bool {
 // IsLoopback reports whether host (of a listen address) binds loopback only.
 // An empty host binds every interface, so it is not loopback.
 func IsLoopback(host string) bool {
-	if host == "localhost" {
+	if strings.EqualFold(host, "localhost") { // a host name is not case sensitive
 		return true
 	}
 	ip := net.ParseIP(host)
