@@ -22,13 +22,13 @@ import (
 )
 
 // fast is the tests' cluster timing: short, so that the tests are, but with
-// 400 ms between a heartbeat and the fence. With 200 ms (0.1/0.3/0.6 s),
-// CI's full run on a slower 2-core machine, the race detector and other
-// packages' tests beside these, left renewals unscheduled for that long and
-// fenced leaders on a working database.
+// 800 ms between a heartbeat and the fence. With 200 ms (0.1/0.3/0.6 s), and
+// again with 400 ms (0.2/0.6/1.2 s), CI's full run on a 2-core machine, the
+// race detector and other packages' tests beside these, left renewals
+// unscheduled for that long and fenced leaders on a working database.
 var fast = config.Cluster{
-	Enabled: true, HeartbeatSeconds: 0.2, LeaderFenceTimeoutSeconds: 0.6, LeaderLeaseTTLSeconds: 1.2,
-	NodeTimeoutSeconds: 1.2, ReclaimIntervalSeconds: 1,
+	Enabled: true, HeartbeatSeconds: 0.2, LeaderFenceTimeoutSeconds: 1, LeaderLeaseTTLSeconds: 2,
+	NodeTimeoutSeconds: 2, ReclaimIntervalSeconds: 1,
 }
 
 // flakyStore makes lease renewals fail, as an unreachable database would,
@@ -478,17 +478,22 @@ func (s *slowStore) ConfigVersionRead(ctx context.Context, p storage.ConfigVersi
 // On a slow database a new leader still renews in time: its renewals are
 // timed from the start of the previous attempt, and the side calls give way
 // to them. (Timed from the end of the side calls, the first renewal here
-// would start 80 + 200 + 200 + 200 ms after the election began, past the
-// 600 ms trust window, and the leader would fence itself.)
+// would start 900 + 1000 + 1000 ms after the election began, past the
+// 2.5 s trust window, and the leader would fence itself.) The timing is
+// this test's own, not fast's: fast leaves too little room for both slow
+// side calls and a loaded CI machine, which fenced the leader here when a
+// renewal began 400 ms late (CI at 7e6394a).
 func TestSlowSideCallsDoNotDelayRenewals(t *testing.T) {
 	t.Parallel()
-	st := &slowStore{Store: openStore(t, pgtest.NewSchema(t)), elect: 80 * time.Millisecond, side: fast.Heartbeat()}
-	a := startNode(t, "a", st)
-	a.wantChanged(t, 5*time.Second, true, "elected")
+	timing := config.Cluster{Enabled: true, HeartbeatSeconds: 1, LeaderFenceTimeoutSeconds: 2.5, LeaderLeaseTTLSeconds: 5,
+		NodeTimeoutSeconds: 5, ReclaimIntervalSeconds: 1}
+	st := &slowStore{Store: openStore(t, pgtest.NewSchema(t)), elect: 900 * time.Millisecond, side: timing.Heartbeat()}
+	a := startTimedNode(t, "a", st, timing, zerolog.New(zerolog.NewTestWriter(t)))
+	a.wantChanged(t, 10*time.Second, true, "elected")
 	select {
 	case e := <-a.events:
 		t.Fatalf("the leader reported %#v on a slow but working database", e)
-	case <-time.After(10 * fast.LeaderFenceTimeout()):
+	case <-time.After(4 * timing.LeaderFenceTimeout()):
 	}
 	if !a.trust.Trusted() {
 		t.Fatal("the trust window closed on a slow but working database")
