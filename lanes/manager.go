@@ -182,7 +182,8 @@ type Manager struct {
 	// A rescan drops only the lanes parked before it began (scanFrom): a
 	// lane that parked itself while the rescan's query ran may have been
 	// seen with its head still in flight, and a result that old must not
-	// unpark it.
+	// unpark it. A lane whose park it drops is woken if its park swallowed
+	// a Wake meanwhile (parking.woken).
 	parked   map[string]parking
 	parks    uint64
 	scanFrom uint64
@@ -423,6 +424,13 @@ func (r restartLane) LogValue() slog.Value {
 type parking struct {
 	n   uint64
 	due time.Time
+	// woken is set when a Wake for a row stored behind the head was
+	// swallowed by the park (Manager.wake). A listing that drops the park
+	// gives it back: the listing may have read the lane before that row
+	// was stored (an operator had just skipped its held head, leaving it
+	// empty), and with the queue's version not moving for a new row, the
+	// row waited for the full rescan, up to FullRescanInterval.
+	woken bool
 }
 
 // maxFloors bounds each generation of Manager.floors: at most twice this
@@ -811,7 +819,9 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64, claimable b
 		if m.moving[dest] {
 			return // the listing made when its move ends wakes it (relaned)
 		}
-		if _, parked := m.parked[lane]; parked && !claimable {
+		if p, parked := m.parked[lane]; parked && !claimable {
+			p.woken = true
+			m.parked[lane] = p
 			return // its head still waits; see Manager.parked
 		}
 		delete(m.parked, lane)
@@ -1072,7 +1082,21 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 			m.looked, m.version = r.began, r.version
 			// Made afresh from what this listing saw, but for the lanes
 			// parked since it began (see Manager.parked).
-			maps.DeleteFunc(m.parked, func(_ string, p parking) bool { return p.n <= m.scanFrom })
+			var swallowed []string
+			maps.DeleteFunc(m.parked, func(lane string, p parking) bool {
+				if p.n > m.scanFrom {
+					return false
+				}
+				if p.woken {
+					swallowed = append(swallowed, lane)
+				}
+				return true
+			})
+			for _, lane := range swallowed {
+				// Claims nothing if the head waits after all (one claim),
+				// and its actor then parks the lane again.
+				m.wake(ctx, lane, unknown, false)
+			}
 			m.orphaned.report(m.env.Log, m.unconfigured, orphanedMsg)
 			m.resplitting.report(m.env.Log, m.resplit, resplitMsg)
 			m.orphaned, m.resplitting = nil, nil

@@ -259,6 +259,54 @@ func TestAStaleHeldWordParksALaneOnlyUntilTheNextRescan(t *testing.T) {
 	})
 }
 
+// A row stored while a listing runs behind a parked lane the listing does
+// not see (an operator skipped its held head, leaving it empty, before the
+// listing read it) is delivered when the listing ends and drops the park:
+// the Wake the park swallowed is given back. Before, nothing woke the lane
+// until the full rescan, up to FullRescanInterval later (ingest does not
+// move the queue's version).
+func TestAWakeAParkSwallowedDuringAListingIsGivenBackWhenTheListingDropsThePark(t *testing.T) {
+	dest, requests := acceptingEverySend(t)
+	f := newLaneFixture(t, dest.URL, "", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	f.firstRescanAnswered(t)
+	claimGate := make(chan struct{})
+	f.store.claimGate.Store(&claimGate)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{1}})
+	waitUntil(t, "the lane's actor in its claim", 10*time.Second, func() bool { return f.store.claimsHeld.Load() == 1 })
+	// The lane's word that its head is held, stale as in
+	// TestAStaleHeldWordParksALaneOnlyUntilTheNextRescan: its confirming
+	// listing is the one held here.
+	f.system.Root.Send(f.manager, idle{lane: fixtureLane, wakes: f.inspect(t).wakes[fixtureLane], held: true})
+	listing := make(chan struct{})
+	f.store.lanesGate.Store(&listing)
+	released := false
+	defer func() {
+		if !released {
+			close(listing)
+		}
+	}()
+	f.store.claimGate.Store(nil)
+	close(claimGate)
+	waitUntil(t, "the held claim answered", 10*time.Second, func() bool { return len(f.store.floorsOf(noWork)) == 1 })
+	waitUntil(t, "the confirming listing held at its gate", 10*time.Second, func() bool { return f.store.lanesHeld.Load() == 1 })
+
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[0]}})
+	if v := f.inspect(t); !v.parked[fixtureLane] || len(v.wakes) != 0 {
+		t.Fatalf("a row stored behind the park during the listing: %+v; want the lane parked, with no actor", v)
+	}
+	before := f.inspect(t).rescans
+	f.store.lanesGate.Store(nil)
+	close(listing)
+	released = true
+	waitUntil(t, "the held listing's answer taken", 10*time.Second, func() bool { return f.inspect(t).rescans > before })
+	f.store.hideLanes.Store(false) // the full rescan would find the row
+	waitUntil(t, "the row delivered", FullRescanInterval*2/3, func() bool {
+		return requests.Load() == 1 && f.row(t, 0).Status == storage.QueueDone
+	})
+}
+
 // The manager lists the lanes (a read of every unfinished row) when it
 // starts, and then only when the queue's version says that something changed
 // that no lane was told of, such as an operator's retry: not at every rescan.
