@@ -267,8 +267,9 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 			return hl7.AckUnparsable(payload, hl7.AE, hl7.CondInternalError, "message not stored, send it again: "+storeReason(res.Err)), true
 		}
 		countRejected(l.cfg.Name, reasonParse)
+		kept := keptAs(res.MessageID)
 		l.env.logPayload(l.log.Warn().Str("reason", perr.Error()).Str("control_id", controlID), payload).Int64("message_id", res.MessageID).
-			Msg("message is not HL7 v2: answered AR")
+			Msg("message is not HL7 v2: answered AR, " + kept)
 		return hl7.AckUnparsable(payload, hl7.AR, hl7.ConditionOf(perr), perr.Error()), true
 	}
 
@@ -346,13 +347,14 @@ func (cn *conn) refuseMessage(payload []byte, msg *hl7.Message, r refusal) ([]by
 		outcome, cond, reason = hl7.Error, hl7.CondInternalError, "message not stored, send it again: "+storeReason(res.Err)
 	} else {
 		countRejected(l.cfg.Name, r.reason)
+		kept := keptAs(res.MessageID)
 		switch r.reason {
 		case reasonNoControlID:
 			l.log.Warn().Str("reason", r.err.Error()).Str("message_type", textcut.Cut(msg.MessageType(), 40)).Int64("message_id", res.MessageID).
-				Msg("message refused: no control ID (MSH-10): answered AR with MSA-2 empty and kept as rejected, not delivered (the sending system must give each message a unique MSH-10: tell its team)")
+				Msg("message refused: no control ID (MSH-10): answered AR with MSA-2 empty and " + kept + ", not delivered (the sending system must give each message a unique MSH-10: tell its team)")
 		default:
 			l.log.Warn().Str("control_id", msg.ControlID()).Str("processing_id", textcut.Cut(msg.ProcessingID(), 20)).Int64("message_id", res.MessageID).
-				Msg("message refused: its processing ID (MSH-11) is not this inbound's processing_id: answered AR and kept as rejected, not delivered (a test or training system sending to this one? point it at its own engine, or change processing_id)")
+				Msg("message refused: its processing ID (MSH-11) is not this inbound's processing_id: answered AR and " + kept + ", not delivered (a test or training system sending to this one? point it at its own engine, or change processing_id)")
 		}
 	}
 	code := hl7.AcceptCode(msg, outcome)
@@ -408,4 +410,14 @@ func storeReason(err error) string {
 	default:
 		return "the message store is unavailable"
 	}
+}
+
+// keptAs says in a log line what became of a refused message's bytes: kept
+// as a rejected message (id), or not kept, when the store refused that copy
+// too (the ingest logged it at ERROR).
+func keptAs(id int64) string {
+	if id == 0 {
+		return "not kept (the store refused it)"
+	}
+	return "kept as rejected"
 }
