@@ -219,7 +219,13 @@ func (l *laneActor) Receive(ctx actor.Context) {
 		claimable := l.claimable.Swap(false)
 		l.wakes++
 		if l.parked && !claimable {
-			return // a new row, behind a head still backing off
+			// A new row, behind a head still backing off. The offer to
+			// yield the lane's place, made as the head began to back off,
+			// was ignored if this Wake was on its way then (an idle of an
+			// older count): it is made again, counting this Wake, or lanes
+			// that come to wait would wait out the whole backoff.
+			l.yield(ctx, time.Until(l.backoffUntil))
+			return
 		}
 		l.parked = false
 		l.wake(ctx)

@@ -140,6 +140,12 @@ type rescanned struct {
 	scan uint64
 	err  error
 	op   string // the store call that failed with err
+	// by is the manager that began the rescan. A manager restarted after
+	// a panic is a new one, and its predecessor's answers still in the
+	// mailbox are not its own: one that ends a rescan cleared the new
+	// manager's scanning while its first listing ran, and a second ran
+	// beside it.
+	by *Manager
 }
 
 // Manager spawns one lane actor per lane with work and stops it when its lane
@@ -521,7 +527,9 @@ func (m *Manager) Receive(ctx actor.Context) {
 	case rescan:
 		m.rescan(ctx)
 	case rescanned:
-		m.rescanned(ctx, msg)
+		if msg.by == m {
+			m.rescanned(ctx, msg)
+		}
 	case HoldChanged:
 		m.holdChanged(ctx, msg)
 		if ctx.Sender() != nil {
@@ -986,7 +994,7 @@ func (m *Manager) rescan(ctx actor.Context) {
 	seen, self, root, scan := m.version, ctx.Self(), ctx.ActorSystem().Root, m.scanned
 	go func() {
 		defer m.scans.Done()
-		r := rescanned{began: now, confirm: confirm, last: true, scan: scan}
+		r := rescanned{began: now, confirm: confirm, last: true, scan: scan, by: m}
 		r.op = "queue_lanes" // the version read is the listing's first step
 		r.version, r.err = m.env.Store.ConfigVersionRead(m.env.Ctx, storage.ConfigVersionReadParams{Name: storage.QueueVersionName})
 		if r.err != nil || (!must && r.version == seen) {

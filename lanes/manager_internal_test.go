@@ -741,6 +741,72 @@ func TestALaneThatComesToWaitBehindLanesBackingOffGetsAPlace(t *testing.T) {
 	}
 }
 
+// A lane whose head began to back off while a Wake for a new row was on its
+// way offers its place again when it takes that Wake: its first offer (an
+// idle of the count before the Wake) was ignored, and a lane that came to
+// wait then waited out the whole backoff, 600 s here.
+func TestALaneWokenAsItBeganToBackOffStillOffersItsPlace(t *testing.T) {
+	gate := make(chan struct{})
+	var blocked, delivered, refused atomic.Int64
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "REFUSED") {
+			blocked.Add(1)
+			<-gate
+			refused.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		delivered.Add(1)
+	}))
+	t.Cleanup(dest.Close)
+	released := false
+	defer func() {
+		if !released {
+			close(gate)
+		}
+	}()
+	f := newLaneFixture(t, dest.URL, "connections = 1\nretry_base_seconds = 600\nretry_max_seconds = 600", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	place := laneCap(f.env.Config.Outbound[0])
+	var names []string
+	store := func() {
+		t.Helper()
+		var msgs []storage.NewMessage
+		for i := range place {
+			msgs = append(msgs, emrMessage(fmt.Sprintf("emr/R%d", i), "REFUSED"))
+		}
+		if _, err := f.store.MessageIngest(f.ctx, storage.MessageIngestParams{Messages: msgs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range place {
+		names = append(names, fmt.Sprintf("emr/R%d", i))
+	}
+	store()
+	f.system.Root.Send(f.manager, Ingested{Lanes: names})
+	waitUntil(t, "a refused lane's send held by the destination", 30*time.Second, func() bool { return blocked.Load() == 1 })
+	// Every refused lane is in its send (one at the destination, the
+	// others waiting for its one connection): a row more in each, and the
+	// Wakes for them queue behind the sends.
+	store()
+	f.system.Root.Send(f.manager, Ingested{Lanes: names})
+	f.inspect(t) // answered after the Wakes were sent
+	close(gate)
+	released = true
+	waitUntil(t, "every refused lane's offer to yield declined", 30*time.Second, func() bool { return f.inspect(t).declined == place })
+
+	res, err := f.store.MessageIngest(f.ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{emrMessage("emr/OK", "OK")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{"emr/OK"}, Newest: []int64{res[0].QueueIDs[0]}})
+	waitUntil(t, "the healthy lane delivered", 30*time.Second, func() bool { return delivered.Load() == 1 })
+	if n := refused.Load(); n != int64(place) {
+		t.Fatalf("%d refused sends; want %d, one a lane", n, place)
+	}
+}
+
 // A lane whose head backs off gives its place under the destination's
 // laneCap to a lane that waits for one: lanes whose messages the
 // destination refuses for good (a retry for ever, max_attempts 0) must not

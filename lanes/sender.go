@@ -39,8 +39,8 @@ type Outgoing struct {
 	Payload []byte
 	// MayWrite, if set, is asked at the last moment before the message
 	// leaves: before the MLLP frame's write (once a connection is in hand),
-	// before the HTTP request (once its connection slot is), before the
-	// file is renamed into place. False, and nothing is sent: Send returns
+	// before the HTTP request (once its connection slot is; net/http's dial
+	// and handshake come after), before the file is renamed into place. False, and nothing is sent: Send returns
 	// an error that is ErrDistrusted. The lanes pass the leadership trust
 	// window: a process frozen while it waited for a connection (SIGSTOP,
 	// a VM pause) must not send on waking, when the next leader may have
@@ -58,7 +58,7 @@ var ErrDistrusted = errors.New("leadership in doubt right before the message wou
 // distrusted is the error of a Send that m.MayWrite stopped: retryable,
 // and no attempt at the destination.
 func distrusted(kind, name string, m Outgoing) *DeliveryError {
-	return retryableError(ErrDistrusted, "%s %s: queue id %d (control id %q) not sent: leadership in doubt right before it would have left", kind, name, m.QueueID, m.ControlID)
+	return retryableError(ErrDistrusted, "%s %s: queue id %d (control id %q)", kind, name, m.QueueID, m.ControlID)
 }
 
 // DeliveryError says why a delivery failed and whether retrying may help.

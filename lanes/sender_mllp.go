@@ -328,7 +328,14 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 		}
 		reply, err := c.exchange(ctx, frame, unawaited, m.mayWrite)
 		if errors.Is(err, ErrDistrusted) {
-			return distrusted("mllp", s.name, m) // nothing written: the connection is kept
+			// Nothing written on this connection, which is kept. A reused
+			// connection that closed after the frame was written (closed)
+			// has carried it once: that is the attempt's outcome, an
+			// attempt counted, not a send that never happened.
+			if closed != nil {
+				return closed
+			}
+			return distrusted("mllp", s.name, m)
 		}
 		if err != nil {
 			c.close()

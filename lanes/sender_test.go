@@ -314,6 +314,30 @@ func TestASenderWritesNothingWhenMayWriteSaysNo(t *testing.T) {
 		}
 	})
 
+	// A reused connection the receiver closed after the frame was written
+	// has carried the message once: if the trust window closes before it
+	// is sent again on a new connection, the send is that failed attempt
+	// (retryable, counted), not ErrDistrusted (given back as never sent).
+	t.Run("mllp, after a reused connection carried it", func(t *testing.T) {
+		t.Parallel()
+		r := startReceiver(t, nil, func(m *hl7.Message) answer { return answer{drop: m.ControlID() == "ONCE"} })
+		s := newTestMLLPSender(t, mllpOutbound(r.addr))
+		if err := s.Send(t.Context(), testMessage("FIRST")); err != nil {
+			t.Fatal(err)
+		}
+		m := testMessage("ONCE")
+		var asked atomic.Int32
+		m.MayWrite = func() bool { return asked.Add(1) == 1 } // yes for the first write only
+		err := s.Send(t.Context(), m)
+		var de *DeliveryError
+		if err == nil || errors.Is(err, ErrDistrusted) || !errors.As(err, &de) || de.Permanent {
+			t.Fatalf("Send: %v; want a retryable DeliveryError that is not ErrDistrusted", err)
+		}
+		if _, _, received := r.stats(); strings.Join(received, ",") != "FIRST,ONCE" {
+			t.Fatalf("received %v; want FIRST,ONCE", received)
+		}
+	})
+
 	t.Run("http", func(t *testing.T) {
 		t.Parallel()
 		var posts atomic.Int32

@@ -105,12 +105,18 @@
 // trust window before each send to a destination, and the sender asks it
 // again at the last moment (lanes.Outgoing.MayWrite: once an MLLP
 // connection is in hand, right before the frame's write; before an HTTP
-// request; before a file's rename into place). That leaves only a pause
+// request, once one of the destination's connections is free; before a
+// file's rename into place). For MLLP and files that leaves only a pause
 // landing between that last check and the write itself, microseconds, not
 // the wait for a connection the destination's lanes share, which can last
 // seconds (a chaos run saw a node frozen in that wait write, on waking, a
-// message the next leader had delivered with seven behind it): at least
-// once, by design.
+// message the next leader had delivered with seven behind it). For HTTP
+// it also leaves net/http's dial and TLS handshake, which come after the
+// check, bounded by the destination's timeout_seconds: the places that
+// could ask again there change what is written (a body net/http cannot
+// tell is in memory has the request's head sent on its own, first) or,
+// on a wrapped connection, would fail the HTTP/2 streams that share it.
+// At least once, by design.
 //
 // # Liveness: a frozen leader must not hold the lease row
 //
