@@ -1101,8 +1101,8 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 				return true
 			})
 			for _, lane := range swallowed {
-				// Claims nothing if the head waits after all (one claim),
-				// and its actor then parks the lane again.
+				// If its head waits after all, its actor claims nothing
+				// (one claim) and stops, and the next listing parks it.
 				m.wake(ctx, lane, unknown, false)
 			}
 			m.orphaned.report(m.env.Log, m.unconfigured, orphanedMsg)

@@ -730,6 +730,16 @@ func TestALaneThatComesToWaitBehindLanesBackingOffGetsAPlace(t *testing.T) {
 	f.system.Root.Send(f.manager, Ingested{Lanes: names})
 	waitUntil(t, "every refused lane's offer to yield declined", 30*time.Second, func() bool { return f.inspect(t).declined == place })
 
+	f.healthyLaneGetsAPlace(t, place, delivered, refused)
+}
+
+// healthyLaneGetsAPlace stores a row the destination takes in a lane of its
+// own, emr/OK, while place lanes whose messages it refuses hold every place,
+// each backing off and having offered its place: the new lane gets one and
+// delivers, and the refused lanes were tried once each (the lane that
+// yielded its place is parked, not retried early).
+func (f *laneFixture) healthyLaneGetsAPlace(t *testing.T, place int, delivered, refused *atomic.Int64) {
+	t.Helper()
 	res, err := f.store.MessageIngest(f.ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{emrMessage("emr/OK", "OK")}})
 	if err != nil {
 		t.Fatal(err)
@@ -770,18 +780,18 @@ func TestALaneWokenAsItBeganToBackOffStillOffersItsPlace(t *testing.T) {
 	defer f.system.Root.Stop(f.manager)
 	place := laneCap(f.env.Config.Outbound[0])
 	var names []string
+	for i := range place {
+		names = append(names, fmt.Sprintf("emr/R%d", i))
+	}
 	store := func() {
 		t.Helper()
 		var msgs []storage.NewMessage
-		for i := range place {
-			msgs = append(msgs, emrMessage(fmt.Sprintf("emr/R%d", i), "REFUSED"))
+		for _, lane := range names {
+			msgs = append(msgs, emrMessage(lane, "REFUSED"))
 		}
 		if _, err := f.store.MessageIngest(f.ctx, storage.MessageIngestParams{Messages: msgs}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	for i := range place {
-		names = append(names, fmt.Sprintf("emr/R%d", i))
 	}
 	store()
 	f.system.Root.Send(f.manager, Ingested{Lanes: names})
@@ -796,15 +806,7 @@ func TestALaneWokenAsItBeganToBackOffStillOffersItsPlace(t *testing.T) {
 	released = true
 	waitUntil(t, "every refused lane's offer to yield declined", 30*time.Second, func() bool { return f.inspect(t).declined == place })
 
-	res, err := f.store.MessageIngest(f.ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{emrMessage("emr/OK", "OK")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.system.Root.Send(f.manager, Ingested{Lanes: []string{"emr/OK"}, Newest: []int64{res[0].QueueIDs[0]}})
-	waitUntil(t, "the healthy lane delivered", 30*time.Second, func() bool { return delivered.Load() == 1 })
-	if n := refused.Load(); n != int64(place) {
-		t.Fatalf("%d refused sends; want %d, one a lane", n, place)
-	}
+	f.healthyLaneGetsAPlace(t, place, &delivered, &refused)
 }
 
 // A lane whose head backs off gives its place under the destination's

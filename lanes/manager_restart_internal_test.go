@@ -3,7 +3,6 @@ package lanes
 import (
 	"bytes"
 	"context"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,43 +30,6 @@ func (p *panickingLog) Write(b []byte) (int, error) {
 	return p.w.Write(b)
 }
 
-// ackWhenReleased is an MLLP receiver that reads messages and answers each
-// AA once release is closed; received counts the messages read.
-func ackWhenReleased(t *testing.T, release <-chan struct{}) (addr string, received *atomic.Int64) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	received = &atomic.Int64{}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				fr := hl7.NewFrameReader(c, 1<<20)
-				for {
-					p, err := fr.ReadFrame()
-					if err != nil {
-						return
-					}
-					received.Add(1)
-					<-release
-					msg, _ := hl7.Parse(p)
-					f, _ := hl7.AppendFrame(nil, []byte("MSH|^~\\&|R|R|S|S|20261121||ACK|A1|P|2.5.1\rMSA|AA|"+msg.ControlID()+"\r"))
-					if _, err := c.Write(f); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String(), received
-}
-
 // The lane manager that panics is restarted by the graph's supervisor.
 // protoactor hands it Restarting before it stops its lanes, and starts the
 // next incarnation once they have stopped. Its Restarting closed the
@@ -77,7 +39,15 @@ func ackWhenReleased(t *testing.T, release <-chan struct{}) (addr string, receiv
 // and is recorded, and the old timer ends with its incarnation.
 func TestAManagerRestartedAfterAPanicLetsTheSendInHandFinish(t *testing.T) {
 	release := make(chan struct{})
-	addr, received := ackWhenReleased(t, release)
+	var received atomic.Int64 // the messages read; each answered AA once release is closed
+	addr := startReceiver(t, nil, func(*hl7.Message) answer {
+		received.Add(1)
+		select {
+		case <-release:
+		case <-t.Context().Done(): // the test failed before it: let the receiver stop
+		}
+		return answer{}
+	}).addr
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cfg := emrConfig(t, "type = \"mllp\"\naddress = \""+addr+"\"\ntimeout_seconds = 20\nretry_base_seconds = 30\n")

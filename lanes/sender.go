@@ -40,8 +40,9 @@ type Outgoing struct {
 	// MayWrite, if set, is asked at the last moment before the message
 	// leaves: before the MLLP frame's write (once a connection is in hand),
 	// before the HTTP request (once its connection slot is; net/http's dial
-	// and handshake come after), before the file is renamed into place. False, and nothing is sent: Send returns
-	// an error that is ErrDistrusted. The lanes pass the leadership trust
+	// and handshake come after), before the file is renamed into place.
+	// False, and nothing is sent: Send returns an error that is
+	// ErrDistrusted. The lanes pass the leadership trust
 	// window: a process frozen while it waited for a connection (SIGSTOP,
 	// a VM pause) must not send on waking, when the next leader may have
 	// delivered the row and the rows behind it already.
