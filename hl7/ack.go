@@ -291,6 +291,16 @@ func AckCondition(m *Message, code AckCode, cond Condition, reason string) []byt
 		versionN: m.Version(),
 		charset:  get(18),
 	}
+	// MSH-11 and MSH-12 are required in every message, the ACK too: a
+	// sender whose own MSH left them empty gets those of an unparsable
+	// input's NAK, or an ACK its HL7 library may refuse to read (HAPI needs
+	// MSH-12), and it would send the message again.
+	if blank(h.procID) {
+		h.procID = "P"
+	}
+	if blank(h.version) {
+		h.version, h.versionN = defaultVersion, defaultVersion
+	}
 	return buildAck(h, code, cond, reason)
 }
 

@@ -569,6 +569,26 @@ func TestAnAckToAMessageOfNoReadableVersionKeepsItsTextInMSA3(t *testing.T) {
 	}
 }
 
+// An ACK fills in MSH-11 and MSH-12, which every message must carry, when
+// the message it answers left them empty: P and 2.5, as a NAK to input
+// without a usable MSH. An ACK without MSH-12 is one that HAPI-based
+// senders cannot read; they would send the message again.
+func TestAnAckToAMessageWithoutMSH11OrMSH12CarriesDefaults(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ msh, procID, version string }{
+		{"MSH|^~\\&|S|F|R|RF|2024||ADT^A01|Q3", "P", "2.5"},
+		{"MSH|^~\\&|S|F|R|RF|2024||ADT^A01|Q3|| ", "P", "2.5"},
+		{"MSH|^~\\&|S|F|R|RF|2024||ADT^A01|Q3||2.3", "P", "2.3"},
+		{"MSH|^~\\&|S|F|R|RF|2024||ADT^A01|Q3|T|", "T", "2.5"},
+	} {
+		m := mustParse(t, []byte(c.msh+"\rPID|1\r"))
+		for _, code := range []AckCode{AA, AE, AR} {
+			a := mustParse(t, Ack(m, code, "reason"))
+			checkFields(t, a, map[string]string{"MSH-11": c.procID, "MSH-12": c.version, "MSA-1": string(code), "MSA-2": "Q3"})
+		}
+	}
+}
+
 // TestAckLayoutAtEachVersionBoundary pins the version-dependent parts of an
 // ACK on both sides of each boundary: MSH-9's third component from v2.3.1,
 // ERR-3 instead of ERR-1 from v2.5, no MSA-3 from v2.7. A sender of v2.4
