@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/hl7"
@@ -87,6 +88,11 @@ func query(w http.ResponseWriter, r *http.Request, known []string) (map[string]s
 		case vs[0] == "":
 			badParam(w, name, "empty; leave it out for none")
 			return nil, false
+		case !validText(vs[0]):
+			// PostgreSQL refuses such text in a parameter, and the request
+			// was answered 503 as if the store were away.
+			badParam(w, name, "not UTF-8 text, or holds a NUL character")
+			return nil, false
 		}
 		out[name] = vs[0]
 	}
@@ -105,7 +111,20 @@ func parseTime(w http.ResponseWriter, name, v string) (time.Time, bool) {
 		badParam(w, name, why)
 		return time.Time{}, false
 	}
+	if t.Before(time.Unix(0, 0)) {
+		// No message was received before 1970, and the zero time stands
+		// for "not given": since=0001-01-01T00:00:00Z was answered 503,
+		// and the same until was dropped without a word.
+		badParam(w, name, "must be 1970 or later")
+		return time.Time{}, false
+	}
 	return t, true
+}
+
+// validText reports whether s can be a parameter of a store's query: UTF-8
+// without NUL characters (storage.ValidText makes stored text so).
+func validText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
 // positive reads a positive integer of a query.

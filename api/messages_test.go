@@ -138,6 +138,11 @@ func TestMessageSearch(t *testing.T) {
 		{"?limit=ten", "1 to 1000"},
 		{"?before_id=-1", "before_id"},
 		{"?a=%zz", "does not parse"},
+		{"?control_id=A%00", "NUL"},
+		{"?inbound=%ff", "UTF-8"},
+		{"?since=0001-01-01T00:00:00Z", "1970 or later"},
+		{"?until=0001-01-01T00:00:00Z", "1970 or later"},
+		{"?since=1969-12-31T23:59:59Z", "1970 or later"},
 	} {
 		code, body := v.call(t, "GET", "/messages"+bad.query, "operator")
 		if code != http.StatusBadRequest || !strings.Contains(errorOf(t, body), bad.says) {

@@ -60,6 +60,10 @@ func (s *Server) outboundHold(w http.ResponseWriter, r *http.Request) {
 // it is held (a reload took it out while it was), so that its row goes.
 func (s *Server) outboundRelease(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	if !validText(name) { // no outbound has such a name, held or not: PostgreSQL refuses it (503)
+		writeError(w, http.StatusNotFound, noOutbound(name))
+		return
+	}
 	ctx, cancel := storeCtx(r, s.limits.storeWrite)
 	defer cancel()
 	released, err := s.o.Store.OutboundRelease(ctx, storage.OutboundReleaseParams{Outbound: name})
