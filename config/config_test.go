@@ -1070,6 +1070,46 @@ func TestAnInboundNoRouteReadsFromIsWarnedOf(t *testing.T) {
 	}
 }
 
+// A route filter that cannot match is refused (a value with trailing
+// blanks: a field's value loses them before the comparison), and one that
+// will most likely match nothing is warned of (a separator inside a path
+// read as one part, or at the value's end): mf check said ok, and every
+// message was answered AA, stored unrouted and delivered nowhere, logged
+// at DEBUG only.
+func TestARouteFilterThatCannotMatchIsRefusedOrWarnedOf(t *testing.T) {
+	filtered := func(filter string) string { return minimal + "filter = { " + filter + " }\n" }
+	for _, f := range []string{`"MSH-9.1" = "ADT "`, `"PID-3" = "123^^ISO "`} {
+		if _, err := config.Parse([]byte(filtered(f)), "mf.toml"); err == nil || !strings.Contains(err.Error(), "can never match") {
+			t.Errorf("filter %s: %v; want refused, can never match", f, err)
+		}
+	}
+	for _, c := range []struct{ filter, says string }{
+		{`"MSH-9.1" = "ADT^A01"`, `route[0].filter: "MSH-9.1" = "ADT^A01" reads one component, which holds a "^" only where the sender escaped it`},
+		{`"MSH-9.1" = "ADT^A01"`, `did you mean a shorter path, such as "MSH-9"?`},
+		{`"PID-3[2].4.1" = "A&B"`, `such as "PID-3[2].4"?`},
+		{`"MSH-9" = "ADT^A01^"`, `ends in a separator`},
+		{`"PID-3.4" = "NPI&"`, `ends in a separator`},
+		{`"PID-3.4" = "NPI^X"`, `reads one component`},
+	} {
+		cfg, err := config.Parse([]byte(filtered(c.filter)), "mf.toml")
+		if err != nil {
+			t.Fatalf("filter %s: %v", c.filter, err)
+		}
+		if w := strings.Join(cfg.Warnings(), "\n"); !strings.Contains(w, c.says) {
+			t.Errorf("filter %s: warnings %q; want one saying %q", c.filter, w, c.says)
+		}
+	}
+	for _, f := range []string{`"MSH-9" = "ADT^A01"`, `"MSH-9.1" = "ADT"`, `"PID-3.4" = "NPI&1.2.3&ISO"`, `"MSH-2" = "^~\\& "`, `"MSH-9" = ""`} {
+		cfg, err := config.Parse([]byte(filtered(f)), "mf.toml")
+		if err != nil {
+			t.Fatalf("filter %s: %v", f, err)
+		}
+		if w := strings.Join(cfg.Warnings(), "\n"); strings.Contains(w, "filter") {
+			t.Errorf("filter %s: warnings %q; want none of the filter", f, w)
+		}
+	}
+}
+
 // A TLS private key that every local user may read is warned of, naming the
 // key and the file (as a SQLite store others can read is): whoever reads it
 // can pose as the API or a listener to the partners, or as mf to a

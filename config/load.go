@@ -753,9 +753,14 @@ func (c *Config) Validate() error {
 				bad(key+".to", "%q is not the name of an [[outbound]]", to)
 			}
 		}
-		for path := range r.Filter {
-			if _, err := hl7.ParsePath(path); err != nil {
+		for _, path := range slices.Sorted(maps.Keys(r.Filter)) {
+			p, err := hl7.ParsePath(path)
+			if err != nil {
 				bad(key+".filter", "%v", err)
+				continue
+			}
+			if v := r.Filter[path]; strings.TrimRight(v, " ") != v && !delimiters(p) {
+				bad(key+".filter", "%q = %q can never match: a field's value loses its trailing blanks before it is compared (HL7 lets senders pad with them); write it without them", path, v)
 			}
 		}
 		if r.LaneKey != "" {
@@ -1137,6 +1142,13 @@ func (c *Config) Warnings() []string {
 			w = append(w, fmt.Sprintf("inbound[%d] (%s): no [[route]] reads from it: every message it accepts is acknowledged AA, stored as unrouted and delivered nowhere; add a route from it, or take it out", i, in.Name))
 		}
 	}
+	for i, r := range c.Route {
+		for _, path := range slices.Sorted(maps.Keys(r.Filter)) {
+			if msg := filterWarning(path, r.Filter[path]); msg != "" {
+				w = append(w, fmt.Sprintf("route[%d].filter: %s", i, msg))
+			}
+		}
+	}
 	openKey := func(key, path string) {
 		if msg := keyEveryUserReads(path); msg != "" {
 			w = append(w, key+": "+msg)
@@ -1169,4 +1181,51 @@ func (c *Config) Warnings() []string {
 		w = append(w, "log_payloads = true: log lines about rejected messages carry their contents (patient data); turn it off outside debugging")
 	}
 	return w
+}
+
+// delimiters reports whether p is MSH-1 or MSH-2, whose values are the
+// message's delimiters, compared as written.
+func delimiters(p hl7.Path) bool { return p.Segment == "MSH" && p.Field <= 2 }
+
+// filterWarning says why a route's filter value will most likely match
+// nothing, or "": it holds a delimiter where the field is read as one part
+// (a component holds ^, a subcomponent ^ or &, only when the sender escaped
+// it: "MSH-9.1" = "ADT^A01" meant "MSH-9"), or ends in one (empty trailing
+// components and subcomponents are dropped before the comparison). Each
+// can match an escaped delimiter, so it is a warning, not a refusal.
+func filterWarning(path, value string) string {
+	p, err := hl7.ParsePath(path)
+	if err != nil || delimiters(p) {
+		return ""
+	}
+	var inside string
+	switch {
+	case p.Subcomponent > 0:
+		inside = "^&"
+	case p.Component > 0:
+		inside = "^"
+	}
+	if i := strings.IndexAny(value, inside); inside != "" && i >= 0 {
+		part := "component"
+		if p.Subcomponent > 0 {
+			part = "subcomponent"
+		}
+		return fmt.Sprintf("%q = %q reads one %s, which holds a %q only where the sender escaped it: messages will most likely match no route and be stored unrouted (did you mean a shorter path, such as %q?)",
+			path, value, part, value[i:i+1], shorter(p))
+	}
+	if strings.HasSuffix(value, "^") || strings.HasSuffix(value, "&") {
+		return fmt.Sprintf("%q = %q ends in a separator, but empty trailing components and subcomponents are dropped before the comparison (|ADT^A01^| reads as ADT^A01): messages will most likely match no route and be stored unrouted; leave the separator out", path, value)
+	}
+	return ""
+}
+
+// shorter is p without its last part: the component of a subcomponent,
+// the field of a component.
+func shorter(p hl7.Path) string {
+	if p.Subcomponent > 0 {
+		p.Subcomponent = 0
+	} else {
+		p.Component = 0
+	}
+	return p.String()
 }
