@@ -45,6 +45,7 @@ var fakeResults = map[string][][]driver.Value{
 	"queue_release":       {{int64(0)}},
 	"queue_skip":          {{int64(0)}},
 	"message_read":        {{int64(1), "in", time.Unix(0, 0), "ctl", "ADT^A01", []byte("MSH|"), storage.MessageRouted, ""}},
+	"queue_by_message":    {}, // MessageRead reads the rows first, then the message
 	// One dead row, so that QueueResendDead goes on to resend it.
 	"queue_resend_dead_pick": {{int64(7), int64(1), "lab", "in", []byte("MSH|")}},
 }

@@ -199,11 +199,15 @@ func (s *Store) Close() error { return errors.Join(s.db.Close(), s.lease.Close()
 // Ping implements storage.Store.
 func (s *Store) Ping(ctx context.Context) error {
 	var n int64
-	if err := s.db.QueryRowContext(ctx, queries.Get("ping")).Scan(&n); err != nil {
+	var readOnly bool
+	if err := s.db.QueryRowContext(ctx, queries.Get("ping")).Scan(&n, &readOnly); err != nil {
 		return fmt.Errorf("sqlserver: ping (is the store migrated?): %w", err)
 	}
 	if n != 1 {
 		return fmt.Errorf("sqlserver: ping: %d leader lease rows, want 1", n)
+	}
+	if readOnly {
+		return fmt.Errorf("sqlserver: ping: %w: point store.url at the primary replica (an availability group listener without ApplicationIntent=ReadOnly), or ALTER DATABASE ... SET READ_WRITE", storage.ErrReadOnly)
 	}
 	return nil
 }
@@ -679,14 +683,12 @@ func (x *queueRowScan) row() storage.QueueRow {
 func (s *Store) MessageRead(ctx context.Context, id int64) (storage.MessageDetail, error) {
 	var d storage.MessageDetail
 	err := retryDeadlocks(ctx, func() error {
+		// Two statements, each its own snapshot: the queue rows first, so
+		// that a purge committed between the two (it deletes a message
+		// with its last rows, in one transaction) leaves the message not
+		// found, not stored with no rows (PostgreSQL reads both in one
+		// REPEATABLE READ transaction).
 		d = storage.MessageDetail{}
-		m := &d.Message
-		err := s.db.QueryRowContext(ctx, queries.Get("message_read"), sql.Named("id", id)).Scan(
-			&m.ID, &m.Inbound, &m.ReceivedAt, &m.ControlID, &m.MessageType, &m.Payload, &m.Status, &m.Error)
-		if err != nil {
-			return err
-		}
-		m.ReceivedAt = utc(m.ReceivedAt)
 		rows, err := s.db.QueryContext(ctx, queries.Get("queue_by_message"), sql.Named("message_id", id))
 		if err != nil {
 			return err
@@ -699,7 +701,14 @@ func (s *Store) MessageRead(ctx context.Context, id int64) (storage.MessageDetai
 			}
 			d.Queue = append(d.Queue, x.row())
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		m := &d.Message
+		err = s.db.QueryRowContext(ctx, queries.Get("message_read"), sql.Named("id", id)).Scan(
+			&m.ID, &m.Inbound, &m.ReceivedAt, &m.ControlID, &m.MessageType, &m.Payload, &m.Status, &m.Error)
+		m.ReceivedAt = utc(m.ReceivedAt)
+		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return storage.MessageDetail{}, storage.ErrNotFound
@@ -782,6 +791,10 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 				return err
 			}
 			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil { // not a message gone: a read cut short
+			rows.Close()
+			return err
 		}
 		if err := rows.Close(); err != nil {
 			return err
@@ -1334,6 +1347,7 @@ func (s *Store) OutboundHold(ctx context.Context, p storage.OutboundHoldParams) 
 func (s *Store) OutboundRelease(ctx context.Context, p storage.OutboundReleaseParams) (bool, error) {
 	var released bool
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		released = false // a deadlock victim's retry starts afresh
 		var n int64
 		if err := tx.QueryRowContext(ctx, queries.Get("outbound_release"), sql.Named("outbound", p.Outbound)).Scan(&n); err != nil || n == 0 {
 			return err

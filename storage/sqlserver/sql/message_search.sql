@@ -14,7 +14,7 @@
 -- binary collation and DATALENGTH too, they match exactly, as in PostgreSQL
 -- and SQLite. RECOMPILE: the plan is made for this window and these filters
 -- (a plan for unknown variables may walk the clustered index instead of the
--- window); an operator's search is rare, its compile cheap beside its read. @control_id, @inbound, @status: N'' is none. @before is the
+-- window); an operator's search is rare, its compile cheap beside its read. @control_id, @inbound, @status: N'' is none (DATALENGTH: = ignores trailing blanks, and a control id of blanks is a filter). @before is the
 -- cursor (MaxInt64: none); @limit the page's size.
 SET NOCOUNT ON;
 DECLARE @from DATETIME2(6) = CONVERT(DATETIME2(6), @since, 126);
@@ -28,11 +28,11 @@ WITH page AS (
      WHERE m.received_at >= @from AND m.received_at < @to
        AND m.received_at <= @top
        AND (m.received_at < @cursor_at OR m.id < @before)
-       AND (@control_id = N'' OR (m.control_id COLLATE Latin1_General_100_BIN2 = @control_id
+       AND (DATALENGTH(@control_id) = 0 OR (m.control_id COLLATE Latin1_General_100_BIN2 = @control_id
                                   AND DATALENGTH(m.control_id) = DATALENGTH(@control_id)))
-       AND (@inbound = N'' OR (m.inbound COLLATE Latin1_General_100_BIN2 = @inbound
+       AND (DATALENGTH(@inbound) = 0 OR (m.inbound COLLATE Latin1_General_100_BIN2 = @inbound
                                AND DATALENGTH(m.inbound) = DATALENGTH(@inbound)))
-       AND (@status = N'' OR m.status = @status)
+       AND (DATALENGTH(@status) = 0 OR m.status = @status)
      ORDER BY m.received_at DESC, m.id DESC
 )
 SELECT p.id, p.inbound, p.received_at, p.control_id, p.message_type, p.status, p.error,

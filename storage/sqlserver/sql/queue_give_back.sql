@@ -10,7 +10,7 @@ SET NOCOUNT ON;
 UPDATE mf_queue
    SET status = N'pending', lease_owner = N'', lease_expires_at = NULL,
        attempts = attempts - 1, updated_at = SYSUTCDATETIME(),
-       last_error = CASE WHEN @error = N'' THEN last_error ELSE @error END,
-       last_error_detail = CASE WHEN @error = N'' THEN last_error_detail ELSE @detail END
+       last_error = CASE WHEN DATALENGTH(@error) = 0 THEN last_error ELSE @error END,
+       last_error_detail = CASE WHEN DATALENGTH(@error) = 0 THEN last_error_detail ELSE @detail END
  WHERE id = @id AND status = N'inflight' AND lease_owner = @owner AND attempts = @attempt;
 SELECT @@ROWCOUNT AS updated;
