@@ -274,6 +274,13 @@ type root struct {
 func (r *root) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
+		if r.stopping {
+			// Root restarted after its own panic (below): the engine is
+			// failing, and an elector spawned now could win the lease
+			// with no graph to run. The restart stopped the one it had.
+			r.leadership = nil
+			return
+		}
 		r.leadership, _ = ctx.SpawnNamed(r.opts.Leadership, "leadership")
 	case leadership.Changed:
 		r.changed(ctx, msg)
@@ -311,7 +318,21 @@ func (r *root) Receive(ctx actor.Context) {
 		ctx.Respond(shutdownDone{})
 	case lookAtCerts:
 		r.certs.look(r.opts.Log)
-	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *actor.Restarting:
+		// Root panicked (a bug). Its supervisor stops every child at once
+		// next, and the elector's stop resigns the lease: a standby would
+		// be elected while this graph still drained. So the graph is
+		// stopped here first, as any loss stops it, and the engine fails:
+		// its service manager starts it again.
+		r.certs.stop()
+		if !r.stopping {
+			r.opts.Log.Error().Msg("the root actor panicked (a bug: report it with the protoactor \"Recovering\" lines before): stopping the graph, then giving up the lease and stopping the node, so that a standby takes over and its service manager starts it again")
+			r.stopping = true
+			r.stopGraph(ctx, false)
+			r.fail(errors.New("the root actor panicked (a bug: see the ERROR lines logged before)"))
+		}
+		return
+	case *actor.Stopping, *actor.Stopped:
 		r.certs.stop()
 		return
 	}

@@ -62,7 +62,11 @@
 // part in elections; the lease expires as after a crash. A graph stopped
 // that way is the end of the term's work: root stops the node, resigning
 // only once the graph and all its children have stopped, as a clean stop
-// does, so no other node starts while any of this node's graph acts.
+// does, so no other node starts while any of this node's graph acts. A
+// panic in root itself does the same: its supervisor would stop the graph
+// and the elector at once (the elector's stop resigns), so root, told it
+// is restarting, stops the graph first and fails the node, and the root
+// that restarts spawns no elector.
 //
 // # The trust window, and why a fenced leader has stopped first
 //
