@@ -84,7 +84,11 @@ func (g *graph) Receive(ctx actor.Context) {
 func (g *graph) spawn(ctx actor.Context) {
 	s := g.spec
 	log := s.log.With().Int64("term", s.fence.Term).Logger()
-	laneEnv := &lanes.Env{Ctx: s.ctx, Store: s.store, Fence: s.fence, Owner: s.owner, Trust: s.trust.Trusted,
+	// The trust window is this term's only: once the term ended (its
+	// context cancelled), a window this node opens for a later term of its
+	// own does not reopen it for this graph's lanes.
+	trusted := func() bool { return s.ctx.Err() == nil && s.trust.Trusted() }
+	laneEnv := &lanes.Env{Ctx: s.ctx, Store: s.store, Fence: s.fence, Owner: s.owner, Trust: trusted,
 		Config: s.cfg, Log: log, OnFenced: s.onFenced, Moving: s.moving}
 	lanePID, _ := ctx.SpawnNamed(lanes.NewManager(laneEnv), "lanes")
 	g.lanes = lanePID

@@ -78,7 +78,13 @@
 // trusted_until), and a checkTrust message is armed for trusted_until. When
 // the window closes without a newer success the node fences itself: it
 // reports the loss, root stops the graph, and the Trust shared with the lanes
-// closes, so no lane starts another send.
+// closes, so no lane starts another send. The Trust also ends the term
+// (closes Changed.Ended, which cancels the graph's context) on a timer of
+// its own at that instant, whatever the elector is doing: a send already
+// being written is cut off with the window even while the elector is held
+// up in a call that ignores its deadline (else it ran on to the
+// destination's timeout), and a window that lapsed stays closed for the
+// rest of its term, so a renewal answered after it is a loss.
 //
 // Safety. Let a successful attempt start at local time s. The statement it
 // sent runs on the database at some real time d >= s (it cannot run before
@@ -131,7 +137,13 @@
 // On PostgreSQL a clustered node's sessions therefore carry
 // idle_in_transaction_session_timeout = leader_fence_timeout: the server
 // ends a session that sits inside a transaction that long, releasing its
-// locks, by the time the lease can expire. None of the engine's
+// locks. A fenced write may begin as late as the trust window's end, s +
+// fence_timeout (s the start of the last renewal), so its lock is gone by
+// s + 2 * fence_timeout, which with the defaults is 10 s after the lease
+// can expire (s + TTL): the next election may wait that much longer for it
+// (liveness only: it waits for that lock, see Safety). A timeout of TTL -
+// fence_timeout would end the sessions of a merely slow client at short
+// timings (fence 2 s, TTL 3 s: 1 s). None of the engine's
 // transactions waits on anything but the database (no delivery happens
 // inside one), so only a frozen or cut-off client ever meets the timeout.
 // The timeout covers a session idle between a transaction's statements,

@@ -332,8 +332,8 @@ func (e *Elector) elect(ctx actor.Context) time.Duration {
 	}
 	e.leader = true
 	e.fence = storage.Fence{Owner: e.nodeID, Term: l.Term}
-	e.trusted(ctx, start)
-	e.ended = make(chan struct{})
+	e.ended = e.trust.begin(start.Add(e.cfg.LeaderFenceTimeout()))
+	e.trusted(ctx, start) // an answer after the window: it lapses at once, and checkTrust fences
 	e.log.Info().Int64("term", l.Term).Msg("elected leader")
 	ctx.Send(ctx.Parent(), Changed{Leader: true, Fence: e.fence, Reason: "elected", Ended: e.ended})
 	return e.cfg.Heartbeat()
@@ -356,9 +356,12 @@ func (e *Elector) renew(ctx actor.Context) (next time.Duration, renewed bool) {
 		storage.CountError(context.Background(), "lease_renew", err)
 	}
 	switch {
-	case err == nil:
-		e.trusted(ctx, start)
+	case err == nil && e.trusted(ctx, start):
 		return e.cfg.Heartbeat(), true
+	case err == nil:
+		// Answered after the window lapsed, which ended the term: the
+		// graph is being cancelled, and the term is not trusted again.
+		e.lose(ctx, "fenced", "no lease renewal within leader_fence_timeout_seconds: stopped acting as leader before the lease can expire")
 	case errors.Is(err, storage.ErrLeaseLost):
 		e.lose(ctx, "renew-lost", "the lease is held by another owner or term")
 	case !time.Now().Before(e.trustedUntil):
@@ -376,15 +379,18 @@ func (e *Elector) renew(ctx actor.Context) (next time.Duration, renewed bool) {
 // the lease it renewed lasts until the database's now + TTL, counted from a
 // moment after start, so the window closes at least TTL - fence timeout
 // before any other node can be elected (doc.go).
-func (e *Elector) trusted(ctx actor.Context, start time.Time) {
+//
+// It reports false, opening nothing, once the window has lapsed: the
+// Trust's own timer has ended the term then (a renewal answered after
+// it, its driver having ignored the deadline).
+func (e *Elector) trusted(ctx actor.Context, start time.Time) bool {
 	e.trustedUntil = start.Add(e.cfg.LeaderFenceTimeout())
-	e.trust.set(e.trustedUntil)
 	scheduler.NewTimerScheduler(ctx).SendOnce(time.Until(e.trustedUntil), ctx.Self(), checkTrust{until: e.trustedUntil})
+	return e.trust.set(e.trustedUntil)
 }
 
 // lose ends this node's leadership and tells root, which stops the graph.
 func (e *Elector) lose(ctx actor.Context, reason, why string) {
-	e.trust.close()
 	e.endTerm()
 	term := e.fence.Term
 	e.leader = false
@@ -397,13 +403,12 @@ func (e *Elector) lose(ctx actor.Context, reason, why string) {
 	ctx.Send(ctx.Parent(), Changed{Leader: false, Fence: storage.Fence{Owner: e.nodeID, Term: term}, Reason: reason})
 }
 
-// endTerm closes the held term's Ended: root cancels that term's graph on
+// endTerm closes the trust window and the held term's Ended (unless the
+// window's lapse has closed it already): root cancels that term's graph on
 // it at once, even while it is busy.
 func (e *Elector) endTerm() {
-	if e.ended != nil {
-		close(e.ended)
-		e.ended = nil
-	}
+	e.trust.close()
+	e.ended = nil
 }
 
 // heartbeat records this node in mf_nodes. Best effort: membership is for
@@ -543,7 +548,6 @@ func (e *Elector) stop() {
 		e.stopWatch()
 	}
 	if e.leader {
-		e.trust.close()
 		e.endTerm()
 		for attempt := 1; attempt <= resignAttempts; attempt++ {
 			cctx, cancel := context.WithTimeout(context.Background(), resignTimeout)

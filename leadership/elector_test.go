@@ -389,6 +389,30 @@ func TestTheTrustWindowClosesWhileTheElectorIsStuck(t *testing.T) {
 	}
 }
 
+// The term ends (its Ended closes, which cancels its graph's context: root,
+// termContext) when the trust window lapses, even while the elector is
+// held up in a call that ignores its deadline: a send already being
+// written then is cut off with the window, not at the destination's
+// timeout, while the next leader may be sending the same lane. Before,
+// only the elector closed Ended, once the stuck call returned.
+func TestTheTermEndsWithTheTrustWindowWhileTheElectorIsStuck(t *testing.T) {
+	t.Parallel()
+	st := &flakyStore{Store: openStore(t, pgtest.NewSchema(t))}
+	a := startNode(t, "a", st)
+	c := a.wantChanged(t, 5*time.Second, true, "elected")
+	release := make(chan struct{})
+	st.stuck.Store(&release)
+	t.Cleanup(func() { close(release) }) // before the node's stop, which waits for the actor
+	select {
+	case <-c.Ended:
+	case <-time.After(fast.LeaderFenceTimeout() + 2*time.Second):
+		t.Fatalf("the term's Ended still open %v after renewals stuck (fence timeout %v)", fast.LeaderFenceTimeout()+2*time.Second, fast.LeaderFenceTimeout())
+	}
+	if a.trust.Trusted() {
+		t.Fatal("the term ended with its trust window still open")
+	}
+}
+
 // A renewal that finds another owner or term is a loss at once.
 func TestRenewFindingAnotherTermLosesAtOnce(t *testing.T) {
 	t.Parallel()
