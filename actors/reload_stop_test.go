@@ -2,7 +2,6 @@ package actors_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/messagefoundry/mf/hl7"
 	"github.com/messagefoundry/mf/leadership"
 	"github.com/messagefoundry/mf/storage"
-	"github.com/messagefoundry/mf/storage/sqlite"
 )
 
 // A stop that comes while a reload drains the old graph (SIGTERM during a
@@ -30,14 +28,7 @@ func TestAStopDuringAReloadStartsNoGraph(t *testing.T) {
 	dest := startHangingDestination(t)
 	listen := enginetest.FreeAddr(t)
 	cfg := slowOutbound(t, "", listen, dest.URL)
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	st := migratedStore(t)
 	logs := &enginetest.LogBuffer{}
 	hello, got := make(chan scriptedRef, 1), make(chan any, 16)
 	eng, err := actors.Start(actors.Options{

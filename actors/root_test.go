@@ -74,25 +74,43 @@ to = ["out"]
 `, listen)
 }
 
-func start(t *testing.T, reload func() (*config.Config, error)) *harness {
+// migratedStore is a migrated SQLite store in the test's directory,
+// closed when the test ends (after an engine stopped by a cleanup
+// registered later).
+func migratedStore(t *testing.T) *sqlite.Store {
 	t.Helper()
-	h := &harness{t: t, got: make(chan any, 16), listen: enginetest.FreeAddr(t), logs: &enginetest.LogBuffer{}}
-	cfg, err := config.Parse([]byte(graphConfig(h.listen)), "test.toml")
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// parsedGraphConfig is graphConfig(listen), its outbound writing to the
+// test's directory.
+func parsedGraphConfig(t *testing.T, listen string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(graphConfig(listen)), "test.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range cfg.Outbound {
 		cfg.Outbound[i].Directory = filepath.Join(t.TempDir(), "out")
 	}
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	return cfg
+}
+
+func start(t *testing.T, reload func() (*config.Config, error)) *harness {
+	t.Helper()
+	h := &harness{t: t, got: make(chan any, 16), listen: enginetest.FreeAddr(t), logs: &enginetest.LogBuffer{}}
+	cfg, st := parsedGraphConfig(t, h.listen), migratedStore(t)
 	h.store = &enginetest.FaultStore{Store: st}
 	hello := make(chan scriptedRef, 1)
+	var err error
 	h.eng, err = actors.Start(actors.Options{
 		Config: cfg, Store: h.store, Log: zerolog.New(io.MultiWriter(zerolog.NewTestWriter(t), h.logs)), NodeID: "n1",
 		Leadership: actor.PropsFromProducer(func() actor.Actor { return &scripted{hello: hello, got: h.got} }),
@@ -108,7 +126,6 @@ func start(t *testing.T, reload func() (*config.Config, error)) *harness {
 		if err := h.eng.Stop(ctx); err != nil {
 			t.Error(err)
 		}
-		st.Close()
 	})
 	h.lead = <-hello
 	return h
@@ -144,13 +161,7 @@ func (e *scriptedEngine) reload(t *testing.T, version int64) {
 // failed.
 func startScripted(t *testing.T, cfg *config.Config, more func(*actors.Options)) *scriptedEngine {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	st := migratedStore(t)
 	e := &scriptedEngine{got: make(chan any, 16), logs: &enginetest.LogBuffer{}}
 	hello := make(chan scriptedRef, 1)
 	o := actors.Options{
@@ -161,6 +172,7 @@ func startScripted(t *testing.T, cfg *config.Config, more func(*actors.Options))
 	if more != nil {
 		more(&o)
 	}
+	var err error
 	e.eng, err = actors.Start(o)
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +186,6 @@ func startScripted(t *testing.T, cfg *config.Config, more func(*actors.Options))
 		if err := e.eng.Stop(ctx); err != nil {
 			t.Error(err)
 		}
-		st.Close()
 	})
 	lead := <-hello
 	e.tell = func(m any) { lead.system.Root.Send(lead.pid, m) }
@@ -438,19 +449,7 @@ func (p *panicky) Receive(ctx actor.Context) {
 // it again.
 func TestALeadershipActorThatPanicsTooOftenStopsTheEngine(t *testing.T) {
 	listen := enginetest.FreeAddr(t)
-	cfg, err := config.Parse([]byte(graphConfig(listen)), "test.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Outbound[0].Directory = filepath.Join(t.TempDir(), "out")
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	cfg, st := parsedGraphConfig(t, listen), migratedStore(t)
 	logs := &enginetest.LogBuffer{}
 	hello, started := make(chan scriptedRef, 1), &atomic.Bool{}
 	eng, err := actors.Start(actors.Options{

@@ -3,7 +3,6 @@ package actors_test
 import (
 	"context"
 	"io"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/leadership"
 	"github.com/messagefoundry/mf/storage"
-	"github.com/messagefoundry/mf/storage/sqlite"
 )
 
 // countedLeader is a leadership actor that reports itself elected once,
@@ -54,21 +52,7 @@ func (s *countedLeader) Receive(ctx actor.Context) {
 // root spawned a new elector, which could win the lease with no graph.
 func TestAPanicOfRootStopsTheGraphBeforeTheLeaseIsGivenUp(t *testing.T) {
 	listen := enginetest.FreeAddr(t)
-	cfg, err := config.Parse([]byte(graphConfig(listen)), "test.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range cfg.Outbound {
-		cfg.Outbound[i].Directory = filepath.Join(t.TempDir(), "out")
-	}
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "mf.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	cfg, st := parsedGraphConfig(t, listen), migratedStore(t)
 	logs := &enginetest.LogBuffer{}
 	var started atomic.Int32
 	stopping, hello := make(chan bool, 4), make(chan scriptedRef, 4)
