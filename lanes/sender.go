@@ -158,18 +158,24 @@ func tlsAdvice(err error) string {
 	var (
 		unknown  x509.UnknownAuthorityError
 		hostname x509.HostnameError
-		op       *net.OpError
 	)
 	switch {
 	case errors.As(err, &unknown):
 		return "the destination's certificate is not signed by a CA this node trusts: set tls_ca to the PEM file of the CA that signed it"
 	case errors.As(err, &hostname):
 		return "the destination's certificate is not for the host dialled: set server_name to a name the certificate holds, or dial that name"
-	case errors.As(err, &op) && op.Op == "remote error" && strings.Contains(op.Err.Error(), "certificate"):
+	case tlsRefused(err):
 		// The server's alert: it wants a client certificate, or refused ours.
 		return "the destination refused this node's client certificate or wants one: set tls_cert and tls_key to a certificate it trusts"
 	}
 	return ""
+}
+
+// tlsRefused reports whether err is the server's TLS alert that it wants
+// a client certificate or refused this node's (tlsAdvice).
+func tlsRefused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error" && strings.Contains(op.Err.Error(), "certificate")
 }
 
 // closedByReceiver reports whether err, of a send on a connection, says the

@@ -150,7 +150,7 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 	if !m.mayWrite() {
 		return distrusted("http", s.name, m)
 	}
-	resp, connected, err := s.post(ctx, m)
+	resp, connected, reused, err := s.post(ctx, m)
 	if err != nil {
 		var de *DeliveryError
 		if errors.As(err, &de) {
@@ -164,12 +164,16 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 			shown.URL = s.shownURL
 			err = &shown
 		}
-		if !connected && !errors.Is(ctx.Err(), context.Canceled) {
+		if (!connected || (!reused && tlsRefused(err))) && !errors.Is(ctx.Err(), context.Canceled) {
 			// No connection, so nothing of the request was written (refused,
 			// unreachable, a TLS handshake that failed): no attempt, as for
 			// MLLP; counted, a destination down for a few tries used up
 			// max_attempts and set each head aside, or held it, in turn.
-			// (Our own cancellation says nothing about the destination.)
+			// So with a new connection whose TLS the server refused after
+			// the client's side of the handshake ended (TLS 1.3 and a
+			// client certificate it refuses): the request went out, but no
+			// application took any of it. (Our own cancellation says
+			// nothing about the destination.)
 			wait := s.backoff.failed(err)
 			de := withTLSAdvice(retryableError(fmt.Errorf("%w: %w", errNotWritten, err), "http %s: connecting for queue id %d (control id %q) failed; next connection in %s",
 				s.name, m.QueueID, m.ControlID, wait.Round(time.Millisecond)))
@@ -237,10 +241,10 @@ func (s *httpSender) take(ctx context.Context, queueID int64) error {
 // again too, but after its backoff, and counted an attempt.
 //
 // connected says whether it got a connection: without one, nothing of the
-// request was written. One got resets the destination's backoff.
-func (s *httpSender) post(ctx context.Context, m Outgoing) (resp *http.Response, connected bool, err error) {
+// request was written. One got resets the destination's backoff. reused
+// says whether the last connection got had carried requests before.
+func (s *httpSender) post(ctx context.Context, m Outgoing) (resp *http.Response, connected, reused bool, err error) {
 	for resent := false; ; resent = true {
-		var reused bool
 		trace := &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) {
 			reused, connected = c.Reused, true
 			s.backoff.succeeded()
@@ -248,7 +252,7 @@ func (s *httpSender) post(ctx context.Context, m Outgoing) (resp *http.Response,
 		var req *http.Request
 		req, err = http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.url, bytes.NewReader(m.Payload))
 		if err != nil {
-			return nil, false, permanentError(err, "http %s: building the request for queue id %d", s.name, m.QueueID)
+			return nil, false, false, permanentError(err, "http %s: building the request for queue id %d", s.name, m.QueueID)
 		}
 		req.Header.Set("Content-Type", HL7ContentType)
 		req.Header.Set("User-Agent", "mf")
@@ -258,7 +262,7 @@ func (s *httpSender) post(ctx context.Context, m Outgoing) (resp *http.Response,
 		if err != nil && !resent && reused && ctx.Err() == nil && closedByReceiver(err) {
 			continue
 		}
-		return resp, connected, err
+		return resp, connected, reused, err
 	}
 }
 

@@ -304,8 +304,8 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 					if ctx.Err() != nil {
 						return retryableError(err, "mllp %s: queue id %d (control id %q) not sent: interrupted while its new connection settled", s.name, m.QueueID, want)
 					}
-					return withTLSAdvice(retryableError(err, "mllp %s: %s closed the new connection within %s, before control id %q (queue id %d) was written; not sent (sent with MSH-15 %s, it is not acknowledged, so only a connection that stands can carry it)",
-						s.name, s.addr, settle.Round(time.Millisecond), want, m.QueueID, unawaited.ackType))
+					return s.refusedNew(closed, err, "mllp %s: %s closed the new connection within %s, before control id %q (queue id %d) was written; not sent (sent with MSH-15 %s, it is not acknowledged, so only a connection that stands can carry it)",
+						s.name, s.addr, settle.Round(time.Millisecond), want, m.QueueID, unawaited.ackType)
 				}
 			}
 		}
@@ -342,8 +342,19 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 			unended := c.fr.AwaitingCR() // the reader has stopped: safe to ask
 			carried := c.unawaited.carried()
 			c = nil
-			if errors.Is(err, errIdleConnDead) && !fresh {
-				continue // nothing was written: send on a new connection
+			if errors.Is(err, errIdleConnDead) {
+				if !fresh {
+					continue // nothing was written: send on a new connection
+				}
+				return s.refusedNew(closed, err, "mllp %s: %s closed the new connection before control id %q (queue id %d) was written; not sent",
+					s.name, s.addr, want, m.QueueID)
+			}
+			if fresh && !carried && tlsRefused(err) {
+				// TLS 1.3: the client learns that the server refused its
+				// certificate only at its first read, after the frame
+				// went out; the server's TLS took no data of the session.
+				return s.refusedNew(closed, err, "mllp %s: %s refused this node's TLS session on the new connection, so control id %q (queue id %d) reached no application; not sent",
+					s.name, s.addr, want, m.QueueID)
 			}
 			var early *earlyReply
 			if errors.As(err, &early) {
@@ -545,6 +556,25 @@ func (s *mllpSender) connect(ctx context.Context) (net.Conn, *DeliveryError) {
 	}
 	s.backoff.succeeded()
 	return nc, nil
+}
+
+// refusedNew is the outcome of a send on a new connection that the
+// receiver would not take (it closed it at once, or its TLS refused this
+// node): nothing of the message reached it, so no attempt is counted
+// (errNotWritten), and the next connection waits for the dial backoff, as
+// after a failed dial (counted, a receiver at its connection limit, or
+// refusing this node's certificate, used up max_attempts and set
+// messages aside that no receiver had seen). If the message was written
+// once before, on a reused connection the receiver closed (closed), that
+// is the attempt's outcome.
+func (s *mllpSender) refusedNew(closed *DeliveryError, err error, format string, args ...any) *DeliveryError {
+	if closed != nil {
+		return closed
+	}
+	wait := s.backoff.failed(err)
+	de := withTLSAdvice(retryableError(fmt.Errorf("%w: %w", errNotWritten, err), format+"; next connection in %s", append(args, wait.Round(time.Millisecond))...))
+	de.RetryAfter = wait
+	return de
 }
 
 // Close implements Sender: it aborts any Send in progress, waits for the

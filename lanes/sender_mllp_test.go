@@ -1196,8 +1196,10 @@ func TestMLLPSenderTLSFailures(t *testing.T) {
 		o := mllpOutbound(r.addr)
 		o.TLS, o.TLSCA = true, pki.caFile
 		err := newTestMLLPSender(t, o).Send(t.Context(), testMessage("MSG1"))
-		// TLS 1.3 reports the server's refusal on the first read.
-		wantDeliveryError(t, err, false, "mllp lab:")
+		// TLS 1.3 reports the server's refusal on the first read, after
+		// the frame went out; the server's TLS took none of it.
+		wantDeliveryError(t, err, false, "refused this node's TLS session on the new connection")
+		wantNotWritten(t, err)
 	})
 	t.Run("plaintext to a TLS receiver", func(t *testing.T) {
 		o := mllpOutbound(r.addr)
@@ -1528,11 +1530,25 @@ func TestMLLPSenderLogsAnUnnamedRefusalOnAConnectionThatCarriedUnawaitedSends(t 
 	}
 }
 
+// wantNotWritten fails the test unless err is a send that wrote nothing
+// the receiver took (errNotWritten): the lane gives its row back with no
+// attempt counted, and waits for the destination's dial backoff (RetryAfter).
+func wantNotWritten(t *testing.T, err error) {
+	t.Helper()
+	var de *DeliveryError
+	if !errors.Is(err, errNotWritten) || !errors.As(err, &de) || de.RetryAfter <= 0 {
+		t.Errorf("%v: want a send that wrote nothing (errNotWritten), with the dial backoff's RetryAfter", err)
+	}
+}
+
 // Nothing acknowledges an NE or ER message: a receiver that closes each new
 // connection at once (at its connection limit), or refuses the client's
 // certificate after a TLS 1.3 handshake the client has already finished,
 // would take it unread, and it would count delivered. It is written only on
-// a connection that stood a moment; else it fails, and is sent again.
+// a connection that stood a moment; else it fails, and is sent again, with
+// no attempt counted (nothing reached the receiver) after the dial backoff.
+// Counted, a receiver at its connection limit used up max_attempts and set
+// messages aside that it had never seen.
 func TestMLLPSenderWritesAnUnacknowledgedMessageOnlyOnAConnectionThatStands(t *testing.T) {
 	t.Parallel()
 	t.Run("closed at once", func(t *testing.T) {
@@ -1554,6 +1570,7 @@ func TestMLLPSenderWritesAnUnacknowledgedMessageOnlyOnAConnectionThatStands(t *t
 		err = s.Send(t.Context(), testMessageAsking("NE1", "NE", 0))
 		wantDeliveryError(t, err, false, "closed the new connection within ")
 		wantDeliveryError(t, err, false, `before control id "NE1" (queue id 42) was written; not sent`)
+		wantNotWritten(t, err)
 	})
 	t.Run("TLS client certificate refused", func(t *testing.T) {
 		pki := newTestPKI(t, nil, []net.IP{net.ParseIP("127.0.0.1")})
@@ -1562,6 +1579,7 @@ func TestMLLPSenderWritesAnUnacknowledgedMessageOnlyOnAConnectionThatStands(t *t
 		o.TLS, o.TLSCA = true, pki.caFile // no client certificate
 		err := newTestMLLPSender(t, o).Send(t.Context(), testMessageAsking("NE1", "NE", 0))
 		wantDeliveryError(t, err, false, "mllp lab:")
+		wantNotWritten(t, err)
 		o.TLSCert, o.TLSKey = pki.clientCert, pki.clientKey
 		if err := newTestMLLPSender(t, o).Send(t.Context(), testMessageAsking("NE2", "NE", 0)); err != nil {
 			t.Fatalf("with a client certificate: %v", err)
