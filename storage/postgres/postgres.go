@@ -1382,16 +1382,15 @@ func (s *Store) OutboundHold(ctx context.Context, p storage.OutboundHoldParams) 
 	}
 	h := storage.OutboundHeld{Outbound: p.Outbound}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, queries.Get("outbound_hold"), p.Outbound)
-		if err != nil {
+		var made bool
+		if err := tx.QueryRow(ctx, queries.Get("outbound_hold"), p.Outbound).Scan(&h.Since, &made); err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 1 {
-			if _, err := bumpVersion(ctx, tx, storage.QueueVersionName); err != nil {
-				return err
-			}
+		if made {
+			_, err := bumpVersion(ctx, tx, storage.QueueVersionName)
+			return err
 		}
-		return tx.QueryRow(ctx, queries.Get("outbound_hold_read"), p.Outbound).Scan(&h.Since)
+		return nil
 	})
 	if err != nil {
 		return storage.OutboundHeld{}, wrap("outbound hold", err)
