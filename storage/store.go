@@ -213,8 +213,10 @@ type Store interface {
 	QueueExtendLease(ctx context.Context, p QueueExtendLeaseParams) error
 	// QueueRecoverForeign is promotion recovery: it re-pends every in-flight
 	// row leased by an owner other than p.Owner, whatever its lease expiry,
-	// and returns how many. When it re-pends any, it bumps the
-	// QueueVersionName version in the same transaction.
+	// and returns how many. A row above its lane's lowest unfinished row was
+	// claimed ahead and never sent (FIFO), so it gets its attempt back, as
+	// from QueueGiveBack; the lowest keeps it. When it re-pends any, it
+	// bumps the QueueVersionName version in the same transaction.
 	QueueRecoverForeign(ctx context.Context, p QueueRecoverForeignParams) (int64, error)
 	// QueueReclaimExpired is the recurring sweep: it re-pends in-flight rows
 	// whose lease has expired, and returns how many. When it re-pends any,
@@ -980,9 +982,11 @@ type QueueClaim struct {
 	// ControlID of the message, for logs (never log the payload).
 	ControlID string
 	// AttemptsAtRetry is Row.Attempts when an operator last retried the
-	// row (QueueRelease), 0 if never. Row.Attempts only grows (it tells a
-	// stale claim from this one, see Claim, and is the total the API
-	// shows); a destination's max_attempts counts AttemptsSinceRetry.
+	// row (QueueRelease), 0 if never. Row.Attempts grows by each claim,
+	// less those never sent (taken back by QueueGiveBack, QueueReleaseOwn
+	// and QueueRecoverForeign); it tells a stale claim from this one (see
+	// Claim) and is the total the API shows; a destination's max_attempts
+	// counts AttemptsSinceRetry.
 	AttemptsAtRetry int64
 }
 
@@ -999,8 +1003,12 @@ func (c QueueClaim) Claim() Claim {
 }
 
 // Claim identifies one claim of a queue row: the row and the attempt number
-// the claim gave it. A later claim of the same row has a higher attempt, so
-// a stale claim can never finish a row claimed again.
+// the claim gave it, and the owner it was made with. A later claim of the
+// same row by the same owner has a higher attempt, so a stale claim can
+// never finish a row claimed again: the attempts a give-back takes back
+// (QueueGiveBack, QueueReleaseOwn) are of claims whose owner has let go of
+// them, and those promotion recovery takes back (QueueRecoverForeign) are
+// of another owner's.
 type Claim struct {
 	ID int64
 	// Owner is the row lease's owner the claim was made with.

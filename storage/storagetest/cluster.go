@@ -364,6 +364,43 @@ func testRecoverForeign(t *testing.T, h *harness) {
 	}
 }
 
+// Promotion recovery gives back the attempt of each row claimed ahead of
+// its lane's head, which was never sent (a lane sends a row only once the
+// one before it is done), and keeps the head's, which may have been: with
+// max_attempts, every failover used up an attempt of each row claimed
+// ahead, and held or set it aside one real attempt early.
+func testRecoverForeignGivesBackTheAttemptsOfRowsClaimedAhead(t *testing.T, h *harness) {
+	a := h.elect("node-a", time.Minute)
+	ids := h.fill(a, "lab", "1", 4)
+	first := h.mustClaim(a, "lab/1", time.Hour, ids[0])
+	adv, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: a, Claim: first.Claim(), Lane: "lab/1", Owner: a.Owner, LeaseTTL: time.Hour, Ahead: 2})
+	if err != nil || adv.Next == nil || len(adv.Ahead) != 2 {
+		t.Fatalf("advance with 2 ahead: %+v, %v", adv, err)
+	}
+	// node-a fails while sending ids[1], with ids[2] and ids[3] claimed
+	// ahead of it; node-b is promoted.
+	if _, err := h.s.LeaseResign(h.ctx, storage.LeaseResignParams{Owner: a.Owner, Term: a.Term}); err != nil {
+		t.Fatalf("resign: %v", err)
+	}
+	b := h.elect("node-b", time.Minute)
+	if n, err := h.s.QueueRecoverForeign(h.ctx, storage.QueueRecoverForeignParams{Fence: b, Owner: b.Owner}); err != nil || n != 3 {
+		t.Fatalf("recover foreign: %d rows, err %v; want 3", n, err)
+	}
+	for id, want := range map[int64]int64{ids[1]: 1, ids[2]: 0, ids[3]: 0} {
+		if r := h.queueRow(id); r.Status != storage.QueuePending || r.Attempts != want {
+			t.Errorf("recovered row %d: %s with %d attempts; want pending with %d (the head may have been sent; the rows ahead were not)", id, r.Status, r.Attempts, want)
+		}
+	}
+	// Each is delivered in order, the rows ahead at their first attempt.
+	for i, id := range ids[1:] {
+		c := h.mustClaim(b, "lab/1", time.Minute, id)
+		if want := map[bool]int64{true: 2, false: 1}[i == 0]; c.AttemptsSinceRetry() != want {
+			t.Errorf("row %d claimed with %d attempts since retry; want %d", id, c.AttemptsSinceRetry(), want)
+		}
+		h.complete(b, c)
+	}
+}
+
 // A single-node process that restarts (same zero fence, a new process) gets
 // its predecessor's in-flight rows back at once: the row lease belongs to the
 // process, not to the fence.

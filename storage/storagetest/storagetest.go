@@ -48,6 +48,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Lease/Election", testLeaseElection},
 		{"Fence/OldTermWritesFailAndChangeNothing", testFencedOperations},
 		{"Recovery/OnlyForeignOwners", testRecoverForeign},
+		{"Recovery/RowsClaimedAheadGetTheirAttemptBack", testRecoverForeignGivesBackTheAttemptsOfRowsClaimedAhead},
 		{"Recovery/SingleNodeRestart", testRecoverAfterRestart},
 		{"Ingest/BatchIsAtomic", testIngestAtomic},
 		{"Ingest/AnyFieldsAreStorable", testIngestStorable},
