@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/messagefoundry/mf/storage"
-	"github.com/messagefoundry/mf/storage/postgres/pgtest"
 )
 
 // A hold is one statement: it makes the hold (and moves the queue's
@@ -21,14 +20,7 @@ import (
 func TestAHoldBesideAReleaseNeverFails(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := Open(ctx, Options{URL: pgtest.NewSchema(t), PoolSize: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openMigrated(t, ctx, 4)
 	version := func() int64 {
 		v, err := s.ConfigVersionRead(ctx, storage.ConfigVersionReadParams{Name: storage.QueueVersionName})
 		if err != nil {
