@@ -150,7 +150,7 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 	if !m.mayWrite() {
 		return distrusted("http", s.name, m)
 	}
-	resp, connected, reused, err := s.post(ctx, m)
+	resp, connected, onlyNew, err := s.post(ctx, m)
 	if err != nil {
 		var de *DeliveryError
 		if errors.As(err, &de) {
@@ -164,7 +164,7 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 			shown.URL = s.shownURL
 			err = &shown
 		}
-		if (!connected || (!reused && tlsRefused(err))) && !errors.Is(ctx.Err(), context.Canceled) {
+		if (!connected || (onlyNew && tlsRefused(err))) && !errors.Is(ctx.Err(), context.Canceled) {
 			// No connection, so nothing of the request was written (refused,
 			// unreachable, a TLS handshake that failed): no attempt, as for
 			// MLLP; counted, a destination down for a few tries used up
@@ -241,10 +241,13 @@ func (s *httpSender) take(ctx context.Context, queueID int64) error {
 // again too, but after its backoff, and counted an attempt.
 //
 // connected says whether it got a connection: without one, nothing of the
-// request was written. One got resets the destination's backoff. reused
-// says whether the last connection got had carried requests before.
-func (s *httpSender) post(ctx context.Context, m Outgoing) (resp *http.Response, connected, reused bool, err error) {
+// request was written. One got resets the destination's backoff. onlyNew
+// says that the request went on a new connection only: none that had
+// carried requests before, which it may have reached before it was sent
+// again.
+func (s *httpSender) post(ctx context.Context, m Outgoing) (resp *http.Response, connected, onlyNew bool, err error) {
 	for resent := false; ; resent = true {
+		var reused bool
 		trace := &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) {
 			reused, connected = c.Reused, true
 			s.backoff.succeeded()
@@ -262,7 +265,7 @@ func (s *httpSender) post(ctx context.Context, m Outgoing) (resp *http.Response,
 		if err != nil && !resent && reused && ctx.Err() == nil && closedByReceiver(err) {
 			continue
 		}
-		return resp, connected, reused, err
+		return resp, connected, !reused && !resent, err
 	}
 }
 
