@@ -1196,9 +1196,11 @@ func TestMLLPSenderTLSFailures(t *testing.T) {
 		o := mllpOutbound(r.addr)
 		o.TLS, o.TLSCA = true, pki.caFile
 		err := newTestMLLPSender(t, o).Send(t.Context(), testMessage("MSG1"))
-		// TLS 1.3 reports the server's refusal on the first read, after
-		// the frame went out; the server's TLS took none of it.
-		wantDeliveryError(t, err, false, "refused this node's TLS session on the new connection")
+		// TLS 1.3 reports the server's refusal on the first read: before
+		// the frame's write, when it has come by then (the connection is
+		// found closed), or after it; either way the server's TLS took
+		// none of it.
+		wantDeliveryError(t, err, false, "set tls_cert and tls_key")
 		wantNotWritten(t, err)
 	})
 	t.Run("plaintext to a TLS receiver", func(t *testing.T) {
