@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/hl7"
@@ -121,11 +120,10 @@ func parseTime(w http.ResponseWriter, name, v string) (time.Time, bool) {
 	return t, true
 }
 
-// validText reports whether s can be a parameter of a store's query: UTF-8
-// without NUL characters (storage.ValidText makes stored text so).
-func validText(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
-}
+// validText reports whether s can be a parameter of a store's query: text
+// storage.ValidText leaves as it is (UTF-8 without NUL characters), as it
+// makes all stored text.
+func validText(s string) bool { return storage.ValidText(s) == s }
 
 // positive reads a positive integer of a query.
 func positive(w http.ResponseWriter, name, v string, most int64) (int64, bool) {

@@ -174,11 +174,8 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 			// client certificate it refuses): the request went out, but no
 			// application took any of it. (Our own cancellation says
 			// nothing about the destination.)
-			wait := s.backoff.failed(err)
-			de := withTLSAdvice(retryableError(fmt.Errorf("%w: %w", errNotWritten, err), "http %s: connecting for queue id %d (control id %q) failed; next connection in %s",
-				s.name, m.QueueID, m.ControlID, wait.Round(time.Millisecond)))
-			de.RetryAfter = wait
-			return de
+			return s.backoff.notWritten(err, "http %s: connecting for queue id %d (control id %q) failed; next connection in %s",
+				s.name, m.QueueID, m.ControlID)
 		}
 		// Transport errors (refused, reset, TLS, timeout) may all pass.
 		if strings.Contains(err.Error(), "malformed") {

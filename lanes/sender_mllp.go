@@ -549,10 +549,7 @@ func (s *mllpSender) connect(ctx context.Context) (net.Conn, *DeliveryError) {
 		// a receiver down for a few dials used up max_attempts and set
 		// each head aside, or held it, in turn). The lane waits for the
 		// next dial, which backs off up to retry_max_seconds.
-		wait := s.backoff.failed(err)
-		de := withTLSAdvice(retryableError(fmt.Errorf("%w: %w", errNotWritten, err), "mllp %s: dial %s failed; next dial in %s", s.name, s.addr, wait.Round(time.Millisecond)))
-		de.RetryAfter = wait
-		return nil, de
+		return nil, s.backoff.notWritten(err, "mllp %s: dial %s failed; next dial in %s", s.name, s.addr)
 	}
 	s.backoff.succeeded()
 	return nc, nil
@@ -571,10 +568,7 @@ func (s *mllpSender) refusedNew(closed *DeliveryError, err error, format string,
 	if closed != nil {
 		return closed
 	}
-	wait := s.backoff.failed(err)
-	de := withTLSAdvice(retryableError(fmt.Errorf("%w: %w", errNotWritten, err), format+"; next connection in %s", append(args, wait.Round(time.Millisecond))...))
-	de.RetryAfter = wait
-	return de
+	return s.backoff.notWritten(err, format+"; next connection in %s", args...)
 }
 
 // Close implements Sender: it aborts any Send in progress, waits for the
@@ -956,6 +950,17 @@ func (b *dialBackoff) failed(err error) time.Duration {
 	d = b.jitter(min(d, b.max))
 	b.next, b.lastErr = b.now().Add(d), err
 	return d
+}
+
+// notWritten records err as a failed connection and returns the send's
+// outcome: nothing of the message reached the receiver, so no attempt
+// (errNotWritten), and the lane waits for the next connection
+// (RetryAfter). format's last verb takes that wait.
+func (b *dialBackoff) notWritten(err error, format string, args ...any) *DeliveryError {
+	wait := b.failed(err)
+	de := withTLSAdvice(retryableError(fmt.Errorf("%w: %w", errNotWritten, err), format, append(args, wait.Round(time.Millisecond))...))
+	de.RetryAfter = wait
+	return de
 }
 
 // succeeded records a successful dial: the next failure starts from base.
