@@ -251,8 +251,19 @@ type Manager struct {
 	restarts map[string]scheduler.CancelFunc
 	// revived holds the lanes started afresh after a panic whose next
 	// actor is yet to be spawned: it starts with laneActor.afterPanic.
-	revived  map[string]bool
-	stopping bool // no lane is started again once set
+	revived map[string]bool
+	// ending holds, by lane, the actor the manager stopped on its idle,
+	// until its Terminated comes, with the wake-ups of the lane meanwhile;
+	// endingIDs maps the Id of each such actor's PID to its lane. A stop is
+	// taken between two of the actor's messages, and an idle handled late
+	// (the manager behind by a rescan, or a yield's idle) can find its actor
+	// back in a step its own timer began, with a claim or a send in hand. A
+	// second actor started beside it claimed behind that row or, unsure,
+	// gave it back (releaseOwn) and sent it again. One lane, one actor: the
+	// lane's next actor starts when this one has ended.
+	ending    map[string]*endingLane
+	endingIDs map[string]string
+	stopping  bool // no lane is started again once set
 	// listing counts the rescans that failed in a row, so that a database
 	// away is logged when it starts, once a minute and when it ends.
 	listing storage.Outage
@@ -472,6 +483,16 @@ func (f *floorMemory) take(lane string) int64 {
 	return floor
 }
 
+// endingLane is a lane whose actor the manager has stopped and whose
+// Terminated has not come (Manager.ending).
+type endingLane struct {
+	pid *actor.PID
+	// woken is set by a wake-up for the lane meanwhile, which newest and
+	// claimable then carry, combined as a waitQueue does.
+	woken bool
+	waitEntry
+}
+
 // laneRef is the manager's handle on one lane actor.
 type laneRef struct {
 	pid *actor.PID
@@ -554,6 +575,8 @@ func (m *Manager) Receive(ctx actor.Context) {
 			}
 			ctx.Stop(ref.pid)
 			m.forget(msg.lane)
+			m.ending[msg.lane] = &endingLane{pid: ref.pid}
+			m.endingIDs[ref.pid.Id] = msg.lane
 			m.floors.keep(msg.lane, msg.floor)
 			switch {
 			case msg.held, msg.behindHead:
@@ -587,6 +610,10 @@ func (m *Manager) Receive(ctx actor.Context) {
 		}
 		for _, d := range m.declined {
 			v.declined += len(d)
+		}
+		v.ending = map[string]bool{}
+		for lane, e := range m.ending {
+			v.ending[lane] = e.woken
 		}
 		v.held = map[string]bool{}
 		for dest, held := range m.outboundHeld {
@@ -679,6 +706,8 @@ func (m *Manager) start(ctx actor.Context) {
 	m.crashed = map[string]string{}
 	m.restarts = map[string]scheduler.CancelFunc{}
 	m.revived = map[string]bool{}
+	m.ending = map[string]*endingLane{}
+	m.endingIDs = map[string]string{}
 	m.unconfigured = map[string]bool{}
 	m.resplit = map[string]bool{}
 	m.active = map[string]int{}
@@ -818,6 +847,15 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64, claimable b
 			// manager, its graph and root would wait for it for ever.
 			return
 		}
+		if e := m.ending[lane]; e != nil {
+			// Started when its last actor has ended (terminated).
+			if e.woken {
+				e.newest, e.claimable = max(e.newest, newest), e.claimable || claimable
+			} else {
+				e.woken, e.newest, e.claimable = true, newest, claimable
+			}
+			return
+		}
 		dest := DestinationOf(lane)
 		if held := m.outboundHeld[dest]; !m.holdsRead || held != nil && held.Load() {
 			// Held by an operator, or perhaps held (the holds not read
@@ -892,6 +930,9 @@ func (m *Manager) HandleFailure(_ *actor.ActorSystem, supervisor actor.Superviso
 		}
 	}
 	why := PanicReason(reason)
+	if !known {
+		lane, known = m.endingIDs[child.Id] // stopped on its idle, back in a step
+	}
 	if known {
 		m.crashed[child.Id] = lane
 	}
@@ -915,19 +956,38 @@ func PanicReason(reason any) string {
 // terminated handles a child's end. A lane actor stopped after a panic
 // (HandleFailure) still has its lane's laneRef: it is dropped, and the lane
 // is started afresh after restartPause, from the store (floor 0: the
-// actor's own is lost with it). The Terminated of an actor the manager
-// stopped itself (idle) finds nothing to do.
+// actor's own is lost with it). An actor the manager stopped itself (idle)
+// ends its lane's wait (Manager.ending): woken meanwhile, the lane starts
+// now; if that actor panicked in its last step, as after any panic.
 func (m *Manager) terminated(ctx actor.Context, who *actor.PID) {
-	lane, ok := m.crashed[who.Id]
-	if !ok {
+	lane, crashed := m.crashed[who.Id]
+	delete(m.crashed, who.Id)
+	if l, ok := m.endingIDs[who.Id]; ok {
+		e := m.ending[l]
+		delete(m.endingIDs, who.Id)
+		delete(m.ending, l)
+		switch {
+		case crashed:
+			m.restartAfterPanic(ctx, l) // its restart takes the wake-ups
+		case e.woken:
+			m.wake(ctx, l, e.newest, e.claimable)
+		}
 		return
 	}
-	delete(m.crashed, who.Id)
+	if !crashed {
+		return
+	}
 	if ref, ok := m.lanes[lane]; !ok || !ref.pid.Equal(who) {
-		return // stopped by an idle before its panic; a Wake starts it again
+		return
 	}
 	m.forget(lane)
 	m.admit(ctx, DestinationOf(lane))
+	m.restartAfterPanic(ctx, lane)
+}
+
+// restartAfterPanic starts lane afresh after restartPause (restartLane),
+// unless the graph is stopping.
+func (m *Manager) restartAfterPanic(ctx actor.Context, lane string) {
 	if m.stopping || m.env.Ctx.Err() != nil {
 		return
 	}
@@ -955,6 +1015,9 @@ type view struct {
 	declined int
 	// held are the destinations the manager knows to be held.
 	held map[string]bool
+	// ending are the lanes whose stopped actor has not ended yet, each
+	// true if woken meanwhile (Manager.ending).
+	ending map[string]bool
 }
 
 // rescan wakes the parked lanes that have come due, then looks at the store

@@ -834,3 +834,48 @@ func TestALaneBackingOffGivesItsPlaceToAWaitingLane(t *testing.T) {
 	f.system.Root.Send(f.manager, Ingested{Lanes: names})
 	waitUntil(t, "the lanes behind the refused ones delivered", 30*time.Second, func() bool { return delivered.Load() == int64(place) })
 }
+
+// An idle the manager handles late finds the lane's actor back at work (a
+// step its own timer began), here with a send in hand: the stop waits for
+// that step. The lane's next actor starts only when this one has ended; a
+// second actor beside it claimed behind the row in hand or, unsure, gave
+// it back and sent it again.
+func TestALaneStoppedOnALateIdleStartsAgainOnlyOnceItsActorHasEnded(t *testing.T) {
+	release := make(chan struct{})
+	var requests, inHand, most atomic.Int64
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inHand.Add(1)
+		defer inHand.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		if requests.Add(1) == 1 {
+			<-release
+		}
+	}))
+	defer dest.Close()
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	defer let() // before dest.Close, which waits for the send in hand
+	f := newLaneFixture(t, dest.URL, "", 1)
+	defer f.system.Root.Stop(f.manager)
+	waitUntil(t, "the lane's first send in hand", 10*time.Second, func() bool { return requests.Load() == 1 })
+
+	v := f.inspect(t)
+	f.system.Root.Send(f.manager, idle{lane: fixtureLane, wakes: v.wakes[fixtureLane]}) // late: the actor is sending
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[1]}})
+	if v := f.inspect(t); v.pids[fixtureLane] != nil || !v.ending[fixtureLane] {
+		t.Fatalf("woken while its stopped actor still sends: actor %v, ending %v; want no new actor, the wake kept until the old one ends", v.pids[fixtureLane], v.ending)
+	}
+
+	let()
+	waitUntil(t, "both rows delivered", 10*time.Second, func() bool {
+		return f.row(t, 0).Status == storage.QueueDone && f.row(t, 1).Status == storage.QueueDone
+	})
+	if n, m := requests.Load(), most.Load(); n != 2 || m != 1 {
+		t.Fatalf("%d sends, at most %d at once; want 2, one at a time", n, m)
+	}
+	if v := f.inspect(t); len(v.ending) != 0 {
+		t.Fatalf("lanes still ending after the lane ran dry: %v", v.ending)
+	}
+}
