@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -136,4 +137,41 @@ func explained(t *testing.T, ctx context.Context, conn *pgxpool.Conn, stmt strin
 		t.Fatalf("%s: %v", stmt, err)
 	}
 	return strings.Join(plan, "\n")
+}
+
+// An operator's resend-dead picks a destination's dead rows not resent
+// yet, a chunk at a time in id order from where the last chunk ended
+// (queue_resend_dead_pick.sql). Each chunk must walk an index of those rows
+// in that order from its start and stop at its limit, in the generic plan
+// too. Before mf_queue_dead_unsent (migration 0015) the generic plan walked
+// mf_queue_pkey from the chunk's start through every row of every
+// destination, done ones included (here 398,800 rows filtered, 116 ms, for
+// the first chunk; 7 ms with the index), to the table's end for the last
+// chunk; the other plan, through mf_queue_dead, read and sorted every dead
+// row of the destination, those resent before included.
+func TestResendDeadPickWalksTheUnsentDeadRowsInIdOrder(t *testing.T) {
+	ctx, conn := genericPlans(t)
+	// 400,000 rows of two destinations, 1% dead (as a few bad messages
+	// leave them), those of the first half resent already.
+	for _, q := range []string{
+		`INSERT INTO mf_messages (inbound, control_id, payload, status)
+SELECT 'in', 'C' || i, '\x00', 'routed' FROM generate_series(1, 400000) i`,
+		`INSERT INTO mf_queue (message_id, destination, lane, status, resent_as)
+SELECT id, CASE WHEN id % 2 = 0 THEN 'lab' ELSE 'emr' END, 'x/' || (id % 2000),
+       CASE WHEN id % 200 < 2 THEN 'dead' ELSE 'done' END,
+       CASE WHEN id % 200 < 2 AND id < 200000 THEN id ELSE NULL END FROM mf_messages`,
+		`ANALYZE mf_queue`,
+		`PREPARE plan_pick AS ` + queries.Get("queue_resend_dead_pick"),
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, after := range []int{0, 300000} { // the first chunk, a later one
+		text := explained(t, ctx, conn, fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS) EXECUTE plan_pick('lab', %d, 0, NULL, NULL, 1000)", after))
+		if !strings.Contains(text, "Index Scan using mf_queue_dead_unsent on mf_queue q") || strings.Contains(text, "Sort") ||
+			strings.Contains(text, "Rows Removed by Filter") || strings.Contains(text, "Seq Scan on mf_queue") || strings.Contains(text, "Bitmap") {
+			t.Errorf("the resend-dead pick's generic plan, after id %d, does not walk mf_queue_dead_unsent in id order:\n%s", after, text)
+		}
+	}
 }

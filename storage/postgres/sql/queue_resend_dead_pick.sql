@@ -3,7 +3,8 @@
 -- not hold up the ingest): destination $1's dead rows not resent yet
 -- (resent_as), in id order, after id $2 and, when $3 is not 0, before id $3
 -- (the call's first new row), set aside (updated_at) in [$4, $5) (NULL: no
--- bound), at most $6, locked until commit. Found through mf_queue_dead.
+-- bound), at most $6, locked until commit. Walks mf_queue_dead_unsent
+-- (migration 0015) in id order from $2.
 -- With each, its message's inbound and payload, from which the caller
 -- computes the lane of its new row by the routes in force
 -- (storage.QueueResendDeadParams.Lane); a dead row whose message is gone

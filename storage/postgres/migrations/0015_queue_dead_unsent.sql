@@ -1,0 +1,13 @@
+-- The dead rows an operator's resend-dead may still queue again, in id
+-- order per destination: the order queue_resend_dead_pick.sql reads them in,
+-- a chunk at a time from where the last one ended. mf_queue_dead holds a
+-- destination's dead rows in no id order and keeps those resent (they stay
+-- dead), so each chunk read and sorted all of them; the planner's generic
+-- plan walked mf_queue_pkey instead, every row of every destination from
+-- the chunk's start, done ones included, through to the table's end for
+-- the last chunk. Resends and new dead rows are rare: the index costs
+-- nothing on the lanes' hot writes (a row entering it is one set aside).
+-- Built in the migrations' transaction, it reads mf_queue once while the
+-- tables are held (migrate_lock_tables.sql): the primary's writes pause for
+-- that long.
+CREATE INDEX mf_queue_dead_unsent ON mf_queue (destination, id) WHERE status = 'dead' AND resent_as IS NULL;
