@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/signal"
 	"sync/atomic"
 	"syscall"
@@ -39,8 +40,10 @@ func runCommand() *cli.Command {
 			// it starts (a service manager's stop, a restart) exited it by
 			// the signal, not 0. SIGHUP too: the terminal mf run was
 			// started from closing killed it, the deliveries in hand cut
-			// off.
-			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+			// off. Unless SIGHUP is ignored (nohup): Notify would undo
+			// that, and logging out of the session that started it
+			// stopped the engine.
+			ctx, stop := signal.NotifyContext(c.Context, stopSignals()...)
 			defer stop()
 			// The engine takes a drain timeout of zero for its default, and
 			// the stop below is given the flag's value plus a margin: with
@@ -305,4 +308,14 @@ func clustered(ctx context.Context, opts *actors.Options, log zerolog.Logger) er
 		ConfigFingerprint: fresh.GraphFingerprint(), Pinned: cfg.Cluster.NodeID != "", Log: log,
 	})
 	return nil
+}
+
+// stopSignals are the signals that stop mf run cleanly: SIGINT, SIGTERM and,
+// unless the process was started with it ignored (nohup), SIGHUP.
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
 }

@@ -371,6 +371,36 @@ func TestQuickStart(t *testing.T) {
 	}
 }
 
+// Started under nohup, mf run keeps running through a SIGHUP (logging out
+// of the session that started it): subscribing to SIGHUP for its clean stop
+// undid the ignore nohup had set, and the engine stopped. SIGTERM still
+// stops it.
+func TestANohupEngineOutlivesASIGHUP(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("nohup"); err != nil {
+		t.Fatalf("nohup (coreutils) not found: %v", err)
+	}
+	dest := startReceiver(t, "")
+	e := newEngine(t, singleNode(dest.addr(), ""))
+	e.via = []string{"nohup"}
+	e.start()
+	if err := e.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	// The signal is handled, or ignored, before anything sent after it: a
+	// stop would have refused this message or be logged below.
+	if ack, err := enginetest.Dial(t, e.listen).TrySend(adt("AFTER-HUP", "P1")); err != nil || ack.Code != "AA" {
+		t.Fatalf("send after SIGHUP: %+v %v", ack, err)
+	}
+	waitFor(t, "the message delivered", 30*time.Second, func() bool { return len(dest.received()) == 1 })
+	if code := e.stopWith(syscall.SIGTERM); code != 0 {
+		t.Fatalf("mf exited %d after SIGTERM", code)
+	}
+	if logs := e.logs.String(); strings.Contains(logs, "hangup") {
+		t.Fatalf("mf under nohup took SIGHUP as a stop:\n%s", logs)
+	}
+}
+
 // SIGTERM while a delivery is in hand: the delivery finishes (the
 // destination gets the message and the row is recorded done), the engine
 // exits 0, and after a restart the message is not sent again. SIGHUP (the
