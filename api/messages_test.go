@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -209,6 +210,45 @@ func TestMessageResendRefusals(t *testing.T) {
 	d, err := v.e.Store.MessageRead(context.Background(), orphan)
 	if err != nil || len(d.Queue) != 1 {
 		t.Fatalf("a refused resend queued something: %+v %v", d.Queue, err)
+	}
+}
+
+// No POST takes a body: its arguments are query parameters. A body it
+// ignored widened the act (a resend given {"destination": ...} went to every
+// destination): one is refused with a 400 and nothing is done, sent with a
+// length or in chunks.
+func TestAPostWithABodyIsRefused(t *testing.T) {
+	v := start(t, fileOutbound)
+	id := v.store(t, routed("BODY1", "P1", "emr"))
+	for _, path := range []string{
+		fmt.Sprintf("/messages/%d/resend", id), "/queue/1/retry", "/queue/1/skip", "/outbounds/emr/hold",
+		"/outbounds/emr/release", "/outbounds/emr/resend-dead", "/config/reload",
+	} {
+		for _, chunked := range []bool{false, true} {
+			var body io.Reader = strings.NewReader(`{"destination":"emr","limit":1}`)
+			if chunked {
+				body = io.MultiReader(body) // no length: sent in chunks
+			}
+			req, _ := http.NewRequest("POST", v.srv.URL+path, body)
+			req.Header.Set("Authorization", "Bearer "+tokens["admin"])
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 400 || !strings.Contains(errorOf(t, got), "takes no body, and nothing was done") {
+				t.Errorf("POST %s with a body (chunked %v): %d %s; want 400, takes no body", path, chunked, resp.StatusCode, got)
+			}
+		}
+	}
+	d, err := v.e.Store.MessageRead(context.Background(), id)
+	if err != nil || len(d.Queue) != 1 {
+		t.Fatalf("a refused resend queued something: %+v %v", d.Queue, err)
+	}
+	if code, body := v.call(t, "POST", fmt.Sprintf("/messages/%d/resend", id), "operator"); code != 200 {
+		t.Fatalf("the same resend without a body: %d %s", code, body)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"math"
 	"net"
@@ -232,13 +233,13 @@ func newServer(o Options, l limits) *Server {
 	mux.HandleFunc("GET /lanes", s.require(MonitoringRead, s.lanes))
 	mux.HandleFunc("GET /messages", s.require(MessageRead, s.messageSearch))
 	mux.HandleFunc("GET /messages/{id}", s.require(MessageRead, s.message))
-	mux.HandleFunc("POST /messages/{id}/resend", s.require(QueueWrite, s.messageResend))
-	mux.HandleFunc("POST /queue/{id}/retry", s.require(QueueWrite, s.queueRetry))
-	mux.HandleFunc("POST /queue/{id}/skip", s.require(QueueWrite, s.queueSkip))
-	mux.HandleFunc("POST /outbounds/{name}/hold", s.require(QueueWrite, s.outboundHold))
-	mux.HandleFunc("POST /outbounds/{name}/release", s.require(QueueWrite, s.outboundRelease))
-	mux.HandleFunc("POST /outbounds/{name}/resend-dead", s.require(QueueWrite, s.outboundResendDead))
-	mux.HandleFunc("POST /config/reload", s.require(ConfigWrite, s.configReload))
+	mux.HandleFunc("POST /messages/{id}/resend", s.require(QueueWrite, noBody("?destination=NAME", s.messageResend)))
+	mux.HandleFunc("POST /queue/{id}/retry", s.require(QueueWrite, noBody("", s.queueRetry)))
+	mux.HandleFunc("POST /queue/{id}/skip", s.require(QueueWrite, noBody("", s.queueSkip)))
+	mux.HandleFunc("POST /outbounds/{name}/hold", s.require(QueueWrite, noBody("", s.outboundHold)))
+	mux.HandleFunc("POST /outbounds/{name}/release", s.require(QueueWrite, noBody("", s.outboundRelease)))
+	mux.HandleFunc("POST /outbounds/{name}/resend-dead", s.require(QueueWrite, noBody("?since=&until=&limit=", s.outboundResendDead)))
+	mux.HandleFunc("POST /config/reload", s.require(ConfigWrite, noBody("", s.configReload)))
 	// The catch-all matches every method, so it also sees a known path
 	// asked with a method it does not serve: that is a 405 naming the
 	// methods it does serve (RFC 9110 §15.5.6), not a 404.
@@ -353,6 +354,39 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.stopOnce.Do(func() { close(s.stopLooks) })
 	}
 	return s.http.Shutdown(ctx)
+}
+
+// noBody refuses a request with a body (400, nothing done) before h runs:
+// no POST of this API reads one, its arguments (query, "" for none) are in
+// the query string. Ignored, a body widened the act it meant to narrow: a
+// resend given {"destination": "lab"} went to every destination, a
+// resend-dead given {"limit": 1} resent every dead row. A body sent in
+// chunks (no Content-Length) is looked at for one byte.
+func noBody(query string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if hasBody(r) {
+			msg := r.Method + " " + r.URL.Path + " takes no body, and nothing was done: "
+			if query == "" {
+				msg += "it takes no arguments"
+			} else {
+				msg += "its arguments go in the query string (" + query + ")"
+			}
+			writeError(w, http.StatusBadRequest, msg)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// hasBody reports whether r carries a body: a Content-Length above 0, or a
+// first byte of one sent in chunks.
+func hasBody(r *http.Request) bool {
+	if r.ContentLength >= 0 || r.Body == nil {
+		return r.ContentLength > 0
+	}
+	var one [1]byte
+	n, _ := io.ReadFull(r.Body, one[:])
+	return n > 0
 }
 
 // jsonAnswers makes the answers the mux writes itself JSON like every
