@@ -299,7 +299,13 @@ func AckCondition(m *Message, code AckCode, cond Condition, reason string) []byt
 		h.procID = "P"
 	}
 	if blank(h.version) {
-		h.version, h.versionN = defaultVersion, defaultVersion
+		// Escaped: "." may be one of the message's delimiters, and then
+		// 2.5 split MSH-12 in two, pushing MSH-18 along. Left blank when
+		// it cannot be escaped (MSH-2 without an escape character).
+		h.versionN = defaultVersion
+		if v := Escape(defaultVersion, m.sep); v == defaultVersion || m.sep.Escape != 0 {
+			h.version = v
+		}
 	}
 	return buildAck(h, code, cond, reason)
 }

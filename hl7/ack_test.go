@@ -587,6 +587,19 @@ func TestAnAckToAMessageWithoutMSH11OrMSH12CarriesDefaults(t *testing.T) {
 			checkFields(t, a, map[string]string{"MSH-11": c.procID, "MSH-12": c.version, "MSA-1": string(code), "MSA-2": "Q3"})
 		}
 	}
+	// "." as the field separator: 2.5 written as it is split MSH-12 in two
+	// and pushed MSH-18 along. Escaped, or left out without an escape
+	// character.
+	for _, c := range []struct{ msh, raw string }{
+		{"MSH.^~\\&.S.F.R.RF.2024..ADT^A01.Q3.P.......UNICODE UTF-8", "2\\F\\5"},
+		{"MSH.^~.S.F.R.RF.2024..ADT^A01.Q3.P.......UNICODE UTF-8", ""},
+	} {
+		ack := Ack(mustParse(t, []byte(c.msh+"\rPID.1\r")), AA, "")
+		msh := strings.Split(strings.SplitN(string(ack), "\r", 2)[0], ".")
+		if len(msh) != 18 || msh[11] != c.raw || msh[17] != "UNICODE UTF-8" {
+			t.Errorf("ACK to %q: MSH %q; want MSH-12 %q and MSH-18 UNICODE UTF-8 as the 18th field", c.msh, msh, c.raw)
+		}
+	}
 }
 
 // TestAckLayoutAtEachVersionBoundary pins the version-dependent parts of an
