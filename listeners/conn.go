@@ -32,8 +32,20 @@ func (cn *conn) serve() {
 	l := cn.l
 	cn.reply = make(chan Result, 1)
 	if tc, ok := cn.c.(*tls.Conn); ok {
+		// Set the deadline, then check for a stop, as the frame loop below
+		// does: a stop's interruption that came before this deadline was
+		// undone by it, and the handshake waited for the stop's grace.
 		tc.SetDeadline(time.Now().Add(l.cfg.ReadTimeout()))
+		if l.stopping() {
+			return
+		}
 		if err := tc.Handshake(); err != nil {
+			if l.stopping() {
+				// Cut by the stop (its interruption): no failure of the
+				// sender's, to count or warn of.
+				l.log.Debug().Err(err).Str("remote", cn.c.RemoteAddr().String()).Msg("TLS handshake cut by the listener's stop")
+				return
+			}
 			if probed(err) {
 				// A load balancer's TCP check (the MLLP VIP's, every
 				// second) or a port scan: closed before a handshake.

@@ -3,6 +3,7 @@ package listeners_test
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -182,6 +183,72 @@ func TestAConnectionThatNeverHandshakesIsClosedAtTheReadTimeout(t *testing.T) {
 	if took := time.Since(start); err == nil || took > 5*time.Second {
 		t.Fatalf("a silent TLS connection: read %v after %v; want it closed at read_timeout (0.5 s)", err, took)
 	}
+}
+
+// A clean stop cuts a handshake still waiting for its client at once, and
+// it is no failure of the client's: it was counted under
+// mf_tls_handshakes_failed_total{reason="failed"}, which drives an alert,
+// and logged at WARN to check the sender's certificate, at every
+// switchover.
+func TestAStopCutsAHandshakeInWaitingWithoutCountingAFailure(t *testing.T) {
+	dir := t.TempDir()
+	p := enginetest.NewPKI(t, dir)
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, tlsConfig(addr, p.ServerCert, p.ServerKey, ""))
+	failedBefore := metricValue(handshakesFailed("failed"))
+	raw, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	// The client reads the server's first flight, then never answers it:
+	// the server's handshake waits for the client's Finished.
+	stalled := &stallAfterFirstRead{Conn: raw, first: make(chan struct{}), closed: make(chan struct{})}
+	go tls.Client(stalled, &tls.Config{RootCAs: p.Pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}).Handshake()
+	select {
+	case <-stalled.first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server never answered the client's hello")
+	}
+	select {
+	case <-e.Stop():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the engine did not stop")
+	}
+	select {
+	case <-stalled.closed: // the server's connection goroutine has ended
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server kept the connection after its stop")
+	}
+	if n := metricValue(handshakesFailed("failed")) - failedBefore; n != 0 {
+		t.Errorf("%s grew by %v for a handshake a stop cut; want 0", handshakesFailed("failed"), n)
+	}
+	if logs := e.Logs.String(); strings.Contains(logs, "TLS handshake failed") || strings.Contains(logs, "grace ran out") {
+		t.Errorf("a stop with a handshake in waiting logged a failure:\n%s", lastLines(logs, 6))
+	}
+}
+
+// stallAfterFirstRead hands its TLS client the first bytes the server
+// sends (first is closed then), and nothing more: later reads drain the
+// connection until the server closes it (closed), then fail.
+type stallAfterFirstRead struct {
+	net.Conn
+	first, closed chan struct{}
+	n             int
+}
+
+func (s *stallAfterFirstRead) Read(b []byte) (int, error) {
+	if s.n++; s.n == 1 {
+		n, err := s.Conn.Read(b)
+		close(s.first)
+		return n, err
+	}
+	_, err := io.Copy(io.Discard, s.Conn)
+	close(s.closed)
+	if err == nil {
+		err = io.EOF
+	}
+	return 0, err
 }
 
 // When a handshake fails while the listener's own certificate is out of
