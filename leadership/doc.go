@@ -165,6 +165,15 @@
 // keepalive gives up) or, for a stopped process whose kernel still answers
 // keepalives, until it resumes or dies. Safety holds either way: the frozen
 // transaction commits before the election can, or not at all.
+// Nor does either timeout cover a statement waiting on a lock (a queue row
+// an operator's open transaction holds): its backend is active and reads
+// nothing from its socket, so a leader killed or cut off while one of its
+// writes waited held the lease row for as long as that other lock was
+// held, hours if the operator's session stayed open. The sessions
+// therefore also carry client_connection_check_interval = 1 s (PostgreSQL
+// 14 and later, on Linux and the BSDs): the server looks for the client
+// during the wait, and ends the backend once its socket is closed (the
+// kernel's, at a process's death) or given up by keepalive.
 //
 // A live leader's renewal must not wait behind its own writes either. With
 // the lease row held shared, a write that waited on anything (a maintenance

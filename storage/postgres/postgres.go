@@ -210,6 +210,14 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return setSession(ctx, c, names, values)
 	})
 	if o.IdleInTransactionTimeout > 0 {
+		if _, set := cfg.ConnConfig.RuntimeParams["client_connection_check_interval"]; !set {
+			afterConnect = append(afterConnect, func(ctx context.Context, c *pgconn.PgConn) error {
+				if err := c.Exec(ctx, queries.Get("session_connection_check")).Close(); err != nil {
+					return fmt.Errorf("postgres: set client_connection_check_interval: %w", err)
+				}
+				return nil
+			})
+		}
 		// Keepalive probes nothing while the server has output the client
 		// has not acknowledged (results of the batch's first statements):
 		// the retransmissions give up after about 15 minutes. This makes

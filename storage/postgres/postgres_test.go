@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"net"
 	neturl "net/url"
+	"os"
+	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/messagefoundry/mf/storage"
 	"github.com/messagefoundry/mf/storage/postgres"
 	"github.com/messagefoundry/mf/storage/postgres/pgtest"
@@ -212,7 +216,7 @@ func TestAClusteredNodesSessionsEndWhenItsClientIsGone(t *testing.T) {
 	if socket {
 		t.Fatalf("MF_TEST_POSTGRES_URL reaches the server over a Unix socket: this test needs TCP (host=127.0.0.1)")
 	}
-	for param, want := range map[string]string{"idle_in_transaction_session_timeout": "20s", "tcp_keepalives_idle": "10", "tcp_keepalives_interval": "3", "tcp_keepalives_count": "3", "tcp_user_timeout": "20000"} {
+	for param, want := range map[string]string{"idle_in_transaction_session_timeout": "20s", "tcp_keepalives_idle": "10", "tcp_keepalives_interval": "3", "tcp_keepalives_count": "3", "tcp_user_timeout": "20000", "client_connection_check_interval": "1s"} {
 		if got := show(s, param); got != want {
 			t.Errorf("%s = %s; want %s", param, got, want)
 		}
@@ -227,5 +231,94 @@ func TestAClusteredNodesSessionsEndWhenItsClientIsGone(t *testing.T) {
 	}
 	if got := show(own, "tcp_user_timeout"); got != "90000" {
 		t.Errorf("tcp_user_timeout set in the URL = %s; want the URL's 90000", got)
+	}
+}
+
+// A clustered node's statement waiting on a lock ends with its client: a
+// backend waiting on a lock reads nothing from its socket, and the write of
+// a primary killed while it waited (on a queue row an operator's open
+// transaction holds) went on waiting, holding its fence's share lock on the
+// lease row, for as long as that lock was held: no election could end
+// meanwhile. Here a process whose statement waits on a lock is killed
+// (SIGKILL: no cancel request is sent, as pgx sends for a live client's
+// timeout); its backend must end (client_connection_check_interval) while
+// the lock is still held.
+func TestAStatementWaitingOnALockEndsWithItsClient(t *testing.T) {
+	if os.Getenv("MF_TEST_LOCK_WAITER_URL") != "" {
+		lockWaiter(t, os.Getenv("MF_TEST_LOCK_WAITER_URL"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := pgtest.NewSchema(t)
+	holder, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	for _, q := range []string{"CREATE TABLE held (id int PRIMARY KEY)", "INSERT INTO held VALUES (1)", "BEGIN", "SELECT * FROM held FOR UPDATE"} {
+		if _, err := holder.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	child := exec.Command(os.Args[0], "-test.run=^TestAStatementWaitingOnALockEndsWithItsClient$")
+	child.Env = append(os.Environ(), "MF_TEST_LOCK_WAITER_URL="+url)
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Process.Kill()
+	var pid int
+	if _, err := fmt.Fscanf(out, "backend %d\n", &pid); err != nil {
+		t.Fatalf("the waiting process said no backend pid: %v", err)
+	}
+	watcher, err := pgx.Connect(ctx, url) // not the holder: in a transaction, pg_stat_activity stays as first read
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close(context.Background())
+	waiting := func(want string) bool {
+		var n int
+		if err := watcher.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND ($2 = '' OR wait_event_type = $2)", pid, want).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	}
+	until(t, "the statement waiting on the lock", func() bool { return waiting("Lock") })
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	child.Wait()
+	until(t, "the backend of the killed client to end, the lock still held", func() bool { return !waiting("") })
+}
+
+// lockWaiter is the process TestAStatementWaitingOnALockEndsWithItsClient
+// kills: a clustered node's store, one of whose sessions waits on the
+// lock of table held's row; it prints its backend's pid first.
+func lockWaiter(t *testing.T, url string) {
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, postgres.Options{URL: url, PoolSize: 1, IdleInTransactionTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("backend %d\n", c.Conn().PgConn().PID())
+	_, err = c.Exec(ctx, "SELECT * FROM held FOR UPDATE")
+	t.Fatalf("the lock wait ended: %v", err) // only the kill ends it
+}
+
+// until polls cond every 50 ms until it holds, for at most 10 s.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 10s waiting for %s", what)
+		}
 	}
 }
