@@ -178,6 +178,15 @@ func runCommand() *cli.Command {
 			warnSessionLimits(ctx, st, log)
 			warnDelayedDurability(ctx, st, log)
 
+			// A single node on PostgreSQL runs alone on its schema, as
+			// one on SQLite on its file: two would both lead.
+			var lost <-chan error
+			if pg, ok := st.(*postgres.Store); ok && !cfg.Cluster.Enabled {
+				if lost, err = pg.HoldSingleNode(ctx); err != nil {
+					return fmt.Errorf("store: %w", err)
+				}
+			}
+
 			opts := actors.Options{Config: cfg, Store: st, Log: log, NodeID: nodeID, DrainTimeout: c.Duration("drain-timeout")}
 			if cfg.Cluster.Enabled {
 				if err := clustered(ctx, &opts, log); err != nil {
@@ -205,6 +214,7 @@ func runCommand() *cli.Command {
 			select {
 			case <-ctx.Done():
 			case failed = <-e.Failed():
+			case failed = <-lost:
 			}
 			// Catch no more signals: a second stop signal then has
 			// Go's default effect and ends the process at once, for an

@@ -77,6 +77,8 @@ type Store struct {
 	// the fence timeout): only such a node opens lease and its resignation
 	// listener's session besides pool (SessionLimits).
 	clustered bool
+	// single holds a single node's lock (HoldSingleNode).
+	single singleNode
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -319,6 +321,7 @@ func (s *Store) ClaimAhead() int { return 7 }
 
 // Close implements storage.Store.
 func (s *Store) Close() error {
+	s.closeSingleNode()
 	s.pool.Close()
 	s.lease.Close()
 	return nil
@@ -492,6 +495,9 @@ func (s *Store) migrateOnce(ctx context.Context, migrations []storage.Migration)
 // holds the lease row (FOR KEY SHARE) until commit. A mismatch is ErrFenced and the
 // transaction is rolled back.
 func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx pgx.Tx) error) error {
+	if err := s.refuseLost(f.Owner, f.Term); err != nil {
+		return err
+	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var one int
 		if err := tx.QueryRow(ctx, queries.Get("fence"), f.Owner, f.Term).Scan(&one); err != nil {
@@ -507,6 +513,9 @@ func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx pgx.Tx) 
 // fence raises when it fails, so that transaction aborts before any write
 // of it runs. read takes the statements' results in order.
 func (s *Store) fencedBatch(ctx context.Context, f storage.Fence, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
+	if err := s.refuseLost(f.Owner, f.Term); err != nil {
+		return err
+	}
 	b := &pgx.Batch{}
 	b.Queue(queries.Get("fence"), f.Owner, f.Term)
 	queue(b)

@@ -1,0 +1,8 @@
+-- Takes, for the life of this session, the lock that lets one process run
+-- as the single node (cluster disabled) of the schema mf's tables are in:
+-- true if taken (or already held by this session), false if another session
+-- holds it. A single node writes with the zero fence, which every process
+-- passes: without this, two of them (a restart that overlaps, a unit
+-- started twice) both led, and the second's promotion recovery gave back
+-- the rows the first was sending, to be sent again behind newer ones.
+SELECT pg_try_advisory_lock(1835401217, hashtext(current_schema()))
