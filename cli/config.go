@@ -135,11 +135,19 @@ func reloadCommand() *cli.Command {
 				// migrate) it would set the version, then fail on a missing
 				// column, as if the reload had not been made: refused first.
 				if wait > 0 {
-					if err := st.SchemaCheck(c.Context); errors.Is(err, storage.ErrSchemaOlder) {
+					sctx, cancel := context.WithTimeout(c.Context, reloadStoreTimeout)
+					err := st.SchemaCheck(sctx)
+					cancel()
+					if errors.Is(err, storage.ErrSchemaOlder) {
 						return fmt.Errorf("reload: %w; or run mf reload --wait 0, which sets the version without waiting for the nodes to report it (this mf cannot read it from an older schema)", err)
 					}
 				}
-				v, err := st.ConfigVersionBump(c.Context, storage.ConfigVersionBumpParams{})
+				bctx, cancel := context.WithTimeout(c.Context, reloadStoreTimeout)
+				v, err := st.ConfigVersionBump(bctx, storage.ConfigVersionBumpParams{})
+				cancel()
+				if errors.Is(err, context.DeadlineExceeded) {
+					return fmt.Errorf("reload: the database did not set the config version within %v (a lock held on mf_config? look in pg_stat_activity); it may still be set: run mf reload again, which does no harm: %w", reloadStoreTimeout, err)
+				}
 				if err != nil {
 					return fmt.Errorf("reload: %w", err)
 				}
@@ -154,6 +162,11 @@ func reloadCommand() *cli.Command {
 	}
 }
 
+// reloadStoreTimeout bounds each store call of mf reload: with none, a lock
+// held on mf_config or mf_nodes (a maintenance, an open session) held the
+// command, silent, past its --wait, for as long as the lock.
+var reloadStoreTimeout = 15 * time.Second
+
 // awaitReload waits until every live node (active, seen within
 // node_timeout_seconds) reports config version v or later in mf_nodes, or
 // that its reload to v (or later) failed, and says so; a failure fails it,
@@ -165,7 +178,12 @@ func reloadCommand() *cli.Command {
 func awaitReload(ctx context.Context, w io.Writer, st storage.Store, cl config.Cluster, v int64, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for {
-		l, err := st.NodeList(ctx)
+		lctx, cancel := context.WithTimeout(ctx, min(reloadStoreTimeout, time.Until(deadline)+time.Second))
+		l, err := st.NodeList(lctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("reload: config version %d is set, but mf_nodes, which says which nodes run it, did not answer in time (a lock held on it? look in pg_stat_activity); GET /cluster/nodes tells once it does: %w", v, err)
+		}
 		if err != nil {
 			return fmt.Errorf("reload: config version %d is set, but reading mf_nodes to see which nodes run it failed: %w", v, err)
 		}

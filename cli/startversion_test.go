@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/storage"
 	"github.com/messagefoundry/mf/storage/postgres"
@@ -185,5 +187,41 @@ func beforeMigration10(t *testing.T, url string) {
 	defer st.Close()
 	if _, err := st.Pool().Exec(context.Background(), "ALTER TABLE mf_nodes DROP COLUMN config_fingerprint; DELETE FROM mf_schema_migrations WHERE version = 10"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// mf reload is bounded by its store calls' timeout, not by a lock held on
+// mf_config (a maintenance, an operator's open session): it waited, silent,
+// for as long as the lock, whatever its --wait, then reported success.
+func TestReloadGivesUpOnALockedConfigTable(t *testing.T) {
+	path, url := clusterFile(t)
+	if out, err := runMF(t, "migrate", "--config", path); err != nil {
+		t.Fatalf("mf migrate: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	holder, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	for _, q := range []string{"BEGIN", "LOCK TABLE mf_config IN ACCESS EXCLUSIVE MODE"} {
+		if _, err := holder.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func(d time.Duration) { reloadStoreTimeout = d }(reloadStoreTimeout)
+	reloadStoreTimeout = time.Second
+	done := make(chan error, 1)
+	go func() {
+		_, err := runMF(t, "reload", "--config", path, "--wait", "1s")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "did not set the config version within 1s") || !strings.Contains(err.Error(), "run mf reload again") {
+			t.Fatalf("mf reload with mf_config locked: %v; want it to give up, saying to run it again", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("mf reload still waits on a locked mf_config after 30 s")
 	}
 }
