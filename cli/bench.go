@@ -453,6 +453,12 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 		wg.Wait()
 	}
 	elapsed := time.Since(start)
+	if o.Rate > 0 {
+		// In open loop the first message is due at start and message n at
+		// start + (n-1)/Rate: n messages take n intervals of the
+		// schedule, not n-1 (10 at 10/s read 11 msg/s in 0.90 s).
+		elapsed += time.Duration(float64(time.Second) / o.Rate)
+	}
 
 	rep := &benchReport{
 		Target: o.Target, Connections: o.Connections, Lanes: o.Lanes, Rate: o.Rate,

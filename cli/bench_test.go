@@ -179,6 +179,25 @@ func TestBenchRateLimitsTheSchedule(t *testing.T) {
 	}
 }
 
+// An open-loop run reports at most its rate: its n messages take n
+// intervals of the schedule. It counted n-1 (the first is due at the
+// start): 10 messages at 10/s read 11 msg/s.
+func TestBenchOpenLoopThroughputIsAtMostItsRate(t *testing.T) {
+	t.Parallel()
+	sink := startSink(t, 0)
+	const rate = 10.0
+	rep, err := bench(t, benchOptions{Target: sink.addr, Connections: 1, Lanes: 1, Count: 10, Rate: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.failure(); err != nil || rep.Accepted != 10 {
+		t.Fatalf("accepted %d of 10: %v", rep.Accepted, err)
+	}
+	if rep.ThroughputPerSecond > rate {
+		t.Fatalf("10 messages at %v msg/s: %.2f msg/s in %.2f s; want at most %v", rate, rep.ThroughputPerSecond, rep.ElapsedSeconds, rate)
+	}
+}
+
 // sinkMessage is a message as mf bench sends it, with run, lane and seq.
 func sinkMessage(run, lane string, seq int) string {
 	s := strconv.Itoa(seq)
