@@ -429,6 +429,24 @@ const (
 	migrateLockTimeout = 2 * time.Second
 )
 
+// onDeadlockAgain runs tx, a whole transaction, again (up to 3 times) when
+// PostgreSQL ends it as a deadlock's victim (40P01). An operator's resend
+// and resend-dead of the same destination can meet so: the resend holds the
+// ingest lock and marks the message's dead rows, while the resend-dead holds
+// a row of them, which died after the resend's first statement, and waits
+// for the ingest lock. Run again, the second finds the first's rows
+// resent (resent_as) and leaves them, as one that had waited would.
+func onDeadlockAgain(tx func() error) error {
+	var err error
+	for range 3 {
+		var pgErr *pgconn.PgError
+		if err = tx(); !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
+			return err
+		}
+	}
+	return err
+}
+
 // lockConflict reports a deadlock (40P01) or a lock timeout (55P03): the
 // migrations met another session's locks.
 func lockConflict(err error) bool {
@@ -858,39 +876,41 @@ func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams
 		dests[i], lanes[i] = d.Destination, d.Lane
 	}
 	var ids []int64
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// The rows first: a purge deleting them makes this wait, and no
-		// ingest should wait behind that.
-		if _, err := tx.Exec(ctx, queries.Get("message_resend_lock"), p.MessageID); err != nil {
-			return fmt.Errorf("lock the message's queue rows: %w", err)
-		}
-		if _, err := tx.Exec(ctx, queries.Get("message_ingest_lock")); err != nil {
-			return fmt.Errorf("take ingest lock: %w", err)
-		}
-		var queued bool
-		if err := tx.QueryRow(ctx, queries.Get("message_resend_queued"), p.MessageID).Scan(&queued); err != nil {
+	err := onDeadlockAgain(func() error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			// The rows first: a purge deleting them makes this wait, and no
+			// ingest should wait behind that.
+			if _, err := tx.Exec(ctx, queries.Get("message_resend_lock"), p.MessageID); err != nil {
+				return fmt.Errorf("lock the message's queue rows: %w", err)
+			}
+			if _, err := tx.Exec(ctx, queries.Get("message_ingest_lock")); err != nil {
+				return fmt.Errorf("take ingest lock: %w", err)
+			}
+			var queued bool
+			if err := tx.QueryRow(ctx, queries.Get("message_resend_queued"), p.MessageID).Scan(&queued); err != nil {
+				return err
+			}
+			if !queued {
+				return storage.ErrNotFound // no such message, or its rows are purged
+			}
+			rows, err := tx.Query(ctx, queries.Get("message_resend"), p.MessageID, dests, lanes)
+			if err != nil {
+				return err
+			}
+			ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				return err
+			}
+			if len(ids) != len(p.Deliveries) {
+				return fmt.Errorf("%d queue rows stored for %d deliveries", len(ids), len(p.Deliveries))
+			}
+			slices.Sort(ids) // given in delivery order; RETURNING has none
+			if _, err := tx.Exec(ctx, queries.Get("message_resend_mark"), p.MessageID, dests, ids); err != nil {
+				return fmt.Errorf("mark the dead rows resent: %w", err)
+			}
+			_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
 			return err
-		}
-		if !queued {
-			return storage.ErrNotFound // no such message, or its rows are purged
-		}
-		rows, err := tx.Query(ctx, queries.Get("message_resend"), p.MessageID, dests, lanes)
-		if err != nil {
-			return err
-		}
-		ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return err
-		}
-		if len(ids) != len(p.Deliveries) {
-			return fmt.Errorf("%d queue rows stored for %d deliveries", len(ids), len(p.Deliveries))
-		}
-		slices.Sort(ids) // given in delivery order; RETURNING has none
-		if _, err := tx.Exec(ctx, queries.Get("message_resend_mark"), p.MessageID, dests, ids); err != nil {
-			return fmt.Errorf("mark the dead rows resent: %w", err)
-		}
-		_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
-		return err
+		})
 	})
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, err
@@ -915,53 +935,56 @@ func (s *Store) QueueResendDead(ctx context.Context, p storage.QueueResendDeadPa
 		return storage.ResentDead{}, storage.ErrNoResendLane
 	}
 	res, err := storage.ResendDead(p.Limit, func(after, before int64, n int) (c storage.ResendChunk, err error) {
-		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, queries.Get("queue_resend_dead_pick"), p.Destination, after, before,
-				optionalTime(p.Since), optionalTime(p.Until), n)
-			if err != nil {
-				return err
-			}
-			var dead []storage.DeadRow
-			for rows.Next() {
-				var d storage.DeadRow
-				if err := rows.Scan(&d.ID, &d.MessageID, &d.Lane, &d.Inbound, &d.Payload); err != nil {
-					rows.Close()
+		err = onDeadlockAgain(func() error {
+			c = storage.ResendChunk{}
+			return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+				rows, err := tx.Query(ctx, queries.Get("queue_resend_dead_pick"), p.Destination, after, before,
+					optionalTime(p.Since), optionalTime(p.Until), n)
+				if err != nil {
 					return err
 				}
-				dead = append(dead, d)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
+				var dead []storage.DeadRow
+				for rows.Next() {
+					var d storage.DeadRow
+					if err := rows.Scan(&d.ID, &d.MessageID, &d.Lane, &d.Inbound, &d.Payload); err != nil {
+						rows.Close()
+						return err
+					}
+					dead = append(dead, d)
+				}
+				rows.Close()
+				if err := rows.Err(); err != nil {
+					return err
+				}
+				var resend []storage.DeadRow
+				resend, c = p.Relane(dead)
+				if len(resend) == 0 {
+					return nil
+				}
+				msgs, lanes := make([]int64, len(resend)), make([]string, len(resend))
+				for i, d := range resend {
+					c.Old, msgs[i], lanes[i] = append(c.Old, d.ID), d.MessageID, d.Lane
+				}
+				if _, err := tx.Exec(ctx, queries.Get("message_ingest_lock")); err != nil {
+					return fmt.Errorf("take ingest lock: %w", err)
+				}
+				ins, err := tx.Query(ctx, queries.Get("queue_resend_dead_insert"), p.Destination, msgs, lanes)
+				if err != nil {
+					return err
+				}
+				if c.New, err = pgx.CollectRows(ins, pgx.RowTo[int64]); err != nil {
+					return err
+				}
+				if len(c.New) != len(c.Old) {
+					return fmt.Errorf("%d queue rows stored for %d dead rows", len(c.New), len(c.Old))
+				}
+				slices.Sort(c.New) // given in the dead rows' order; RETURNING has none
+				if _, err := tx.Exec(ctx, queries.Get("queue_resend_dead_mark"), c.Old, c.New); err != nil {
+					return err
+				}
+				_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
 				return err
-			}
-			var resend []storage.DeadRow
-			resend, c = p.Relane(dead)
-			if len(resend) == 0 {
-				return nil
-			}
-			msgs, lanes := make([]int64, len(resend)), make([]string, len(resend))
-			for i, d := range resend {
-				c.Old, msgs[i], lanes[i] = append(c.Old, d.ID), d.MessageID, d.Lane
-			}
-			if _, err := tx.Exec(ctx, queries.Get("message_ingest_lock")); err != nil {
-				return fmt.Errorf("take ingest lock: %w", err)
-			}
-			ins, err := tx.Query(ctx, queries.Get("queue_resend_dead_insert"), p.Destination, msgs, lanes)
-			if err != nil {
-				return err
-			}
-			if c.New, err = pgx.CollectRows(ins, pgx.RowTo[int64]); err != nil {
-				return err
-			}
-			if len(c.New) != len(c.Old) {
-				return fmt.Errorf("%d queue rows stored for %d dead rows", len(c.New), len(c.Old))
-			}
-			slices.Sort(c.New) // given in the dead rows' order; RETURNING has none
-			if _, err := tx.Exec(ctx, queries.Get("queue_resend_dead_mark"), c.Old, c.New); err != nil {
-				return err
-			}
-			_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
-			return err
+			})
 		})
 		if err != nil {
 			return storage.ResendChunk{}, err

@@ -212,3 +212,88 @@ func TestAResendDeadAndAResendOfItsMessageDoNotDeadlock(t *testing.T) {
 		t.Fatalf("message %d has %d queue rows (%v); want its dead row and one new row: the dead row is resent once", msg, rows, err)
 	}
 }
+
+// The case message_resend_lock.sql cannot order: the message's row is
+// still pending when the resend locks the finished ones, and dies (its lane
+// sets it aside) before the resend marks it. A resend-dead then locks it
+// and waits for the ingest lock the resend holds, while the resend's mark
+// waits for the row: PostgreSQL ends one as a deadlock's victim, and that
+// operator call failed (40P01). It runs its transaction again: both finish.
+func TestAResendAndAResendDeadMeetingOnARowThatDiedBetweenThemBothFinish(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := pgtest.NewSchema(t)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	tag := hex.EncodeToString(b[:])
+	open := func(app string) *Store {
+		s, err := Open(ctx, Options{URL: url + "&application_name=" + app + "_" + tag, PoolSize: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	deadResender, resender := open("resend_dead"), open("resend")
+	if err := resender.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var msg, row int64
+	if err := resender.pool.QueryRow(ctx, `WITH m AS (INSERT INTO mf_messages (inbound, payload, status) VALUES ('in', '\x4d5348'::bytea, 'routed') RETURNING id)
+		INSERT INTO mf_queue (message_id, destination, lane, status) SELECT id, 'lab', 'lab/A', 'pending' FROM m RETURNING message_id, id`).Scan(&msg, &row); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(app string) bool {
+		var n int
+		if err := resender.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app+"_"+tag).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	holder, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	hold, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.Exec(ctx, queries.Get("message_ingest_lock")); err != nil {
+		t.Fatal(err)
+	}
+	one := make(chan error, 1)
+	go func() {
+		_, err := resender.MessageResend(ctx, storage.MessageResendParams{MessageID: msg, Deliveries: []storage.Delivery{{Destination: "lab", Lane: "lab/A"}}})
+		one <- err
+	}()
+	waitFor("the resend to wait for the ingest lock", func() bool { return waiting("resend") })
+	if _, err := resender.pool.Exec(ctx, `UPDATE mf_queue SET status = 'dead', last_error = 'AR' WHERE id = $1`, row); err != nil {
+		t.Fatal(err)
+	}
+	all := make(chan error, 1)
+	go func() {
+		_, err := deadResender.QueueResendDead(ctx, storage.QueueResendDeadParams{Destination: "lab",
+			Lane: func(d storage.DeadRow) (string, storage.ResendSkip) { return d.Lane, storage.ResendQueued }})
+		all <- err
+	}()
+	waitFor("the resend-dead to wait", func() bool { return waiting("resend_dead") })
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if errOne, errAll := <-one, <-all; errOne != nil || errAll != nil {
+		t.Fatalf("resend: %v; resend-dead: %v; want both to finish", errOne, errAll)
+	}
+	var unmarked int
+	if err := resender.pool.QueryRow(ctx, `SELECT count(*) FROM mf_queue WHERE id = $1 AND resent_as IS NULL`, row).Scan(&unmarked); err != nil || unmarked != 0 {
+		t.Fatalf("the dead row is not marked resent (%d, %v)", unmarked, err)
+	}
+}

@@ -31,4 +31,10 @@
 -- and leaves it; a resend that waits queues the message again, as asked,
 -- and leaves the mark the resend-dead made. Finished rows are never updated otherwise, so this lock waits
 -- for nothing KEY SHARE did not (the purge, another resend of the message).
+-- One case is left: a row still unfinished here, not locked, that dies
+-- (its lane sets it aside, an operator skips it) after this statement and
+-- before the mark. A resend-dead can lock it then and wait for the ingest
+-- lock this resend holds, while the mark waits for the row: PostgreSQL
+-- ends one as a deadlock's victim, which runs its transaction again
+-- (onDeadlockAgain) and finds the other's work done.
 SELECT id FROM mf_queue WHERE message_id = $1 AND status IN ('done', 'dead') ORDER BY id FOR NO KEY UPDATE
