@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -80,6 +81,12 @@ func checkCommand() *cli.Command {
 					warnings = append(warnings, "store.url: "+w)
 				}
 			}
+			if cfg.Store.Backend == config.BackendSQLite {
+				// mf run creates the file, not its directory.
+				if dir := filepath.Dir(cfg.Store.Path); !isDir(dir) {
+					warnings = append(warnings, fmt.Sprintf("store.path: the directory %s does not exist here: mf run, which creates the file but not its directory, would fail to start: create it, or correct store.path", dir))
+				}
+			}
 			fmt.Fprintf(c.App.Writer, "%s: ok (%d inbound, %d outbound, %d routes, store %s)\n",
 				cfg.Path, len(cfg.Inbound), len(cfg.Outbound), len(cfg.Route), cfg.Store.Backend)
 			// What mf run would log at WARN, said before it runs.
@@ -89,6 +96,12 @@ func checkCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// isDir reports whether path names a directory.
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
 
 // reloadConfig reads the config a node started with again.

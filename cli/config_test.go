@@ -428,3 +428,24 @@ func TestRunLogsTheMigrationsItApplied(t *testing.T) {
 		t.Fatalf("a new store's migrations were not logged:\n%s", logs.String())
 	}
 }
+
+// A SQLite store.path whose directory does not exist: mf check warns, and
+// mf run's error says to create the directory. mf check said ok, and mf
+// run failed on "open lock file ...: no such file or directory".
+func TestAStoreDirectoryThatDoesNotExistIsSaid(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mf.toml")
+	missing := filepath.Join(dir, "no-such-dir")
+	cfg := "[store]\npath = \"" + filepath.Join(missing, "mf.db") + "\"\n[api]\nlisten = \"" + enginetest.FreeAddr(t) + "\"\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runMF(t, "check", "--config", path)
+	if err != nil || !strings.Contains(out, "warning: store.path: the directory "+missing+" does not exist here") {
+		t.Fatalf("mf check: %v, printed %q; want a warning naming the directory", err, out)
+	}
+	_, err = runMF(t, "run", "--config", path)
+	if err == nil || !strings.Contains(err.Error(), "the directory "+missing+" of the store does not exist") || !strings.Contains(err.Error(), "create it") {
+		t.Fatalf("mf run: %v; want it to say the directory does not exist", err)
+	}
+}

@@ -1,7 +1,9 @@
 package sqlite
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,6 +26,9 @@ func lockFile(path string) (*processLock, error) {
 	// -shm are beside the file itself.
 	name := realPath(path) + ".lock"
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("sqlite: the directory %s of the store does not exist (mf creates the file, not its directory): create it, or correct store.path: %w", filepath.Dir(name), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open lock file %s: %w", name, err)
 	}
