@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strings"
@@ -23,7 +24,7 @@ func sendCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "send",
 		Usage:     "send the HL7 messages of files over MLLP and print each ACK",
-		ArgsUsage: "FILE...",
+		ArgsUsage: "FILE... (- reads the standard input)",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "to", Value: "127.0.0.1:2575", Usage: "MLLP listener address host:port"},
 			&cli.IntFlag{Name: "connections", Value: 1, Usage: "connections to send over in parallel"},
@@ -52,10 +53,26 @@ func sendCommand() *cli.Command {
 			if err := config.CheckHostPort(c.String("to"), false); err != nil {
 				return fmt.Errorf("send: --to: %w", err)
 			}
+			conns := c.Int("connections")
+			o := withClientTLS(c, config.Outbound{
+				Name: "send", Type: config.OutboundMLLP, Address: c.String("to"), Connections: conns,
+				TimeoutSeconds: c.Duration("timeout").Seconds(), RetryBaseSeconds: 0.1, RetryMaxSeconds: 1,
+			})
+			// Said in the flags' words, as mf bench does: the sender's own
+			// check names config keys of an outbound "send".
+			if _, err := clientTLSConfig(o); err != nil && !o.TLS {
+				return fmt.Errorf("send: %w", err)
+			}
 			var msgs [][]byte
 			for _, f := range c.Args().Slice() {
-				b, err := os.ReadFile(f)
-				if err != nil && strings.HasPrefix(f, "-") {
+				var b []byte
+				var err error
+				if f == "-" {
+					b, err = io.ReadAll(c.App.Reader) // the standard input
+				} else {
+					b, err = os.ReadFile(f)
+				}
+				if err != nil && strings.HasPrefix(f, "-") && f != "-" {
 					// urfave/cli stops at the first file: a flag after it
 					// is taken for a file name, one that names no file.
 					return fmt.Errorf("send: %q is a flag after the files: flags go before them (mf send --to HOST:PORT FILE...)", f)
@@ -76,11 +93,7 @@ func sendCommand() *cli.Command {
 			if r := c.Int("repeat"); r > math.MaxInt/len(msgs) {
 				return fmt.Errorf("send: --repeat %d: at most %d for %d messages", r, math.MaxInt/len(msgs), len(msgs))
 			}
-			conns := c.Int("connections")
-			sender, err := lanes.NewSender(withClientTLS(c, config.Outbound{
-				Name: "send", Type: config.OutboundMLLP, Address: c.String("to"), Connections: conns,
-				TimeoutSeconds: c.Duration("timeout").Seconds(), RetryBaseSeconds: 0.1, RetryMaxSeconds: 1,
-			}))
+			sender, err := lanes.NewSender(o)
 			if err != nil {
 				return fmt.Errorf("send: %w", err)
 			}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,5 +176,22 @@ to = ["out"]
 				t.Errorf("mf send line %q; want it to say AR, rejected, and the receiver's reason naming MSH-10", line)
 			}
 		}
+	}
+}
+
+// "-" sends the messages of the standard input (it was refused as a flag
+// after the files), and TLS flags without --tls are refused in the flags'
+// own words (the error named config keys of an outbound "send").
+func TestSendReadsTheStandardInputAndNamesItsTLSFlags(t *testing.T) {
+	var out bytes.Buffer
+	app := App(&out, &out)
+	app.Reader = strings.NewReader(enginetest.ADT("IN1", "P1") + "\n" + enginetest.ADT("IN2", "P2"))
+	err := app.Run([]string{"mf", "send", "--to", ackServer{code: hl7.AA}.start(t), "-"})
+	if err != nil || !strings.Contains(out.String(), "1 IN1: accepted\n") || !strings.Contains(out.String(), "accepted 2, not accepted 0") {
+		t.Fatalf("mf send - with two messages on stdin: error %v, printed %q", err, out.String())
+	}
+	_, err = runMF(t, "send", "--to", enginetest.FreeAddr(t), "--tls-ca", "ca.pem", "-")
+	if err == nil || !strings.Contains(err.Error(), "--tls-ca, --tls-cert, --tls-key and --server-name need --tls") {
+		t.Fatalf("mf send --tls-ca without --tls: %v; want the flags named", err)
 	}
 }
