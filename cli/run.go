@@ -19,11 +19,25 @@ import (
 	"github.com/messagefoundry/mf/leadership"
 	"github.com/messagefoundry/mf/storage"
 	"github.com/messagefoundry/mf/storage/postgres"
+	"github.com/messagefoundry/mf/storage/sqlserver"
 )
 
 // migrateTimeout bounds mf run's migrations, so that a node never waits
 // without end at start; mf migrate has no limit (a variable for a test).
 var migrateTimeout = 2 * time.Minute
+
+// singleNodeHolder is a store on a database server (PostgreSQL, SQL
+// Server), where a single node takes a lock for its life so that a second
+// one on the schema is refused (storage.ErrSingleNodeTaken), and learns on
+// the channel that another took it while its session was down.
+type singleNodeHolder interface {
+	HoldSingleNode(ctx context.Context) (<-chan error, error)
+}
+
+var (
+	_ singleNodeHolder = (*postgres.Store)(nil)
+	_ singleNodeHolder = (*sqlserver.Store)(nil)
+)
 
 func runCommand() *cli.Command {
 	return &cli.Command{
@@ -178,11 +192,11 @@ func runCommand() *cli.Command {
 			warnSessionLimits(ctx, st, log)
 			warnDelayedDurability(ctx, st, log)
 
-			// A single node on PostgreSQL runs alone on its schema, as
-			// one on SQLite on its file: two would both lead.
+			// A single node on PostgreSQL or SQL Server runs alone on its
+			// schema, as one on SQLite on its file: two would both lead.
 			var lost <-chan error
-			if pg, ok := st.(*postgres.Store); ok && !cfg.Cluster.Enabled {
-				if lost, err = pg.HoldSingleNode(ctx); err != nil {
+			if h, ok := st.(singleNodeHolder); ok && !cfg.Cluster.Enabled {
+				if lost, err = h.HoldSingleNode(ctx); err != nil {
 					return fmt.Errorf("store: %w", err)
 				}
 			}

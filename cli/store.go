@@ -24,8 +24,9 @@ import (
 // runs alone on its file, and a migration must not change the schema under
 // a running engine. log receives what the store does on its own (SQLite's
 // background checkpoints). session names the database sessions where the
-// server shows a name (PostgreSQL's application_name): "mf NODE_ID" for mf
-// run, "mf migrate" for a one-off command.
+// server shows a name (PostgreSQL's application_name, SQL Server's
+// program_name): "mf NODE_ID" for mf run, "mf migrate" for a one-off
+// command.
 func openStore(ctx context.Context, cfg *config.Config, exclusive bool, session string, log zerolog.Logger) (storage.Store, error) {
 	s, cluster := cfg.Store, cfg.Cluster
 	switch s.Backend {
@@ -44,7 +45,7 @@ func openStore(ctx context.Context, cfg *config.Config, exclusive bool, session 
 		}
 		return postgres.Open(ctx, o)
 	case config.BackendSQLServer:
-		return sqlserver.Open(ctx, sqlserver.Options{URL: s.URL, Password: s.Password, PoolSize: s.PoolSize, Log: log})
+		return sqlserver.Open(ctx, sqlserver.Options{URL: s.URL, Password: s.Password, PoolSize: s.PoolSize, ApplicationName: session, Log: log})
 	}
 	return nil, fmt.Errorf("store.backend %q is not supported", s.Backend)
 }

@@ -360,6 +360,13 @@ var (
 	// Ping returns it, so that /ready tells a node that can do nothing
 	// there; its message says what to do.
 	ErrReadOnly = errors.New("storage: the database is read-only")
+	// ErrSingleNodeTaken means another process runs as the single node
+	// (cluster disabled) of the store's schema: it holds the lock that the
+	// dialects' HoldSingleNode takes (PostgreSQL, SQL Server). Two single
+	// nodes both led, each with the zero fence every process passes. A
+	// single node whose lock another took while its session was down has
+	// its zero-fence writes refused with it.
+	ErrSingleNodeTaken = errors.New("storage: another mf runs as the single node of this database schema")
 )
 
 // NotPending is the ErrNotPending of an operator action (QueueRelease,

@@ -9,11 +9,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/messagefoundry/mf/storage"
 )
 
 // ErrSingleNodeTaken is HoldSingleNode's error when another process runs as
-// the single node of the store's schema.
-var ErrSingleNodeTaken = errors.New("another mf runs as the single node of this PostgreSQL schema")
+// the single node of the store's schema: storage.ErrSingleNodeTaken, the
+// same for every dialect.
+var ErrSingleNodeTaken = storage.ErrSingleNodeTaken
 
 // singleNode is the session that holds a single node's lock
 // (single_node_lock.sql) and its watch.

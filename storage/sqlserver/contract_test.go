@@ -4,7 +4,8 @@ package sqlserver
 // dialect whose statements cannot run where there is no SQL Server: every
 // parameter a statement uses is passed by the Go code and every one passed is
 // used, the table-valued parameter rows match their table types, migrations
-// split into batches, and durations split into DATEADD's INT arguments.
+// split into batches, and durations split into DATEADD's INT arguments; and
+// the single node's lock and its watch, on what the fake driver answers.
 
 import (
 	"context"
@@ -48,6 +49,10 @@ var fakeResults = map[string][][]driver.Value{
 	"queue_by_message":    {}, // MessageRead reads the rows first, then the message
 	// One dead row, so that QueueResendDead goes on to resend it.
 	"queue_resend_dead_pick": {{int64(7), int64(1), "lab", "in", []byte("MSH|")}},
+	// The single node's lock held by another session, so that
+	// HoldSingleNode goes on to name it.
+	"single_node_lock":   {{int64(-1), int64(51), time.Unix(0, 0)}},
+	"single_node_holder": {{int64(52), time.Unix(0, 0), "mf first", "host-a"}},
 }
 
 type call struct {
@@ -60,6 +65,52 @@ type call struct {
 type fakeDriver struct {
 	mu    sync.Mutex
 	calls []call
+	// results, when it has the statement, is used instead of fakeResults.
+	results map[string][][]driver.Value
+	// pingErr is what a ping of a connection returns.
+	pingErr error
+}
+
+// set makes the fake return rows for the statement name from now on.
+func (d *fakeDriver) set(name string, rows ...[]driver.Value) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.setLocked(name, rows...)
+}
+
+func (d *fakeDriver) setLocked(name string, rows ...[]driver.Value) {
+	if d.results == nil {
+		d.results = map[string][][]driver.Value{}
+	}
+	d.results[name] = rows
+}
+
+// result is the rows the fake returns for the statement name.
+func (d *fakeDriver) result(name string) ([][]driver.Value, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if rows, ok := d.results[name]; ok {
+		return slices.Clone(rows), true
+	}
+	rows, ok := fakeResults[name]
+	return rows, ok
+}
+
+// ran says how many times the statement name was run.
+func (d *fakeDriver) ran(name string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ranLocked(name)
+}
+
+func (d *fakeDriver) ranLocked(name string) int {
+	n := 0
+	for _, c := range d.calls {
+		if c.name == name {
+			n++
+		}
+	}
+	return n
 }
 
 func (d *fakeDriver) Open(string) (driver.Conn, error) { return &fakeConn{d: d}, nil }
@@ -92,13 +143,19 @@ func (c *fakeConn) BeginTx(context.Context, driver.TxOptions) (driver.Tx, error)
 }
 func (c *fakeConn) CheckNamedValue(*driver.NamedValue) error { return nil } // TVPs and all
 
+func (c *fakeConn) Ping(context.Context) error {
+	c.d.mu.Lock()
+	defer c.d.mu.Unlock()
+	return c.d.pingErr
+}
+
 func (c *fakeConn) ExecContext(_ context.Context, text string, args []driver.NamedValue) (driver.Result, error) {
 	c.d.record(text, args)
 	return driver.RowsAffected(0), nil
 }
 
 func (c *fakeConn) QueryContext(_ context.Context, text string, args []driver.NamedValue) (driver.Rows, error) {
-	rows, ok := fakeResults[c.d.record(text, args)]
+	rows, ok := c.d.result(c.d.record(text, args))
 	if !ok {
 		return nil, errStop
 	}
@@ -171,6 +228,7 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 	db := sql.OpenDB(fakeConnector{d: d})
 	defer db.Close()
 	s := &Store{db: db, lease: db} // one fake database: the lease's statements are checked alike
+	s.single.db = db
 	ctx := context.Background()
 	f := storage.Fence{Owner: "node-a", Term: 3}
 	c := storage.Claim{ID: 7, Owner: "node-a", Attempt: 1}
@@ -220,6 +278,7 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 	_ = s.QueueLaneKeyRecord(ctx, storage.QueueLaneKeyRecordParams{Fence: f, Destination: "lab", LaneKey: "in=PID-3.1"})
 	_, _ = s.QueueRelaneRead(ctx, storage.QueueRelaneReadParams{Destination: "lab", AfterLane: "lab/1", AfterID: 7, Limit: 500})
 	_, _ = s.QueueRelane(ctx, storage.QueueRelaneParams{Fence: f, Moves: []storage.LaneMove{{ID: 7, Lane: "lab/2"}}})
+	_, _ = s.HoldSingleNode(ctx)
 
 	reached := map[string]bool{}
 	batches := 0
@@ -565,4 +624,160 @@ func groupList(text string) string {
 		}
 	}
 	return strings.Join(strings.Fields(text), " ")
+}
+
+// A second single node on a schema is refused, naming the session that holds
+// the lock (single_node_holder.sql), when sp_getapplock says -1; the first
+// takes it (0). Both led before, each with the zero fence every process
+// passes.
+func TestASecondSingleNodeOnASchemaIsRefused(t *testing.T) {
+	ctx := context.Background()
+	store := func() (*Store, *fakeDriver) {
+		d := &fakeDriver{}
+		db := sql.OpenDB(fakeConnector{d: d})
+		t.Cleanup(func() { db.Close() })
+		s := &Store{db: db, lease: db}
+		s.single.db = db
+		t.Cleanup(s.closeSingleNode)
+		return s, d
+	}
+
+	s, d := store()
+	d.set("single_node_lock", []driver.Value{int64(0), int64(51), time.Unix(0, 0)})
+	if _, err := s.HoldSingleNode(ctx); err != nil {
+		t.Fatalf("a single node whose lock is free: %v", err)
+	}
+
+	s, _ = store() // the fake's default: -1, and mf first holds it
+	_, err := s.HoldSingleNode(ctx)
+	if !errors.Is(err, storage.ErrSingleNodeTaken) || !strings.Contains(err.Error(), `session 52, program_name "mf first", host_name "host-a"`) || !strings.Contains(err.Error(), "enable [cluster]") {
+		t.Fatalf("a second single node: %v; want ErrSingleNodeTaken naming mf first's session", err)
+	}
+
+	s, d = store()
+	d.set("single_node_holder") // let go meanwhile
+	if _, err := s.HoldSingleNode(ctx); !errors.Is(err, storage.ErrSingleNodeTaken) || !strings.Contains(err.Error(), "since ended") {
+		t.Fatalf("a second single node, the holder gone when looked for: %v; want ErrSingleNodeTaken", err)
+	}
+
+	s, d = store()
+	d.set("single_node_lock", []driver.Value{int64(-999), int64(51), time.Unix(0, 0)})
+	if _, err := s.HoldSingleNode(ctx); err == nil || errors.Is(err, storage.ErrSingleNodeTaken) || !strings.Contains(err.Error(), "-999") {
+		t.Fatalf("sp_getapplock failing (-999): %v; want its code, not ErrSingleNodeTaken", err)
+	}
+}
+
+// A single node whose lock session drops takes the lock again. While its
+// previous session still holds it (the server has not seen it end), no other
+// process can: it tries again. If another process took it meanwhile, the
+// node is told (the channel) and the store refuses its zero-fence writes
+// from then on, before the fence is read; a clustered node's writes are not
+// its business.
+func TestASingleNodeWhoseLockWasTakenMeanwhileStops(t *testing.T) {
+	defer func(d time.Duration) { singleNodeCheck = d }(singleNodeCheck)
+	singleNodeCheck = 5 * time.Millisecond
+	ctx := context.Background()
+	d := &fakeDriver{}
+	db := sql.OpenDB(fakeConnector{d: d})
+	defer db.Close()
+	s := &Store{db: db, lease: db}
+	s.single.db = db
+	defer s.closeSingleNode()
+	first := time.Unix(100, 0)
+	d.set("single_node_lock", []driver.Value{int64(0), int64(51), first})
+	lost, err := s.HoldSingleNode(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingest := func(f storage.Fence) error {
+		_, err := s.MessageIngest(ctx, storage.MessageIngestParams{Fence: f, Messages: []storage.NewMessage{{Inbound: "in", ControlID: "C1", Payload: []byte("MSH|"), Status: storage.MessageRouted}}})
+		return err
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("still waiting for %s", what)
+			}
+		}
+	}
+	notLost := func(when string) {
+		t.Helper()
+		select {
+		case err := <-lost:
+			t.Fatalf("%s: the single node was told %v; want it to hold on", when, err)
+		default:
+		}
+		if err := ingest(storage.Fence{}); errors.Is(err, storage.ErrSingleNodeTaken) {
+			t.Fatalf("%s: a single-node write: %v; want it let through", when, err)
+		}
+	}
+	notLost("holding the lock")
+
+	// change sets what the fake answers from now on, all at once, and
+	// says how many times the lock was asked for until then.
+	change := func(pingErr error, lock, holder []driver.Value) int {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.pingErr = pingErr
+		d.setLocked("single_node_lock", lock)
+		if holder != nil {
+			d.setLocked("single_node_holder", holder)
+		}
+		return d.ranLocked("single_node_lock")
+	}
+	reset := errors.New("connection reset")
+
+	// The session drops; the server still shows it holding the lock.
+	n := change(reset, []driver.Value{int64(-1), int64(53), time.Unix(200, 0)}, []driver.Value{int64(51), first, "mf first", "host-a"})
+	waitFor("three attempts to take the lock again", func() bool { return d.ran("single_node_lock") >= n+3 })
+	notLost("its previous session still holding the lock")
+
+	// Its previous session ended: the lock is taken again, on session 54.
+	n = change(nil, []driver.Value{int64(0), int64(54), time.Unix(300, 0)}, nil)
+	waitFor("the lock taken again", func() bool { return d.ran("single_node_lock") > n })
+	time.Sleep(20 * singleNodeCheck) // pings that pass take nothing again
+	if got := d.ran("single_node_lock"); got != n+1 {
+		t.Fatalf("the lock was taken %d times after it was held again; want once", got-n)
+	}
+	notLost("holding the lock again")
+
+	// It drops again, and another process takes the lock meanwhile.
+	change(reset, []driver.Value{int64(-1), int64(55), time.Unix(400, 0)}, []driver.Value{int64(60), time.Unix(350, 0), "mf second", "host-b"})
+	select {
+	case err := <-lost:
+		if !errors.Is(err, storage.ErrSingleNodeTaken) || !strings.Contains(err.Error(), `"mf second"`) {
+			t.Fatalf("the single node was told %v; want ErrSingleNodeTaken naming mf second", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the single node was not told that another took its lock")
+	}
+	fences := d.ran("fence")
+	if err := ingest(storage.Fence{}); !errors.Is(err, storage.ErrSingleNodeTaken) {
+		t.Fatalf("a single-node write after another took the lock: %v; want ErrSingleNodeTaken", err)
+	}
+	if d.ran("fence") != fences {
+		t.Fatal("the refused write ran the fence: it must be refused before any statement")
+	}
+	if err := ingest(storage.Fence{Owner: "node-a", Term: 3}); errors.Is(err, storage.ErrSingleNodeTaken) || d.ran("fence") != fences+1 {
+		t.Fatalf("a clustered write: %v; want it fenced as ever", err)
+	}
+}
+
+// The sessions carry the node's name as program_name, which a second single
+// node's error names, unless the store url sets its own app name.
+func TestSessionsAreNamedUnlessTheURLNamesThem(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"sqlserver://mf@db.internal?database=mf", "mf node-a"},
+		{"sqlserver://mf@db.internal?database=mf&app+name=hl7", "hl7"},
+		{"server=db.internal;user id=mf;database=mf;Application Name=hl7", "hl7"},
+	} {
+		cfg, err := connectorConfig(Options{URL: tc.url, ApplicationName: "mf node-a"})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.url, err)
+		}
+		if cfg.AppName != tc.want {
+			t.Errorf("%s: app name %q, want %q", tc.url, cfg.AppName, tc.want)
+		}
+	}
 }

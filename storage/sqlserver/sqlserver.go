@@ -26,6 +26,8 @@
 //   - The lane claim finds the head, then locks the row by id (FOR UPDATE
 //     there), so that every writer locks rows before index keys.
 //   - There is no NOTIFY: followers learn of a resignation by polling.
+//   - A single node's lock (HoldSingleNode) is an application lock owned by
+//     its session (sp_getapplock), not an advisory lock.
 //   - Deadlock victims (error 1205) are retried a few times, whole
 //     transaction and all.
 package sqlserver
@@ -98,8 +100,13 @@ type Options struct {
 	Password string
 	// PoolSize is the maximum number of open connections (default 5).
 	PoolSize int
+	// ApplicationName, when set, names the sessions in
+	// sys.dm_exec_sessions (program_name), unless the URL sets app name:
+	// the error of a second single node names the first by it
+	// (HoldSingleNode).
+	ApplicationName string
 	// Log receives a warning when the URL lets connections to a server on
-	// another host go unencrypted.
+	// another host go unencrypted, and what the single node's lock does.
 	Log zerolog.Logger
 }
 
@@ -110,6 +117,9 @@ type Store struct {
 	// of one, opened on first use): a renewal must not wait past the trust
 	// window for a connection of db that writes or reads hold.
 	lease *sql.DB
+	log   zerolog.Logger
+	// single holds a single node's lock (HoldSingleNode).
+	single singleNode
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -166,7 +176,13 @@ func Open(_ context.Context, o Options) (*Store, error) {
 	lease := sql.OpenDB(mssql.NewConnectorConfig(cfg))
 	lease.SetMaxOpenConns(1)
 	lease.SetMaxIdleConns(1)
-	return &Store{db: db, lease: lease}, nil
+	s := &Store{db: db, lease: lease, log: o.Log}
+	// The single node's lock session, opened only by HoldSingleNode. No
+	// idle connection is kept: one let go is closed, and its session, with
+	// the lock, ends.
+	s.single.db = sql.OpenDB(mssql.NewConnectorConfig(cfg))
+	s.single.db.SetMaxIdleConns(0)
+	return s, nil
 }
 
 // DelayedDurability reads the database's DELAYED_DURABILITY setting:
@@ -194,7 +210,10 @@ func (s *Store) Clusterable() bool { return true }
 func (s *Store) ClaimAhead() int { return 7 }
 
 // Close implements storage.Store.
-func (s *Store) Close() error { return errors.Join(s.db.Close(), s.lease.Close()) }
+func (s *Store) Close() error {
+	s.closeSingleNode()
+	return errors.Join(s.db.Close(), s.lease.Close(), s.single.db.Close())
+}
 
 // Ping implements storage.Store.
 func (s *Store) Ping(ctx context.Context) error {
@@ -321,8 +340,13 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 
 // fenced runs fn in a transaction that first checks the fence (fence.sql) and
 // holds the term row shared until commit. A mismatch is ErrFenced and the
-// transaction is rolled back.
+// transaction is rolled back. A single node's write (the zero fence) is
+// refused, before any statement, once another process holds its lock
+// (refuseLost).
 func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx *sql.Tx) error) error {
+	if err := s.refuseLost(f.Owner, f.Term); err != nil {
+		return err
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, queries.Get("fence"),
@@ -1536,6 +1560,9 @@ func connectorConfig(o Options) (msdsn.Config, error) {
 	}
 	if o.Password != "" {
 		cfg.Password = o.Password
+	}
+	if _, set := cfg.Parameters[msdsn.AppName]; !set && o.ApplicationName != "" {
+		cfg.AppName = o.ApplicationName
 	}
 	// DATETIME2 carries no zone: every stored time is UTC, so decode it as
 	// UTC whatever the URL's timezone setting (the dialect sends no times).
