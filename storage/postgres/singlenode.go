@@ -33,6 +33,19 @@ type singleNode struct {
 // often a lost one is taken again.
 const singleNodeCheck = 2 * time.Second
 
+// singleNodeStartWait is how long HoldSingleNode waits for a lock another
+// session holds before it gives up: the session of a process that has just
+// stopped, or of a host that died (dropped by the keepalive its lock
+// session sets, lockKeepalive, within about 11 s), ends in that time, and a
+// restart of the node then starts rather than fail.
+var singleNodeStartWait = 30 * time.Second
+
+// lockKeepalive are the lock session's settings: its server drops it
+// within about 11 s of its client's host going silent (a crash, a power
+// cut, a network gone), rather than the system's two hours, for which the
+// node could not have started again.
+var lockKeepalive = map[string]string{"tcp_keepalives_idle": "5", "tcp_keepalives_interval": "2", "tcp_keepalives_count": "3", "tcp_user_timeout": "11000"}
+
 // HoldSingleNode takes the lock that lets this process run as the single
 // node (cluster disabled) of the store's schema, and holds it on a session
 // of its own until Close: ErrSingleNodeTaken, naming the holder, if another
@@ -45,7 +58,16 @@ const singleNodeCheck = 2 * time.Second
 // write from then on, and the returned channel says why: the node must
 // stop (the other runs).
 func (s *Store) HoldSingleNode(ctx context.Context) (<-chan error, error) {
-	conn, err := s.takeSingleNode(ctx)
+	conn, err := s.takeSingleNode(ctx, 0)
+	for deadline := time.Now().Add(singleNodeStartWait); errors.Is(err, ErrSingleNodeTaken) && time.Now().Before(deadline); {
+		s.log.Warn().Err(err).Dur("gives_up_in", time.Until(deadline).Round(time.Second)).Msg("waiting for this schema's single-node lock")
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(singleNodeCheck):
+		}
+		conn, err = s.takeSingleNode(ctx, 0)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -61,10 +83,25 @@ func (s *Store) HoldSingleNode(ctx context.Context) (<-chan error, error) {
 }
 
 // takeSingleNode connects a session of its own and takes the lock on it.
-func (s *Store) takeSingleNode(ctx context.Context) (*pgx.Conn, error) {
+// previous is the backend pid of this node's last lock session (0: none):
+// found holding the lock, it is this node's own, dropped on the client's
+// side (a network gone a moment) and not yet on the server's: it is ended
+// (pg_terminate_backend, which a role may do to its own sessions) and the
+// lock taken again, rather than the node stop for a lock it holds.
+func (s *Store) takeSingleNode(ctx context.Context, previous uint32) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect the single node's lock session: %w", explain(err))
+	}
+	names, values := make([]string, 0, len(lockKeepalive)), make([]string, 0, len(lockKeepalive))
+	for name, v := range lockKeepalive {
+		if _, set := conn.Config().RuntimeParams[name]; !set {
+			names, values = append(names, name), append(values, v)
+		}
+	}
+	if err := setSession(ctx, conn.PgConn(), names, values); err != nil {
+		conn.Close(context.Background())
+		return nil, err
 	}
 	var took bool
 	if err := conn.QueryRow(ctx, queries.Get("single_node_lock")).Scan(&took); err != nil {
@@ -79,6 +116,17 @@ func (s *Store) takeSingleNode(ctx context.Context) (*pgx.Conn, error) {
 	var app, addr string
 	if err := conn.QueryRow(ctx, queries.Get("single_node_holder")).Scan(&pid, &app, &addr); err == nil {
 		holder = fmt.Sprintf("backend pid %d, application_name %q, from %s", pid, app, addr)
+		if previous != 0 && uint32(pid) == previous {
+			s.log.Warn().Int32("backend_pid", pid).Msg("this single node's previous lock session still holds its lock (the server has not seen it dropped): ending it and taking the lock again")
+			_, err := conn.Exec(ctx, queries.Get("single_node_end_own"), pid)
+			// The backend ends a moment after the call returns.
+			for i := 0; err == nil && i < 20; i++ {
+				if err = conn.QueryRow(ctx, queries.Get("single_node_lock")).Scan(&took); err == nil && took {
+					return conn, nil
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
 	}
 	conn.Close(context.Background())
 	return nil, fmt.Errorf("%w (it holds its lock: %s): stop it first, or, to run several nodes on one database, enable [cluster] on each", ErrSingleNodeTaken, holder)
@@ -94,6 +142,7 @@ func (s *Store) watchSingleNode(ctx context.Context, conn *pgx.Conn, lost chan<-
 			conn.Close(context.Background())
 		}
 	}()
+	previous := conn.PgConn().PID() // this node's own, should the server still show it
 	t := time.NewTicker(singleNodeCheck)
 	defer t.Stop()
 	for {
@@ -114,11 +163,11 @@ func (s *Store) watchSingleNode(ctx context.Context, conn *pgx.Conn, lost chan<-
 			conn = nil
 		}
 		tctx, cancel := context.WithTimeout(ctx, singleNodeCheck)
-		c, err := s.takeSingleNode(tctx)
+		c, err := s.takeSingleNode(tctx, previous)
 		cancel()
 		switch {
 		case err == nil:
-			conn = c
+			conn, previous = c, c.PgConn().PID()
 			s.log.Info().Msg("this single node holds its lock again")
 		case errors.Is(err, ErrSingleNodeTaken):
 			s.single.lost.Store(true)

@@ -21,6 +21,7 @@ func TestASecondSingleNodeOnASchemaIsRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	url := pgtest.NewSchema(t)
+	postgres.SetSingleNodeStartWait(t, 0)
 	first := singleNodeStore(t, ctx, url, "mf first")
 	if _, err := first.HoldSingleNode(ctx); err != nil {
 		t.Fatal(err)
@@ -34,9 +35,17 @@ func TestASecondSingleNodeOnASchemaIsRefused(t *testing.T) {
 	if _, err := singleNodeStore(t, ctx, pgtest.NewSchema(t), "mf elsewhere").HoldSingleNode(ctx); err != nil {
 		t.Fatalf("a single node on another schema: %v", err)
 	}
+	// Started while the first still stops (a restart that overlaps), a
+	// node waits for the lock rather than fail at once.
+	postgres.SetSingleNodeStartWait(t, 20*time.Second)
+	took := make(chan error, 1)
+	go func() {
+		_, err := second.HoldSingleNode(ctx)
+		took <- err
+	}()
 	first.Close()
-	if _, err := second.HoldSingleNode(ctx); err != nil {
-		t.Fatalf("the second single node once the first closed: %v", err)
+	if err := <-took; err != nil {
+		t.Fatalf("the second single node, waiting while the first closed: %v", err)
 	}
 }
 
@@ -47,6 +56,7 @@ func TestASingleNodeWhoseLockWasTakenMeanwhileStops(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	url := pgtest.NewSchema(t)
+	postgres.SetSingleNodeStartWait(t, 0)
 	first := singleNodeStore(t, ctx, url, "mf first")
 	lost, err := first.HoldSingleNode(ctx)
 	if err != nil {
