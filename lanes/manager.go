@@ -1174,7 +1174,12 @@ func (m *Manager) rescanned(ctx actor.Context, r rescanned) {
 		}()
 	}
 	for _, l := range r.lanes {
+		// A lane whose stopped actor has not ended yet counts as running:
+		// its head in flight is that actor's, and a park made of it
+		// swallowed the wake-up kept for the lane's next actor (ending)
+		// until the full rescan.
 		_, running := m.lanes[l.Lane]
+		running = running || m.ending[l.Lane] != nil
 		switch {
 		case l.Claimable:
 			// A rescan sees the lane's head, not its newest row: a lane

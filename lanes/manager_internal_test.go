@@ -864,9 +864,16 @@ func TestALaneStoppedOnALateIdleStartsAgainOnlyOnceItsActorHasEnded(t *testing.T
 	f.system.Root.Send(f.manager, idle{lane: fixtureLane, wakes: v.wakes[fixtureLane]}) // late: the actor is sending
 	f.ingest(t, 1)
 	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[1]}})
-	if v := f.inspect(t); v.pids[fixtureLane] != nil || !v.ending[fixtureLane] {
+	v = f.inspect(t)
+	if v.pids[fixtureLane] != nil || !v.ending[fixtureLane] {
 		t.Fatalf("woken while its stopped actor still sends: actor %v, ending %v; want no new actor, the wake kept until the old one ends", v.pids[fixtureLane], v.ending)
 	}
+	// A listing meanwhile sees the lane's head in flight, the old actor's:
+	// a park made of it swallowed the kept wake until the full rescan (30 s).
+	if _, err := f.system.Root.RequestFuture(f.manager, QueueChanged{}, 5*time.Second).Result(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the listing answered", 10*time.Second, func() bool { return f.inspect(t).rescans > v.rescans })
 
 	let()
 	waitUntil(t, "both rows delivered", 10*time.Second, func() bool {
