@@ -453,10 +453,11 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 		wg.Wait()
 	}
 	elapsed := time.Since(start)
-	if o.Rate > 0 {
+	if o.Rate > 0 && ctx.Err() == nil {
 		// In open loop the first message is due at start and message n at
 		// start + (n-1)/Rate: n messages take n intervals of the
-		// schedule, not n-1 (10 at 10/s read 11 msg/s in 0.90 s).
+		// schedule, not n-1 (10 at 10/s read 11 msg/s in 0.90 s). A run
+		// cut short (Ctrl-C) ends when it was cut.
 		elapsed += time.Duration(float64(time.Second) / o.Rate)
 	}
 
