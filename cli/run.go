@@ -196,7 +196,9 @@ func runCommand() *cli.Command {
 			// schema, as one on SQLite on its file: two would both lead.
 			var lost <-chan error
 			if h, ok := st.(singleNodeHolder); ok && !cfg.Cluster.Enabled {
-				if lost, err = h.HoldSingleNode(ctx); err != nil {
+				if lost, err = h.HoldSingleNode(ctx); err != nil && ctx.Err() != nil {
+					return stoppedWhileWaiting(ctx, log) // stopped while it waited for the lock
+				} else if err != nil {
 					return fmt.Errorf("store: %w", err)
 				}
 			}

@@ -60,13 +60,13 @@ func readOnly(err error) bool {
 }
 
 // sessionsPerNode is what a clustered node opens besides its pool: the
-// lease's session and the resignation listener's. A single node opens its
-// pool alone.
+// lease's session and the resignation listener's. A single node opens one:
+// its lock's (HoldSingleNode).
 const sessionsPerNode = 2
 
 // SessionLimits says which limit on sessions (a CONNECTION LIMIT of mf's
 // role or database, or the server's max_connections) is below what this
-// node opens, pool_size (+ 2 on a clustered node), or "" for none. Above it, the pool's new
+// node opens, pool_size (+ 2 on a clustered node, + 1 on a single one), or "" for none. Above it, the pool's new
 // sessions are refused under load (SQLSTATE 53300): messages answered AE,
 // lanes retrying. Each node opens as many, which one node cannot count.
 func (s *Store) SessionLimits(ctx context.Context) (string, error) {
@@ -80,6 +80,9 @@ func (s *Store) SessionLimits(ctx context.Context) (string, error) {
 	if s.clustered {
 		need += sessionsPerNode
 		opens += ", the lease's and the resignation listener's"
+	} else {
+		need++
+		opens += ", and its single-node lock's"
 	}
 	var below []string
 	if role >= 0 && role < need {

@@ -128,9 +128,11 @@ func TestSessionLimitsFindsALimitBelowWhatANodeOpens(t *testing.T) {
 		{"the role's", []string{"ALTER ROLE %ROLE CONNECTION LIMIT 4"}, false, "CONNECTION LIMIT 4 of role"},
 		{"the role's, enough", []string{"ALTER ROLE %ROLE CONNECTION LIMIT 40"}, true, ""},
 		// Only a clustered node opens the lease's session and the
-		// resignation listener's: a single node opens its pool alone.
-		{"the role's, a clustered node", []string{"ALTER ROLE %ROLE CONNECTION LIMIT 5"}, true, "CONNECTION LIMIT 5 of role"},
-		{"the role's, enough for a single node", []string{"ALTER ROLE %ROLE CONNECTION LIMIT 5"}, false, ""},
+		// resignation listener's: a single node opens its pool and its
+		// lock's session (HoldSingleNode).
+		{"the role's, a clustered node", []string{"ALTER ROLE %ROLE CONNECTION LIMIT 6"}, true, "CONNECTION LIMIT 6 of role"},
+		{"the role's, a single node", []string{"ALTER ROLE %ROLE CONNECTION LIMIT 5"}, false, "CONNECTION LIMIT 5 of role"},
+		{"the role's, enough for a single node", []string{"ALTER ROLE %ROLE CONNECTION LIMIT 6"}, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := postgres.Options{URL: pgtest.NewRole(t, ctx, schemaURL, c.settings...), PoolSize: 5}

@@ -49,24 +49,31 @@ var lockKeepalive = map[string]string{"tcp_keepalives_idle": "5", "tcp_keepalive
 // HoldSingleNode takes the lock that lets this process run as the single
 // node (cluster disabled) of the store's schema, and holds it on a session
 // of its own until Close: ErrSingleNodeTaken, naming the holder, if another
-// process holds it. A single node writes with the zero fence, which every
-// process passes, and two of them both led: the second's promotion recovery
-// gave back the rows the first was sending, which were sent again behind
-// newer ones. The session is looked at every singleNodeCheck; dropped (a
-// restart of the database), the lock is taken again on a new one. If
-// another process took it meanwhile, the store refuses every single-node
-// write from then on, and the returned channel says why: the node must
-// stop (the other runs).
+// process holds it past singleNodeStartWait. A single node writes with the
+// zero fence, which every process passes, and two of them both led: the
+// second's promotion recovery gave back the rows the first was sending,
+// which were sent again behind newer ones. The session is looked at every
+// singleNodeCheck; dropped (a restart of the database, the network), the
+// lock is taken again on a new one. Only a holder found and known to be
+// another session's (not this node's previous one) means another process
+// took it: the store then refuses every single-node write, and the
+// returned channel says why (the node must stop: the other runs). A lock
+// held by a session that could not be read, or that ended before it was,
+// is tried again: stopping for it stopped nodes that held their own lock.
+// A stop (ctx) during the start's wait returns ctx's error.
 func (s *Store) HoldSingleNode(ctx context.Context) (<-chan error, error) {
-	conn, err := s.takeSingleNode(ctx, 0)
-	for deadline := time.Now().Add(singleNodeStartWait); errors.Is(err, ErrSingleNodeTaken) && time.Now().Before(deadline); {
+	conn, own, err := s.takeSingleNode(ctx, lockSession{})
+	for deadline := time.Now().Add(singleNodeStartWait); err != nil && busy(err) && time.Now().Before(deadline); {
 		s.log.Warn().Err(err).Dur("gives_up_in", time.Until(deadline).Round(time.Second)).Msg("waiting for this schema's single-node lock")
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(singleNodeCheck):
 		}
-		conn, err = s.takeSingleNode(ctx, 0)
+		conn, own, err = s.takeSingleNode(ctx, lockSession{})
+	}
+	if errors.Is(err, errLockUnclear) {
+		return nil, fmt.Errorf("%w (%v): stop it first, or, to run several nodes on one database, enable [cluster] on each", ErrSingleNodeTaken, err)
 	}
 	if err != nil {
 		return nil, err
@@ -77,21 +84,38 @@ func (s *Store) HoldSingleNode(ctx context.Context) (<-chan error, error) {
 	s.single.done.Add(1)
 	go func() {
 		defer s.single.done.Done()
-		s.watchSingleNode(wctx, conn, lost)
+		s.watchSingleNode(wctx, conn, own, lost)
 	}()
 	return lost, nil
 }
 
-// takeSingleNode connects a session of its own and takes the lock on it.
-// previous is the backend pid of this node's last lock session (0: none):
-// found holding the lock, it is this node's own, dropped on the client's
-// side (a network gone a moment) and not yet on the server's: it is ended
-// (pg_terminate_backend, which a role may do to its own sessions) and the
-// lock taken again, rather than the node stop for a lock it holds.
-func (s *Store) takeSingleNode(ctx context.Context, previous uint32) (*pgx.Conn, error) {
+// lockSession is a backend as the server knows it: its pid and its start,
+// which no other backend shares, a later one given the same pid included.
+type lockSession struct {
+	pid   int32
+	start time.Time
+}
+
+// errLockUnclear is takeSingleNode's error for a lock held by a session it
+// could not name: one that ended before it was read, or a read that failed.
+var errLockUnclear = errors.New("the single-node lock is held by a session that could not be read, or that has since ended")
+
+// busy says whether err is a lock another session holds, named or not.
+func busy(err error) bool {
+	return errors.Is(err, ErrSingleNodeTaken) || errors.Is(err, errLockUnclear)
+}
+
+// takeSingleNode connects a session of its own, takes the lock on it and
+// returns it with the session as the server knows it. previous is this
+// node's last lock session (zero: none): found holding the lock, it is this
+// node's own, dropped on the node's side (a network gone a moment) and not
+// yet on the server's; it is ended (single_node_end_own.sql) and the lock
+// taken again, rather than the node stop for a lock it holds.
+// ErrSingleNodeTaken only for a holder read and not previous.
+func (s *Store) takeSingleNode(ctx context.Context, previous lockSession) (*pgx.Conn, lockSession, error) {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
-		return nil, fmt.Errorf("postgres: connect the single node's lock session: %w", explain(err))
+		return nil, lockSession{}, fmt.Errorf("postgres: connect the single node's lock session: %w", explain(err))
 	}
 	names, values := make([]string, 0, len(lockKeepalive)), make([]string, 0, len(lockKeepalive))
 	for name, v := range lockKeepalive {
@@ -101,48 +125,64 @@ func (s *Store) takeSingleNode(ctx context.Context, previous uint32) (*pgx.Conn,
 	}
 	if err := setSession(ctx, conn.PgConn(), names, values); err != nil {
 		conn.Close(context.Background())
-		return nil, err
+		return nil, lockSession{}, err
 	}
-	var took bool
-	if err := conn.QueryRow(ctx, queries.Get("single_node_lock")).Scan(&took); err != nil {
+	take := func() (bool, lockSession, error) {
+		var took bool
+		var own lockSession
+		err := conn.QueryRow(ctx, queries.Get("single_node_lock")).Scan(&took, &own.pid, &own.start)
+		return took, own, err
+	}
+	took, own, err := take()
+	if err != nil {
 		conn.Close(context.Background())
-		return nil, fmt.Errorf("postgres: take the single node's lock: %w", explain(err))
+		return nil, lockSession{}, fmt.Errorf("postgres: take the single node's lock: %w", explain(err))
 	}
 	if took {
-		return conn, nil
+		return conn, own, nil
 	}
-	holder := "a session that has since ended"
-	var pid int32
-	var app, addr string
-	if err := conn.QueryRow(ctx, queries.Get("single_node_holder")).Scan(&pid, &app, &addr); err == nil {
-		holder = fmt.Sprintf("backend pid %d, application_name %q, from %s", pid, app, addr)
-		if previous != 0 && uint32(pid) == previous {
-			s.log.Warn().Int32("backend_pid", pid).Msg("this single node's previous lock session still holds its lock (the server has not seen it dropped): ending it and taking the lock again")
-			_, err := conn.Exec(ctx, queries.Get("single_node_end_own"), pid)
-			// The backend ends a moment after the call returns.
-			for i := 0; err == nil && i < 20; i++ {
-				if err = conn.QueryRow(ctx, queries.Get("single_node_lock")).Scan(&took); err == nil && took {
-					return conn, nil
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+	kept := false // the session goes back taken, or is closed
+	defer func() {
+		if !kept {
+			conn.Close(context.Background())
 		}
+	}()
+	var holder lockSession
+	var app, addr string
+	switch err := conn.QueryRow(ctx, queries.Get("single_node_holder")).Scan(&holder.pid, &holder.start, &app, &addr); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, lockSession{}, errLockUnclear
+	case err != nil:
+		return nil, lockSession{}, fmt.Errorf("%w: %v", errLockUnclear, explain(err))
+	case previous.pid != 0 && holder.pid == previous.pid && holder.start.Equal(previous.start):
+		s.log.Warn().Int32("backend_pid", holder.pid).Msg("this single node's previous lock session still holds its lock (the server has not seen it dropped): ending it and taking the lock again")
+		if _, err := conn.Exec(ctx, queries.Get("single_node_end_own"), holder.pid, holder.start); err != nil {
+			return nil, lockSession{}, fmt.Errorf("%w: ending this node's previous session: %v", errLockUnclear, explain(err))
+		}
+		// The backend ends a moment after the call returns.
+		for range 20 {
+			if took, own, err = take(); err == nil && took {
+				kept = true
+				return conn, own, nil
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return nil, lockSession{}, fmt.Errorf("%w: this node's previous session, ended, still held it a second later", errLockUnclear)
 	}
-	conn.Close(context.Background())
-	return nil, fmt.Errorf("%w (it holds its lock: %s): stop it first, or, to run several nodes on one database, enable [cluster] on each", ErrSingleNodeTaken, holder)
+	return nil, lockSession{}, fmt.Errorf("%w (it holds its lock: backend pid %d, application_name %q, from %s): stop it first, or, to run several nodes on one database, enable [cluster] on each",
+		ErrSingleNodeTaken, holder.pid, app, addr)
 }
 
 // watchSingleNode looks at the lock's session every singleNodeCheck and
-// takes the lock again on a new one when it drops, until ctx ends; if
-// another process holds it by then, it sets lost, says so on lost and
-// returns.
-func (s *Store) watchSingleNode(ctx context.Context, conn *pgx.Conn, lost chan<- error) {
+// takes the lock again on a new one when it drops, until ctx ends; if a
+// session known to be another's holds it by then, it sets lost, says so on
+// lost and returns. own is the session that holds it now.
+func (s *Store) watchSingleNode(ctx context.Context, conn *pgx.Conn, own lockSession, lost chan<- error) {
 	defer func() {
 		if conn != nil {
 			conn.Close(context.Background())
 		}
 	}()
-	previous := conn.PgConn().PID() // this node's own, should the server still show it
 	t := time.NewTicker(singleNodeCheck)
 	defer t.Stop()
 	for {
@@ -163,19 +203,22 @@ func (s *Store) watchSingleNode(ctx context.Context, conn *pgx.Conn, lost chan<-
 			conn = nil
 		}
 		tctx, cancel := context.WithTimeout(ctx, singleNodeCheck)
-		c, err := s.takeSingleNode(tctx, previous)
+		c, taken, err := s.takeSingleNode(tctx, own)
 		cancel()
 		switch {
 		case err == nil:
-			conn, previous = c, c.PgConn().PID()
+			conn, own = c, taken
 			s.log.Info().Msg("this single node holds its lock again")
 		case errors.Is(err, ErrSingleNodeTaken):
 			s.single.lost.Store(true)
 			s.log.Error().Err(err).Msg("another mf took this single node's lock while its session was down: this node writes nothing more and stops")
 			lost <- err
 			return
+		default:
+			// The database not reachable yet (its writes fail meanwhile),
+			// or the holder not known: tried again.
+			s.log.Debug().Err(err).Msg("taking this single node's lock again failed; trying again")
 		}
-		// Not reachable yet: its writes fail meanwhile; tried again.
 	}
 }
 

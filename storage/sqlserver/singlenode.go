@@ -41,6 +41,18 @@ type session struct {
 // network dropped it): no other process can hold the lock meanwhile.
 var errOwnSession = errors.New("the lock is still held by this node's previous session")
 
+// errLockUnclear is takeSingleNode's error for a lock held by a session it
+// could not name: one that ended before it was read, or a read of
+// sys.dm_tran_locks that failed (it needs VIEW SERVER STATE). The watch
+// tries again rather than stop: stopping for it stopped nodes that held
+// their own lock. At start, after singleNodeStartWait, it refuses.
+var errLockUnclear = errors.New("the single-node lock is held by a session that could not be read (sys.dm_tran_locks needs VIEW SERVER STATE), or that has since ended")
+
+// singleNodeStartWait is how long HoldSingleNode waits for a lock another
+// session holds before it gives up: that of a process that has just
+// stopped (a restart that overlaps it) ends in that time.
+var singleNodeStartWait = 30 * time.Second
+
 // HoldSingleNode takes the lock that lets this process run as the single
 // node (cluster disabled) of the store's schema, and holds it on a session
 // of its own until Close: ErrSingleNodeTaken, naming the holder, if another
@@ -57,6 +69,18 @@ var errOwnSession = errors.New("the lock is still held by this node's previous s
 // login's default schema (application locks are per database).
 func (s *Store) HoldSingleNode(ctx context.Context) (<-chan error, error) {
 	conn, own, err := s.takeSingleNode(ctx, session{})
+	for deadline := time.Now().Add(singleNodeStartWait); err != nil && (errors.Is(err, storage.ErrSingleNodeTaken) || errors.Is(err, errLockUnclear)) && time.Now().Before(deadline); {
+		s.log.Warn().Err(err).Dur("gives_up_in", time.Until(deadline).Round(time.Second)).Msg("waiting for this schema's single-node lock")
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(singleNodeCheck):
+		}
+		conn, own, err = s.takeSingleNode(ctx, session{})
+	}
+	if errors.Is(err, errLockUnclear) {
+		return nil, fmt.Errorf("%w (%v): stop it first, or, to run several nodes on one database, enable [cluster] on each", storage.ErrSingleNodeTaken, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -96,17 +120,15 @@ func (s *Store) takeSingleNode(ctx context.Context, previous session) (*sql.Conn
 	var holder session
 	var program, host string
 	err = conn.QueryRowContext(ctx, queries.Get("single_node_holder")).Scan(&holder.id, &holder.login, &program, &host)
-	var who string
 	switch {
 	case err == nil && previous.id != 0 && holder.id == previous.id && holder.login.Equal(previous.login):
 		return nil, session{}, errOwnSession
-	case err == nil:
-		who = fmt.Sprintf("session %d, program_name %q, host_name %q", holder.id, program, host)
 	case errors.Is(err, sql.ErrNoRows):
-		who = "a session that has since ended"
-	default:
-		who = fmt.Sprintf("a session not named here: reading sys.dm_tran_locks needs VIEW SERVER STATE (%v)", err)
+		return nil, session{}, errLockUnclear
+	case err != nil:
+		return nil, session{}, fmt.Errorf("%w: %v", errLockUnclear, err)
 	}
+	who := fmt.Sprintf("session %d, program_name %q, host_name %q", holder.id, program, host)
 	return nil, session{}, fmt.Errorf("%w (it holds its lock: %s): stop it first, or, to run several nodes on one database, enable [cluster] on each", storage.ErrSingleNodeTaken, who)
 }
 

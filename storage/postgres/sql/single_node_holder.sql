@@ -1,9 +1,10 @@
 -- The session that holds the single-node lock of this schema
--- (single_node_lock.sql), for the error that names it: its pid, its
--- application_name ('mf NODE_ID') and its client's address. No row if it
--- was let go meanwhile. A two-key advisory lock keeps its second key, an
--- int4, in objid, an oid: read as unsigned.
-SELECT a.pid, a.application_name, coalesce(host(a.client_addr), 'local socket')
+-- (single_node_lock.sql): its pid and start (which tell this node's own
+-- previous session from another's), its application_name ('mf NODE_ID')
+-- and its client's address, for the error that names it. No row if it was
+-- let go meanwhile. A two-key advisory lock keeps its second key, an int4,
+-- in objid, an oid: read as unsigned.
+SELECT a.pid, a.backend_start, a.application_name, coalesce(host(a.client_addr), 'local socket')
   FROM pg_locks AS l
   JOIN pg_stat_activity AS a ON a.pid = l.pid
  WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
