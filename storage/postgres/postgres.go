@@ -78,7 +78,7 @@ type Store struct {
 	// listener's session besides pool (SessionLimits).
 	clustered bool
 	// single holds a single node's lock (HoldSingleNode).
-	single singleNode
+	single storage.SingleNode
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -257,6 +257,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: open the lease's connection to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
 	s := &Store{pool: pool, lease: lease, log: o.Log, clustered: o.IdleInTransactionTimeout > 0}
+	s.single.Dialect, s.single.Log = "postgres", o.Log
 	s.lanes = newLaneBatchers(s)
 	return s, nil
 }
@@ -321,7 +322,7 @@ func (s *Store) ClaimAhead() int { return 7 }
 
 // Close implements storage.Store.
 func (s *Store) Close() error {
-	s.closeSingleNode()
+	s.single.Close()
 	s.pool.Close()
 	s.lease.Close()
 	return nil
@@ -513,7 +514,7 @@ func (s *Store) migrateOnce(ctx context.Context, migrations []storage.Migration)
 // holds the lease row (FOR KEY SHARE) until commit. A mismatch is ErrFenced and the
 // transaction is rolled back.
 func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx pgx.Tx) error) error {
-	if err := s.refuseLost(f.Owner, f.Term); err != nil {
+	if err := s.single.RefuseLost(f.Owner, f.Term); err != nil {
 		return err
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -531,7 +532,7 @@ func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx pgx.Tx) 
 // fence raises when it fails, so that transaction aborts before any write
 // of it runs. read takes the statements' results in order.
 func (s *Store) fencedBatch(ctx context.Context, f storage.Fence, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
-	if err := s.refuseLost(f.Owner, f.Term); err != nil {
+	if err := s.single.RefuseLost(f.Owner, f.Term); err != nil {
 		return err
 	}
 	b := &pgx.Batch{}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,17 +15,6 @@ import (
 // the single node of the store's schema: storage.ErrSingleNodeTaken, the
 // same for every dialect.
 var ErrSingleNodeTaken = storage.ErrSingleNodeTaken
-
-// singleNode is the session that holds a single node's lock
-// (single_node_lock.sql) and its watch.
-type singleNode struct {
-	// lost is set once another process holds the lock this one had lost
-	// (its session dropped): the store refuses every write with the zero
-	// fence from then on (refuseLost).
-	lost atomic.Bool
-	stop context.CancelFunc
-	done sync.WaitGroup
-}
 
 // singleNodeCheck is how often the lock's session is looked at, and how
 // often a lost one is taken again.
@@ -47,62 +34,40 @@ var singleNodeStartWait = 30 * time.Second
 var lockKeepalive = map[string]string{"tcp_keepalives_idle": "5", "tcp_keepalives_interval": "2", "tcp_keepalives_count": "3", "tcp_user_timeout": "11000"}
 
 // HoldSingleNode takes the lock that lets this process run as the single
-// node (cluster disabled) of the store's schema, and holds it on a session
-// of its own until Close: ErrSingleNodeTaken, naming the holder, if another
-// process holds it past singleNodeStartWait. A single node writes with the
-// zero fence, which every process passes, and two of them both led: the
-// second's promotion recovery gave back the rows the first was sending,
-// which were sent again behind newer ones. The session is looked at every
-// singleNodeCheck; dropped (a restart of the database, the network), the
-// lock is taken again on a new one. Only a holder found and known to be
-// another session's (not this node's previous one) means another process
-// took it: the store then refuses every single-node write, and the
-// returned channel says why (the node must stop: the other runs). A lock
-// held by a session that could not be read, or that ended before it was,
-// is tried again: stopping for it stopped nodes that held their own lock.
-// A stop (ctx) during the start's wait returns ctx's error.
+// node (cluster disabled) of the store's schema, a session advisory lock
+// held on a session of its own until Close (storage.SingleNode.Hold says
+// how it is waited for, watched and lost).
 func (s *Store) HoldSingleNode(ctx context.Context) (<-chan error, error) {
-	conn, own, err := s.takeSingleNode(ctx, lockSession{})
-	for deadline := time.Now().Add(singleNodeStartWait); err != nil && busy(err) && time.Now().Before(deadline); {
-		s.log.Warn().Err(err).Dur("gives_up_in", time.Until(deadline).Round(time.Second)).Msg("waiting for this schema's single-node lock")
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(singleNodeCheck):
+	return s.single.Hold(ctx, singleNodeCheck, singleNodeStartWait, func(ctx context.Context, previous storage.LockSession) (storage.LockSession, error) {
+		var prev lockSession
+		if p, ok := previous.(*pgLock); ok {
+			prev = p.id
 		}
-		conn, own, err = s.takeSingleNode(ctx, lockSession{})
-	}
-	if errors.Is(err, errLockUnclear) {
-		return nil, fmt.Errorf("%w (%v): stop it first, or, to run several nodes on one database, enable [cluster] on each", ErrSingleNodeTaken, err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	lost := make(chan error, 1)
-	wctx, stop := context.WithCancel(context.Background())
-	s.single.stop = stop
-	s.single.done.Add(1)
-	go func() {
-		defer s.single.done.Done()
-		s.watchSingleNode(wctx, conn, own, lost)
-	}()
-	return lost, nil
+		conn, own, err := s.takeSingleNode(ctx, prev)
+		if err != nil {
+			return nil, err
+		}
+		return &pgLock{conn: conn, id: own}, nil
+	})
 }
+
+// pgLock is the session that holds a single node's lock, and its backend.
+type pgLock struct {
+	conn *pgx.Conn
+	id   lockSession
+}
+
+// Ping implements storage.LockSession.
+func (l *pgLock) Ping(ctx context.Context) error { return l.conn.Ping(ctx) }
+
+// Close implements storage.LockSession.
+func (l *pgLock) Close() { l.conn.Close(context.Background()) }
 
 // lockSession is a backend as the server knows it: its pid and its start,
 // which no other backend shares, a later one given the same pid included.
 type lockSession struct {
 	pid   int32
 	start time.Time
-}
-
-// errLockUnclear is takeSingleNode's error for a lock held by a session it
-// could not name: one that ended before it was read, or a read that failed.
-var errLockUnclear = errors.New("the single-node lock is held by a session that could not be read, or that has since ended")
-
-// busy says whether err is a lock another session holds, named or not.
-func busy(err error) bool {
-	return errors.Is(err, ErrSingleNodeTaken) || errors.Is(err, errLockUnclear)
 }
 
 // takeSingleNode connects a session of its own, takes the lock on it and
@@ -151,13 +116,13 @@ func (s *Store) takeSingleNode(ctx context.Context, previous lockSession) (*pgx.
 	var app, addr string
 	switch err := conn.QueryRow(ctx, queries.Get("single_node_holder")).Scan(&holder.pid, &holder.start, &app, &addr); {
 	case errors.Is(err, pgx.ErrNoRows):
-		return nil, lockSession{}, errLockUnclear
+		return nil, lockSession{}, fmt.Errorf("%w", storage.ErrLockUnclear)
 	case err != nil:
-		return nil, lockSession{}, fmt.Errorf("%w: %v", errLockUnclear, explain(err))
+		return nil, lockSession{}, fmt.Errorf("%w: %v", storage.ErrLockUnclear, explain(err))
 	case previous.pid != 0 && holder.pid == previous.pid && holder.start.Equal(previous.start):
 		s.log.Warn().Int32("backend_pid", holder.pid).Msg("this single node's previous lock session still holds its lock (the server has not seen it dropped): ending it and taking the lock again")
 		if _, err := conn.Exec(ctx, queries.Get("single_node_end_own"), holder.pid, holder.start); err != nil {
-			return nil, lockSession{}, fmt.Errorf("%w: ending this node's previous session: %v", errLockUnclear, explain(err))
+			return nil, lockSession{}, fmt.Errorf("%w: ending this node's previous session: %v", storage.ErrLockUnclear, explain(err))
 		}
 		// The backend ends a moment after the call returns.
 		for range 20 {
@@ -167,74 +132,8 @@ func (s *Store) takeSingleNode(ctx context.Context, previous lockSession) (*pgx.
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		return nil, lockSession{}, fmt.Errorf("%w: this node's previous session, ended, still held it a second later", errLockUnclear)
+		return nil, lockSession{}, fmt.Errorf("%w: this node's previous session, ended, still held it a second later", storage.ErrLockUnclear)
 	}
 	return nil, lockSession{}, fmt.Errorf("%w (it holds its lock: backend pid %d, application_name %q, from %s): stop it first, or, to run several nodes on one database, enable [cluster] on each",
 		ErrSingleNodeTaken, holder.pid, app, addr)
-}
-
-// watchSingleNode looks at the lock's session every singleNodeCheck and
-// takes the lock again on a new one when it drops, until ctx ends; if a
-// session known to be another's holds it by then, it sets lost, says so on
-// lost and returns. own is the session that holds it now.
-func (s *Store) watchSingleNode(ctx context.Context, conn *pgx.Conn, own lockSession, lost chan<- error) {
-	defer func() {
-		if conn != nil {
-			conn.Close(context.Background())
-		}
-	}()
-	t := time.NewTicker(singleNodeCheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if conn != nil {
-			pctx, cancel := context.WithTimeout(ctx, singleNodeCheck)
-			err := conn.Ping(pctx)
-			cancel()
-			if err == nil || ctx.Err() != nil {
-				continue
-			}
-			s.log.Warn().Err(err).Msg("the session holding this single node's lock dropped (the database restarted, or the network); taking the lock again on a new one")
-			conn.Close(context.Background())
-			conn = nil
-		}
-		tctx, cancel := context.WithTimeout(ctx, singleNodeCheck)
-		c, taken, err := s.takeSingleNode(tctx, own)
-		cancel()
-		switch {
-		case err == nil:
-			conn, own = c, taken
-			s.log.Info().Msg("this single node holds its lock again")
-		case errors.Is(err, ErrSingleNodeTaken):
-			s.single.lost.Store(true)
-			s.log.Error().Err(err).Msg("another mf took this single node's lock while its session was down: this node writes nothing more and stops")
-			lost <- err
-			return
-		default:
-			// The database not reachable yet (its writes fail meanwhile),
-			// or the holder not known: tried again.
-			s.log.Debug().Err(err).Msg("taking this single node's lock again failed; trying again")
-		}
-	}
-}
-
-// refuseLost refuses a write with the zero fence once another process holds
-// the single node's lock (HoldSingleNode).
-func (s *Store) refuseLost(owner string, term int64) error {
-	if term == 0 && owner == "" && s.single.lost.Load() {
-		return fmt.Errorf("postgres: write refused: %w (it took the lock while this node's session was down)", ErrSingleNodeTaken)
-	}
-	return nil
-}
-
-// closeSingleNode ends the watch and lets the lock go with its session.
-func (s *Store) closeSingleNode() {
-	if s.single.stop != nil {
-		s.single.stop()
-		s.single.done.Wait()
-	}
 }

@@ -642,7 +642,7 @@ func TestASecondSingleNodeOnASchemaIsRefused(t *testing.T) {
 		t.Cleanup(func() { db.Close() })
 		s := &Store{db: db, lease: db}
 		s.single.db = db
-		t.Cleanup(s.closeSingleNode)
+		t.Cleanup(s.single.Close)
 		return s, d
 	}
 
@@ -686,7 +686,7 @@ func TestASingleNodeWhoseLockWasTakenMeanwhileStops(t *testing.T) {
 	defer db.Close()
 	s := &Store{db: db, lease: db}
 	s.single.db = db
-	defer s.closeSingleNode()
+	defer s.single.Close()
 	first := time.Unix(100, 0)
 	d.set("single_node_lock", []driver.Value{int64(0), int64(51), first})
 	lost, err := s.HoldSingleNode(ctx)

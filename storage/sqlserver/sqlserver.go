@@ -177,6 +177,7 @@ func Open(_ context.Context, o Options) (*Store, error) {
 	lease.SetMaxOpenConns(1)
 	lease.SetMaxIdleConns(1)
 	s := &Store{db: db, lease: lease, log: o.Log}
+	s.single.Dialect, s.single.Log = "sqlserver", o.Log
 	// The single node's lock session, opened only by HoldSingleNode. No
 	// idle connection is kept: one let go is closed, and its session, with
 	// the lock, ends.
@@ -211,7 +212,7 @@ func (s *Store) ClaimAhead() int { return 7 }
 
 // Close implements storage.Store.
 func (s *Store) Close() error {
-	s.closeSingleNode()
+	s.single.Close()
 	return errors.Join(s.db.Close(), s.lease.Close(), s.single.db.Close())
 }
 
@@ -342,9 +343,9 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // holds the term row shared until commit. A mismatch is ErrFenced and the
 // transaction is rolled back. A single node's write (the zero fence) is
 // refused, before any statement, once another process holds its lock
-// (refuseLost).
+// (storage.SingleNode.RefuseLost).
 func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx *sql.Tx) error) error {
-	if err := s.refuseLost(f.Owner, f.Term); err != nil {
+	if err := s.single.RefuseLost(f.Owner, f.Term); err != nil {
 		return err
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
