@@ -136,80 +136,13 @@ func TestAResendDeadAndAPurgeOfTheSameDeadRowsDoNotDeadlock(t *testing.T) {
 // PostgreSQL abort one of them. A third session holds the ingest lock until
 // both wait for it, the resend first.
 func TestAResendDeadAndAResendOfItsMessageDoNotDeadlock(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	url := pgtest.NewSchema(t)
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	tag := hex.EncodeToString(b[:])
-	open := func(app string) *Store {
-		s, err := Open(ctx, Options{URL: url + "&application_name=" + app + "_" + tag, PoolSize: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	deadResender, resender := open("resend_dead"), open("resend")
-	if err := resender.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var msg, dead int64
-	if err := resender.pool.QueryRow(ctx, `WITH m AS (INSERT INTO mf_messages (inbound, payload, status) VALUES ('in', '\x4d5348'::bytea, 'routed') RETURNING id)
-		INSERT INTO mf_queue (message_id, destination, lane, status, last_error) SELECT id, 'lab', 'lab/A', 'dead', 'AR' FROM m RETURNING message_id, id`).Scan(&msg, &dead); err != nil {
-		t.Fatal(err)
-	}
-	waiting := func(app string) bool {
-		var n int
-		if err := resender.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app+"_"+tag).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n > 0
-	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
-	}
-
-	holder, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(context.Background())
-	hold, err := holder.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := hold.Exec(ctx, queries.Get("message_ingest_lock")); err != nil {
-		t.Fatal(err)
-	}
-	one := make(chan error, 1)
-	go func() {
-		_, err := resender.MessageResend(ctx, storage.MessageResendParams{MessageID: msg, Deliveries: []storage.Delivery{{Destination: "lab", Lane: "lab/A"}}})
-		one <- err
-	}()
-	waitFor("the resend to wait for the ingest lock", func() bool { return waiting("resend") })
-	all := make(chan error, 1)
-	go func() {
-		_, err := deadResender.QueueResendDead(ctx, storage.QueueResendDeadParams{Destination: "lab",
-			Lane: func(d storage.DeadRow) (string, storage.ResendSkip) { return d.Lane, storage.ResendQueued }})
-		all <- err
-	}()
-	waitFor("the resend-dead to wait", func() bool { return waiting("resend_dead") })
-	if err := hold.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	errOne, errAll := <-one, <-all
-	if errOne != nil || errAll != nil {
-		t.Fatalf("resend: %v; resend-dead: %v; want both to finish", errOne, errAll)
+	r := resendMeetsResendDead(t, "dead", nil)
+	if r.errOne != nil || r.errAll != nil {
+		t.Fatalf("resend: %v; resend-dead: %v; want both to finish", r.errOne, r.errAll)
 	}
 	var rows int
-	if err := resender.pool.QueryRow(ctx, `SELECT count(*) FROM mf_queue WHERE message_id = $1`, msg).Scan(&rows); err != nil || rows != 2 {
-		t.Fatalf("message %d has %d queue rows (%v); want its dead row and one new row: the dead row is resent once", msg, rows, err)
+	if err := r.s.pool.QueryRow(r.ctx, `SELECT count(*) FROM mf_queue WHERE message_id = $1`, r.msg).Scan(&rows); err != nil || rows != 2 {
+		t.Fatalf("message %d has %d queue rows (%v); want its dead row and one new row: the dead row is resent once", r.msg, rows, err)
 	}
 }
 
@@ -220,8 +153,38 @@ func TestAResendDeadAndAResendOfItsMessageDoNotDeadlock(t *testing.T) {
 // waits for the row: PostgreSQL ends one as a deadlock's victim, and that
 // operator call failed (40P01). It runs its transaction again: both finish.
 func TestAResendAndAResendDeadMeetingOnARowThatDiedBetweenThemBothFinish(t *testing.T) {
+	r := resendMeetsResendDead(t, "pending", func(ctx context.Context, s *Store, row int64) {
+		if _, err := s.pool.Exec(ctx, `UPDATE mf_queue SET status = 'dead', last_error = 'AR' WHERE id = $1`, row); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if r.errOne != nil || r.errAll != nil {
+		t.Fatalf("resend: %v; resend-dead: %v; want both to finish", r.errOne, r.errAll)
+	}
+	var unmarked int
+	if err := r.s.pool.QueryRow(r.ctx, `SELECT count(*) FROM mf_queue WHERE id = $1 AND resent_as IS NULL`, r.row).Scan(&unmarked); err != nil || unmarked != 0 {
+		t.Fatalf("the dead row is not marked resent (%d, %v)", unmarked, err)
+	}
+}
+
+// resendRace is what resendMeetsResendDead leaves: the store, the message
+// and its queue row, and each call's error.
+type resendRace struct {
+	ctx            context.Context
+	s              *Store
+	msg, row       int64
+	errOne, errAll error
+}
+
+// resendMeetsResendDead stores a message with one queue row of lab in
+// status, then has an operator's resend of the message and a resend-dead of
+// lab each wait for the ingest lock, which a third session holds until both
+// wait for it, the resend first; between runs (unless nil) after the resend
+// waits, before the resend-dead starts.
+func resendMeetsResendDead(t *testing.T, status string, between func(ctx context.Context, s *Store, row int64)) resendRace {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	url := pgtest.NewSchema(t)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -238,9 +201,10 @@ func TestAResendAndAResendDeadMeetingOnARowThatDiedBetweenThemBothFinish(t *test
 	if err := resender.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var msg, row int64
+	r := resendRace{ctx: ctx, s: resender}
 	if err := resender.pool.QueryRow(ctx, `WITH m AS (INSERT INTO mf_messages (inbound, payload, status) VALUES ('in', '\x4d5348'::bytea, 'routed') RETURNING id)
-		INSERT INTO mf_queue (message_id, destination, lane, status) SELECT id, 'lab', 'lab/A', 'pending' FROM m RETURNING message_id, id`).Scan(&msg, &row); err != nil {
+		INSERT INTO mf_queue (message_id, destination, lane, status, last_error)
+		SELECT id, 'lab', 'lab/A', $1, CASE WHEN $1 = 'dead' THEN 'AR' ELSE '' END FROM m RETURNING message_id, id`, status).Scan(&r.msg, &r.row); err != nil {
 		t.Fatal(err)
 	}
 	waiting := func(app string) bool {
@@ -262,7 +226,7 @@ func TestAResendAndAResendDeadMeetingOnARowThatDiedBetweenThemBothFinish(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer holder.Close(context.Background())
+	t.Cleanup(func() { holder.Close(context.Background()) })
 	hold, err := holder.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -272,12 +236,12 @@ func TestAResendAndAResendDeadMeetingOnARowThatDiedBetweenThemBothFinish(t *test
 	}
 	one := make(chan error, 1)
 	go func() {
-		_, err := resender.MessageResend(ctx, storage.MessageResendParams{MessageID: msg, Deliveries: []storage.Delivery{{Destination: "lab", Lane: "lab/A"}}})
+		_, err := resender.MessageResend(ctx, storage.MessageResendParams{MessageID: r.msg, Deliveries: []storage.Delivery{{Destination: "lab", Lane: "lab/A"}}})
 		one <- err
 	}()
 	waitFor("the resend to wait for the ingest lock", func() bool { return waiting("resend") })
-	if _, err := resender.pool.Exec(ctx, `UPDATE mf_queue SET status = 'dead', last_error = 'AR' WHERE id = $1`, row); err != nil {
-		t.Fatal(err)
+	if between != nil {
+		between(ctx, resender, r.row)
 	}
 	all := make(chan error, 1)
 	go func() {
@@ -289,11 +253,6 @@ func TestAResendAndAResendDeadMeetingOnARowThatDiedBetweenThemBothFinish(t *test
 	if err := hold.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if errOne, errAll := <-one, <-all; errOne != nil || errAll != nil {
-		t.Fatalf("resend: %v; resend-dead: %v; want both to finish", errOne, errAll)
-	}
-	var unmarked int
-	if err := resender.pool.QueryRow(ctx, `SELECT count(*) FROM mf_queue WHERE id = $1 AND resent_as IS NULL`, row).Scan(&unmarked); err != nil || unmarked != 0 {
-		t.Fatalf("the dead row is not marked resent (%d, %v)", unmarked, err)
-	}
+	r.errOne, r.errAll = <-one, <-all
+	return r
 }
