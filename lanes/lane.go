@@ -40,6 +40,11 @@ type next struct{}
 type idle struct {
 	lane  string
 	wakes int
+	// from is the actor that reports: a lane's next actor counts its Wakes
+	// from zero again, and an idle of its ended predecessor, handled late
+	// (Terminated, a system message, overtakes it in the manager's
+	// mailbox), could match that count and stop the new actor.
+	from *actor.PID
 	// held is set when the lane has just held its head for an operator:
 	// until one acts, nothing in the lane can be claimed.
 	held bool
@@ -514,6 +519,13 @@ func (l *laneActor) deliver(ctx actor.Context, c *storage.QueueClaim) {
 		l.sendFailed(log, sendErr, wait,
 			"the message was not sent (nothing was written: no free connection to the destination in time, or the destination unreachable) and stays the lane's head; if no free connection is the cause and it repeats, raise the destination's connections or timeout_seconds")
 		l.wakeAfter(ctx, wait)
+		// Parked as after a failed send: a Wake for a newly stored row,
+		// which queues behind the head, is not looked into before the
+		// timer. Unparked, every message stored while the destination was
+		// unreachable cost a claim and a give-back (two commits) that
+		// wrote nothing.
+		l.parked = true
+		l.yield(ctx, wait)
 		return
 	}
 	permanent := de != nil && de.Permanent
@@ -875,7 +887,7 @@ func (l *laneActor) drained(ctx actor.Context, held bool) {
 		// newly stored row, arriving during the backoff, did just that).
 		return
 	}
-	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes, held: l.held, behindHead: l.behindHead, floor: l.floor})
+	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes, from: ctx.Self(), held: l.held, behindHead: l.behindHead, floor: l.floor})
 	l.behindHead = false
 }
 
@@ -895,7 +907,7 @@ func (l *laneActor) yield(ctx actor.Context, d time.Duration) {
 	if !l.parked || d < yieldAfter || len(l.ahead) > 0 || len(l.unsent) > 0 {
 		return
 	}
-	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes, held: l.held, floor: l.floor, due: l.backoffUntil})
+	ctx.Send(ctx.Parent(), idle{lane: l.lane, wakes: l.wakes, from: ctx.Self(), held: l.held, floor: l.floor, due: l.backoffUntil})
 }
 
 // claimLostMsg is logged when a delivery's claim was no longer current when

@@ -688,6 +688,36 @@ func TestALaneWokenDuringABackoffRetriesOnItsOwnTimer(t *testing.T) {
 	}
 }
 
+// A lane whose send wrote nothing (the destination unreachable) waits for
+// its timer like a lane backing off: a Wake for a newly stored row claims
+// nothing, and the lane offers its place instead. Before, every message
+// stored during an outage cost a claim and a give-back.
+func TestALaneWhoseSendWroteNothingIsNotClaimedAgainByAWake(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := "http://" + ln.Addr().String() // refused once closed
+	ln.Close()
+	// The wait (retry_base_seconds) outlasts the test: only a Wake could claim.
+	f := newLaneFixture(t, unreachable, "retry_base_seconds = 3600\nretry_max_seconds = 3600", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[0]}})
+	waitUntil(t, "the head given back unsent", 20*time.Second, func() bool {
+		r := f.row(t, 0)
+		return f.store.claims.Load() == 1 && r.Status == storage.QueuePending && r.LastError != ""
+	})
+	claims := f.store.claims.Load()
+	f.ingest(t, 1)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[1]}})
+	// The Wake's answer, once the lane has handled it: its offer to yield.
+	waitUntil(t, "the lane's offer of its place", 20*time.Second, func() bool { return f.inspect(t).declined == 1 })
+	if n := f.store.claims.Load(); n != claims {
+		t.Fatalf("%d claims for a row stored behind a head that could not be sent; want none before the head's timer", n-claims)
+	}
+}
+
 // A head backing off is claimed at once when a rescan finds it claimable
 // again, as after an operator's retry (POST /queue/{id}/retry), not when its
 // backoff ends.

@@ -562,7 +562,7 @@ func (m *Manager) Receive(ctx actor.Context) {
 			ctx.Respond(QueueSeen{})
 		}
 	case idle:
-		if ref, ok := m.lanes[msg.lane]; ok && ref.wakes == msg.wakes {
+		if ref, ok := m.lanes[msg.lane]; ok && ref.wakes == msg.wakes && ref.pid.Equal(msg.from) {
 			dest := DestinationOf(msg.lane)
 			if !msg.due.IsZero() && m.waiting[dest].len() == 0 {
 				// Backing off, and no lane waits for its place: it times its

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/messagefoundry/mf/storage"
 )
 
@@ -237,8 +238,8 @@ func TestAStaleHeldWordParksALaneOnlyUntilTheNextRescan(t *testing.T) {
 	f.store.claimGate.Store(&gate)
 	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{1}})
 	waitUntil(t, "the lane's actor in its claim", 10*time.Second, func() bool { return f.store.claimsHeld.Load() == 1 })
-	wakes := f.inspect(t).wakes[fixtureLane]
-	f.system.Root.Send(f.manager, idle{lane: fixtureLane, wakes: wakes, held: true})
+	v0 := f.inspect(t)
+	f.system.Root.Send(f.manager, idle{lane: fixtureLane, wakes: v0.wakes[fixtureLane], from: v0.pids[fixtureLane], held: true})
 	v := f.inspect(t)
 	if _, running := v.wakes[fixtureLane]; running || !v.parked[fixtureLane] {
 		t.Fatalf("after the lane's word that its head is held: %+v; want it parked, with no actor", v)
@@ -277,7 +278,8 @@ func TestAWakeAParkSwallowedDuringAListingIsGivenBackWhenTheListingDropsThePark(
 	// The lane's word that its head is held, stale as in
 	// TestAStaleHeldWordParksALaneOnlyUntilTheNextRescan: its confirming
 	// listing is the one held here.
-	f.system.Root.Send(f.manager, idle{lane: fixtureLane, wakes: f.inspect(t).wakes[fixtureLane], held: true})
+	v0 := f.inspect(t)
+	f.system.Root.Send(f.manager, idle{lane: fixtureLane, wakes: v0.wakes[fixtureLane], from: v0.pids[fixtureLane], held: true})
 	listing := make(chan struct{})
 	f.store.lanesGate.Store(&listing)
 	released := false
@@ -305,6 +307,31 @@ func TestAWakeAParkSwallowedDuringAListingIsGivenBackWhenTheListingDropsThePark(
 	waitUntil(t, "the row delivered", FullRescanInterval*2/3, func() bool {
 		return requests.Load() == 1 && f.row(t, 0).Status == storage.QueueDone
 	})
+}
+
+// An idle of a lane's ended actor, handled after its Terminated (a system
+// message, which overtakes it in the manager's mailbox), does not stop the
+// lane's next actor, whose Wakes count from zero again: the idle names the
+// actor that sent it. Before, the counts alone matched, the new actor was
+// stopped, and its rows waited for the next ingest or the full rescan.
+func TestAnIdleOfALanesEndedActorDoesNotStopItsNextActor(t *testing.T) {
+	dest, _ := acceptingEverySend(t)
+	f := newLaneFixture(t, dest.URL, "", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	f.firstRescanAnswered(t)
+	gate := make(chan struct{})
+	f.store.claimGate.Store(&gate)
+	defer close(gate)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{1}})
+	waitUntil(t, "the lane's actor in its claim", 10*time.Second, func() bool { return f.store.claimsHeld.Load() == 1 })
+	v := f.inspect(t)
+	ended := actor.NewPID(v.pids[fixtureLane].Address, v.pids[fixtureLane].Id+"-ended")
+	f.system.Root.Send(f.manager, idle{lane: fixtureLane, wakes: v.wakes[fixtureLane], from: ended})
+	after := f.inspect(t)
+	if p := after.pids[fixtureLane]; p == nil || !p.Equal(v.pids[fixtureLane]) || after.parked[fixtureLane] || after.ending[fixtureLane] {
+		t.Fatalf("after an ended actor's idle with the running actor's count: actor %v (was %v), parked %v, ending %v; want the running actor kept",
+			after.pids[fixtureLane], v.pids[fixtureLane], after.parked[fixtureLane], after.ending[fixtureLane])
+	}
 }
 
 // The manager lists the lanes (a read of every unfinished row) when it
@@ -861,7 +888,7 @@ func TestALaneStoppedOnALateIdleStartsAgainOnlyOnceItsActorHasEnded(t *testing.T
 	waitUntil(t, "the lane's first send in hand", 10*time.Second, func() bool { return requests.Load() == 1 })
 
 	v := f.inspect(t)
-	f.system.Root.Send(f.manager, idle{lane: fixtureLane, wakes: v.wakes[fixtureLane]}) // late: the actor is sending
+	f.system.Root.Send(f.manager, idle{lane: fixtureLane, wakes: v.wakes[fixtureLane], from: v.pids[fixtureLane]}) // late: the actor is sending
 	f.ingest(t, 1)
 	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[1]}})
 	v = f.inspect(t)
