@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -193,6 +194,54 @@ func TestATermEndedJustAfterItsRecoveryStartsNoGraph(t *testing.T) {
 			if m == (leadership.ConfigLoaded{Version: 2}) {
 				if strings.Contains(e.logs.String(), "graph started") {
 					t.Fatal("the graph of a term that ended just after its recovery started")
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatalf("root did not answer the reload within 10 s (a graph started: %v)", strings.Contains(e.logs.String(), "graph started"))
+		}
+	}
+}
+
+// endingRelane is a store whose term ends (end is called) during the
+// graph's first step, the read of the lane_keys (lanes.RelaneBegin), which
+// succeeds.
+type endingRelane struct {
+	storage.Store
+	end func()
+}
+
+func (e *endingRelane) QueueLaneKeys(ctx context.Context) (map[string]string, error) {
+	keys, err := e.Store.QueueLaneKeys(ctx)
+	e.end()
+	return keys, err
+}
+
+// A term that ends during the graph's first step (RelaneBegin, a round trip
+// to the database after the recovery) starts no graph either. Root looked
+// at the term only before that step: the graph started, its listener
+// opened its port and the node said it led, for a term already ended.
+func TestATermEndedDuringItsGraphsFirstStepStartsNoGraph(t *testing.T) {
+	listen := enginetest.FreeAddr(t)
+	cfg := slowOutbound(t, "", listen, "http://127.0.0.1:1")
+	ended := make(chan struct{})
+	var once sync.Once
+	e := startScripted(t, cfg, func(o *actors.Options) {
+		o.Store = &endingRelane{Store: o.Store, end: func() { once.Do(func() { close(ended) }) }}
+		o.Reload = func() (*config.Config, error) { return cfg, nil }
+	})
+	e.tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Ended: ended, Reason: "elected"})
+	e.tell(leadership.ConfigChanged{Version: 2})
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case m := <-e.got:
+			if m == (leadership.ConfigLoaded{Version: 2}) {
+				if logs := e.logs.String(); strings.Contains(logs, "graph started") || strings.Contains(logs, "MLLP listener open") {
+					t.Fatal("the graph of a term that ended during its first step started")
+				}
+				if !strings.Contains(e.logs.String(), "ended before its graph could start") {
+					t.Fatal("root did not say why it started no graph")
 				}
 				return
 			}

@@ -512,14 +512,21 @@ func termContext(ended <-chan struct{}) (context.Context, context.CancelFunc) {
 	return ctx, cancel
 }
 
+// termOver says (and logs) whether term f has ended before its graph could
+// start: the Changed that reports the loss is still in root's mailbox.
+func (r *root) termOver(f storage.Fence, ended <-chan struct{}) bool {
+	if !closed(ended) {
+		return false
+	}
+	r.opts.Log.Warn().Int64("term", f.Term).Msg("leadership of this term ended before its graph could start; not starting it")
+	return true
+}
+
 // startGraph starts graph(T) unless term T has already ended (ended is
 // closed: the Changed that reports the loss is still in root's mailbox).
 func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struct{}) {
-	select {
-	case <-ended:
-		r.opts.Log.Warn().Int64("term", f.Term).Msg("leadership of this term ended before its graph could start; not starting it")
+	if r.termOver(f, ended) {
 		return
-	default:
 	}
 	// The graph's inbounds open at once, and store and acknowledge
 	// messages while the queued rows of a destination whose lane_key
@@ -535,6 +542,12 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 		dests, err = lanes.RelaneBegin(term, r.opts.Store, f, r.opts.Config)
 		return err
 	}) {
+		return
+	}
+	// Again after that round trip: the term may have ended meanwhile (the
+	// call still succeeded), and the graph would open its ports and the
+	// node say it leads, for a term gone, until root read the loss.
+	if r.termOver(f, ended) {
 		return
 	}
 	moved := map[string]chan struct{}{}
