@@ -263,7 +263,10 @@ func (e *Elector) step(ctx actor.Context) {
 		next, renewed = e.renew(ctx)
 		if !renewed && e.leader {
 			// The database is in doubt: go straight back to renewing
-			// rather than spend the trust window on side calls.
+			// rather than spend the trust window on side calls. A side
+			// call made meanwhile (a reload's report) is bounded by that
+			// retry, not by the attempt before it, long past.
+			e.nextAttempt = began.Add(next)
 			e.schedule(ctx, next)
 			return
 		}
@@ -325,7 +328,11 @@ func (e *Elector) elect(ctx actor.Context) time.Duration {
 	}
 	e.worksAgain(&e.electing, "election")
 	if !elected {
-		if wait := l.Remaining() + expiryMargin; wait < e.cfg.Heartbeat() {
+		// Remaining is the database's, read at some moment of the call:
+		// counted from its end, the retry comes after the expiry, not up
+		// to the call's latency before it (one more election call for
+		// nothing at each failover on a distant database).
+		if wait := time.Since(start) + l.Remaining() + expiryMargin; wait < e.cfg.Heartbeat() {
 			return wait
 		}
 		return e.cfg.Heartbeat()

@@ -62,11 +62,17 @@ func (t *Trust) begin(until time.Time) chan struct{} {
 }
 
 // set moves the window of the term held to until, and reports whether it
-// could: not once that term has ended, by a lapse or close.
+// could: not once that term has ended, by a lapse or close, nor once its
+// window has passed while the lapse's timer has yet to run (a renewal
+// answered just after the window closed reopened it then).
 func (t *Trust) set(until time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.term == nil {
+		return false
+	}
+	if u := t.until.Load(); u == nil || !time.Now().Before(*u) {
+		t.endLocked()
 		return false
 	}
 	t.openLocked(until)
