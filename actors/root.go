@@ -528,6 +528,13 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 	if r.termOver(f, ended) {
 		return
 	}
+	if r.stopRequested.Load() {
+		// A gain handled while a stop waits behind it in root's mailbox:
+		// started, the graph would open its ports and admit messages only
+		// to be drained at once. The stop gives the lease up.
+		r.opts.Log.Info().Int64("term", f.Term).Msg("the node is stopping: not starting the graph of the term it gained")
+		return
+	}
 	// The graph's inbounds open at once, and store and acknowledge
 	// messages while the queued rows of a destination whose lane_key
 	// changed are moved (lanes.Relane, below): it took 9.5 to 33 s per
