@@ -556,6 +556,37 @@ func TestStatementsKeepTheFenceTheLaneOrderAndTheDatabaseClock(t *testing.T) {
 			t.Errorf("queue_claim_next.sql: %q does not lock the row (UPDLOCK, HOLDLOCK) until commit", strings.Join(strings.Fields(m[0]), " "))
 		}
 	}
+
+	// A lease runs from a clock read once its rows are locked: a clock
+	// read before a wait for a row's lock made the lease shorter by the
+	// wait, and the sweep re-pended a row being sent (a duplicate).
+	updlock := regexp.MustCompile(`(?i)\bWITH\s*\([^)]*\bUPDLOCK\b`)
+	clockRead := regexp.MustCompile(`(?i)\bSYSUTCDATETIME\s*\(\s*\)`)
+	lastLock := func(text string) int {
+		locks := updlock.FindAllStringIndex(text, -1)
+		if len(locks) == 0 {
+			return -1
+		}
+		return locks[len(locks)-1][0]
+	}
+	leases := regexp.MustCompile(`(?i)\blease_expires_at\s*=\s*DATEADD\b`).FindAllStringIndex(claim, -1)
+	if len(leases) == 0 {
+		t.Error("queue_claim_next.sql: no lease set (lease_expires_at = DATEADD(...))")
+	}
+	if last := lastLock(claim); last >= 0 {
+		for _, l := range leases {
+			if l[0] < last || clockRead.FindStringIndex(claim[last:l[0]]) == nil {
+				t.Error("queue_claim_next.sql: a lease is not counted from a clock read after the last row lock (UPDLOCK): the waits for the rows behind the head shorten it")
+			}
+		}
+	}
+	for _, name := range []string{"queue_extend_lease", "queue_retry"} {
+		text := files["sql/"+name+".sql"]
+		lock, clock := updlock.FindStringIndex(text), clockRead.FindStringIndex(text)
+		if lock == nil || clock == nil || clock[0] < lock[0] {
+			t.Errorf("%s.sql: the clock is not read after the row is locked (UPDLOCK): a wait for the row's lock would shorten the time it sets", name)
+		}
+	}
 }
 
 // Names compare exactly in SQL Server as on PostgreSQL and SQLite, checked

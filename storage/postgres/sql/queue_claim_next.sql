@@ -92,8 +92,9 @@
 -- lease counted from before that wait came shorter by it, already expired
 -- after a wait longer than the TTL, so that the sweep re-pended the row the
 -- lane was sending (a duplicate). Its conditions keep now(): an earlier
--- clock only makes them stricter. (SQLite and SQL Server read the clock per
--- statement.) queue_extend_lease.sql and queue_retry.sql do the same.
+-- clock only makes them stricter. (SQLite reads the clock per statement;
+-- SQL Server's claim reads it again for the lease once its rows are
+-- locked.) queue_extend_lease.sql and queue_retry.sql do the same.
 --
 -- The shape matters: every condition is on the lane's rows (the CTEs), and
 -- the UPDATE finds its rows by primary key only. With conditions on the updated

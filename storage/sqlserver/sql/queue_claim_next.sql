@@ -90,6 +90,16 @@
 -- come back, and by (b) no lower id can still be uncommitted), so the first
 -- candidate found still unfinished under the lock is the head.
 --
+-- THE LEASE runs from a clock read once the run is claimed, every row of it
+-- locked, not from @now: after @now the loop locks each row behind the head
+-- (UPDLOCK), and may wait for each, so a lease counted from @now came
+-- shorter by those waits, expired already after waits longer than the TTL,
+-- and the sweep re-pended the row the lane was sending (a duplicate; as
+-- PostgreSQL's clock_timestamp(), storage/postgres/sql/queue_claim_next.sql).
+-- The claim's UPDATEs leave the lease to one UPDATE after the loop; nothing
+-- else sees the rows before commit. The conditions keep @now: an earlier
+-- clock only makes them stricter.
+--
 -- READ COMMITTED, WITH OR WITHOUT READ_COMMITTED_SNAPSHOT. The claim is
 -- correct in both modes:
 --   * The candidate read keeps no locks. With READ_COMMITTED_SNAPSHOT ON it
@@ -152,8 +162,9 @@ IF @head IS NOT NULL AND EXISTS (SELECT 1 FROM mf_outbound_holds
                                   WHERE outbound = @destination AND DATALENGTH(outbound) = DATALENGTH(@destination))
     SET @outbound_held = 1;
 
--- Read after the lock is granted, so that waiting for another claimer does
--- not make the clock stale.
+-- The conditions' clock, read after the head's lock is granted, so that
+-- waiting for another claimer does not make it stale. Not the lease's: see
+-- THE LEASE below.
 DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
 
 -- Step 1: the stranded head goes back to pending.
@@ -173,7 +184,6 @@ BEGIN
     UPDATE mf_queue
        SET status = N'inflight',
            lease_owner = @owner,
-           lease_expires_at = DATEADD(microsecond, @ttl_us, DATEADD(second, @ttl_s, @now)),
            attempts = attempts + 1,
            updated_at = @now
      WHERE id = @head;
@@ -211,13 +221,22 @@ BEGIN
     UPDATE mf_queue
        SET status = N'inflight',
            lease_owner = @owner,
-           lease_expires_at = DATEADD(microsecond, @ttl_us, DATEADD(second, @ttl_s, @now)),
            attempts = attempts + 1,
            updated_at = @now
      WHERE id = @next;
     INSERT INTO @run (id) VALUES (@next);
     SET @last = @next;
     SET @taken += 1;
+END;
+
+-- The run's lease, counted from a clock read now that every row of it is
+-- locked (see THE LEASE): this UPDATE waits for no other transaction.
+IF @claimed = 1
+BEGIN
+    DECLARE @leased DATETIME2(6) = SYSUTCDATETIME();
+    UPDATE mf_queue
+       SET lease_expires_at = DATEADD(microsecond, @ttl_us, DATEADD(second, @ttl_s, @leased))
+     WHERE id IN (SELECT id FROM @run);
 END;
 
 SELECT q.id, q.message_id, q.destination, q.lane, q.status, q.attempts, q.next_attempt_at,

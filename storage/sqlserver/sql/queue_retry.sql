@@ -1,6 +1,11 @@
 -- Back to pending in place (same id: still the lane head), due after the delay.
--- One clock value for both times, so next_attempt_at - updated_at is the delay.
+-- One clock value for both times, so next_attempt_at - updated_at is the delay,
+-- read once the row is locked (UPDLOCK, held to commit), as in
+-- queue_extend_lease.sql: a clock read before a wait for the row's lock
+-- made the retry due sooner than its delay by that wait.
 SET NOCOUNT ON;
+DECLARE @locked BIGINT;
+SELECT @locked = id FROM mf_queue WITH (UPDLOCK, ROWLOCK) WHERE id = @id;
 DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
 UPDATE mf_queue
    SET status = N'pending', lease_owner = N'', lease_expires_at = NULL,
