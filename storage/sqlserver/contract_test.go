@@ -828,3 +828,46 @@ func TestSessionsAreNamedUnlessTheURLNamesThem(t *testing.T) {
 		}
 	}
 }
+
+// A hint that names a filtered index leaves the optimizer no plan, and the
+// statement fails, unless the statement's own predicate implies the index's
+// filter: every hint of a filtered index comes with its filter repeated word
+// for word (an alias prefix aside), the sure way to imply it.
+func TestFilteredIndexHintsRepeatTheirFilter(t *testing.T) {
+	code := func(text string) string { return lineComment.ReplaceAllString(text, "") }
+	flat := func(text string) string {
+		text = regexp.MustCompile(`\b\w+\.(\w+)`).ReplaceAllString(text, "$1") // q.status: status
+		return strings.Join(strings.Fields(text), " ")
+	}
+	ms, err := storage.LoadMigrations(migrationsFS, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	filters := map[string]string{}
+	for _, m := range ms {
+		for _, f := range regexp.MustCompile(`(?is)\bCREATE\s+INDEX\s+(\w+)\s+ON\s+\w+\s*\([^)]*\)\s+WHERE\s+([^;]*);`).FindAllStringSubmatch(code(m.SQL), -1) {
+			filters[f[1]] = flat(f[2])
+		}
+	}
+	if _, ok := filters["mf_queue_dead_unsent"]; !ok {
+		t.Fatalf("no filtered index mf_queue_dead_unsent in the migrations; found %v", filters)
+	}
+	hints := 0
+	for name, text := range queries {
+		for _, stmt := range strings.Split(code(text), ";") {
+			for _, h := range regexp.MustCompile(`(?i)\bINDEX\s*\(\s*(\w+)\s*\)`).FindAllStringSubmatch(stmt, -1) {
+				filter, ok := filters[h[1]]
+				if !ok {
+					continue
+				}
+				hints++
+				if !strings.Contains(flat(stmt), filter) {
+					t.Errorf("%s.sql: a hint names %s without its filter %q word for word", name, h[1], filter)
+				}
+			}
+		}
+	}
+	if hints == 0 {
+		t.Fatal("no hint of a filtered index found")
+	}
+}

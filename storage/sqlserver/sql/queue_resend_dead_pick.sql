@@ -11,12 +11,22 @@
 -- transaction, inserts them. Not fenced: an operator acts through any
 -- node's API.
 --
--- The dead rows are locked (UPDLOCK, HOLDLOCK) until commit: the purge
--- cannot delete them, nor so their messages, meanwhile, and a second
--- resend-dead waits and then finds them resent. @since and @until come as
--- text, as in message_search.sql. A dead row whose message is gone (none
--- should be: the purge deletes a message only once no row names it) is not
--- found.
+-- The rows are read through mf_queue_dead_unsent (migration 0013) in id
+-- order from @after: the hint keeps that plan whatever the statistics say,
+-- and the filter is repeated word for word, so the filtered index always
+-- matches.
+--
+-- The rows returned are locked (UPDLOCK) until commit: the purge cannot
+-- delete them, nor so their messages, meanwhile. A second resend-dead, or a
+-- resend (message_resend.sql), waits for the ingest lock, taken above and
+-- held to commit, and then finds them resent. No HOLDLOCK: it kept range
+-- locks on everything scanned until the operator's call committed (a lane
+-- could not set a row of the destination aside meanwhile; through the
+-- primary key, no row scanned could be written), and guarded nothing: a
+-- row that dies meanwhile is left to the next resend-dead, as on
+-- PostgreSQL. @since and @until come as text, as in
+-- message_search.sql. A dead row whose message is gone (none should be: the
+-- purge deletes a message only once no row names it) is not found.
 SET NOCOUNT ON;
 SET XACT_ABORT ON;
 
@@ -40,10 +50,10 @@ DECLARE @from DATETIME2(6) = CASE WHEN @since = N'' THEN NULL ELSE CONVERT(DATET
 DECLARE @to DATETIME2(6) = CASE WHEN @until = N'' THEN NULL ELSE CONVERT(DATETIME2(6), @until, 126) END;
 
 SELECT TOP (@limit) q.id, q.message_id, q.lane, m.inbound, m.payload
-  FROM mf_queue AS q WITH (UPDLOCK, HOLDLOCK)
+  FROM mf_queue AS q WITH (UPDLOCK, INDEX(mf_queue_dead_unsent))
   JOIN mf_messages AS m ON m.id = q.message_id
  WHERE q.destination = @destination AND DATALENGTH(q.destination) = DATALENGTH(@destination)
-   AND q.status = N'dead' AND q.resent_as IS NULL
+   AND q.status = N'dead' AND q.resent_as IS NULL -- mf_queue_dead_unsent's filter
    AND q.id > @after AND (@before = 0 OR q.id < @before)
    AND (@from IS NULL OR q.updated_at >= @from)
    AND (@to IS NULL OR q.updated_at < @to)
