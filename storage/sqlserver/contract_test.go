@@ -520,7 +520,7 @@ func TestStatementsKeepTheFenceTheLaneOrderAndTheDatabaseClock(t *testing.T) {
 		if name == "queue_resend_dead" {
 			text = files["sql/queue_resend_dead_pick.sql"] + text
 		}
-		lock := regexp.MustCompile(`(?is)sp_getapplock[^;]*@Resource\s*=\s*N'mf_ingest'[^;]*@LockOwner\s*=\s*N?'Transaction'`).FindStringIndex(text)
+		lock := regexp.MustCompile(`(?is)sp_getapplock[^;]*@Resource\s*=\s*@ingest\b[^;]*@LockMode\s*=\s*N'Exclusive'[^;]*@LockOwner\s*=\s*N?'Transaction'`).FindStringIndex(text)
 		insert := regexp.MustCompile(`(?i)\bINSERT\s+INTO\s+mf_`).FindStringIndex(text)
 		if lock == nil || insert == nil || lock[0] > insert[0] {
 			t.Errorf("%s.sql: the ingest lock (sp_getapplock mf_ingest, LockOwner Transaction) is not taken before the first id is drawn: a later queue id could commit before an earlier one", name)
@@ -869,5 +869,60 @@ func TestFilteredIndexHintsRepeatTheirFilter(t *testing.T) {
 	}
 	if hints == 0 {
 		t.Fatal("no hint of a filtered index found")
+	}
+}
+
+// Application locks are per database: each of the dialect's names has the
+// schema the store's tables are in (SCHEMA_NAME()), so that stores in two
+// schemas of one database do not serialise each other's ingests and
+// migrations, and every statement that takes a lock names it alike. The
+// unscoped names of an older mf (N'mf_ingest', N'mf_migrate') are taken only
+// shared, so that the older mf's nodes, which take them exclusive, still
+// wait for this one's during a rolling upgrade (message_ingest.sql).
+func TestApplicationLocksAreNamedByTheSchema(t *testing.T) {
+	code := func(text string) string { return lineComment.ReplaceAllString(text, "") }
+	call := regexp.MustCompile(`(?is)\bsp_getapplock\s+@Resource\s*=\s*(N'[^']*'|@\w+)\s*,\s*@LockMode\s*=\s*N'(\w+)'`)
+	legacy := map[string]bool{"N'mf_ingest'": true, "N'mf_migrate'": true}
+	names := map[string]string{} // variable: its CONCAT, the same in every file
+	takes := map[string]int{}
+	for name, text := range queries {
+		text = code(text)
+		n := strings.Count(strings.ToLower(text), "sp_getapplock")
+		calls := call.FindAllStringSubmatch(text, -1)
+		if len(calls) != n {
+			t.Errorf("%s.sql: %d calls of sp_getapplock, %d read here (@Resource, then @LockMode)", name, n, len(calls))
+		}
+		shared := map[string]bool{}
+		for _, c := range calls {
+			resource, mode := c[1], c[2]
+			if legacy[resource] {
+				if mode != "Shared" {
+					t.Errorf("%s.sql: %s taken %s: an older mf's name, to be taken Shared only (two schemas' stores would serialise on it)", name, resource, mode)
+				}
+				shared[resource] = true
+				continue
+			}
+			if !strings.HasPrefix(resource, "@") {
+				t.Errorf("%s.sql: lock %s is not named by the schema (CONCAT(..., SCHEMA_NAME()))", name, resource)
+				continue
+			}
+			decl := regexp.MustCompile(`(?is)` + resource + `\s+NVARCHAR\s*\(\s*255\s*\)\s*=\s*(CONCAT\s*\(\s*N'([^']*)'\s*,\s*SCHEMA_NAME\s*\(\s*\)\s*\))`).FindStringSubmatch(text)
+			if decl == nil {
+				t.Errorf("%s.sql: %s is not declared NVARCHAR(255) = CONCAT(N'...', SCHEMA_NAME())", name, resource)
+				continue
+			}
+			if prev, ok := names[resource]; ok && prev != decl[1] {
+				t.Errorf("%s.sql: %s is %s; elsewhere %s: one lock, two names", name, resource, decl[1], prev)
+			}
+			names[resource] = decl[1]
+			takes[resource]++
+			// The older mf's name of this lock, taken shared before it.
+			if old := "N'" + strings.Fields(decl[2] + " x")[0] + "'"; legacy[old] && !shared[old] {
+				t.Errorf("%s.sql: %s is taken without %s shared before it: an older mf's node would not wait for it", name, resource, old)
+			}
+		}
+	}
+	if takes["@ingest"] != 3 || takes["@migrate"] != 1 {
+		t.Errorf("the ingest lock taken in %d statements (want 3: ingest, resend, resend-dead), the migration lock in %d (want 1)", takes["@ingest"], takes["@migrate"])
 	}
 }

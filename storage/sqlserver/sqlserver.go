@@ -233,8 +233,9 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Migrate implements storage.Store: every pending migration in one
-// transaction, under the mf_migrate application lock (SQL Server DDL is
-// transactional, so a failed migration leaves nothing behind).
+// transaction, under the schema's migration application lock
+// (migrate_lock.sql; SQL Server DDL is transactional, so a failed migration
+// leaves nothing behind).
 func (s *Store) Migrate(ctx context.Context) error {
 	migrations, err := storage.LoadMigrations(migrationsFS, "migrations")
 	if err != nil {

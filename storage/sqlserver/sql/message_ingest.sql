@@ -22,12 +22,28 @@ SET XACT_ABORT ON;
 -- after the fence and before the first id is generated, and held until commit
 -- (LockOwner Transaction). Taking it in this batch rather than in a statement
 -- of its own keeps one round trip out of the serialised section.
-DECLARE @lock INT;
+--
+-- Its name has the login's default schema (SCHEMA_NAME()), where mf's
+-- unqualified tables resolve (application locks are per database), so that
+-- stores in two schemas of one database do not serialise each other's
+-- ingests. An mf before this one took N'mf_ingest' exclusive, whatever the
+-- schema: that name is taken shared first, so that a node of the older mf
+-- (a rolling upgrade) and this one still exclude each other, and two
+-- schemas' nodes of this mf do not. Once no older mf can run on the
+-- database, the shared lock can go. message_resend.sql and
+-- queue_resend_dead_pick.sql take the same two locks, in this order.
+DECLARE @lock INT, @ingest NVARCHAR(255) = CONCAT(N'mf_ingest in ', SCHEMA_NAME());
 EXEC @lock = sp_getapplock
     @Resource = N'mf_ingest',
-    @LockMode = N'Exclusive',
+    @LockMode = N'Shared',
     @LockOwner = N'Transaction',
     @LockTimeout = -1;
+IF @lock >= 0
+    EXEC @lock = sp_getapplock
+        @Resource = @ingest,
+        @LockMode = N'Exclusive',
+        @LockOwner = N'Transaction',
+        @LockTimeout = -1;
 IF @lock = -3
 BEGIN
     -- 51205 is retried by the dialect like a deadlock (1205).

@@ -40,8 +40,8 @@
 --       the rows of a run not yet sent are in flight under the same lease as
 --       the row being sent, and come back with it, behind it.
 --   (b) Ids become visible in id order: ingest transactions are serialised
---       (the mf_ingest application lock in message_ingest.sql, held to
---       commit), so no claimer can see id n+1 while id n is still
+--       (the schema's ingest application lock in message_ingest.sql, held
+--       to commit), so no claimer can see id n+1 while id n is still
 --       uncommitted.
 --   (c) A head left inflight by a crashed or fenced leader, or by the graph
 --       a reload stopped (a stranded head), is reclaimed to pending by step 1

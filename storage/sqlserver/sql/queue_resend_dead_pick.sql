@@ -30,12 +30,18 @@
 SET NOCOUNT ON;
 SET XACT_ABORT ON;
 
-DECLARE @lock INT;
+DECLARE @lock INT, @ingest NVARCHAR(255) = CONCAT(N'mf_ingest in ', SCHEMA_NAME());
 EXEC @lock = sp_getapplock
     @Resource = N'mf_ingest',
-    @LockMode = N'Exclusive',
+    @LockMode = N'Shared',
     @LockOwner = N'Transaction',
     @LockTimeout = -1;
+IF @lock >= 0
+    EXEC @lock = sp_getapplock
+        @Resource = @ingest,
+        @LockMode = N'Exclusive',
+        @LockOwner = N'Transaction',
+        @LockTimeout = -1;
 IF @lock = -3
 BEGIN
     -- 51205 is retried by the dialect like a deadlock (1205).
