@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"regexp"
@@ -20,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	mssql "github.com/microsoft/go-mssqldb"
 
 	"github.com/messagefoundry/mf/config"
 	"github.com/messagefoundry/mf/storage"
@@ -69,6 +72,9 @@ type fakeDriver struct {
 	results map[string][][]driver.Value
 	// pingErr is what a ping of a connection returns.
 	pingErr error
+	// execErr, when set, is what an Exec of the statement name ("" for a
+	// migration batch) returns.
+	execErr func(name string) error
 }
 
 // set makes the fake return rows for the statement name from now on.
@@ -150,7 +156,15 @@ func (c *fakeConn) Ping(context.Context) error {
 }
 
 func (c *fakeConn) ExecContext(_ context.Context, text string, args []driver.NamedValue) (driver.Result, error) {
-	c.d.record(text, args)
+	name := c.d.record(text, args)
+	c.d.mu.Lock()
+	fail := c.d.execErr
+	c.d.mu.Unlock()
+	if fail != nil {
+		if err := fail(name); err != nil {
+			return nil, err
+		}
+	}
 	return driver.RowsAffected(0), nil
 }
 
@@ -238,6 +252,8 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 	// Every method, so that every statement is reached at least once.
 	_ = s.Ping(ctx)
 	_, _ = s.DelayedDurability(ctx)
+	_ = s.Migrate(ctx)
+	d.set("migrate_applied", []driver.Value{int64(1)}) // a schema in use: the lock timeout too
 	_ = s.Migrate(ctx)
 	_ = s.SchemaCheck(ctx)
 	_, _, _ = s.LeaseAttemptElect(ctx, storage.LeaseAttemptElectParams{Owner: "node-a", TTL: time.Minute})
@@ -924,5 +940,88 @@ func TestApplicationLocksAreNamedByTheSchema(t *testing.T) {
 	}
 	if takes["@ingest"] != 3 || takes["@migrate"] != 1 {
 		t.Errorf("the ingest lock taken in %d statements (want 3: ingest, resend, resend-dead), the migration lock in %d (want 1)", takes["@ingest"], takes["@migrate"])
+	}
+}
+
+// Pending migrations on a schema in use wait at most 2 s for each lock and,
+// on a lock timeout (1222) or a deadlock (1205), roll back and try the whole
+// transaction again, a bounded number of times, as on PostgreSQL; the
+// session's lock timeout is undone before its connection goes back to the
+// pool. A new schema sets no timeout. Before, a migration waited as long as
+// any lock was held, and the primary's writes behind it.
+func TestMigrationsWaitForLocksBoundedAndTryAgain(t *testing.T) {
+	defer func(d time.Duration) { migratePause = d }(migratePause)
+	migratePause = time.Millisecond
+	ctx := context.Background()
+	store := func(applied []driver.Value, failures int, number int32) (*Store, *fakeDriver) {
+		d := &fakeDriver{}
+		if applied != nil {
+			d.set("migrate_applied", applied)
+		}
+		n := 0
+		d.execErr = func(name string) error {
+			if name != "" { // only migration batches fail
+				return nil
+			}
+			if n++; failures < 0 || n <= failures {
+				return fmt.Errorf("exec: %w", mssql.Error{Number: 3621, All: []mssql.Error{{Number: number}}})
+			}
+			return nil
+		}
+		db := sql.OpenDB(fakeConnector{d: d})
+		t.Cleanup(func() { db.Close() })
+		return &Store{db: db, lease: db}, d
+	}
+	// order says the statements run in order, named ones by name and
+	// migration batches as "batch".
+	order := func(d *fakeDriver) []string {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		var out []string
+		for _, c := range d.calls {
+			if c.name == "" {
+				c.name = "batch"
+			}
+			if len(out) == 0 || out[len(out)-1] != c.name {
+				out = append(out, c.name)
+			}
+		}
+		return out
+	}
+
+	s, d := store([]driver.Value{int64(1)}, 2, errLockTimeout)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("two lock timeouts, then the locks: %v; want the migrations applied", err)
+	}
+	for _, name := range []string{"migrate_lock", "migrate_lock_timeout", "migrate_lock_timeout_reset"} {
+		if got := d.ran(name); got != 3 {
+			t.Errorf("%s ran %d times; want 3 (each attempt)", name, got)
+		}
+	}
+	want := []string{"migrate_lock", "migrate_table", "migrate_applied", "migrate_lock_timeout", "batch", "migrate_lock_timeout_reset"}
+	if got := order(d); !slices.Equal(got[:len(want)], want) {
+		t.Errorf("an attempt ran %v; want %v: the timeout set once the schema is found in use, before the first migration, and undone after", got[:len(want)], want)
+	}
+
+	s, d = store([]driver.Value{int64(1)}, 1, errDeadlock)
+	if err := s.Migrate(ctx); err != nil || d.ran("migrate_lock") != 2 {
+		t.Fatalf("a deadlock, then the locks: %v after %d attempts; want the migrations applied at the second", err, d.ran("migrate_lock"))
+	}
+
+	s, d = store([]driver.Value{int64(1)}, -1, errLockTimeout)
+	err := s.Migrate(ctx)
+	if err == nil || !strings.Contains(err.Error(), "1222") || !strings.Contains(err.Error(), "30 attempts") {
+		t.Fatalf("locks held throughout: %v; want an error naming 1222 and the attempts", err)
+	}
+	if got := d.ran("migrate_lock"); got != migrateAttempts {
+		t.Errorf("%d attempts; want %d", got, migrateAttempts)
+	}
+	if d.ran("migrate_lock_timeout_reset") != migrateAttempts {
+		t.Errorf("the lock timeout undone %d times in %d attempts", d.ran("migrate_lock_timeout_reset"), migrateAttempts)
+	}
+
+	s, d = store(nil, -1, 8152) // a new schema; an error that is no lock conflict
+	if err := s.Migrate(ctx); err == nil || d.ran("migrate_lock") != 1 || d.ran("migrate_lock_timeout") != 0 || d.ran("migrate_lock_timeout_reset") != 0 {
+		t.Fatalf("a new schema whose migration fails otherwise: %v, %d attempts, timeout set %d times; want the error at once, no timeout", err, d.ran("migrate_lock"), d.ran("migrate_lock_timeout"))
 	}
 }

@@ -35,11 +35,13 @@ package sqlserver
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -236,46 +238,125 @@ func (s *Store) Ping(ctx context.Context) error {
 // transaction, under the schema's migration application lock
 // (migrate_lock.sql; SQL Server DDL is transactional, so a failed migration
 // leaves nothing behind).
+//
+// Pending migrations on a schema in use wait for the locks of the nodes
+// still running (a rolling upgrade), and their writes wait behind the
+// migrations: each lock is waited for at most 2 s (migrate_lock_timeout.sql),
+// so that a long transaction elsewhere does not stall the primary behind
+// the migration, and a lock timeout (1222) or a deadlock (1205) rolls the
+// migrations back and tries them again, up to migrateAttempts times, as on
+// PostgreSQL.
 func (s *Store) Migrate(ctx context.Context) error {
 	migrations, err := storage.LoadMigrations(migrationsFS, "migrations")
 	if err != nil {
 		return err
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var lock int
-		if err := tx.QueryRowContext(ctx, queries.Get("migrate_lock")).Scan(&lock); err != nil {
-			return fmt.Errorf("take migration lock: %w", err)
+	for attempt := 1; ; attempt++ {
+		err = s.migrateOnce(ctx, migrations)
+		if !lockConflict(err) || attempt == migrateAttempts {
+			break
 		}
-		if lock < 0 {
-			return fmt.Errorf("take migration lock: sp_getapplock returned %d", lock)
+		s.log.Warn().Err(err).Int("attempt", attempt).Int("attempts", migrateAttempts).
+			Msg("the schema migrations met a lock of another session (a write of a node still running, or a long transaction) and were rolled back; trying again (if this repeats, look in sys.dm_tran_locks for what holds mf's tables)")
+		select {
+		case <-ctx.Done():
+			return wrap("migrate", ctx.Err())
+		case <-time.After(migratePause):
 		}
-		if _, err := tx.ExecContext(ctx, queries.Get("migrate_table")); err != nil {
-			return fmt.Errorf("create mf_schema_migrations: %w", err)
-		}
-		done, err := storage.AppliedMigrations(ctx, tx, queries.Get("migrate_applied"))
-		if err != nil {
-			return err
-		}
-		if err := storage.CheckApplied(migrations, done); err != nil {
-			return err
-		}
-		for _, m := range migrations {
-			if done[m.Version] {
-				continue
-			}
-			for i, batch := range batches(m.SQL) {
-				if _, err := tx.ExecContext(ctx, batch); err != nil {
-					return fmt.Errorf("apply migration %s, batch %d: %w", m.Name, i+1, err)
-				}
-			}
-			if _, err := tx.ExecContext(ctx, queries.Get("migrate_record"),
-				sql.Named("version", int32(m.Version)), sql.Named("name", m.Name)); err != nil {
-				return fmt.Errorf("record migration %s: %w", m.Name, err)
-			}
-		}
-		return nil
-	})
+	}
+	if lockConflict(err) {
+		err = fmt.Errorf("%w: the migrations could not take their locks in %d attempts (SQL Server error 1222, lock request time out, or 1205, deadlock): another session holds mf's tables (see sys.dm_tran_locks); run mf migrate again once it ends", err, migrateAttempts)
+	}
 	return wrap("migrate", err)
+}
+
+// migrateAttempts and migratePause bound Migrate's waits for locks of other
+// sessions (Migrate); each wait is at most 2 s (migrate_lock_timeout.sql).
+const migrateAttempts = 30
+
+var migratePause = time.Second // a variable for tests
+
+// errLockTimeout is SQL Server's "lock request time out period exceeded":
+// a wait for a lock outlasted SET LOCK_TIMEOUT.
+const errLockTimeout = 1222
+
+// lockConflict reports a lock timeout (1222) or a deadlock (1205): the
+// migrations met another session's locks, and the transaction is to be run
+// again.
+func lockConflict(err error) bool {
+	_, ok := errorNumber(err, func(n int32) bool { return n == errLockTimeout || n == errDeadlock })
+	return ok
+}
+
+// migrateOnce is one attempt of Migrate, in one transaction on a connection
+// of its own: SET LOCK_TIMEOUT is the session's, so it is undone on that
+// connection before the connection goes back to the pool, or the connection
+// is discarded.
+func (s *Store) migrateOnce(ctx context.Context, migrations []storage.Migration) (err error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	timed := false
+	defer func() {
+		if !timed {
+			return
+		}
+		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), queries.Get("migrate_lock_timeout_reset")); rerr != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // not back to the pool with a 2 s lock timeout
+		}
+	}()
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			// After XACT_ABORT or a deadlock the server has already rolled
+			// back; the driver then sends nothing.
+			_ = tx.Rollback()
+		}
+	}()
+	var lock int
+	if err := tx.QueryRowContext(ctx, queries.Get("migrate_lock")).Scan(&lock); err != nil {
+		return fmt.Errorf("take migration lock: %w", err)
+	}
+	if lock < 0 {
+		return fmt.Errorf("take migration lock: sp_getapplock returned %d", lock)
+	}
+	if _, err := tx.ExecContext(ctx, queries.Get("migrate_table")); err != nil {
+		return fmt.Errorf("create mf_schema_migrations: %w", err)
+	}
+	done, err := storage.AppliedMigrations(ctx, tx, queries.Get("migrate_applied"))
+	if err != nil {
+		return err
+	}
+	if err := storage.CheckApplied(migrations, done); err != nil {
+		return err
+	}
+	pending := slices.ContainsFunc(migrations, func(m storage.Migration) bool { return !done[m.Version] })
+	if pending && done[1] { // 0001 made the tables: a schema in use
+		timed = true
+		if _, err := tx.ExecContext(ctx, queries.Get("migrate_lock_timeout")); err != nil {
+			return fmt.Errorf("set the migrations' lock timeout: %w", err)
+		}
+	}
+	for _, m := range migrations {
+		if done[m.Version] {
+			continue
+		}
+		for i, batch := range batches(m.SQL) {
+			if _, err := tx.ExecContext(ctx, batch); err != nil {
+				return fmt.Errorf("apply migration %s, batch %d: %w", m.Name, i+1, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, queries.Get("migrate_record"),
+			sql.Named("version", int32(m.Version)), sql.Named("name", m.Name)); err != nil {
+			return fmt.Errorf("record migration %s: %w", m.Name, err)
+		}
+	}
+	return tx.Commit()
 }
 
 // SchemaCheck implements storage.Store.
