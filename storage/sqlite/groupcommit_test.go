@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -347,5 +348,132 @@ func TestABatchThatCannotBeginFailsItsWrites(t *testing.T) {
 	var stored int
 	if err := s.DB().QueryRowContext(ctx, "SELECT count(*) FROM mf_messages").Scan(&stored); err != nil || stored != 0 {
 		t.Fatalf("%d messages stored (%v), want 0", stored, err)
+	}
+}
+
+// panicked runs f and returns what it panicked with, or nil.
+func panicked(f func()) (v any) {
+	defer func() { v = recover() }()
+	f()
+	return nil
+}
+
+// within waits for done up to d, failing the test if it is not closed by then.
+func within(t *testing.T, d time.Duration, what string, done <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s: still waiting after %v", what, d)
+	}
+}
+
+func ingestOne(ctx context.Context, s *Store, id string) (int64, error) {
+	res, err := s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{{
+		Inbound: "in", ControlID: id, Payload: []byte("MSH|^~\\&|" + id), Status: storage.MessageUnrouted,
+	}}})
+	if err != nil {
+		return 0, err
+	}
+	return res[0].MessageID, nil
+}
+
+// A write whose function panics (QueueResendDead's route evaluation runs
+// inside the writer) and is recovered upstream, as net/http and the actor
+// system do, must not wedge the store: its panic kept the writer token and
+// the transaction, and every later write of the process waited until its
+// context expired.
+func TestAPanicInAWriteDoesNotWedgeTheWriter(t *testing.T) {
+	ctx := context.Background()
+	s := openMigrated(t)
+	v := panicked(func() {
+		_ = s.write(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO mf_config (name, version) VALUES ('bug', 1)"); err != nil {
+				return err
+			}
+			panic("a bug in a write's function")
+		})
+	})
+	if v == nil {
+		t.Fatal("the write's panic was not seen by its caller")
+	}
+
+	done := make(chan struct{})
+	var err error
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err = ingestOne(ctx, s, "AFTER")
+	}()
+	within(t, 10*time.Second, "an ingest after a write that panicked", done)
+	if err != nil {
+		t.Fatalf("an ingest after a write that panicked (recovered): %v; want it stored", err)
+	}
+	var n int
+	if err := s.DB().QueryRowContext(ctx, "SELECT count(*) FROM mf_config WHERE name = 'bug'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows (%v) of the write that panicked were stored, want 0", n, err)
+	}
+}
+
+// With flat combining one caller runs every queued write's function: a
+// panic in caller A's function is A's, raised on A's goroutine, and caller
+// B's write in the same batch is committed. It surfaced on whichever
+// goroutine held the writer token, B's included, and the other waited for
+// ever.
+func TestAPanicInAWriteIsItsOwnCallers(t *testing.T) {
+	for round := range 10 { // either caller may take the writer token
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s := openMigrated(t)
+		s.writer <- struct{}{} // hold the writer: A and B share one batch
+		var (
+			aPanic, bPanic any
+			bID            int64
+			bErr           error
+			aDone, bDone   = make(chan struct{}), make(chan struct{})
+		)
+		go func() {
+			defer close(aDone)
+			aPanic = panicked(func() {
+				_ = s.write(ctx, func(tx *sql.Tx) error {
+					if _, err := tx.ExecContext(ctx, "INSERT INTO mf_config (name, version) VALUES ('a', 1)"); err != nil {
+						return err
+					}
+					panic("A's bug")
+				})
+			})
+		}()
+		waitQueued(t, s, 1)
+		go func() {
+			defer close(bDone)
+			bPanic = panicked(func() { bID, bErr = ingestOne(ctx, s, "B") })
+		}()
+		waitQueued(t, s, 2)
+		before := s.commits.Load()
+		<-s.writer
+		within(t, 10*time.Second, fmt.Sprintf("round %d: caller B", round), bDone)
+		within(t, 10*time.Second, fmt.Sprintf("round %d: caller A", round), aDone)
+		cancel()
+
+		if bPanic != nil {
+			t.Fatalf("round %d: caller B panicked with %v: A's panic, on B's goroutine", round, bPanic)
+		}
+		p, ok := aPanic.(*WritePanic)
+		if !ok || p.Value != "A's bug" || !strings.Contains(p.Error(), "A's bug") {
+			t.Fatalf("round %d: caller A panicked with %#v; want its own panic (*WritePanic of \"A's bug\")", round, aPanic)
+		}
+		if bErr != nil {
+			t.Fatalf("round %d: B's ingest beside A's panic: %v; want it stored", round, bErr)
+		}
+		if got := s.commits.Load() - before; got != 1 {
+			t.Fatalf("round %d: the batch took %d commits, want 1", round, got)
+		}
+		if _, err := s.MessageRead(context.Background(), bID); err != nil {
+			t.Fatalf("round %d: B's message was acknowledged but is not there: %v", round, err)
+		}
+		var n int
+		if err := s.DB().QueryRow("SELECT count(*) FROM mf_config WHERE name = 'a'").Scan(&n); err != nil || n != 0 {
+			t.Fatalf("round %d: %d rows (%v) of A's write that panicked were stored, want 0", round, n, err)
+		}
 	}
 }

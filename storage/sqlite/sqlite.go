@@ -31,6 +31,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -343,20 +344,12 @@ func (s *Store) run(j *writeJob) error {
 	for {
 		select {
 		case err := <-j.done:
-			return err
+			return j.outcome(err)
 		case s.writer <- struct{}{}:
-			s.mu.Lock()
-			n := min(len(s.queue), maxWriteBatch)
-			batch := s.queue[:n:n]
-			s.queue = s.queue[n:]
-			s.mu.Unlock()
-			if len(batch) > 0 {
-				s.commit(batch)
-			}
-			<-s.writer
+			s.combine()
 			select { // ours was most likely in that batch: done, not another round
 			case err := <-j.done:
-				return err
+				return j.outcome(err)
 			default:
 			}
 		case <-ctx.Done():
@@ -369,8 +362,42 @@ func (s *Store) run(j *writeJob) error {
 				}
 			}
 			s.mu.Unlock()
-			return <-j.done // a batch has it: its outcome is the truth
+			return j.outcome(<-j.done) // a batch has it: its outcome is the truth
 		}
+	}
+}
+
+// combine commits the next batch of the queue, as the holder of the writer
+// token, and gives the token back however it ends: a token kept by a panic
+// (recovered upstream, by net/http or the actor system) left every later
+// write of the process waiting for it until its context expired.
+func (s *Store) combine() {
+	var batch []*writeJob
+	defer func() {
+		if r := recover(); r != nil {
+			// Not a write's function (commitBatch recovers those): the
+			// group commit itself. The writes it took are answered, or
+			// their callers would wait for ever; one already answered
+			// has a full buffer, or has gone.
+			failed := fmt.Errorf("sqlite: the group commit failed: panic: %v", r)
+			for _, j := range batch {
+				select {
+				case j.done <- failed:
+				default:
+				}
+			}
+			<-s.writer
+			panic(r)
+		}
+		<-s.writer
+	}()
+	s.mu.Lock()
+	n := min(len(s.queue), maxWriteBatch)
+	batch = s.queue[:n:n]
+	s.queue = s.queue[n:]
+	s.mu.Unlock()
+	if len(batch) > 0 {
+		s.commit(batch)
 	}
 }
 
@@ -381,6 +408,47 @@ type writeJob struct {
 	fence *storage.Fence
 	fn    func(tx *sql.Tx) error
 	done  chan error
+	// panicked is set, before done is answered, if fn panicked: fn does
+	// not run again, and its caller panics with it (outcome).
+	panicked *WritePanic
+}
+
+// WritePanic is what a write's caller panics with when the write's
+// function panicked. Whichever caller holds the writer token runs every
+// queued write's function on its own goroutine (flat combining), so a
+// panic there is recovered, rolls back that write alone (the others of
+// the batch are committed), and is raised again on the goroutine of the
+// write's own caller: as a PostgreSQL store would, which runs the function
+// on the caller's goroutine. Value is what the function panicked with,
+// Stack where (the goroutine that ran it).
+type WritePanic struct {
+	Value any
+	Stack []byte
+}
+
+// Error says what the function panicked with, and where.
+func (p *WritePanic) Error() string {
+	return fmt.Sprintf("sqlite: a write's function panicked: %v (recovered in the group commit, and panicked again on its caller's goroutine)\n\n%s", p.Value, p.Stack)
+}
+
+// call runs j's function in tx, turning a panic into j's failure.
+func (j *writeJob) call(tx *sql.Tx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			j.panicked = &WritePanic{Value: r, Stack: debug.Stack()}
+			err = j.panicked
+		}
+	}()
+	return j.fn(tx)
+}
+
+// outcome returns err, the answer to j, or panics on the caller's
+// goroutine if j's function panicked.
+func (j *writeJob) outcome(err error) error {
+	if j.panicked != nil {
+		panic(j.panicked)
+	}
+	return err
 }
 
 // maxWriteBatch bounds the writes of one transaction, so that a long queue
@@ -432,10 +500,17 @@ func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 		fail(fmt.Errorf("begin immediate: %w", err))
 		return true
 	}
+	// A panic out of here (not a write's: call recovers those) must not
+	// leave the transaction open, holding SQLite's write lock for good.
+	defer tx.Rollback() //nolint:errcheck // ErrTxDone once committed or rolled back
 	results := make([]error, len(batch))
 	// current is the fence last found current in this transaction, or nil.
 	var current *storage.Fence
 	for i, j := range batch {
+		if j.panicked != nil { // in an attempt before this one: not again
+			results[i] = j.panicked
+			continue
+		}
 		if err := j.ctx.Err(); err != nil {
 			results[i] = err
 			continue
@@ -462,7 +537,7 @@ func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 				return true
 			}
 		}
-		results[i] = j.fn(tx)
+		results[i] = j.call(tx)
 		var u unchanged
 		if errors.As(results[i], &u) {
 			results[i] = u.error // it wrote nothing: nothing to roll back
