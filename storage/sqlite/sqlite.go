@@ -971,6 +971,9 @@ func (s *Store) MessageIngest(ctx context.Context, p storage.MessageIngestParams
 		// Exec and the rowid (the id: INTEGER PRIMARY KEY) rather than
 		// RETURNING: a result costs much less than a result set.
 		for i, m := range p.Messages {
+			if m.Payload == nil {
+				m.Payload = []byte{} // NOT NULL: an empty message is stored empty (a nil slice binds NULL)
+			}
 			if out[i].MessageID, err = insertID(ctx, insMsg, m.Inbound, m.ControlID, m.MessageType, m.Payload, m.Status, m.Error); err != nil {
 				return fmt.Errorf("insert message %d of %d: %w", i+1, len(p.Messages), err)
 			}

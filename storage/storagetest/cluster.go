@@ -488,6 +488,28 @@ func testIngestAtomic(t *testing.T, h *harness) {
 	}
 }
 
+// A message with no payload (a nil slice: an empty frame) is stored, empty,
+// and delivered: PostgreSQL and SQL Server stored it so, while SQLite bound
+// nil as NULL and refused it (NOT NULL: storage.ErrRefused), answering AE.
+func testIngestNilPayload(t *testing.T, h *harness) {
+	m := msg("lab", "EMPTY")
+	m.Payload = nil
+	res, err := h.s.MessageIngest(h.ctx, storage.MessageIngestParams{Fence: zero, Messages: []storage.NewMessage{m}})
+	if err != nil {
+		t.Fatalf("ingest of a message with a nil payload: %v; want it stored empty", err)
+	}
+	d, err := h.s.MessageRead(h.ctx, res[0].MessageID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Message.Payload == nil || len(d.Message.Payload) != 0 {
+		t.Fatalf("payload read back %#v; want empty, not nil", d.Message.Payload)
+	}
+	if c := h.mustClaim(zero, "lab/EMPTY", time.Minute, res[0].QueueIDs[0]); c.Payload == nil || len(c.Payload) != 0 {
+		t.Fatalf("payload claimed %#v; want empty, not nil", c.Payload)
+	}
+}
+
 // Whatever bytes a message's fields hold and however long its lane key, the
 // message as the ingest hands it over (NewMessage.Storable) is stored, in
 // one batch with others, and its lane is claimable by the stored name. Raw,

@@ -52,6 +52,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Recovery/SingleNodeRestart", testRecoverAfterRestart},
 		{"Ingest/BatchIsAtomic", testIngestAtomic},
 		{"Ingest/AnyFieldsAreStorable", testIngestStorable},
+		{"Ingest/ANilPayloadIsStoredEmpty", testIngestNilPayload},
 		{"Message/ResendQueuesAtTheLaneTail", testResend},
 		{"Queue/ResendDeadQueuesEachDeadRowOnceAtItsLaneTail", testResendDead},
 		{"Message/SearchFiltersAndPages", testSearch},
