@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -45,5 +47,28 @@ func TestAnIOErrorOnAFullFileSystemIsDiskFull(t *testing.T) {
 	free = 1 << 30
 	if err := s.full(codedError(sqlite3.SQLITE_IOERR_SHMSIZE)); errors.Is(err, storage.ErrFull) {
 		t.Errorf("an I/O error with 1 GiB free: %v; want it as it is, not storage.ErrFull", err)
+	}
+}
+
+// A write that finds the store read-only (SQLITE_READONLY and its extended
+// codes) fails with storage.ErrReadOnly, and Ping says so until a write is
+// committed again.
+func TestAReadOnlyWriteMakesPingFailUntilAWriteCommits(t *testing.T) {
+	ctx := context.Background()
+	s := openMigrated(t)
+	for _, code := range []int{sqlite3.SQLITE_READONLY, sqlite3.SQLITE_READONLY_DBMOVED} {
+		err := s.write(ctx, func(tx *sql.Tx) error { return codedError(code) })
+		if !errors.Is(err, storage.ErrReadOnly) {
+			t.Fatalf("a write failing with SQLite code %d: %v; want storage.ErrReadOnly", code, err)
+		}
+		if err := s.Ping(ctx); !errors.Is(err, storage.ErrReadOnly) {
+			t.Fatalf("ping after a write found the store read-only: %v; want storage.ErrReadOnly", err)
+		}
+		if err := s.write(ctx, func(tx *sql.Tx) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Ping(ctx); err != nil {
+			t.Fatalf("ping once a write was committed again: %v; want nil", err)
+		}
 	}
 }

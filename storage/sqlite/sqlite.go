@@ -103,6 +103,10 @@ type Store struct {
 	// damaged holds the first error that found the file damaged (see
 	// damage); nil while none has.
 	damaged atomic.Pointer[error]
+	// readOnly holds the error of the last write that found the store
+	// read-only (see full), for Ping; nil while none has, or since a write
+	// was committed.
+	readOnly atomic.Pointer[error]
 
 	// commits counts the write transactions committed (a test observes the
 	// grouping with it).
@@ -305,6 +309,11 @@ func (s *Store) Close() error {
 func (s *Store) Ping(ctx context.Context) error {
 	if found := s.damaged.Load(); found != nil {
 		return s.damagedError(*found)
+	}
+	// Its SELECT succeeds on a store that takes no writes: that is known
+	// only from the writes.
+	if found := s.readOnly.Load(); found != nil {
+		return fmt.Errorf("sqlite: ping: %w", *found)
 	}
 	var n int64
 	if err := s.db.QueryRowContext(ctx, queries.Get("ping")).Scan(&n); err != nil {
@@ -582,6 +591,9 @@ func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 		return true
 	}
 	s.commits.Add(1)
+	if s.readOnly.Load() != nil {
+		s.readOnly.Store(nil) // writable again
+	}
 	for i, j := range batch {
 		j.done <- s.full(results[i])
 	}
@@ -595,12 +607,44 @@ func (s *Store) commitBatch(batch []*writeJob, savepoints bool) bool {
 // the pages it writes: growing the -shm file (at open, and by the first
 // reader of a new WAL), a size hint or an fsync that meet the full disk
 // say "disk I/O error (4874)" and the like, which sends an operator to
-// check the disk's health. Else it returns err.
+// check the disk's health. It returns err marked storage.ErrReadOnly, and
+// remembered for Ping, when the store takes no writes (readOnly). Else it
+// returns err (see damage).
 func (s *Store) full(err error) error {
-	if err == nil || errors.Is(err, storage.ErrFull) || !diskFull(err, s.path) {
-		return s.damage(err)
+	switch {
+	case err == nil || errors.Is(err, storage.ErrFull) || errors.Is(err, storage.ErrReadOnly):
+		return err
+	case readOnly(err, s.path):
+		err = fmt.Errorf("%w: %s takes no writes (SQLite: %w): its file system is read-only (the kernel remounts one so after an I/O error: see dmesg) or the file was made read-only or moved; mf stores nothing until it can write there again", storage.ErrReadOnly, s.path, err)
+		if s.readOnly.Swap(&err) == nil {
+			s.log.Error().Err(err).Str("path", s.path).Msg("the SQLite store takes no writes: senders are answered AE and keep their messages, and mf reports not ready until a write succeeds; make its file system writable (check the disk), then restart mf if it does not recover")
+		}
+		return err
+	case diskFull(err, s.path):
+		return fmt.Errorf("%w: free disk space on the file system of %s (SQLite: %w)", storage.ErrFull, s.path, err)
 	}
-	return fmt.Errorf("%w: free disk space on the file system of %s (SQLite: %w)", storage.ErrFull, s.path, err)
+	return s.damage(err)
+}
+
+// readOnly reports whether err, from the store at path, says that it takes
+// no writes: SQLITE_READONLY and its extended codes (a connection opened
+// while the file could not be written, the file moved), or an I/O error
+// while its file system is read-only. A file system remounted read-only
+// under open files (ext4's errors=remount-ro) fails their writes with
+// EROFS, which SQLite reports as "disk I/O error (778)" (IOERR_WRITE) and
+// the like, not as SQLITE_READONLY.
+func readOnly(err error, path string) bool {
+	var e interface{ Code() int }
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code() & 0xff {
+	case sqlite3.SQLITE_READONLY:
+		return true
+	case sqlite3.SQLITE_IOERR:
+		return readOnlyFS(path)
+	}
+	return false
 }
 
 // damage marks the store damaged if err is SQLite's finding that its file

@@ -20,3 +20,8 @@ func canWrite(path string) error {
 	}
 	return nil
 }
+
+// readOnlyFS reports whether the file system of the file at path is
+// mounted read-only: not asked on Windows (no access(2) to ask), where only
+// SQLITE_READONLY says so.
+func readOnlyFS(path string) bool { return false }
