@@ -1,6 +1,9 @@
 package sqlite
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // RecordMigration records version as applied without running anything, as a
 // newer mf's migration would be: the conformance suite's newer schema
@@ -24,4 +27,12 @@ func stubFreeSpace(t interface{ Cleanup(func()) }, free func(dir string) (uint64
 	old := freeSpace
 	freeSpace = free
 	t.Cleanup(func() { freeSpace = old })
+}
+
+// shortenCloseGrace makes Close wait only grace past the busy timeout for
+// the rest of t.
+func shortenCloseGrace(t interface{ Cleanup(func()) }, grace time.Duration) {
+	old := closeGrace
+	closeGrace = grace
+	t.Cleanup(func() { closeGrace = old })
 }

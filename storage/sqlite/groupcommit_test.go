@@ -477,3 +477,111 @@ func TestAPanicInAWriteIsItsOwnCallers(t *testing.T) {
 		}
 	}
 }
+
+// Close waits for the write transaction running before it closes the
+// database and releases the process lock, and refuses the writes after it:
+// database/sql's Close does not wait for connections in use, so the lock
+// went while this process's last write still committed, and another engine
+// could take the file under it.
+func TestCloseWaitsForTheRunningWriteBeforeReleasingTheLock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "mf.db")
+	s, err := Open(ctx, Options{Path: path, Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	running, finish := make(chan struct{}), make(chan struct{})
+	var writeErr error
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		writeErr = s.write(ctx, func(tx *sql.Tx) error {
+			close(running)
+			<-finish
+			_, err := tx.ExecContext(ctx, "INSERT INTO mf_config (name, version) VALUES ('last', 1)")
+			return err
+		})
+	}()
+	<-running
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		l, lerr := lockFile(path)
+		if lerr == nil {
+			l.release()
+		}
+		t.Fatalf("Close returned (%v) while a write transaction was still running (another process could take the lock: %v)", err, lerr == nil)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if l, err := lockFile(path); err == nil {
+		l.release()
+		t.Fatal("the process lock was released while a write transaction was still running")
+	}
+	close(finish)
+	within(t, 10*time.Second, "the running write", written)
+	if writeErr != nil {
+		t.Fatalf("the write running at Close: %v; want it committed", writeErr)
+	}
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close still waiting after the running write ended")
+	}
+	if err := s.write(ctx, func(tx *sql.Tx) error { return nil }); !errors.Is(err, errClosed) {
+		t.Fatalf("a write after Close: %v; want errClosed", err)
+	}
+
+	s, err = Open(ctx, Options{Path: path, Exclusive: true})
+	if err != nil {
+		t.Fatalf("open after Close: %v", err)
+	}
+	defer s.Close()
+	var n int
+	if err := s.DB().QueryRowContext(ctx, "SELECT count(*) FROM mf_config WHERE name = 'last'").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the write committed before Close: %d rows (%v), want 1", n, err)
+	}
+}
+
+// A write that never ends does not keep Close from closing: it waits the
+// busy timeout and closeGrace, then closes without it; a write queued
+// behind it fails instead of waiting for ever.
+func TestCloseDoesNotWaitForAStuckWriteForEver(t *testing.T) {
+	shortenCloseGrace(t, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "mf.db"), BusyTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	running, stuck := make(chan struct{}), make(chan struct{})
+	defer close(stuck)
+	go func() {
+		_ = s.write(ctx, func(tx *sql.Tx) error { close(running); <-stuck; return nil })
+	}()
+	<-running
+	queued := make(chan error, 1)
+	go func() { queued <- s.write(context.Background(), func(tx *sql.Tx) error { return nil }) }()
+	waitQueued(t, s, 1)
+	closed := make(chan struct{})
+	go func() { defer close(closed); s.Close() }()
+	within(t, 10*time.Second, "Close beside a stuck write", closed)
+	select {
+	case err := <-queued:
+		if !errors.Is(err, errClosed) {
+			t.Fatalf("a write queued at Close: %v; want errClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a write queued at Close still waiting after Close")
+	}
+}

@@ -95,8 +95,9 @@ type Store struct {
 	writer chan struct{}
 	lock   *processLock
 
-	mu      sync.Mutex  // guards queue
+	mu      sync.Mutex  // guards queue and closed
 	queue   []*writeJob // writes waiting for the next group commit
+	closed  bool        // Close has begun: no write is queued any more
 	stmtsMu sync.Mutex
 	stmts   map[string]*sql.Stmt // see prepared
 
@@ -290,10 +291,44 @@ func (s *Store) Clusterable() bool { return false }
 // against 11,204 and 10,908 without (two A/B pairs).
 func (s *Store) ClaimAhead() int { return 0 }
 
-// Close implements storage.Store.
+// errClosed is the error of a write after Close.
+var errClosed = errors.New("sqlite: the store is closed")
+
+// closeGrace is how much longer than the busy timeout Close waits for the
+// group commit running (a variable: tests shorten it).
+var closeGrace = 5 * time.Second
+
+// Close implements storage.Store. It refuses new writes, waits for the
+// group commit running (up to the busy timeout and closeGrace) and keeps
+// the writer token, fails the writes still queued, and only then closes
+// the database and releases the process lock: database/sql's Close does
+// not wait for connections in use, so the lock went while this process's
+// last transaction still committed, and another engine could take the
+// file under it.
 func (s *Store) Close() error {
 	s.closing.Do(func() { close(s.stopCheckpoints) })
 	<-s.checkpointsDone
+	s.mu.Lock()
+	again := s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if !again {
+		wait := time.NewTimer(s.busyTimeout + closeGrace)
+		select {
+		case s.writer <- struct{}{}: // kept: nothing is written after this
+		case <-wait.C:
+			s.log.Error().Str("path", s.path).Dur("waited", s.busyTimeout+closeGrace).
+				Msg("closing the SQLite store: a write transaction is still running; closing without it (it may fail, or commit after the process lock is released)")
+		}
+		wait.Stop()
+	}
+	s.mu.Lock()
+	queued := s.queue
+	s.queue = nil
+	s.mu.Unlock()
+	for _, j := range queued {
+		j.done <- errClosed
+	}
 	s.stmtsMu.Lock()
 	for _, st := range s.stmts {
 		st.Close()
@@ -348,6 +383,10 @@ func (s *Store) run(j *writeJob) error {
 	}
 	ctx := j.ctx
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errClosed
+	}
 	s.queue = append(s.queue, j)
 	s.mu.Unlock()
 	for {
