@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,11 +23,11 @@ import (
 // function that makes the kernel remount it read-only there and then, as
 // it does on an I/O error (ext4's trigger_fs_error). The mount goes at
 // cleanup. Where it cannot (not root; no loop device or mkfs.ext4, as in
-// many containers) it skips.
+// many containers) it skips, or fails with CI set, as smallTmpfs does.
 func ext4(t *testing.T) (dir string, remountReadOnly func()) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("mounting a file system to make read-only needs root")
+		cannotMount(t, "mounting a file system to make read-only needs root")
 	}
 	img := filepath.Join(t.TempDir(), "fs.img")
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
@@ -36,11 +37,11 @@ func ext4(t *testing.T) (dir string, remountReadOnly func()) {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
-		t.Skipf("mkfs.ext4: %v %s", err, out)
+		cannotMount(t, "mkfs.ext4: %v %s", err, out)
 	}
 	dir = t.TempDir()
 	if out, err := exec.Command("mount", "-o", "loop,errors=remount-ro", img, dir).CombinedOutput(); err != nil {
-		t.Skipf("mounting an ext4 image on a loop device: %v %s", err, out)
+		cannotMount(t, "mounting an ext4 image on a loop device: %v %s", err, out)
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
@@ -53,11 +54,11 @@ func ext4(t *testing.T) (dir string, remountReadOnly func()) {
 	}
 	dev, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)))
 	if err != nil {
-		t.Skipf("the loop device of %s: %v", dir, err)
+		cannotMount(t, "the loop device of %s: %v", dir, err)
 	}
 	trigger := filepath.Join("/sys/fs/ext4", filepath.Base(dev), "trigger_fs_error")
 	if _, err := os.Stat(trigger); err != nil {
-		t.Skipf("ext4's trigger_fs_error: %v", err)
+		cannotMount(t, "ext4's trigger_fs_error: %v", err)
 	}
 	return dir, func() {
 		t.Helper()
@@ -107,4 +108,14 @@ func TestAStoreRemountedReadOnlyIsNotReady(t *testing.T) {
 	if err := s.Ping(ctx); !errors.Is(err, storage.ErrReadOnly) {
 		t.Fatalf("ping of a store whose file system was remounted read-only: %v; want storage.ErrReadOnly (/ready: not ready)", err)
 	}
+}
+
+// cannotMount skips a test that needs a mount this process cannot make, or
+// fails it with CI set: a CI run must not pass without it.
+func cannotMount(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+		t.Fatalf(format+" (CI=true: run the tests as root on a machine with loop devices and mkfs.ext4, as .ci/run does)", args...)
+	}
+	t.Skipf(format, args...)
 }
