@@ -207,3 +207,34 @@ func TestADamagedStoreIsNotReadyAndSaysSo(t *testing.T) {
 		t.Fatalf("GET /ready of a damaged store: %d %s; want 503 saying the store is damaged and to restore a backup", rec.Code, rec.Body.String())
 	}
 }
+
+// noWritesStore is a store that takes no writes; clustered says whether it
+// is a database server's (a standby, maybe) or an embedded file.
+type noWritesStore struct {
+	storage.Store
+	clustered bool
+}
+
+func (noWritesStore) Ping(context.Context) error {
+	return fmt.Errorf("ping: %w", storage.ErrReadOnly)
+}
+
+func (r noWritesStore) Clusterable() bool { return r.clustered }
+
+// A store that takes no writes is not ready, and the reason fits the store:
+// a database server's may be a standby; an embedded file's file system is
+// read-only (the advice to point at the primary sent an operator of a
+// single SQLite node looking for a server it does not have).
+func TestAReadOnlyStoreIsNotReadyWithAReasonThatFitsIt(t *testing.T) {
+	for _, c := range []struct {
+		clustered bool
+		want      string
+	}{{true, "primary"}, {false, "file system"}} {
+		s := api.New(api.Options{Config: &config.Config{}, Store: noWritesStore{clustered: c.clustered}, Log: zerolog.Nop()})
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/ready", nil))
+		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), c.want) {
+			t.Fatalf("GET /ready of a read-only store (clusterable %v): %d %s; want 503 saying %q", c.clustered, rec.Code, rec.Body.String(), c.want)
+		}
+	}
+}

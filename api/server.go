@@ -547,6 +547,9 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 			reason = "the store did not answer within " + readyTimeout.String()
 		case errors.Is(err, storage.ErrDamaged):
 			reason = "the store's database file is damaged: restore it from a backup (the log says how)"
+		case errors.Is(err, storage.ErrReadOnly) && !s.o.Store.Clusterable():
+			// An embedded file: no standby to blame, its file system is.
+			reason = "the store's file takes no writes (its file system read-only?): make it writable (the log says what failed)"
 		case errors.Is(err, storage.ErrReadOnly):
 			reason = "the store is read-only (a standby?): point [store] url at the primary"
 		}
