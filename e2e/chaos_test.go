@@ -357,7 +357,7 @@ func runChaos(t *testing.T, pg *privatePG, seed uint64, budget time.Duration) {
 		c.mu.Lock()
 		skipped := maps2(c.skipped)
 		c.mu.Unlock()
-		return checkDeliveriesSkipping(c.sink.received(), acked, skipped).Lost == 0 && c.queueEmpty()
+		return checkDeliveriesSkipping(c.sink.received(), acked, skipped).Lost == 0 && c.fc.queueEmpty()
 	})
 	n := -1
 	pollUntil(30*time.Second, 500*time.Millisecond, func() bool {
@@ -1075,20 +1075,6 @@ func (c *chaos) controlIDOf(queueID int64) (id string, err error) {
 		return err == nil
 	})
 	return id, err
-}
-
-// queueEmpty reports whether no row is pending or in flight.
-func (c *chaos) queueEmpty() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, c.fc.url)
-	if err != nil {
-		return false
-	}
-	defer conn.Close(ctx)
-	var n int
-	err = conn.QueryRow(ctx, `SELECT count(*) FROM mf_queue WHERE status IN ('pending', 'inflight')`).Scan(&n)
-	return err == nil && n == 0
 }
 
 func (c *chaos) lanesText() string {

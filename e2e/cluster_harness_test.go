@@ -83,6 +83,14 @@ func (c *cluster) addNode(storeURL string) *engine {
 	return c.addNodeAs(storeURL, fmt.Sprintf("node-%d", len(c.nodes)))
 }
 
+// rowLease and reclaimEvery are the nodes' lease of a row claimed
+// (store.lease_ttl_seconds) and their sweep of expired leases
+// (cluster.reclaim_interval_seconds).
+const (
+	rowLease     = 5 * time.Second
+	reclaimEvery = time.Second
+)
+
 // addNodeAs launches one more node under the node_id id.
 func (c *cluster) addNodeAs(storeURL, id string) *engine {
 	c.t.Helper()
@@ -92,12 +100,12 @@ func (c *cluster) addNodeAs(storeURL, id string) *engine {
 backend = "postgres"
 url = "` + storeURL + `"
 pool_size = 4
-lease_ttl_seconds = 5
+lease_ttl_seconds = ` + fmt.Sprint(rowLease.Seconds()) + `
 
 [cluster]
 enabled = true
 node_id = "` + id + `"
-reclaim_interval_seconds = 1
+reclaim_interval_seconds = ` + fmt.Sprint(reclaimEvery.Seconds()) + `
 ` + c.timing.toml() + `
 [api]
 listen = "` + apiAddr + `"

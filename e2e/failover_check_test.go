@@ -147,3 +147,34 @@ func TestLargestGapIsTheOutageOfItsFault(t *testing.T) {
 		}
 	}
 }
+
+// A repeat is excused only with a fault between its two copies: at or
+// before the later one, and at most the slack after the earlier one. Every
+// message delivered twice in a run without faults, or a row sent again a
+// long while after a fault, is named.
+func TestRepeatsAwayFromFaultsAreNamed(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	at := func(id string, s float64) received {
+		return received{ControlID: id, Patient: laneName(0), At: t0.Add(time.Duration(s * float64(time.Second)))}
+	}
+	fault := []time.Time{t0.Add(10 * time.Second)}
+	slack := 4 * time.Second
+	cases := []struct {
+		name     string
+		got      []received
+		instants []time.Time
+		want     int
+	}{
+		{"in flight at the fault, sent again after it", []received{at("A", 9.9), at("A", 13)}, fault, 0},
+		{"first copy just after the fault, from a primary still acting", []received{at("A", 11), at("A", 13)}, fault, 0},
+		{"no fault at all", []received{at("A", 1), at("A", 2), at("B", 3), at("B", 4)}, nil, 2},
+		{"both copies before the fault", []received{at("A", 1), at("A", 2)}, fault, 1},
+		{"the earlier copy long after the fault", []received{at("A", 20), at("A", 21)}, fault, 1},
+		{"a message delivered once", []received{at("A", 1), at("B", 12)}, fault, 0},
+	}
+	for _, c := range cases {
+		if got := repeatsAwayFromFaults(c.got, c.instants, slack); len(got) != c.want {
+			t.Errorf("%s: %d named (%q), want %d", c.name, len(got), got, c.want)
+		}
+	}
+}

@@ -78,6 +78,63 @@ func pollUntil(timeout, interval time.Duration, cond func() bool) bool {
 	return true
 }
 
+// queueEmpty reports whether no row is pending or in flight.
+func (c *cluster) queueEmpty() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.url)
+	if err != nil {
+		return false
+	}
+	defer conn.Close(ctx)
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM mf_queue WHERE status IN ('pending', 'inflight')`).Scan(&n)
+	return err == nil && n == 0
+}
+
+// settled waits until the cluster has nothing left to deliver, and nothing
+// more can come: no row pending or in flight, no arrival at the sink for a
+// poll, and at least a row lease and a sweep after the last fault (a row
+// wrongly re-pended when a lease of the fault's time ran out arrives by
+// then). It reports whether that happened within timeout.
+func (c *failoverCluster) settled(lastFault time.Time, timeout time.Duration) bool {
+	after := lastFault.Add(rowLease + reclaimEvery + time.Second)
+	n := -1
+	return pollUntil(timeout, 500*time.Millisecond, func() bool {
+		m := len(c.dest.received())
+		quiet := m == n
+		n = m
+		return quiet && time.Now().After(after) && c.queueEmpty()
+	})
+}
+
+// repeatsAwayFromFaults returns the deliveries, in arrival order, that
+// repeat a message with no fault between the copy before and this one:
+// no fault instant at or before this copy and at most slack after the copy
+// before (a row in flight at a fault is sent again after it; its first
+// copy may still arrive after the instant, from a primary that acts until
+// its trust window ends). Every duplicate of a run without faults is one.
+func repeatsAwayFromFaults(got []received, instants []time.Time, slack time.Duration) []string {
+	prev := map[string]time.Time{}
+	var out []string
+	for _, r := range got {
+		if before, ok := prev[r.ControlID]; ok {
+			near := false
+			for _, at := range instants {
+				if !at.After(r.At) && !before.After(at.Add(slack)) {
+					near = true
+					break
+				}
+			}
+			if !near {
+				out = append(out, fmt.Sprintf("%s again at %s, %v after its copy before, with no fault between", r.ControlID, r.At.Format("15:04:05.000"), r.At.Sub(before).Round(time.Millisecond)))
+			}
+		}
+		prev[r.ControlID] = r.At
+	}
+	return out
+}
+
 // --- A private PostgreSQL ---------------------------------------------------
 
 // privatePG is a PostgreSQL server of the suite's own: initdb into a
