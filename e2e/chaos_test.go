@@ -256,6 +256,7 @@ func (s *chaosSink) serve(c net.Conn) {
 		s.mu.Lock()
 		code, refused := s.refuse[rec.Patient]
 		stalled := s.stalled
+		rec.Unanswered = stalled
 		if !refused {
 			s.got = append(s.got, rec)
 		}

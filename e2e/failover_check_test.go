@@ -178,3 +178,20 @@ func TestRepeatsAwayFromFaultsAreNamed(t *testing.T) {
 		}
 	}
 }
+
+// A copy the sink took and never answered (the chaos run's stalled sink)
+// delivers nothing: the engine must send the message again. An engine that
+// set such a row done (or aside) on the ACK's timeout lost it, and the
+// verdict counted it delivered.
+func TestACopyNeverAnsweredIsNoDelivery(t *testing.T) {
+	taken := received{ControlID: laneMessageID(0, 1), Patient: laneName(0), Unanswered: true}
+	first := received{ControlID: laneMessageID(0, 0), Patient: laneName(0)}
+	if d := checkDeliveries([]received{first, taken}, []int{2}); d.Lost != 1 {
+		t.Errorf("a message whose only copy went unanswered: %d lost, want 1", d.Lost)
+	}
+	again := taken
+	again.Unanswered = false
+	if d := checkDeliveries([]received{first, taken, again}, []int{2}); d.Lost != 0 || d.Duplicates != 1 || d.Adjacent != 1 {
+		t.Errorf("unanswered, then sent again and answered: lost %d, duplicates %d (adjacent %d); want 0, 1 (1)", d.Lost, d.Duplicates, d.Adjacent)
+	}
+}

@@ -1148,10 +1148,13 @@ func checkDeliveriesSkipping(got []received, acked []int, skipped map[string]boo
 		d.Acked += n
 	}
 	seen := make([]map[int]bool, len(acked))
+	// answered: a copy was acknowledged; only that delivers a message (a
+	// copy taken and never answered must be sent again).
+	answered := make([]map[int]bool, len(acked))
 	highest := make([]int, len(acked))
 	last := make([]int, len(acked))
 	for l := range acked {
-		seen[l], highest[l], last[l] = map[int]bool{}, -1, -1
+		seen[l], answered[l], highest[l], last[l] = map[int]bool{}, map[int]bool{}, -1, -1
 	}
 	example := func(format string, args ...any) {
 		if len(d.Examples) < 10 {
@@ -1185,14 +1188,15 @@ func checkDeliveriesSkipping(got []received, acked []int, skipped map[string]boo
 			example("lane %s: %s first delivered after seq %d", laneName(l), r.ControlID, highest[l])
 		}
 		seen[l][seq] = true
+		answered[l][seq] = answered[l][seq] || !r.Unanswered
 		highest[l] = max(highest[l], seq)
 		last[l] = seq
 	}
 	for l, n := range acked {
 		for seq := range n {
-			if !seen[l][seq] && skipped[laneMessageID(l, seq)] {
+			if !answered[l][seq] && skipped[laneMessageID(l, seq)] {
 				d.Skipped++
-			} else if !seen[l][seq] {
+			} else if !answered[l][seq] {
 				d.Lost++
 				d.Problems = append(d.Problems, problem{Lane: l, ID: laneMessageID(l, seq), Kind: "lost"})
 				example("lost: %s (AA-acked)", laneMessageID(l, seq))

@@ -230,6 +230,9 @@ type received struct {
 	ControlID string
 	Patient   string
 	At        time.Time // when it arrived, to explain a repeat
+	// Unanswered: taken and never acknowledged (the chaos sink's stall):
+	// the engine must send it again, so it does not count as delivered.
+	Unanswered bool
 }
 
 func startReceiver(t testing.TB, addr string) *receiver {
