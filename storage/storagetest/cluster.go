@@ -266,12 +266,19 @@ func testFencedOperations(t *testing.T, h *harness) {
 		"complete": func(f storage.Fence) error {
 			return h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: f, Claim: held.Claim()})
 		},
+		"complete naming the lane": func(f storage.Fence) error {
+			return h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: f, Claim: held.Claim(), Lane: "lab/A"})
+		},
 		"advance": func(f storage.Fence) error {
 			_, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: f, Claim: held.Claim(), Lane: "lab/A", Owner: ownerOf(f), LeaseTTL: time.Minute})
 			return err
 		},
 		"give back": func(f storage.Fence) error {
 			_, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: f, Claims: []storage.Claim{held.Claim()}})
+			return err
+		},
+		"give back naming the lane": func(f storage.Fence) error {
+			_, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: f, Claims: []storage.Claim{held.Claim()}, Lane: "lab/A"})
 			return err
 		},
 		"release own": func(f storage.Fence) error {

@@ -945,7 +945,7 @@ func testAdvanceAhead(t *testing.T, h *harness) {
 	// The first carries why its send wrote nothing (the destination
 	// unreachable), for GET /lanes; the others keep theirs.
 	back := []storage.Claim{run[0].Claim(), run[2].Claim(), run[3].Claim()}
-	if n, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: zero, Claims: back, Error: "dial refused", Detail: "the detail"}); err != nil || n != 3 {
+	if n, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: zero, Claims: back, Lane: "lab/R1", Error: "dial refused", Detail: "the detail"}); err != nil || n != 3 {
 		t.Fatalf("give back 3 rows: %d, %v", n, err)
 	}
 	for _, i := range []int{1, 3, 4} {
@@ -1068,7 +1068,7 @@ func testReleaseOwn(t *testing.T, h *harness) {
 		t.Fatalf("the other owner's run: %v, want %v", got, a[1:4])
 	}
 	back := []storage.Claim{{ID: a[1], Owner: other, Attempt: 2}, {ID: a[2], Owner: other, Attempt: 1}}
-	if n, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: f, Claims: back}); err != nil || n != 2 {
+	if n, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: f, Claims: back, Lane: "lab/A"}); err != nil || n != 2 {
 		t.Fatalf("give back: %d, %v", n, err)
 	}
 	if got := advance(first.Claim(), me, 5); !slices.Equal(got, a[1:3]) {

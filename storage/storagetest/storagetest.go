@@ -246,9 +246,12 @@ func (h *harness) laneDepths() (depth map[string]int64, listed int) {
 	return depth, len(lanes)
 }
 
+// complete records c's row delivered, naming its lane as a lane does
+// (lanes/lane.go); the cases that complete without the lane (it is
+// optional) call QueueComplete themselves.
 func (h *harness) complete(f storage.Fence, c storage.QueueClaim) {
 	h.t.Helper()
-	err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: f, Claim: c.Claim()})
+	err := h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: f, Claim: c.Claim(), Lane: c.Row.Lane})
 	if err != nil {
 		h.t.Fatalf("complete row %d: %v", c.Row.ID, err)
 	}
