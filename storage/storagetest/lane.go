@@ -1132,3 +1132,165 @@ func testReleaseOwn(t *testing.T, h *harness) {
 	}
 	pendingAt(b[0], 0)
 }
+
+// Ingests racing from several handles (several inbounds, and an operator's
+// resend from another node's API) into one lane never make a queue id
+// visible before a lower one: a lane walked as the engine walks it
+// (lanes/lane.go: each claim from the floor of the row it claimed last, the
+// delivery recorded and the next row claimed in one QueueAdvance, with rows
+// ahead) delivers every queue id the ingests and the resends returned, in id
+// order, each once, and when the walk is drained a claim from no floor
+// finds nothing left behind it. This is the FIFO argument's (b) beside each
+// dialect's queue_claim_next.sql: were id n+1 visible while id n was
+// uncommitted, the walk would deliver n+1, raise its floor past n, and never
+// deliver n (or deliver it after n+1).
+func testConcurrentIngestNeverHidesAnEarlierID(t *testing.T, h *harness) {
+	const (
+		lane      = "lab/P1"
+		ingesters = 3
+		batches   = 40
+		resends   = 5
+	)
+	// A message queued before the race, for the resends to queue again.
+	first := h.ingest(zero, msg("lab", "P1"))[0]
+	resent := h.msgOf[first]
+
+	var (
+		mu      sync.Mutex
+		want    = []int64{first}
+		wg      sync.WaitGroup
+		failed  atomic.Bool
+		stopped atomic.Bool // every ingest and resend has returned
+	)
+	fail := func(format string, args ...any) {
+		t.Errorf(format, args...)
+		failed.Store(true)
+	}
+	start := make(chan struct{}) // every handle is open: they start at once
+	for g := 0; g < ingesters; g++ {
+		s := h.open()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for b := 0; b < batches && !failed.Load(); b++ {
+				// 1 to 4 messages of the lane, with messages of another
+				// lane between them, so the lane's ids have gaps.
+				var batch []storage.NewMessage
+				for i := 0; i <= (g+b)%4; i++ {
+					batch = append(batch, msg("lab", "P1"), msg("lab", fmt.Sprint("Q", g)))
+				}
+				res, err := s.MessageIngest(h.ctx, storage.MessageIngestParams{Fence: zero, Messages: batch})
+				if err != nil {
+					fail("ingester %d, batch %d: %v", g, b, err)
+					return
+				}
+				mu.Lock()
+				for i, r := range res {
+					if batch[i].Deliveries[0].Lane == lane {
+						want = append(want, r.QueueIDs[0])
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	resender := h.open()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-start
+		for i := 0; i < resends && !failed.Load(); i++ {
+			time.Sleep(time.Duration(i) * 5 * time.Millisecond)
+			ids, err := resender.MessageResend(h.ctx, storage.MessageResendParams{MessageID: resent,
+				Deliveries: []storage.Delivery{{Destination: "lab", Lane: lane}}})
+			if err != nil || len(ids) != 1 {
+				fail("resend %d of message %d: %v, %v", i, resent, ids, err)
+				return
+			}
+			mu.Lock()
+			want = append(want, ids[0])
+			mu.Unlock()
+		}
+	}()
+	go func() {
+		wg.Wait()
+		stopped.Store(true)
+	}()
+	// A failure of the walk stops them before the test ends.
+	defer func() {
+		failed.Store(true)
+		wg.Wait()
+	}()
+	close(start)
+
+	// The lane's walk, on the harness's own handle, while they run.
+	var (
+		delivered []int64
+		floor     int64
+		inHand    []storage.QueueClaim // claimed, not yet delivered, in id order
+	)
+	take := func(c storage.QueueClaim) {
+		t.Helper()
+		if c.Row.Lane != lane {
+			t.Fatalf("claimed row %d of lane %q for lane %q", c.Row.ID, c.Row.Lane, lane)
+		}
+		inHand = append(inHand, c)
+	}
+	for !failed.Load() {
+		if len(inHand) == 0 {
+			done := stopped.Load() // read before the claim: a claim begun after every ingest returned
+			c, err := h.s.QueueClaimNext(h.ctx, storage.QueueClaimNextParams{Fence: zero, Lane: lane, From: floor, Owner: solo, LeaseTTL: time.Minute})
+			if errors.Is(err, storage.ErrNoWork) {
+				if done {
+					break
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("claim from %d: %v", floor, err)
+			}
+			take(c)
+		}
+		c := inHand[0]
+		inHand = inHand[1:]
+		floor = c.Row.ID
+		delivered = append(delivered, c.Row.ID)
+		if len(inHand) > 0 { // rows claimed ahead: record this one alone
+			h.complete(zero, c)
+			continue
+		}
+		a, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: c.Claim(), Lane: lane, Owner: solo, LeaseTTL: time.Minute, Ahead: len(delivered) % 3})
+		if err != nil || !a.Completed {
+			t.Fatalf("advance from row %d: %+v, %v; want it completed", c.Row.ID, a, err)
+		}
+		if a.Next != nil {
+			take(*a.Next)
+			for _, r := range a.Ahead {
+				take(r)
+			}
+		}
+	}
+	wg.Wait()
+	if failed.Load() {
+		return
+	}
+	slices.Sort(want)
+	if !slices.Equal(delivered, want) {
+		var missing []int64
+		for _, id := range want {
+			if !slices.Contains(delivered, id) {
+				missing = append(missing, id)
+			}
+		}
+		at := 0
+		for at < len(delivered) && at < len(want) && delivered[at] == want[at] {
+			at++
+		}
+		t.Fatalf("the walk delivered %d rows, %d were queued: delivery %d was %v, want row %d; never delivered: %v",
+			len(delivered), len(want), at, delivered[at:min(at+1, len(delivered))], want[min(at, len(want)-1)], missing)
+	}
+	if c, err := h.s.QueueClaimNext(h.ctx, storage.QueueClaimNextParams{Fence: zero, Lane: lane, Owner: solo, LeaseTTL: time.Minute}); !errors.Is(err, storage.ErrNoWork) {
+		t.Fatalf("a claim from no floor after the walk: row %d, %v; want ErrNoWork (a row the floor passed over)", c.Row.ID, err)
+	}
+}

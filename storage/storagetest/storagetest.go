@@ -45,6 +45,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Lane/AdvanceClaimsARunAheadAndGivesBack", testAdvanceAhead},
 		{"Lane/FailuresNameNoLane", testFailuresNameNoLane},
 		{"Lane/ReleaseOwnGivesBackOnlyTheLanesRowsOfTheOwner", testReleaseOwn},
+		{"Lane/ConcurrentIngestNeverHidesAnEarlierID", testConcurrentIngestNeverHidesAnEarlierID},
 		{"Lease/Election", testLeaseElection},
 		{"Fence/OldTermWritesFailAndChangeNothing", testFencedOperations},
 		{"Recovery/OnlyForeignOwners", testRecoverForeign},
