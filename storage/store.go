@@ -147,7 +147,11 @@ type Store interface {
 	// is claimed while an operator holds the lane's destination
 	// (OutboundHold): the claim reads the holds itself.
 	QueueClaimNext(ctx context.Context, p QueueClaimNextParams) (QueueClaim, error)
-	// QueueComplete marks a claimed row done.
+	// QueueComplete marks a claimed row done. Like every write that acts on
+	// a claim (QueueRetry, QueueDead, QueueHold, QueueExtendLease), it acts
+	// only while p.Claim is its row's current claim (the row in flight, at
+	// that attempt, under that owner) and otherwise changes nothing and
+	// returns ErrClaimLost, or ErrNotFound if there is no such row.
 	QueueComplete(ctx context.Context, p QueueCompleteParams) error
 	// QueueAdvance is QueueComplete of p.Claim followed by QueueClaimNext
 	// of p.Lane from p.Claim.ID (the completed row is a floor, see

@@ -1294,3 +1294,163 @@ func testConcurrentIngestNeverHidesAnEarlierID(t *testing.T, h *harness) {
 		t.Fatalf("a claim from no floor after the walk: row %d, %v; want ErrNoWork (a row the floor passed over)", c.Row.ID, err)
 	}
 }
+
+// Every write that acts on a claim acts only on the current claim of its
+// row: the same row, owner and attempt, still in flight. Under a claim of
+// another owner (one that differs only in case too), of another attempt, or
+// one whose row's lease expired and was claimed again, a retry, dead, hold,
+// lease extension and completion fail with ErrClaimLost, a give back gives
+// back nothing, and an advance completes nothing (nor claims past the live
+// head), with or without the lane named; and none of them changes the store.
+// Of a row that does not exist: ErrNotFound, nothing given back, nothing
+// completed. A lane relies on this: a delivery whose lease ran out is sent
+// again by the claim that took the row over, and the first sender's late
+// record must not finish, re-pend, set aside or extend that claim
+// (lanes/lane.go treats ErrClaimLost as "delivered again, give back what is
+// ahead").
+func testEveryClaimWriteChecksOwnerAndAttempt(t *testing.T, h *harness) {
+	const other = "node-b:run-1:bb"
+	type outcome int
+	const (
+		lost    outcome = iota // the claim is not current
+		missing                // the row does not exist
+	)
+	type op struct {
+		name string
+		do   func(lane string, c storage.Claim, want outcome) error
+	}
+	claimErr := func(want outcome, err error) error {
+		w := storage.ErrClaimLost
+		if want == missing {
+			w = storage.ErrNotFound
+		}
+		if !errors.Is(err, w) || (want == missing && errors.Is(err, storage.ErrClaimLost)) {
+			return fmt.Errorf("%v; want %v", err, w)
+		}
+		return nil
+	}
+	var ops []op
+	// Completions and give backs both with the lane named, as a lane names
+	// it (lanes/lane.go), and without (it is optional).
+	for _, named := range []bool{false, true} {
+		of := func(lane string) string {
+			if named {
+				return lane
+			}
+			return ""
+		}
+		suffix := map[bool]string{false: "", true: " naming the lane"}[named]
+		ops = append(ops,
+			op{"complete" + suffix, func(lane string, c storage.Claim, want outcome) error {
+				return claimErr(want, h.s.QueueComplete(h.ctx, storage.QueueCompleteParams{Fence: zero, Claim: c, Lane: of(lane)}))
+			}},
+			op{"give back" + suffix, func(lane string, c storage.Claim, _ outcome) error {
+				n, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: zero, Claims: []storage.Claim{c}, Lane: of(lane), Error: "x", Detail: "y"})
+				if err != nil || n != 0 {
+					return fmt.Errorf("%d given back, %v; want 0, no error", n, err)
+				}
+				return nil
+			}},
+		)
+	}
+	ops = append(ops,
+		op{"retry", func(_ string, c storage.Claim, want outcome) error {
+			return claimErr(want, h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: zero, Claim: c, Delay: time.Hour, Error: "x", Detail: "y"}))
+		}},
+		op{"dead", func(_ string, c storage.Claim, want outcome) error {
+			return claimErr(want, h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: zero, Claim: c, Error: "x", Detail: "y"}))
+		}},
+		op{"hold", func(_ string, c storage.Claim, want outcome) error {
+			return claimErr(want, h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: c, Error: "x", Detail: "y"}))
+		}},
+		op{"extend", func(_ string, c storage.Claim, want outcome) error {
+			return claimErr(want, h.s.QueueExtendLease(h.ctx, storage.QueueExtendLeaseParams{Fence: zero, Claim: c, TTL: time.Hour}))
+		}},
+		op{"advance", func(lane string, c storage.Claim, _ outcome) error {
+			// The lane's head is in flight under a live claim (or, for a
+			// missing row, the floor is past every row): nothing to claim.
+			a, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: c, Lane: lane, Owner: c.Owner, LeaseTTL: time.Minute, Ahead: 1})
+			if err != nil || a.Completed || a.Next != nil || len(a.Ahead) != 0 {
+				return fmt.Errorf("%+v, %v; want nothing completed, nothing claimed, no error", a, err)
+			}
+			return nil
+		}},
+	)
+	msgIDs := func() []int64 {
+		var ids []int64
+		for _, id := range h.msgOf {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	// each makes every op with claim c and checks that none changed the
+	// store.
+	each := func(what, lane string, c storage.Claim, want outcome) {
+		t.Helper()
+		for _, o := range ops {
+			before := h.snapshot(msgIDs())
+			if err := o.do(lane, c, want); err != nil {
+				t.Errorf("%s with %s, claim %+v: %v", o.name, what, c, err)
+			}
+			if after := h.snapshot(msgIDs()); !reflect.DeepEqual(before, after) {
+				t.Fatalf("%s with %s, claim %+v, changed the store:\nbefore %+v\nafter  %+v", o.name, what, c, before, after)
+			}
+		}
+	}
+
+	// A live claim, and claims that are not it.
+	ids := h.fill(zero, "lab", "P1", 2)
+	cur := h.mustClaim(zero, "lab/P1", time.Minute, ids[0]).Claim()
+	each("another owner", "lab/P1", storage.Claim{ID: cur.ID, Owner: other, Attempt: cur.Attempt}, lost)
+	each("the owner in upper case", "lab/P1", storage.Claim{ID: cur.ID, Owner: strings.ToUpper(cur.Owner), Attempt: cur.Attempt}, lost)
+	each("the next attempt", "lab/P1", storage.Claim{ID: cur.ID, Owner: cur.Owner, Attempt: cur.Attempt + 1}, lost)
+	each("the previous attempt", "lab/P1", storage.Claim{ID: cur.ID, Owner: cur.Owner, Attempt: cur.Attempt - 1}, lost)
+	each("a missing row", "lab/P1", storage.Claim{ID: 1 << 40, Owner: cur.Owner, Attempt: 1}, missing)
+
+	// A claim whose lease ran out and whose row another claim took over
+	// (another owner's: a new leader's lane, at attempt 2).
+	late := h.fill(zero, "lab", "P2", 2)
+	stale := h.mustClaim(zero, "lab/P2", 300*time.Millisecond, late[0])
+	h.waitDBClockPast(*stale.Row.LeaseExpiresAt)
+	again, err := h.s.QueueClaimNext(h.ctx, storage.QueueClaimNextParams{Fence: zero, Lane: "lab/P2", Owner: other, LeaseTTL: time.Minute})
+	if err != nil || again.Row.ID != late[0] || again.Row.Attempts != 2 || again.Row.LeaseOwner != other {
+		t.Fatalf("claim of the expired head by %s: %+v, %v; want row %d at attempt 2", other, again.Row, err, late[0])
+	}
+	each("the claim taken over", "lab/P2", stale.Claim(), lost)
+	each("the old owner at the new attempt", "lab/P2", storage.Claim{ID: late[0], Owner: stale.Row.LeaseOwner, Attempt: again.Row.Attempts}, lost)
+	each("the new owner at the old attempt", "lab/P2", storage.Claim{ID: late[0], Owner: other, Attempt: stale.Row.Attempts}, lost)
+	if t.Failed() {
+		return
+	}
+
+	// The current claims still act (so the checks above can fail): each
+	// write once, with the claim it needs.
+	if err := h.s.QueueExtendLease(h.ctx, storage.QueueExtendLeaseParams{Fence: zero, Claim: cur, TTL: time.Hour}); err != nil {
+		t.Fatalf("extend the current claim: %v", err)
+	}
+	if n, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: zero, Claims: []storage.Claim{again.Claim()}, Lane: "lab/P2"}); err != nil || n != 1 {
+		t.Fatalf("give back the current claim: %d, %v", n, err)
+	}
+	if r := h.queueRow(late[0]); r.Status != storage.QueuePending || r.Attempts != 1 {
+		t.Fatalf("row %d given back: %+v; want pending at attempt 1", late[0], r)
+	}
+	if err := h.s.QueueRetry(h.ctx, storage.QueueRetryParams{Fence: zero, Claim: cur, Error: "refused"}); err != nil {
+		t.Fatalf("retry the current claim: %v", err)
+	}
+	cur = h.mustClaim(zero, "lab/P1", time.Minute, ids[0]).Claim()
+	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: cur, Error: "AR"}); err != nil {
+		t.Fatalf("hold the current claim: %v", err)
+	}
+	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	cur = h.mustClaim(zero, "lab/P1", time.Minute, ids[0]).Claim()
+	if err := h.s.QueueDead(h.ctx, storage.QueueDeadParams{Fence: zero, Claim: cur, Error: "AR"}); err != nil {
+		t.Fatalf("set the current claim aside: %v", err)
+	}
+	cur = h.mustClaim(zero, "lab/P1", time.Minute, ids[1]).Claim()
+	a, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: cur, Lane: "lab/P1", Owner: solo, LeaseTTL: time.Minute})
+	if err != nil || !a.Completed || a.Next != nil {
+		t.Fatalf("advance the current claim: %+v, %v; want completed, nothing next", a, err)
+	}
+}

@@ -64,6 +64,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Queue/ReleaseGivesAFreshSetOfAttempts", testReleaseFreshAttempts},
 		{"Queue/VersionMovesWithWhatNoLaneIsToldOf", testQueueVersion},
 		{"Queue/ClaimChecks", testClaimChecks},
+		{"Queue/EveryClaimWriteChecksOwnerAndAttempt", testEveryClaimWriteChecksOwnerAndAttempt},
 		{"Queue/LanesAndStats", testLanesAndStats},
 		{"Queue/LanePagesListEveryLaneOnce", testLanePages},
 		{"Queue/LaneKeyRecordedPerDestination", testLaneKeyRecord},
