@@ -1057,3 +1057,84 @@ func testPurgeBlockedBacklog(t *testing.T, h *harness) {
 		}
 	}
 }
+
+// A payload of 1 MiB and 3 bytes that holds every byte value (NUL, and the
+// MLLP frame's 0x0b and 0x1c among them) is stored in a batch with small
+// messages and comes back byte for byte: as the message read, the lane's
+// claim and an advance's next row, and the small messages on either side
+// of it in the batch come back as they were. A lane sends what the claim
+// returns: a byte lost, added or transcoded is a message changed on its way
+// to the destination.
+func testLargeBinaryPayloadRoundTrips(t *testing.T, h *harness) {
+	big := make([]byte, 1<<20+3)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	large := msg("lab", "P1")
+	large.Payload = big
+	before, after := msg("lab", "P1"), msg("lab", "P1")
+	before.Payload, after.Payload = []byte("MSH|before\r"), []byte("MSH|after\x00\x0b\x1c\r")
+	res, err := h.s.MessageIngest(h.ctx, storage.MessageIngestParams{Fence: zero, Messages: []storage.NewMessage{before, large, after}})
+	if err != nil {
+		t.Fatalf("ingest: %v", err)
+	}
+	same := func(what string, got, want []byte) {
+		t.Helper()
+		if !bytes.Equal(got, want) {
+			at := 0
+			for at < len(got) && at < len(want) && got[at] == want[at] {
+				at++
+			}
+			t.Fatalf("%s: %d bytes, want %d; first difference at byte %d", what, len(got), len(want), at)
+		}
+	}
+	for i, m := range []storage.NewMessage{before, large, after} {
+		d, err := h.s.MessageRead(h.ctx, res[i].MessageID)
+		if err != nil {
+			t.Fatalf("read message %d: %v", res[i].MessageID, err)
+		}
+		same(fmt.Sprintf("message %d read", i), d.Message.Payload, m.Payload)
+	}
+	q := []int64{res[0].QueueIDs[0], res[1].QueueIDs[0], res[2].QueueIDs[0]}
+	runIDs := func(a storage.QueueAdvanced) []int64 { // never the payloads, in a failure's message
+		var ids []int64
+		if a.Next != nil {
+			ids = append(ids, a.Next.Row.ID)
+		}
+		for _, c := range a.Ahead {
+			ids = append(ids, c.Row.ID)
+		}
+		return ids
+	}
+	first := h.mustClaim(zero, "lab/P1", time.Minute, q[0])
+	same("the first message claimed", first.Payload, before.Payload)
+	a, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: first.Claim(), Lane: "lab/P1", Owner: solo, LeaseTTL: time.Minute})
+	if err != nil || !a.Completed || a.Next == nil || a.Next.Row.ID != q[1] {
+		t.Fatalf("advance from row %d: completed %v, next %v, %v; want row %d next", q[0], a.Completed, runIDs(a), err, q[1])
+	}
+	same("the large message as an advance's next row", a.Next.Payload, big)
+	// Given back, it is the lane's head again, for a claim.
+	if n, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: zero, Claims: []storage.Claim{a.Next.Claim()}, Lane: "lab/P1"}); err != nil || n != 1 {
+		t.Fatalf("give back row %d: %d, %v", q[1], n, err)
+	}
+	c, err := h.s.QueueClaimNext(h.ctx, storage.QueueClaimNextParams{Fence: zero, Lane: "lab/P1", From: q[0], Owner: solo, LeaseTTL: time.Minute})
+	if err != nil || c.Row.ID != q[1] {
+		t.Fatalf("claim from row %d: row %d, %v; want row %d", q[0], c.Row.ID, err, q[1])
+	}
+	same("the large message claimed", c.Payload, big)
+	// An advance that claims it in a run, behind the head.
+	if n, err := h.s.QueueGiveBack(h.ctx, storage.QueueGiveBackParams{Fence: zero, Claims: []storage.Claim{c.Claim()}, Lane: "lab/P1"}); err != nil || n != 1 {
+		t.Fatalf("give back row %d: %d, %v", q[1], n, err)
+	}
+	a, err = h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: first.Claim(), Lane: "lab/P1", Owner: solo, LeaseTTL: time.Minute, Ahead: 1})
+	if err != nil || a.Next == nil || a.Next.Row.ID != q[1] || len(a.Ahead) != 1 || a.Ahead[0].Row.ID != q[2] {
+		t.Fatalf("advance with a run: rows %v, %v; want rows %d and %d", runIDs(a), err, q[1], q[2])
+	}
+	same("the large message as the head of a run", a.Next.Payload, big)
+	same("the message after it, in the run", a.Ahead[0].Payload, after.Payload)
+	h.complete(zero, *a.Next)
+	a, err = h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: a.Ahead[0].Claim(), Lane: "lab/P1", Owner: solo, LeaseTTL: time.Minute})
+	if err != nil || !a.Completed || a.Next != nil {
+		t.Fatalf("advance from the last row: completed %v, next %v, %v; want completed, nothing next", a.Completed, runIDs(a), err)
+	}
+}

@@ -54,6 +54,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Ingest/BatchIsAtomic", testIngestAtomic},
 		{"Ingest/AnyFieldsAreStorable", testIngestStorable},
 		{"Ingest/ANilPayloadIsStoredEmpty", testIngestNilPayload},
+		{"Ingest/LargeBinaryPayloadRoundTrips", testLargeBinaryPayloadRoundTrips},
 		{"Message/ResendQueuesAtTheLaneTail", testResend},
 		{"Queue/ResendDeadQueuesEachDeadRowOnceAtItsLaneTail", testResendDead},
 		{"Message/SearchFiltersAndPages", testSearch},
