@@ -609,8 +609,8 @@ func TestStatementsKeepTheFenceTheLaneOrderAndTheDatabaseClock(t *testing.T) {
 // offline since no SQL Server runs the conformance suite here: every name
 // column of the schema has a binary collation (a server's default one
 // usually ignores case: lanes "lab/P1" and "lab/p1" would be one), and every
-// statement that groups rows by a name, or matches a lane, also compares
-// DATALENGTH, since T-SQL compares strings padded with spaces, whatever the
+// statement that groups rows by a name, or matches a lane, a destination or
+// an outbound to a parameter, also compares DATALENGTH, since T-SQL compares strings padded with spaces, whatever the
 // collation ("lab" and "lab " would be one destination, "x/1" and "x/1 "
 // one lane).
 func TestNamesCompareExactly(t *testing.T) {
@@ -638,6 +638,8 @@ func TestNamesCompareExactly(t *testing.T) {
 	names := []string{"lane", "destination", "node_id", "owner", "lease_owner", "name"}
 	groupBy := regexp.MustCompile(`(?is)\bGROUP\s+BY\b(.*?)(?:\bORDER\s+BY\b|\bHAVING\b|$)`)
 	laneMatch := regexp.MustCompile(`(?i)\blane\s*=\s*@lane\b`)
+	// A destination or an outbound matched to a parameter, qualified or not.
+	nameMatch := regexp.MustCompile(`(?i)(?:^|[^\w.])(\w+\.)?(destination|outbound)\s*=\s*@(\w+)\b`)
 	for name, text := range queries {
 		for _, stmt := range strings.Split(code(text), ";") {
 			for _, g := range groupBy.FindAllStringSubmatch(stmt, -1) {
@@ -651,6 +653,13 @@ func TestNamesCompareExactly(t *testing.T) {
 			}
 			if laneMatch.MatchString(stmt) && !regexp.MustCompile(`(?i)DATALENGTH\s*\(\s*lane\s*\)\s*=\s*DATALENGTH\s*\(\s*@lane\s*\)`).MatchString(stmt) {
 				t.Errorf("%s.sql: matches lane = @lane without DATALENGTH(lane) = DATALENGTH(@lane): lanes that differ only in trailing spaces are one", name)
+			}
+			for _, m := range nameMatch.FindAllStringSubmatch(stmt, -1) {
+				col, param := m[2], m[3]
+				guard := `(?i)DATALENGTH\s*\(\s*(\w+\.)?` + col + `\s*\)\s*=\s*DATALENGTH\s*\(\s*@` + param + `\s*\)`
+				if !regexp.MustCompile(guard).MatchString(stmt) {
+					t.Errorf("%s.sql: matches %s = @%s without DATALENGTH(%s) = DATALENGTH(@%s): names that differ only in trailing spaces are one", name, m[1]+col, param, col, param)
+				}
 			}
 		}
 	}

@@ -47,8 +47,11 @@ func testLaneKeyRecord(t *testing.T, h *harness) {
 // nothing.
 func testRelane(t *testing.T, h *harness) {
 	// Laned by one key: P1 and P2, the destination's rows interleaved.
+	// Destinations "lab " and "Lab" (a config's typo) are others than
+	// "lab": SQL Server compares strings padded with spaces, and its read of
+	// lab read the rows of "lab " too, and moved them into lab's lanes.
 	ids := h.ingest(zero, msg("lab", "P1"), msg("lab", "P2"), msg("lab", "P1"), msg("ris", "P1"),
-		msg("lab", "P2"), msg("lab", "P1"), msg("lab", "P2"))
+		msg("lab", "P2"), msg("lab", "P1"), msg("lab", "P2"), msg("lab ", "P1"), msg("Lab", "P1"))
 	done := h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
 	h.complete(zero, done)
 	dead := h.mustClaim(zero, "lab/P2", time.Minute, ids[1])
@@ -59,7 +62,7 @@ func testRelane(t *testing.T, h *harness) {
 	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: held.Claim(), Error: "AR"}); err != nil {
 		t.Fatal(err)
 	}
-	unfinished := []int64{ids[2], ids[4], ids[5], ids[6]} // lab's; ids[3] is ris's
+	unfinished := []int64{ids[2], ids[4], ids[5], ids[6]} // lab's; ids[3], ids[7] and ids[8] are others'
 
 	// Read in pages of 3: every unfinished row of lab once, in (lane, id)
 	// order, with its message.
@@ -114,8 +117,10 @@ func testRelane(t *testing.T, h *harness) {
 			t.Fatalf("finished row %d (%s) was moved", id, r.Status)
 		}
 	}
-	if r := h.queueRow(ids[3]); r.Lane != "ris/P1" {
-		t.Fatalf("ris's row is in %q", r.Lane)
+	for id, lane := range map[int64]string{ids[3]: "ris/P1", ids[7]: "lab /P1", ids[8]: "Lab/P1"} {
+		if r := h.queueRow(id); r.Lane != lane {
+			t.Fatalf("row %d of destination %q is in %q, want %q", id, r.Destination, r.Lane, lane)
+		}
 	}
 	if r := h.queueRow(ids[4]); !r.Held || r.Status != storage.QueuePending || r.Attempts != 1 || r.Lane != "lab" {
 		t.Fatalf("held row after the move: %+v; want it held, pending, 1 attempt, in lane lab", r)
