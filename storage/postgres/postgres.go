@@ -579,6 +579,17 @@ func (s *Store) LeaseAttemptElect(ctx context.Context, p storage.LeaseAttemptEle
 	if err != nil {
 		return l, false, fmt.Errorf("postgres: lease elect for %s: %w", p.Owner, explain(err))
 	}
+	if !elected && l.Remaining() <= 0 {
+		// Lost a race: the UPDATE waited for the winner's lock and found
+		// its lease live, but the SELECT branch reads the statement's
+		// snapshot, from before the winner committed: the lease as it was,
+		// expired. Read it again (a new snapshot), or the follower, told
+		// the lease had no time left, tried again at once instead of
+		// waiting for the winner's lease.
+		if l, err = scanLease(s.lease.QueryRow(ctx, queries.Get("lease_read"))); err != nil {
+			return l, false, fmt.Errorf("postgres: lease read after a lost election for %s: %w", p.Owner, explain(err))
+		}
+	}
 	return l, elected, nil
 }
 

@@ -1058,6 +1058,71 @@ func testPurgeBlockedBacklog(t *testing.T, h *harness) {
 	}
 }
 
+// Nodes racing to elect, each through its own handle, elect exactly one of
+// them, round after round (the winner resigns between rounds, as a clean
+// stop does): the term rises by one each round, and every loser is told the
+// lease as it stands after its attempt, which names the winner and its term,
+// so that a follower waits for the live lease rather than trying again at
+// once or taking itself for the leader. Two leaders of one term would both
+// pass the fence.
+func testRacingElectionsElectOne(t *testing.T, h *harness) {
+	const nodes = 4
+	const rounds = 5
+	stores := make([]storage.Store, nodes)
+	for i := range stores {
+		stores[i] = h.open()
+	}
+	term := int64(0) // a fresh store's lease has never been held
+	for r := 0; r < rounds; r++ {
+		leases := make([]storage.Lease, nodes)
+		won := make([]bool, nodes)
+		errs := make([]error, nodes)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, s := range stores {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				leases[i], won[i], errs[i] = s.LeaseAttemptElect(h.ctx, storage.LeaseAttemptElectParams{Owner: fmt.Sprintf("node-%d", i), TTL: time.Minute})
+			}()
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i := range stores {
+			if errs[i] != nil {
+				t.Fatalf("round %d: node-%d: %v", r, i, errs[i])
+			}
+			if won[i] {
+				if winner >= 0 {
+					t.Fatalf("round %d: node-%d and node-%d were both elected: %+v", r, winner, i, leases)
+				}
+				winner = i
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: nobody was elected: %+v", r, leases)
+		}
+		w := leases[winner]
+		if w.Owner != fmt.Sprintf("node-%d", winner) || w.Term != term+1 || w.Remaining() <= 0 {
+			t.Fatalf("round %d: node-%d elected with lease %+v; want its own, term %d, live", r, winner, w, term+1)
+		}
+		term = w.Term
+		for i, l := range leases {
+			if i != winner && (l.Owner != w.Owner || l.Term != w.Term || l.Remaining() <= 0) {
+				t.Fatalf("round %d: node-%d lost and was told lease %+v; want the winner's, %s at term %d, live", r, i, l, w.Owner, w.Term)
+			}
+		}
+		if l, err := h.s.LeaseRead(h.ctx); err != nil || l.Owner != w.Owner || l.Term != w.Term {
+			t.Fatalf("round %d: lease read %+v, %v; want %s at term %d", r, l, err, w.Owner, w.Term)
+		}
+		if ok, err := stores[winner].LeaseResign(h.ctx, storage.LeaseResignParams{Owner: w.Owner, Term: w.Term}); err != nil || !ok {
+			t.Fatalf("round %d: resign of %s at term %d: resigned=%v err=%v", r, w.Owner, w.Term, ok, err)
+		}
+	}
+}
+
 // A payload of 1 MiB and 3 bytes that holds every byte value (NUL, and the
 // MLLP frame's 0x0b and 0x1c among them) is stored in a batch with small
 // messages and comes back byte for byte: as the message read, the lane's

@@ -47,6 +47,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Lane/ReleaseOwnGivesBackOnlyTheLanesRowsOfTheOwner", testReleaseOwn},
 		{"Lane/ConcurrentIngestNeverHidesAnEarlierID", testConcurrentIngestNeverHidesAnEarlierID},
 		{"Lease/Election", testLeaseElection},
+		{"Lease/RacingElectionsElectOne", testRacingElectionsElectOne},
 		{"Fence/OldTermWritesFailAndChangeNothing", testFencedOperations},
 		{"Recovery/OnlyForeignOwners", testRecoverForeign},
 		{"Recovery/RowsClaimedAheadGetTheirAttemptBack", testRecoverForeignGivesBackTheAttemptsOfRowsClaimedAhead},
