@@ -1034,3 +1034,26 @@ func TestMigrationsWaitForLocksBoundedAndTryAgain(t *testing.T) {
 		t.Fatalf("a new schema whose migration fails otherwise: %v, %d attempts, timeout set %d times; want the error at once, no timeout", err, d.ran("migrate_lock"), d.ran("migrate_lock_timeout"))
 	}
 }
+
+// mf's tables are found by one-part names, which SQL Server resolves in the
+// login's default schema first, then in dbo, while the single-node and
+// ingest locks are named by the default schema: tables found in dbo by a
+// login of another default schema would run under another lock than dbo's
+// own nodes. migrate_table.sql refuses them, naming both schemas, and
+// creates the migrations' table only where none was found. (Checked by
+// reading the statement: no SQL Server runs here.)
+func TestTablesOfAnotherSchemaThanTheDefaultAreRefused(t *testing.T) {
+	text := lineComment.ReplaceAllString(queries["migrate_table"], "")
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?is)@found\s+SYSNAME\s*=\s*OBJECT_SCHEMA_NAME\s*\(\s*OBJECT_ID\s*\(\s*N'mf_schema_migrations'`),
+		regexp.MustCompile(`(?is)IF\s+@found\s+IS\s+NOT\s+NULL\s+AND\s+@found\s*<>\s*SCHEMA_NAME\(\)\s+BEGIN.*THROW\s+51010\s*,\s*@refusal`),
+		regexp.MustCompile(`(?is)IF\s+@found\s+IS\s+NULL\s+CREATE\s+TABLE\s+mf_schema_migrations`),
+	} {
+		if !want.MatchString(text) {
+			t.Errorf("migrate_table.sql does not match %s", want)
+		}
+	}
+	if strings.Contains(text, "OBJECT_ID(N'mf_schema_migrations', N'U') IS NULL") {
+		t.Error("migrate_table.sql still creates the table on a one-part lookup alone")
+	}
+}

@@ -326,7 +326,7 @@ func (s *Store) migrateOnce(ctx context.Context, migrations []storage.Migration)
 		return fmt.Errorf("take migration lock: sp_getapplock returned %d", lock)
 	}
 	if _, err := tx.ExecContext(ctx, queries.Get("migrate_table")); err != nil {
-		return fmt.Errorf("create mf_schema_migrations: %w", err)
+		return fmt.Errorf("check or create mf_schema_migrations: %w", err)
 	}
 	done, err := storage.AppliedMigrations(ctx, tx, queries.Get("migrate_applied"))
 	if err != nil {
