@@ -394,25 +394,48 @@ func (s *Store) run(j *writeJob) error {
 		case err := <-j.done:
 			return j.outcome(err)
 		case s.writer <- struct{}{}:
-			s.combine()
+			s.combineFor(j)
 			select { // ours was most likely in that batch: done, not another round
 			case err := <-j.done:
 				return j.outcome(err)
 			default:
 			}
 		case <-ctx.Done():
-			s.mu.Lock()
-			for i, q := range s.queue {
-				if q == j { // not taken yet: withdraw it
-					s.queue = append(s.queue[:i:i], s.queue[i+1:]...)
-					s.mu.Unlock()
-					return ctx.Err()
-				}
+			if s.withdraw(j) {
+				return ctx.Err()
 			}
-			s.mu.Unlock()
 			return j.outcome(<-j.done) // a batch has it: its outcome is the truth
 		}
 	}
+}
+
+// withdraw takes j out of the queue if no batch has taken it yet, and
+// reports whether it did.
+func (s *Store) withdraw(j *writeJob) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, q := range s.queue {
+		if q == j {
+			s.queue = append(s.queue[:i:i], s.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// combineFor runs combine for j's caller. If the group commit panics (its
+// batch is answered, see combine), j, when the batch did not hold it (more
+// writes were queued than a batch takes), is withdrawn before the panic
+// goes on up j's goroutine: left queued with no one waiting for it, the
+// next batch committed it, a message stored whose sender got no AA.
+func (s *Store) combineFor(j *writeJob) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.withdraw(j)
+			panic(r)
+		}
+	}()
+	s.combine()
 }
 
 // combine commits the next batch of the queue, as the holder of the writer

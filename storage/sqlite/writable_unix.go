@@ -4,7 +4,6 @@ package sqlite
 
 import (
 	"errors"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,15 +20,14 @@ func canWrite(path string) error { return unix.Access(path, unix.W_OK) }
 // writes (EROFS). The mount's flags do not tell: ext4 refuses every write
 // after an error with errors=remount-ro while the mount still says rw
 // ("emergency_ro" on Linux 6.x), and access(2) answers as if writable. So
-// it sets the file's modification time to what it is (and its access time
-// to that), a write of the file's inode that SQLite does not look at.
+// it sets the file's access time to now, a write of the file's inode that
+// SQLite does not look at; its modification time is left alone (set back
+// to what it was read, it could move behind a checkpoint's write made in
+// between, and a backup that compares times would skip the changed file).
 func readOnlyFS(path string) bool {
 	if errors.Is(unix.Access(path, unix.W_OK), unix.EROFS) {
 		return true
 	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return false
-	}
-	return errors.Is(os.Chtimes(path, fi.ModTime(), fi.ModTime()), unix.EROFS)
+	times := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_OMIT}}
+	return errors.Is(unix.UtimesNanoAt(unix.AT_FDCWD, path, times, 0), unix.EROFS)
 }
