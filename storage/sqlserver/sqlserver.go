@@ -303,7 +303,10 @@ func (s *Store) migrateOnce(ctx context.Context, migrations []storage.Migration)
 		if !timed {
 			return
 		}
-		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), queries.Get("migrate_lock_timeout_reset")); rerr != nil {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) // a server gone must not hold the start
+		_, rerr := conn.ExecContext(rctx, queries.Get("migrate_lock_timeout_reset"))
+		rcancel()
+		if rerr != nil {
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // not back to the pool with a 2 s lock timeout
 		}
 	}()

@@ -11,7 +11,7 @@ BEGIN
     DECLARE @refusal NVARCHAR(2048) = CONCAT(
         N'mf: mf''s tables are in schema ', @found, N', not in this login''s default schema ', SCHEMA_NAME(),
         N': set the database user''s DEFAULT_SCHEMA to ', @found,
-        N' (ALTER USER ... WITH DEFAULT_SCHEMA = ...), or give this mf a database or schema of its own');
+        N' (ALTER USER ... WITH DEFAULT_SCHEMA = ...); a store of its own needs a database of its own, or a schema in a database whose dbo holds no mf tables');
     THROW 51010, @refusal, 1;
 END;
 IF @found IS NULL

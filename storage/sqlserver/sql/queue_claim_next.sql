@@ -234,9 +234,12 @@ END;
 IF @claimed = 1
 BEGIN
     DECLARE @leased DATETIME2(6) = SYSUTCDATETIME();
-    UPDATE mf_queue
+    -- By primary key only (FORCESEEK): a scan would take update locks on
+    -- other lanes' rows and wait for them.
+    UPDATE q
        SET lease_expires_at = DATEADD(microsecond, @ttl_us, DATEADD(second, @ttl_s, @leased))
-     WHERE id IN (SELECT id FROM @run);
+      FROM mf_queue AS q WITH (FORCESEEK, ROWLOCK)
+      JOIN @run AS r ON r.id = q.id;
 END;
 
 SELECT q.id, q.message_id, q.destination, q.lane, q.status, q.attempts, q.next_attempt_at,
