@@ -93,19 +93,23 @@ func TestFailoverVerdictKnowsSkippedMessages(t *testing.T) {
 func TestCleanVerdictTellsWhoRepeated(t *testing.T) {
 	term := time.Date(2026, 11, 27, 4, 10, 27, 800_000_000, time.UTC)
 	before, after, later := term.Add(-time.Millisecond), term.Add(time.Millisecond), term.Add(100*time.Millisecond)
+	cut := []string{"04:10:27.801000 read ACK: EOF"}
 	cases := []struct {
 		name      string
 		stored    []time.Time
 		delivered int
+		failed    []string
 		byEngine  bool
 	}{
-		{"both copies stored in the new term", []time.Time{after, later}, 2, false},
-		{"the old primary stored the first copy", []time.Time{before, later}, 2, true},
-		{"one copy delivered twice", []time.Time{later}, 2, true},
-		{"no copy in the database", nil, 2, true},
+		{"both copies stored in the new term, the session cut", []time.Time{after, later}, 2, cut, false},
+		{"both copies stored in the new term, no attempt of the partner's failed", []time.Time{after, later}, 2, nil, true},
+		{"both copies stored in the new term, the first answered AE", []time.Time{after, later}, 2, []string{"04:10:27.801000 answered AE"}, true},
+		{"the old primary stored the first copy", []time.Time{before, later}, 2, cut, true},
+		{"one copy delivered twice", []time.Time{later}, 2, cut, true},
+		{"no copy in the database", nil, 2, cut, true},
 	}
 	for _, c := range cases {
-		r := repeat{id: "L00-000004", stored: c.stored, termStart: term, delivered: make([]time.Time, c.delivered)}
+		r := repeat{id: "L00-000004", stored: c.stored, termStart: term, delivered: make([]time.Time, c.delivered), failed: c.failed}
 		if got := r.byEngine(); got != c.byEngine {
 			t.Errorf("%s: byEngine() = %v, want %v (%s)", c.name, got, c.byEngine, r)
 		}

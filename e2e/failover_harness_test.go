@@ -662,9 +662,21 @@ type repeat struct {
 // sent the partner's message to the new primary (option redispatch, after
 // the old one refused the connection) and, in the same instant, cut the
 // session because the old node's check failed (on-marked-down
-// shutdown-sessions), so the AA the new primary wrote went nowhere.
+// shutdown-sessions), so the AA the new primary wrote went nowhere: each
+// copy stored beyond the first is then the partner's resend after an
+// attempt of its own that failed on the connection (not one the engine
+// answered AE or AR), so such attempts must be at least as many.
 func (r repeat) byEngine() bool {
 	if len(r.delivered) > len(r.stored) {
+		return true
+	}
+	cut := 0
+	for _, f := range r.failed {
+		if !strings.Contains(f, "answered ") {
+			cut++
+		}
+	}
+	if cut < len(r.stored)-1 {
 		return true
 	}
 	for _, at := range r.stored {
