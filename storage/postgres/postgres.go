@@ -395,19 +395,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for attempt := 1; ; attempt++ {
-		err = s.migrateOnce(ctx, migrations)
-		if !lockConflict(err) || attempt == migrateAttempts {
-			break
-		}
-		s.log.Warn().Err(err).Int("attempt", attempt).Int("attempts", migrateAttempts).
-			Msg("the schema migrations met a lock of another session (a write of a node still running, or a long transaction) and were rolled back; trying again in 1s (if this repeats, look in pg_stat_activity for what holds mf_messages, mf_queue or mf_leader_lease)")
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
+	err = storage.MigrateRetry(ctx, s.log, migrateAttempts, time.Second, "pg_stat_activity for what holds mf_messages, mf_queue or mf_leader_lease",
+		lockConflict, func() error { return s.migrateOnce(ctx, migrations) })
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege

@@ -251,19 +251,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for attempt := 1; ; attempt++ {
-		err = s.migrateOnce(ctx, migrations)
-		if !lockConflict(err) || attempt == migrateAttempts {
-			break
-		}
-		s.log.Warn().Err(err).Int("attempt", attempt).Int("attempts", migrateAttempts).
-			Msg("the schema migrations met a lock of another session (a write of a node still running, or a long transaction) and were rolled back; trying again (if this repeats, look in sys.dm_tran_locks for what holds mf's tables)")
-		select {
-		case <-ctx.Done():
-			return wrap("migrate", ctx.Err())
-		case <-time.After(migratePause):
-		}
-	}
+	err = storage.MigrateRetry(ctx, s.log, migrateAttempts, migratePause, "sys.dm_tran_locks for what holds mf's tables",
+		lockConflict, func() error { return s.migrateOnce(ctx, migrations) })
 	if lockConflict(err) {
 		err = fmt.Errorf("%w: the migrations could not take their locks in %d attempts (SQL Server error 1222, lock request time out, or 1205, deadlock): another session holds mf's tables (see sys.dm_tran_locks); run mf migrate again once it ends", err, migrateAttempts)
 	}
