@@ -185,17 +185,22 @@ func TestATermEndedJustAfterItsRecoveryStartsNoGraph(t *testing.T) {
 		o.Reload = func() (*config.Config, error) { return cfg, nil }
 	})
 	e.tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Ended: ended, Reason: "elected"})
-	// Root answers the reload only after it has handled the gain.
+	if logs := afterTheGain(t, e); strings.Contains(logs, "graph started") {
+		t.Fatal("the graph of a term that ended just after its recovery started")
+	}
+}
+
+// afterTheGain returns root's logs once it has handled everything told
+// before: it answers a reload only after that.
+func afterTheGain(t *testing.T, e *scriptedEngine) string {
+	t.Helper()
 	e.tell(leadership.ConfigChanged{Version: 2})
 	deadline := time.After(10 * time.Second)
 	for {
 		select {
 		case m := <-e.got:
 			if m == (leadership.ConfigLoaded{Version: 2}) {
-				if strings.Contains(e.logs.String(), "graph started") {
-					t.Fatal("the graph of a term that ended just after its recovery started")
-				}
-				return
+				return e.logs.String()
 			}
 		case <-deadline:
 			t.Fatalf("root did not answer the reload within 10 s (a graph started: %v)", strings.Contains(e.logs.String(), "graph started"))
@@ -231,22 +236,11 @@ func TestATermEndedDuringItsGraphsFirstStepStartsNoGraph(t *testing.T) {
 		o.Reload = func() (*config.Config, error) { return cfg, nil }
 	})
 	e.tell(leadership.Changed{Leader: true, Fence: storage.Fence{}, Ended: ended, Reason: "elected"})
-	e.tell(leadership.ConfigChanged{Version: 2})
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case m := <-e.got:
-			if m == (leadership.ConfigLoaded{Version: 2}) {
-				if logs := e.logs.String(); strings.Contains(logs, "graph started") || strings.Contains(logs, "MLLP listener open") {
-					t.Fatal("the graph of a term that ended during its first step started")
-				}
-				if !strings.Contains(e.logs.String(), "ended before its graph could start") {
-					t.Fatal("root did not say why it started no graph")
-				}
-				return
-			}
-		case <-deadline:
-			t.Fatalf("root did not answer the reload within 10 s (a graph started: %v)", strings.Contains(e.logs.String(), "graph started"))
-		}
+	logs := afterTheGain(t, e)
+	if strings.Contains(logs, "graph started") || strings.Contains(logs, "MLLP listener open") {
+		t.Fatal("the graph of a term that ended during its first step started")
+	}
+	if !strings.Contains(logs, "ended before its graph could start") {
+		t.Fatal("root did not say why it started no graph")
 	}
 }
