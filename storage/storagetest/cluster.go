@@ -1161,16 +1161,6 @@ func testLargeBinaryPayloadRoundTrips(t *testing.T, h *harness) {
 		same(fmt.Sprintf("message %d read", i), d.Message.Payload, m.Payload)
 	}
 	q := []int64{res[0].QueueIDs[0], res[1].QueueIDs[0], res[2].QueueIDs[0]}
-	runIDs := func(a storage.QueueAdvanced) []int64 { // never the payloads, in a failure's message
-		var ids []int64
-		if a.Next != nil {
-			ids = append(ids, a.Next.Row.ID)
-		}
-		for _, c := range a.Ahead {
-			ids = append(ids, c.Row.ID)
-		}
-		return ids
-	}
 	first := h.mustClaim(zero, "lab/P1", time.Minute, q[0])
 	same("the first message claimed", first.Payload, before.Payload)
 	a, err := h.s.QueueAdvance(h.ctx, storage.QueueAdvanceParams{Fence: zero, Claim: first.Claim(), Lane: "lab/P1", Owner: solo, LeaseTTL: time.Minute})

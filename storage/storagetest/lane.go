@@ -913,16 +913,6 @@ func testAdvanceAhead(t *testing.T, h *harness) {
 		}
 		return a
 	}
-	runIDs := func(a storage.QueueAdvanced) []int64 {
-		var got []int64
-		if a.Next != nil {
-			got = append(got, a.Next.Row.ID)
-		}
-		for _, c := range a.Ahead {
-			got = append(got, c.Row.ID)
-		}
-		return got
-	}
 	a := advance(first.Claim(), 3)
 	if got, want := runIDs(a), ids[1:5]; !a.Completed || !slices.Equal(got, want) {
 		t.Fatalf("advance from row %d with 3 ahead: completed %v, claimed %v; want completed, %v", ids[0], a.Completed, got, want)
@@ -1453,4 +1443,17 @@ func testEveryClaimWriteChecksOwnerAndAttempt(t *testing.T, h *harness) {
 	if err != nil || !a.Completed || a.Next != nil {
 		t.Fatalf("advance the current claim: %+v, %v; want completed, nothing next", a, err)
 	}
+}
+
+// runIDs returns the ids of the rows an advance claimed, the next row's
+// first: never their payloads, which a failure's message must not carry.
+func runIDs(a storage.QueueAdvanced) []int64 {
+	var ids []int64
+	if a.Next != nil {
+		ids = append(ids, a.Next.Row.ID)
+	}
+	for _, c := range a.Ahead {
+		ids = append(ids, c.Row.ID)
+	}
+	return ids
 }
