@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
 	"github.com/messagefoundry/mf/actors"
 	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/config"
@@ -242,5 +245,57 @@ func TestATermEndedDuringItsGraphsFirstStepStartsNoGraph(t *testing.T) {
 	}
 	if !strings.Contains(logs, "ended before its graph could start") {
 		t.Fatal("root did not say why it started no graph")
+	}
+}
+
+// A stop during promotion recovery ends it: root answers the shutdown at
+// once, starts no graph and does not report the term lost. Recovery used to
+// run on regardless, up to three attempts of 10 s against a database that
+// did not answer, while the shutdown waited behind it in root's mailbox
+// (mf run gives a stop the drain timeout and 30 s).
+func TestAStopDuringRecoveryEndsIt(t *testing.T) {
+	listen := enginetest.FreeAddr(t)
+	cfg := slowOutbound(t, "", listen, "http://127.0.0.1:1")
+	calls := make(chan struct{}, 1)
+	logs := &enginetest.LogBuffer{}
+	hello, got := make(chan scriptedRef, 1), make(chan any, 16)
+	eng, err := actors.Start(actors.Options{
+		Config: cfg, Store: &unansweredRecovery{Store: migratedStore(t), calls: calls}, Log: zerolog.New(logs), NodeID: "n1",
+		Leadership: actor.PropsFromProducer(func() actor.Actor { return &scripted{hello: hello, got: got} }),
+		Trust:      leadership.AlwaysTrusted(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	}()
+	lead := <-hello
+	lead.system.Root.Send(lead.pid, leadership.Changed{Leader: true, Fence: storage.Fence{}, Ended: make(chan struct{}), Reason: "elected"})
+	select {
+	case <-calls:
+	case <-time.After(10 * time.Second):
+		t.Fatal("promotion recovery never started")
+	}
+	// Under the first attempt's 10 s: the stop must not wait for it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := eng.Stop(ctx); err != nil {
+		t.Fatalf("the stop waited behind promotion recovery: %v", err)
+	}
+	if l := logs.String(); strings.Contains(l, "graph started") || !strings.Contains(l, "stopping during promotion recovery") {
+		t.Fatal("a stop during promotion recovery started the graph, or did not say why it started none")
+	}
+	for {
+		select {
+		case m := <-got:
+			if f, ok := m.(leadership.Fenced); ok {
+				t.Fatalf("a stop during promotion recovery reported the term lost: %#v", f)
+			}
+		default:
+			return
+		}
 	}
 }

@@ -77,8 +77,9 @@ type Engine struct {
 	// lanes is the lane manager of the graph running now, nil while none
 	// runs (a standby, or between a reload's two graphs).
 	lanes *atomic.Pointer[actor.PID]
-	// stopCh is closed by Stop with stopRequested: a move of the queued
-	// rows that root runs then ends at once (root.untilDone).
+	// stopCh is closed by Stop with stopRequested: root's own database
+	// steps (promotion recovery, a move of the queued rows) then end at
+	// once (root.termOrStop).
 	stopCh   chan struct{}
 	stopOnce sync.Once
 }
@@ -458,10 +459,13 @@ func (r *root) changed(ctx actor.Context, c leadership.Changed) {
 // come back when their leases expire (stranded-head reclaim, sweep). It
 // reports false when term f is over: the fence refused it, or ended was
 // closed meanwhile, which ends the attempt in hand and the retries at once.
-// Root reads no message while it runs: retrying for a term gone kept it
-// from the loss, a newer term or a shutdown for up to three attempts of 10 s.
+// A stop (Engine.Stop) ends them too, and recover reports true: the term
+// is not over, and the caller, seeing the stop, starts no graph; the rows
+// are the next leader's to recover. Root reads no message while it runs:
+// retrying for a term gone, or for a node stopping, kept it from the loss,
+// a newer term or the shutdown for up to three attempts of 10 s.
 func (r *root) recover(f storage.Fence, ended <-chan struct{}, log zerolog.Logger) bool {
-	term, stop := termContext(ended)
+	term, stop := r.termOrStop(ended)
 	defer stop()
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(term, 10*time.Second)
@@ -474,6 +478,10 @@ func (r *root) recover(f storage.Fence, ended <-chan struct{}, log zerolog.Logge
 			return true
 		}
 		if term.Err() != nil {
+			if !closed(ended) {
+				log.Warn().Msg("the node is stopping during promotion recovery: not starting the graph; the next leader recovers the rows left in flight")
+				return true
+			}
 			log.Warn().Msg("leadership of this term ended during promotion recovery; not starting the graph for this term")
 			return false
 		}
@@ -509,6 +517,21 @@ func termContext(ended <-chan struct{}) (context.Context, context.CancelFunc) {
 			}
 		}()
 	}
+	return ctx, cancel
+}
+
+// termOrStop is termContext, also cancelled the moment the node is asked
+// to stop (Engine.Stop closes stopCh): for root's own database steps, which
+// its shutdown would otherwise wait behind.
+func (r *root) termOrStop(ended <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := termContext(ended)
+	go func() {
+		select {
+		case <-r.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	return ctx, cancel
 }
 
@@ -646,15 +669,8 @@ func (r *root) startGraph(ctx actor.Context, f storage.Fence, ended <-chan struc
 // patient's newer message before an older one. A stop (Engine.Stop) ends
 // step at once: the move is done again at the next start.
 func (r *root) untilDone(ctx actor.Context, f storage.Fence, ended <-chan struct{}, step func(term context.Context) error) bool {
-	term, stop := termContext(ended)
+	term, stop := r.termOrStop(ended)
 	defer stop()
-	go func() {
-		select {
-		case <-r.stopCh:
-			stop()
-		case <-term.Done():
-		}
-	}()
 	log := r.opts.Log.With().Int64("term", f.Term).Logger()
 	pause := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
