@@ -550,6 +550,27 @@ func TestAnExplicitlyNullMSH15IsOriginalMode(t *testing.T) {
 	}
 }
 
+// TestBlankAckTypesAreNoValue: a fixed-width sender pads empty fields with
+// blanks. An MSH-15 of blanks is not present (original mode: AA, not CA),
+// and "NE " is NE.
+func TestBlankAckTypesAreNoValue(t *testing.T) {
+	t.Parallel()
+	m := mustParse(t, []byte("MSH|^~\\&|A|B|C|D|||ADT^A01|1|P |2.3||| | \r"))
+	if got := AcceptCode(m, Accept); got != AA {
+		t.Errorf("MSH-15 of a blank: AcceptCode(accept) = %s, want AA (original mode)", got)
+	}
+	if got := m.ProcessingID(); got != "P" {
+		t.Errorf("MSH-11 \"P \": ProcessingID() = %q, want P", got)
+	}
+	m = mustParse(t, []byte("MSH|^~\\&|A|B|C|D|||ADT^A01|1|P|2.5|||NE |NE \r"))
+	if got := m.AcceptAckType(); got != "NE" {
+		t.Errorf("MSH-15 \"NE \": AcceptAckType() = %q, want NE", got)
+	}
+	if ShouldAck(m, CA) {
+		t.Error("MSH-15 \"NE \": a sender of NE reads no commit ACK")
+	}
+}
+
 // TestAnAckToAMessageOfNoReadableVersionKeepsItsTextInMSA3: MSA-3 is left
 // out only for a version known to be v2.7 or later, which withdrew it. A
 // message whose MSH-12 is empty or unreadable ("2.3 ", "V2.4") may come from

@@ -57,19 +57,19 @@ func Escape(s string, sep Separators) string {
 // unterminated ones are left as they are.
 func Unescape(s string, sep Separators) string {
 	esc := sep.Escape
-	if esc == 0 || strings.IndexByte(s, esc) < 0 {
+	if esc == 0 || indexScan(s, esc, sep.scan) < 0 {
 		return s
 	}
 	var b strings.Builder
 	b.Grow(len(s))
 	for {
-		i := strings.IndexByte(s, esc)
+		i := indexScan(s, esc, sep.scan)
 		if i < 0 {
 			b.WriteString(s)
 			return b.String()
 		}
 		b.WriteString(s[:i])
-		j := strings.IndexByte(s[i+1:], esc)
+		j := indexScan(s[i+1:], esc, sep.scan)
 		if j < 0 {
 			b.WriteString(s[i:])
 			return b.String()

@@ -42,6 +42,9 @@ type Separators struct {
 	// Truncation is MSH-2[4] (HL7 v2.7 and later, usually '#'), or 0 when
 	// MSH-2 has fewer than five characters.
 	Truncation byte
+	// scan is how the message's character set (MSH-18) is searched for
+	// these delimiters (charset.go).
+	scan scan
 }
 
 // DefaultSeparators are HL7's recommended delimiters, |^~\&.
@@ -113,6 +116,7 @@ func Parse(b []byte) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
+	sep.scan = messageScan(msh, sep)
 	m.sep = sep
 	for i, seg := range m.segs[1:] {
 		if len(seg) > 3 && string(seg[:3]) == "MSH" && seg[3] == sep.Field {
@@ -236,9 +240,11 @@ func blank(s string) bool { return strings.TrimSpace(s) == "" }
 func (m *Message) MessageType() string { return m.Get(Path{Segment: "MSH", Field: 9}) }
 
 // ProcessingID returns MSH-11.1, the processing ID: P (production), T
-// (training) or D (debugging), HL7 table 0103.
+// (training) or D (debugging), HL7 table 0103, without the blanks a
+// fixed-width sender pads it with ("P " is P: an inbound that takes P only
+// refused it AR, which its sender does not resend).
 func (m *Message) ProcessingID() string {
-	return m.Get(Path{Segment: "MSH", Field: 11, Component: 1})
+	return strings.TrimSpace(m.Get(Path{Segment: "MSH", Field: 11, Component: 1}))
 }
 
 // Version returns the version ID, MSH-12.1 (e.g. "2.5.1"), without the
@@ -255,8 +261,13 @@ func (m *Message) AcceptAckType() string { return notNull(m.Get(Path{Segment: "M
 // empty, as in AcceptAckType.
 func (m *Message) AppAckType() string { return notNull(m.Get(Path{Segment: "MSH", Field: 16})) }
 
-// notNull returns v, or "" for HL7's explicit null, a field of "".
+// notNull returns v without surrounding blanks, or "" for HL7's explicit
+// null, a field of "". Blanks are no value: an MSH-15 of one space (a
+// fixed-width sender's padding) switched an original-mode sender to
+// enhanced mode, answered CA where it looks for AA, and an "NE " asked for
+// ACKs a sender of NE never reads.
 func notNull(v string) string {
+	v = strings.TrimSpace(v)
 	if v == `""` {
 		return ""
 	}
@@ -298,11 +309,11 @@ func (m *Message) get(p Path) []byte {
 		}
 		return field
 	}
-	v, ok := nth(field, m.sep.Repetition, rep-1)
+	v, ok := nthScan(field, m.sep.Repetition, rep-1, m.sep.scan)
 	if !ok || comp == 0 {
 		return v
 	}
-	if v, ok = nth(v, m.sep.Component, comp-1); !ok || sub == 0 {
+	if v, ok = nthScan(v, m.sep.Component, comp-1, m.sep.scan); !ok || sub == 0 {
 		return v
 	}
 	if m.sep.Subcomponent == 0 {
@@ -312,7 +323,7 @@ func (m *Message) get(p Path) []byte {
 		}
 		return v
 	}
-	v, _ = nth(v, m.sep.Subcomponent, sub-1)
+	v, _ = nthScan(v, m.sep.Subcomponent, sub-1, m.sep.scan)
 	return v
 }
 
@@ -334,7 +345,7 @@ func (m *Message) field(seg string, occurrence, n int) ([]byte, bool) {
 		// piece n-1, where other segments' field n is piece n.
 		n--
 	}
-	return nth(s, m.sep.Field, n)
+	return nthScan(s, m.sep.Field, n, m.sep.scan)
 }
 
 // segment returns the occurrence-th (1-based) segment named seg, or nil.
@@ -347,20 +358,4 @@ func (m *Message) segment(seg string, occurrence int) []byte {
 		}
 	}
 	return nil
-}
-
-// nth returns the i-th (0-based) piece of b split at sep, and whether b has
-// that many pieces.
-func nth(b []byte, sep byte, i int) ([]byte, bool) {
-	for ; i > 0; i-- {
-		j := bytes.IndexByte(b, sep)
-		if j < 0 {
-			return nil, false
-		}
-		b = b[j+1:]
-	}
-	if j := bytes.IndexByte(b, sep); j >= 0 {
-		b = b[:j]
-	}
-	return b, true
 }

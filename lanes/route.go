@@ -123,12 +123,12 @@ func laneKeyValue(m *hl7.Message, p hl7.Path) string {
 		if p.Subcomponent > 0 || sep.Subcomponent == 0 {
 			return leaf(v)
 		}
-		return joinTrimmed(strings.Split(v, string(sep.Subcomponent)), "&", leaf)
+		return joinTrimmed(sep.Split(v, sep.Subcomponent), "&", leaf)
 	}
 	if p.Component > 0 {
 		return subs(raw)
 	}
-	return joinTrimmed(strings.Split(raw, string(sep.Component)), "^", subs)
+	return joinTrimmed(sep.Split(raw, sep.Component), "^", subs)
 }
 
 // joinTrimmed joins f of each part with sep, less the empty ones at the end.

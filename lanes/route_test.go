@@ -114,6 +114,20 @@ func TestALaneKeyIgnoresWhatHL7GivesNoMeaning(t *testing.T) {
 	}
 }
 
+// A lane key of a message in BIG-5 is split where its characters end: 乞
+// (A4 5E) holds a component separator's byte. Read byte by byte, the
+// whole-field key PID-3 of a patient 乞 was cut to A4, half a character,
+// its 5E taken for an empty last component and dropped.
+func TestALaneKeyOfABig5MessageSplitsBetweenCharacters(t *testing.T) {
+	t.Parallel()
+	const msh = "MSH|^~\\&|HIS|HOSP|LAB|HOSP|20260101||ADT^A01|C1|P|2.5.1||||||BIG-5\r"
+	for _, pid := range []string{"PID|1||\xa4\x5e\r", "PID|1||\xa4\x5e  ^\r"} {
+		if got := routeOne(t, "PID-3", msh+pid); got != "lab/\xa4\x5e" {
+			t.Errorf("%q: lane %q; want lab/\\xa4\\x5e", pid, got)
+		}
+	}
+}
+
 // Routes choose destinations and lanes as DESIGN §7 and the README say:
 // every filter of a route must match (a route's filters are ANDed); a
 // destination named by several matching routes gets the message once, in

@@ -322,6 +322,36 @@ func TestALatin1MessageIsStoredWithValidText(t *testing.T) {
 	}
 }
 
+// A message in BIG-5 (MSH-18), whose sending facility 臺大醫院 ends in 院,
+// B0 7C, the second byte a field separator's, is read as BIG-5 reads it:
+// accepted (CA: its MSH-15 says AL) naming its own control id, routed by
+// its message type and laned by its patient. Split byte by byte, every
+// later MSH field moved by one: AA naming MSH-9 as the control id, and the
+// message stored unrouted, never delivered.
+func TestABig5MessageIsReadByItsCharacters(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, strings.ReplaceAll(ackConfig, "{{listen}}", addr))
+	msg := "MSH|^~\\&|HIS|\xbb\x4f\xa4\x6a\xc2\xe5\xb0\x7c|LIS|LAB|20261121090000||ADT^A01^ADT_A01|CTRLB5|P|2.5.1|||AL|NE||BIG-5\r" +
+		"PID|1||P\xb3\x5c7^^^HOSP||\xb3\x5c^\xa5\x5c\r"
+	if ack := dial(t, addr).Send(msg); ack.Code != hl7.CA || ack.ControlID != "CTRLB5" {
+		t.Fatalf("ACK %+v; want CA for CTRLB5", ack)
+	}
+	var found bool
+	for _, d := range e.Messages(t) {
+		if !bytes.Equal(d.Message.Payload, []byte(msg)) {
+			continue
+		}
+		found = true
+		// The lane key is stored as UTF-8, each byte that is not U+FFFD.
+		if d.Message.ControlID != "CTRLB5" || d.Message.Status == storage.MessageUnrouted || len(d.Queue) != 1 || d.Queue[0].Lane != "out/P\uFFFD\\7" {
+			t.Fatalf("stored control id %q, status %s, queue %+v; want CTRLB5, routed, in lane out/P\uFFFD\\7", d.Message.ControlID, d.Message.Status, d.Queue)
+		}
+	}
+	if !found {
+		t.Fatal("the message was not stored as received")
+	}
+}
+
 // A message the store refuses (kept as rejected) whose sender asked for no
 // error ACK (MSH-15 NE) is logged at ERROR as refused: the line used to say
 // it was not stored and to ask the sender to resend it, which the store

@@ -34,6 +34,10 @@ func TestAnInboundTakesItsProcessingIDOnly(t *testing.T) {
 	if ack := c.Send(withProcessingID("PROD1", "P")); ack.Code != hl7.AA {
 		t.Fatalf("a production message: %+v; want AA", ack)
 	}
+	// Padded by a fixed-width sender: still P.
+	if ack := c.Send(withProcessingID("PROD2", "P ")); ack.Code != hl7.AA {
+		t.Fatalf("a production message with MSH-11 \"P \": %+v; want AA", ack)
+	}
 	for _, id := range []string{"T", "D", ""} {
 		ack := c.Send(withProcessingID("NOTPROD"+id, id))
 		if ack.Code != hl7.AR || ack.ControlID != "NOTPROD"+id || ack.ErrorCode != "202" || !strings.Contains(ack.Text+ack.ErrorMessage, "processing_id") {
@@ -45,10 +49,10 @@ func TestAnInboundTakesItsProcessingIDOnly(t *testing.T) {
 	if ack := c.Send(enhanced); ack.Code != hl7.CR || ack.ErrorCode != "202" {
 		t.Fatalf("an enhanced-mode training message: %+v; want CR, condition 202", ack)
 	}
-	enginetest.WaitFor(t, "the five messages stored", 10*time.Second, func() bool { return len(e.Messages(t)) >= 5 })
+	enginetest.WaitFor(t, "the six messages stored", 10*time.Second, func() bool { return len(e.Messages(t)) >= 6 })
 	for _, d := range e.Messages(t) {
 		want := storage.MessageRouted
-		if d.Message.ControlID != "PROD1" {
+		if !strings.HasPrefix(d.Message.ControlID, "PROD") {
 			want = storage.MessageRejected
 		}
 		if d.Message.Status != want || (want == storage.MessageRejected && (len(d.Queue) != 0 || !strings.Contains(d.Message.Error, "MSH-11"))) {
