@@ -12,8 +12,8 @@ import (
 	"github.com/messagefoundry/mf/api"
 )
 
-// Each read of a message's content (PHI) is logged with the token that read
-// it, as a hospital's audit of PHI access asks, and the line carries no
+// Each read of a message's content (PHI) is logged with the message's id
+// and control id and the token that read it, as a hospital's audit of PHI access asks, and the line carries no
 // part of the message.
 func TestAMessageReadIsLoggedWithItsReader(t *testing.T) {
 	v := start(t, fileOutbound)
@@ -31,9 +31,9 @@ func TestAMessageReadIsLoggedWithItsReader(t *testing.T) {
 			line = l
 		}
 	}
-	want := `"message_id":1,"token":"operator-token"`
+	want := `"message_id":1,"control_id":"X0","token":"operator-token"`
 	if !strings.Contains(line, want) {
-		t.Fatalf("no access line naming the message and the token (want %s); logs:\n%s", want, logs.String())
+		t.Fatalf("no access line naming the message, its control id and the token (want %s); logs:\n%s", want, logs.String())
 	}
 	if strings.Contains(line, "PID") || strings.Contains(line, "MSH") {
 		t.Fatalf("the access line carries the message: %s", line)

@@ -95,13 +95,17 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 func (s *Server) clusterNodes(w http.ResponseWriter, r *http.Request) {
 	st := s.o.Status()
 	if !st.Clustered {
-		// A single node has no heartbeat history and leads for good: the
-		// synthetic self-entry of the reference.
+		// A single node has no heartbeat history: the synthetic self-entry
+		// of the reference. It leads as /cluster/status says, while its
+		// graph runs: said to lead while it still waited for its database,
+		// it answered a client that pins on leader_node_id otherwise than
+		// one that reads is_leader.
 		host, _ := os.Hostname()
-		writeJSON(w, http.StatusOK, ClusterNodes{
-			Nodes:        []NodeEntry{{NodeID: st.NodeID, Host: host, PID: int64(os.Getpid()), Status: storage.NodeActive, IsLeader: true}},
-			LeaderNodeID: &st.NodeID, LeaseOwner: &st.NodeID,
-		})
+		out := ClusterNodes{Nodes: []NodeEntry{{NodeID: st.NodeID, Host: host, PID: int64(os.Getpid()), Status: storage.NodeActive, IsLeader: st.Leader}}}
+		if st.Leader {
+			out.LeaderNodeID, out.LeaseOwner = &st.NodeID, &st.NodeID
+		}
+		writeJSON(w, http.StatusOK, out)
 		return
 	}
 	ctx, cancel := storeCtx(r, s.limits.storeRead)

@@ -145,6 +145,31 @@ func TestClusterStatusRole(t *testing.T) {
 	}
 }
 
+// A single node's /cluster/nodes says what its /cluster/status says: it
+// leads while its graph runs, not while it waits for its database (its
+// self-entry then leads no one, and leader_node_id is null).
+func TestSingleNodeNodesAgreeWithStatus(t *testing.T) {
+	v := start(t, fileOutbound)
+	for _, leader := range []bool{true, false} {
+		status := func() actors.Status { s := v.e.Status(); s.Clustered, s.Leader = false, leader; return s }
+		srv := httptest.NewServer(api.New(api.Options{Config: v.e.Config, Store: v.e.Store, Status: status, Log: zerolog.Nop()}).Handler())
+		st, nodes := getJSON(t, srv, "/cluster/status"), getJSON(t, srv, "/cluster/nodes")
+		srv.Close()
+		list, _ := nodes["nodes"].([]any)
+		if len(list) != 1 {
+			t.Fatalf("leader %v: /cluster/nodes %v; want the self-entry", leader, nodes)
+		}
+		self, _ := list[0].(map[string]any)
+		wantID := any(nil)
+		if leader {
+			wantID = st["node_id"]
+		}
+		if st["is_leader"] != leader || self["is_leader"] != leader || nodes["leader_node_id"] != wantID || nodes["lease_owner"] != wantID {
+			t.Errorf("leader %v: /cluster/status %v, /cluster/nodes %v; want both to say is_leader %v and leader_node_id %v", leader, st, nodes, leader, wantID)
+		}
+	}
+}
+
 // A cluster with no live leader and a lease never taken (every node just
 // started, or the database is new) answers /cluster/nodes with nulls, as
 // reference 000 does: leader_node_id, lease_owner and lease_expires_at are

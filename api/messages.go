@@ -345,7 +345,7 @@ func (s *Server) messageResend(w http.ResponseWriter, r *http.Request) {
 	out := Resent{MessageID: id, Queue: []QueueRowSummary{}}
 	for i, qid := range ids {
 		// Never the lane: its key is often a patient id.
-		s.o.Log.Info().Int64("message_id", id).Str("destination", picked[i].Destination).Int64("queue_id", qid).Str("token", who.name).
+		s.o.Log.Info().Int64("message_id", id).Str("control_id", m.ControlID).Str("destination", picked[i].Destination).Int64("queue_id", qid).Str("token", who.name).
 			Msg("operator resend: the message is queued again at the tail of its lane")
 		out.Queue = append(out.Queue, QueueRowSummary{ID: qid, Destination: picked[i].Destination})
 	}

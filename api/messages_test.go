@@ -253,8 +253,8 @@ func TestAPostWithABodyIsRefused(t *testing.T) {
 }
 
 // A delivered message is resent by an operator: a new row in the lane its
-// routes give it, delivered again, logged with the message, destination,
-// new row and token, never the lane or the payload.
+// routes give it, delivered again, logged with the message, its control
+// id, destination, new row and token, never the lane or the payload.
 func TestMessageResendDeliversAgain(t *testing.T) {
 	v := start(t, fileOutbound)
 	var logs logbuf.Buffer
@@ -297,7 +297,7 @@ func TestMessageResendDeliversAgain(t *testing.T) {
 			line = l
 		}
 	}
-	want := fmt.Sprintf(`"message_id":1,"destination":"emr","queue_id":%d,"token":"operator-token"`, r.Queue[0].ID)
+	want := fmt.Sprintf(`"message_id":1,"control_id":"R1","destination":"emr","queue_id":%d,"token":"operator-token"`, r.Queue[0].ID)
 	if !strings.Contains(line, want) || strings.Contains(line, "P1") || strings.Contains(line, "MSH") {
 		t.Fatalf("the resend's log line %q; want %s and no lane or payload", line, want)
 	}

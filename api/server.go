@@ -787,7 +787,7 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request) {
 	// An access log of patient data shown, as a hospital's audit of PHI
 	// access asks: who (the token's name), which message, from where; never
 	// what it holds.
-	s.o.Log.Info().Int64("message_id", id).Str("token", principalOf(r).name).Str("remote", r.RemoteAddr).
+	s.o.Log.Info().Int64("message_id", id).Str("control_id", d.Message.ControlID).Str("token", principalOf(r).name).Str("remote", r.RemoteAddr).
 		Msg("message read: its content (PHI) was shown")
 	m := d.Message
 	out := Message{MessageHead: messageHead(m), Payload: string(m.Payload), Queue: []QueueRow{}}

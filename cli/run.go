@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -73,6 +74,13 @@ func runCommand() *cli.Command {
 			cfg, err := loadConfig(c)
 			if err != nil {
 				return err
+			}
+			// Said at once, before the wait for the database, which has no
+			// end: the API serves from the start, and a plaintext API on the
+			// network must be told while it does.
+			warned := cfg.Warnings()
+			for _, w := range warned {
+				log.Warn().Str("config", cfg.Path).Msg(w)
 			}
 			// The engine's config once it runs: a reload may change
 			// log_payloads.
@@ -223,7 +231,9 @@ func runCommand() *cli.Command {
 			}
 			ev.Msg("mf started")
 			for _, w := range opts.Config.Warnings() {
-				log.Warn().Str("config", cfg.Path).Msg(w)
+				if !slices.Contains(warned, w) { // the file as read again by a clustered node
+					log.Warn().Str("config", cfg.Path).Msg(w)
+				}
 			}
 
 			var failed error

@@ -220,6 +220,7 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"empty api listen", "[api]\nlisten = \"\"\n", "api.listen"},
 		{"empty store backend", "[store]\nbackend = \"\"\n", "store.backend"},
 		{"empty store path", "[store]\npath = \"\"\n", "store.path"},
+		{"in-memory store", "[store]\npath = \":memory:\"\n", "store.path: \":memory:\" is SQLite's in-memory database"},
 		{"empty archive directory", "[[inbound]]\nname = \"x\"\ntype = \"file\"\ndirectory = \"in\"\narchive_directory = \"\"\n", "inbound[1].archive_directory"},
 		{"empty on_exhausted", "[[outbound]]\nname = \"x\"\ntype = \"mllp\"\naddress = \"h:1\"\non_exhausted = \"\"\n", "outbound[1].on_exhausted"},
 		{"empty node id", "[store]\nbackend = \"postgres\"\nurl = \"postgres://mf@db.internal/mf?sslmode=verify-full\"\n[cluster]\nenabled = true\nnode_id = \"\"\n", "cluster.node_id"},

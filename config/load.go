@@ -425,8 +425,12 @@ func (c *Config) Validate() error {
 	s := c.Store
 	switch s.Backend {
 	case BackendSQLite:
-		if s.Path == "" {
+		switch s.Path {
+		case "":
 			bad("store.path", "required for backend = \"sqlite\"")
+		case ":memory:":
+			// sqlite.Open's rule, here so that mf check refuses what mf run would.
+			bad("store.path", "%q is SQLite's in-memory database, which keeps nothing across a restart: give a file", s.Path)
 		}
 	case BackendPostgres, BackendSQLServer:
 		if s.URL == "" {
