@@ -291,6 +291,13 @@ func AckCondition(m *Message, code AckCode, cond Condition, reason string) []byt
 		versionN: m.Version(),
 		charset:  get(18),
 	}
+	if raw, _ := m.field("MSH", 1, 18); m.brokenTwoByte() || string(raw) != h.charset {
+		// Read byte by byte, as the message was; or an MLLP block
+		// character in it was escaped, which could make a name of it
+		// ("ISO\vIR87" became "ISO IR87") and the ACK be read otherwise
+		// than the message. Neither names a set the ACK could declare.
+		h.charset = ""
+	}
 	// MSH-11 and MSH-12 are required in every message, the ACK too: a
 	// sender whose own MSH left them empty gets those of an unparsable
 	// input's NAK, or an ACK its HL7 library may refuse to read (HAPI needs

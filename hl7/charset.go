@@ -32,20 +32,13 @@ const (
 )
 
 // charsetScan returns the scan that the character set named by an MSH-18
-// repetition needs. Names are compared without case, blanks, hyphens and
-// underscores, so that "BIG5" and "GB18030" are known too.
+// repetition needs: HL7 table 0211's names, and the spellings without the
+// table's blank or hyphen that senders write (case aside).
 func charsetScan(name string) scan {
-	n := strings.Map(func(r rune) rune {
-		switch r {
-		case ' ', '-', '_':
-			return -1
-		}
-		return r
-	}, strings.ToUpper(name))
-	switch {
-	case n == "BIG5", strings.HasPrefix(n, "GB18030"), strings.HasPrefix(n, "CNS11643"):
+	switch strings.ToUpper(strings.Trim(name, " ")) {
+	case "BIG-5", "BIG5", "GB 18030-2000", "GB18030-2000", "GB 18030", "GB18030", "CNS 11643-1992", "CNS11643-1992":
 		return scanLeadByte
-	case n == "ISOIR87", n == "ISOIR159":
+	case "ISO IR87", "ISO-IR87", "ISO IR159", "ISO-IR159":
 		return scanISO2022
 	}
 	return scanBytes
@@ -77,21 +70,14 @@ func msh18Scan(msh []byte, sep Separators) scan {
 	}
 }
 
-// messageScan is the scan of a message whose MSH segment is msh. MSH-18
-// comes after fields that may hold text in the set it names (MSH-4, the
-// sending facility, often does): read byte by byte, such text can move it,
-// so when that finds no set that needs more, it is read again as each
-// other scan would read it, where the segment holds bytes that scan
-// treats otherwise. A set found only so is the one the message declares.
+// messageScan is the scan of a message whose MSH segment is msh: the one
+// that, reading MSH, finds in MSH-18 a set that needs it. MSH-18 comes
+// after fields that may hold text in that set (MSH-4, the sending facility,
+// often does), which only the set's own scan reads right. A message that
+// reads otherwise under each (MSH-18 names BIG-5, but a byte before it is
+// no BIG-5) is read byte by byte, as a message of any other set.
 func messageScan(msh []byte, sep Separators) scan {
-	sep.scan = scanBytes
-	if s := msh18Scan(msh, sep); s != scanBytes {
-		return s
-	}
 	for _, s := range []scan{scanLeadByte, scanISO2022} {
-		if !s.matters(msh) {
-			continue
-		}
 		sep.scan = s
 		if msh18Scan(msh, sep) == s {
 			return s
@@ -100,18 +86,20 @@ func messageScan(msh []byte, sep Separators) scan {
 	return scanBytes
 }
 
-// matters reports whether s finds delimiters in b other than scanBytes
-// does: b holds a byte s reads otherwise.
-func (s scan) matters(b []byte) bool {
-	switch s {
-	case scanLeadByte:
-		for _, c := range b {
-			if c >= 0x81 && c != 0xFF {
-				return true
-			}
+// brokenTwoByte reports whether m is read byte by byte although MSH-18,
+// read so, names a set that needs another scan: a lead byte comes before a
+// delimiter in MSH, which that set's scan reads otherwise (messageScan).
+// Its ACK must not declare that set: it would copy such a byte (the control
+// id, MSH-3 to 6) and be read as the set, another way than the message was.
+func (m *Message) brokenTwoByte() bool {
+	if m.sep.scan != scanBytes {
+		return false
+	}
+	f, _ := m.field("MSH", 1, 18)
+	for _, name := range bytes.Split(f, []byte{m.sep.Repetition}) {
+		if charsetScan(string(name)) != scanBytes {
+			return true
 		}
-	case scanISO2022:
-		return bytes.IndexByte(b, 0x1B) >= 0
 	}
 	return false
 }

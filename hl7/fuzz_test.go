@@ -136,6 +136,10 @@ func FuzzParse(f *testing.F) {
 		"", "MSH", "MSH|", "MSH|^~\\&", "MSH|^~\\&#|", "MSH#$*@%#A$B", "MSH|^^\\&|", "PID|1",
 		"MSH|^~\\&|A|B|C|D|||ADT^A01|1|P|2.3\rPID|1||a~b^c&d\r", "MSH|^~\\&|||||||||2.4|||AL\r",
 		"MSH+^~\\&+A+B+C+D+++ADT^A04+1+P+2.5\r", "MSH-^~\\&-A-B-C-D---ADT^A04-1-P-2.5\r",
+		// Two-byte sets whose second bytes can be delimiters' (charset.go).
+		"MSH|^~\\&|A|\xb0\x7c|C|D|||ADT^A01|\xb3\x5c1|P|2.5|||AL|NE||BIG-5\rPID|1||\xa4\x5e^b\r",
+		"MSH|^~\\&|A|\x81\x7c|C|D|||ADT^A01|1\x95\x32\x82\x36|P|2.5||||||GB 18030-2000\r",
+		"MSH|^~\\&|A|\x1b$BF|\x1b(B|C|D|||ADT^A01|\x1b$BF|K\\\x1b(B|P|2.5||||||~ISO IR87\rPID|1||\x1b$BF|\r",
 	} {
 		f.Add([]byte(s))
 	}
@@ -167,7 +171,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Get(%v) = %q spans segments", p, v)
 			}
 		}
-		if v := m.ControlID(); strings.IndexByte(v, sep.Field) >= 0 {
+		if v := m.ControlID(); indexScan(v, sep.Field, sep.scan) >= 0 {
 			t.Fatalf("ControlID %q holds a field separator", v)
 		}
 		// A message without a control ID (MSH-10 empty, only blanks, or
