@@ -96,6 +96,9 @@ func (m *Message) brokenTwoByte() bool {
 		return false
 	}
 	f, _ := m.field("MSH", 1, 18)
+	if len(f) == 0 {
+		return false
+	}
 	for _, name := range bytes.Split(f, []byte{m.sep.Repetition}) {
 		if charsetScan(string(name)) != scanBytes {
 			return true

@@ -381,3 +381,23 @@ func TestASecondMSHIsASecondMessage(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParseAndRoute is the parsing work of an ingest: Parse, then the
+// fields a route and the ACK read (go test -bench ParseAndRoute ./hl7/).
+func BenchmarkParseAndRoute(b *testing.B) {
+	raw, err := os.ReadFile("testdata/adt_a01.hl7")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		m, err := Parse(raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = m.ControlID()
+		_ = m.Get(Path{Segment: "MSH", Field: 9, Component: 1})
+		_ = m.Get(Path{Segment: "PID", Field: 3, Component: 1})
+		_ = Ack(m, AA, "")
+	}
+}
