@@ -3,13 +3,14 @@ package hl7
 import (
 	"bytes"
 	"strings"
+	"unicode/utf8"
 )
 
 // scan is how a message's bytes are searched for its delimiters, by the
 // character set MSH-18 declares. In most character sets HL7 allows (ASCII,
-// the ISO 8859 family, UTF-8, EUC-KR's KS X 1001) no byte of a multi-byte
-// character is an ASCII byte, so a delimiter is any byte equal to it. In
-// three of them a character's second byte can be one:
+// the ISO 8859 family, UTF-8, EUC-KR's KS X 1001, CNS 11643 as EUC-TW) no
+// byte of a multi-byte character is an ASCII byte, so a delimiter is any
+// byte equal to it. In a few a character's second byte can be one:
 //
 //   - BIG-5 and GB 18030-2000: a lead byte 0x81 to 0xFE is followed by a
 //     byte 0x40 to 0xFE, which can be | (0x7C), \ (0x5C), ^ (0x5E) or ~
@@ -18,17 +19,26 @@ import (
 //     facility of 臺大醫院 in MSH-4 moved every later MSH field by one: the
 //     ACK named MSH-9 as the control id, MSH-15's AL went unread, and the
 //     route's filter saw no message type (the message was stored unrouted).
+//     A message that is valid UTF-8 holds no such pair (a byte 0x80 or more
+//     followed by an ASCII byte is not UTF-8): it is read byte by byte,
+//     which reads UTF-8 text under a BIG-5 label right and BIG-5 text the
+//     same as its own scan would.
 //   - ISO IR87 and ISO IR159 (JIS X 0208 and 0212, switched to by ISO 2022
-//     escape sequences, as HL7 and JAHIS use them): between ESC $ B (or
-//     ESC $ @, ESC $ ( D) and the ESC ( B that returns to ASCII, bytes come
-//     in pairs of 0x21 to 0x7E: 日 is 46 7C. HL7 requires the delimiters in
-//     the single-byte set, so no byte between is one.
+//     escape sequences written as raw ESC bytes, as JAHIS and SS-MIX2 do,
+//     MSH-20 "ISO 2022-1994"): after a G0 designation of a set other than
+//     ASCII (ESC $ B, ESC $ @, ESC $ ( D, or ESC ( I for JIS X 0201
+//     katakana) and until ESC ( B (or ESC ( J) returns to ASCII, bytes are
+//     0x21 to 0x7E characters of that set: 日 is 46 7C. HL7 requires the
+//     delimiters in the single-byte set, so no byte between is one. Other
+//     escapes (G1 to G3 designations, single shifts) leave the ASCII bytes
+//     as they are. HL7's own switch escapes (\M2442\ ... \C2842\, MSH-20
+//     "2.3") are not followed.
 type scan uint8
 
 const (
 	scanBytes    scan = iota // every byte is a character, as far as delimiters go
-	scanLeadByte             // BIG-5, GB 18030, CNS 11643: a byte of 0x81 to 0xFE takes the next with it
-	scanISO2022              // ISO IR87, ISO IR159: nothing between a switch away from ASCII and the switch back
+	scanLeadByte             // BIG-5, GB 18030: a byte of 0x81 to 0xFE takes the next with it
+	scanISO2022              // ISO IR87, ISO IR159: nothing between a G0 switch away from ASCII and the switch back
 )
 
 // charsetScan returns the scan that the character set named by an MSH-18
@@ -36,7 +46,7 @@ const (
 // table's blank or hyphen that senders write (case aside).
 func charsetScan(name string) scan {
 	switch strings.ToUpper(strings.Trim(name, " ")) {
-	case "BIG-5", "BIG5", "GB 18030-2000", "GB18030-2000", "GB 18030", "GB18030", "CNS 11643-1992", "CNS11643-1992":
+	case "BIG-5", "BIG5", "GB 18030-2000", "GB18030-2000", "GB 18030", "GB18030":
 		return scanLeadByte
 	case "ISO IR87", "ISO-IR87", "ISO IR159", "ISO-IR159":
 		return scanISO2022
@@ -76,10 +86,13 @@ func msh18Scan(msh []byte, sep Separators) scan {
 // often does), which only the set's own scan reads right. A message that
 // reads otherwise under each (MSH-18 names BIG-5, but a byte before it is
 // no BIG-5) is read byte by byte, as a message of any other set.
-func messageScan(msh []byte, sep Separators) scan {
+func messageScan(raw, msh []byte, sep Separators) scan {
 	for _, s := range []scan{scanLeadByte, scanISO2022} {
 		sep.scan = s
 		if msh18Scan(msh, sep) == s {
+			if s == scanLeadByte && utf8.Valid(raw) {
+				return scanBytes // no lead byte is followed by an ASCII byte (see scan)
+			}
 			return s
 		}
 	}
@@ -87,10 +100,12 @@ func messageScan(msh []byte, sep Separators) scan {
 }
 
 // brokenTwoByte reports whether m is read byte by byte although MSH-18,
-// read so, names a set that needs another scan: a lead byte comes before a
-// delimiter in MSH, which that set's scan reads otherwise (messageScan).
-// Its ACK must not declare that set: it would copy such a byte (the control
-// id, MSH-3 to 6) and be read as the set, another way than the message was.
+// read so, names a set that needs another scan, and not because m is valid
+// UTF-8 (which its ACK is too, and is read byte by byte as well): that
+// set's scan reads MSH otherwise (a lead byte before a delimiter, an
+// unended switch to a two-byte set; messageScan). Its ACK must not declare
+// that set: it would copy such bytes (the control id, MSH-3 to 6) and be
+// read as the set, another way than the message was.
 func (m *Message) brokenTwoByte() bool {
 	if m.sep.scan != scanBytes {
 		return false
@@ -100,7 +115,12 @@ func (m *Message) brokenTwoByte() bool {
 		return false
 	}
 	for _, name := range bytes.Split(f, []byte{m.sep.Repetition}) {
-		if charsetScan(string(name)) != scanBytes {
+		switch charsetScan(string(name)) {
+		case scanLeadByte:
+			if !utf8.Valid(m.raw) {
+				return true
+			}
+		case scanISO2022:
 			return true
 		}
 	}
@@ -133,13 +153,15 @@ func indexScan[T string | []byte](b T, c byte, s scan) int {
 				for j < len(b) && b[j] >= 0x20 && b[j] <= 0x2F {
 					j++
 				}
-				if j < len(b) {
-					// ESC ( B is ASCII, ESC ( J JIS X 0201 Roman (ASCII
-					// but for ¥ and ‾, not delimiters HL7 would use).
-					seq := string(b[i+1 : j+1])
-					ascii = seq == "(B" || seq == "(J"
+				// A final byte is 0x30 to 0x7E, and no byte of the
+				// sequence is c: an ESC before a delimiter (an ESC and a
+				// block character the ACK made a blank, or a delimiter
+				// in the intermediate bytes' range, & or !) must not hide
+				// it. Else the ESC is a byte like any other.
+				if j < len(b) && b[j] >= 0x30 && b[j] <= 0x7E && !holds(b[i+1:j+1], c) {
+					ascii = g0ASCII(b[i+1:j+1], ascii)
+					i = j
 				}
-				i = j
 			case ascii && x == c:
 				return i
 			}
@@ -152,6 +174,32 @@ func indexScan[T string | []byte](b T, c byte, s scan) int {
 	default:
 		return bytes.IndexByte(v.([]byte), c)
 	}
+}
+
+// holds reports whether b holds the byte c.
+func holds[T string | []byte](b T, c byte) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] == c {
+			return true
+		}
+	}
+	return false
+}
+
+// g0ASCII returns whether ASCII bytes are ASCII after the ISO 2022 escape
+// sequence ESC seq (its intermediate bytes and final byte), given whether
+// they were before. Only a designation into G0 changes it: ESC ( B (ASCII)
+// and ESC ( J (JIS X 0201 Roman: ASCII but for ¥ and ‾, no delimiters HL7
+// would use) return to ASCII; ESC ( F of another set (ESC ( I, katakana at
+// 0x21 to 0x5F) and a two-byte set, ESC $ F or ESC $ ( F, leave it.
+func g0ASCII[T string | []byte](seq T, was bool) bool {
+	switch {
+	case len(seq) == 2 && seq[0] == '(':
+		return seq[1] == 'B' || seq[1] == 'J'
+	case len(seq) == 2 && seq[0] == '$', len(seq) == 3 && seq[0] == '$' && seq[1] == '(':
+		return false
+	}
+	return was
 }
 
 // nthScan returns the i-th (0-based) piece of b split at sep, as s reads

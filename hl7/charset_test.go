@@ -81,3 +81,44 @@ func TestSingleByteSetsAreReadByteByByte(t *testing.T) {
 		}
 	}
 }
+
+// Read as the review of the scan found them misread: escapes that are no
+// switch of G0 leave the ASCII bytes ASCII (a G1 designation of JIS X 0201
+// katakana, ESC ) I, with its bytes above 0x80, as DICOM writes them), a
+// switch of G0 to katakana (ESC ( I, 0x21 to 0x5F, where ^ is a katakana)
+// lasts until ESC ( B, UTF-8 under a BIG-5 label is read as UTF-8 (E9 99
+// A2 is 院, A2 no lead byte), and CNS 11643 is read byte by byte (its EUC-TW
+// bytes are all above 0x80; some senders mean Thai by it).
+func TestSwitchesAndLabelsThatAreNoTwoByteText(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, charset, pid5 string
+		family, given       string
+	}{
+		{"G1 katakana", "~ISO IR87", "\x1b)I\xd4\xcf^\xc0\xdb", "\x1b)I\xd4\xcf", "\xc0\xdb"},
+		{"G0 katakana", "~ISO IR87", "\x1b(I\x54\x5e\x1b(B^TARO", "\x1b(I\x54\x5e\x1b(B", "TARO"},
+		{"UTF-8 labelled BIG-5", "BIG-5", "\xe9\x99\xa2^TARO", "\xe9\x99\xa2", "TARO"},
+		{"UTF-8 labelled GB 18030", "GB 18030-2000", "\xe9\x99\xa2^TARO", "\xe9\x99\xa2", "TARO"},
+		{"CNS 11643", "CNS 11643-1992", "\xca\xc1\xb7\xc3^\xa1", "\xca\xc1\xb7\xc3", "\xa1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			raw := "MSH|^~\\&|HIS|HOSP|LIS|LAB|20261121090000||ADT^A01|CTRL3|P|2.5.1||||||" + tt.charset +
+				"\rPID|1||P77||" + tt.pid5 + "||19700101|F\r"
+			m := mustParse(t, []byte(raw))
+			if got := m.Get(Path{Segment: "PID", Field: 5, Component: 1}); got != tt.family {
+				t.Errorf("PID-5.1 %q; want %q", got, tt.family)
+			}
+			if got := m.Get(Path{Segment: "PID", Field: 5, Component: 2}); got != tt.given {
+				t.Errorf("PID-5.2 %q; want %q", got, tt.given)
+			}
+			if got := m.Get(Path{Segment: "PID", Field: 7}); got != "19700101" {
+				t.Errorf("PID-7 %q; want 19700101", got)
+			}
+			ack := mustParse(t, Ack(m, AA, ""))
+			if got, _ := ack.field("MSH", 1, 18); string(got) != tt.charset {
+				t.Errorf("the ACK's MSH-18 %q; want %q", got, tt.charset)
+			}
+		})
+	}
+}
