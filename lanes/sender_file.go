@@ -144,6 +144,12 @@ func (s *fileSender) Send(ctx context.Context, m Outgoing) error {
 // write puts m's payload in place as final (or final's next free name, see
 // place), unless ctx ends before the rename.
 func (s *fileSender) write(ctx context.Context, final string, m Outgoing) (err error) {
+	// Send may have given up while this waited for the sweep (a hung file
+	// system): a write started now would only write the payload, sync it
+	// and remove it again.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	dir, err := s.directory()
 	if err != nil {
 		return err
@@ -255,7 +261,7 @@ func (s *fileSender) directory() (os.FileInfo, error) {
 	case errors.Is(err, fs.ErrNotExist) && !s.create:
 		return nil, fmt.Errorf("directory %s does not exist and create_directory = false (is its share mounted?)", s.dir)
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(s.dir, fileSenderDirMode); err != nil {
+		if err := s.makeDirectory(); err != nil {
 			return nil, err
 		}
 		fi, err = os.Stat(s.dir)
@@ -289,13 +295,46 @@ func (s *fileSender) sweep() bool {
 	return true
 }
 
-// syncDir makes a rename in the directory durable. Windows cannot sync a
-// directory (and does not need to).
-func (s *fileSender) syncDir() error {
+// makeDirectory makes s.dir and the directories above it that are missing,
+// and syncs the parent of each it made: a directory's entry is durable only
+// once its parent is synced, and the rename's sync of s.dir alone (syncDir)
+// left a power cut free to take the new directories, and the files counted
+// delivered in them, on a file system that does not commit a parent's entry
+// with its child's.
+func (s *fileSender) makeDirectory() error {
+	var made []string // the missing ones, deepest first
+	for d := s.dir; ; {
+		if _, err := os.Stat(d); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		made = append(made, d)
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	if err := os.MkdirAll(s.dir, fileSenderDirMode); err != nil {
+		return err
+	}
+	for _, d := range made {
+		if err := s.syncPath(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncDir makes a rename in the directory durable.
+func (s *fileSender) syncDir() error { return s.syncPath(s.dir) }
+
+// syncPath syncs the directory dir. Windows cannot sync a directory (and
+// does not need to).
+func (s *fileSender) syncPath(dir string) error {
 	if runtime.GOOS == "windows" {
 		return nil
 	}
-	d, err := os.Open(s.dir)
+	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
@@ -304,7 +343,7 @@ func (s *fileSender) syncDir() error {
 	// message is in place already, and a send reported failed would put it
 	// there again at every retry, each time for the partner to pick up.
 	if err := s.syncFile(d); err != nil && !cannotSyncDir(err) {
-		return fmt.Errorf("syncing directory %s: %w", s.dir, err)
+		return fmt.Errorf("syncing directory %s: %w", dir, err)
 	}
 	return nil
 }

@@ -241,6 +241,35 @@ func TestFileSenderGivesUpOnAHungFileSystemInTime(t *testing.T) {
 	waitFor(t, "the abandoned write to clean up", func() bool { return len(listDir(t, dir)) == 0 })
 }
 
+// The directories a send makes (create_directory) are synced into their
+// parents, as the rename is into its directory: only the last directory
+// was, and a power cut could take the new ones, with the files counted
+// delivered in them.
+func TestFileSenderSyncsTheDirectoriesItMakes(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir := filepath.Join(root, "out", "lab")
+	s := newTestFileSender(t, dir).(*fileSender)
+	var mu sync.Mutex
+	synced := map[string]bool{}
+	s.syncFile = func(f *os.File) error {
+		mu.Lock()
+		synced[f.Name()] = true
+		mu.Unlock()
+		return f.Sync()
+	}
+	if err := s.Send(t.Context(), testMessage("MSG1")); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, d := range []string{root, filepath.Join(root, "out"), dir} {
+		if !synced[d] {
+			t.Errorf("%s was not synced (synced: %v)", d, synced)
+		}
+	}
+}
+
 // A share's directory that is not there (the share not mounted) must not be
 // created on the local disk with create_directory = false: the messages
 // written there would reach nobody, each counted as delivered.
