@@ -555,9 +555,23 @@ var ErrNotAck = errors.New("hl7: not an acknowledgment")
 // message): any message with an MSH and an MSA segment whose MSA-1 is an
 // acknowledgment code. Parse's errors are returned as they are.
 func ParseAck(b []byte) (Acknowledgment, error) {
+	return ParseAckTo(b, nil)
+}
+
+// ParseAckTo is ParseAck for the reply to sent (nil: none known): a reply
+// that declares no character set (MSH-18 empty) is read in sent's, whose
+// control id it echoes byte for byte. Read byte by byte, the reply to a
+// BIG-5 message whose control id ends in 院 (B0 7C) named B0 alone, never
+// the message, which was then sent again for ever.
+func ParseAckTo(b []byte, sent *Message) (Acknowledgment, error) {
 	m, err := Parse(b)
 	if err != nil {
 		return Acknowledgment{}, err
+	}
+	if sent != nil && m.sep.scan == scanBytes && sent.sep.scan != scanBytes {
+		if f, _ := m.field("MSH", 1, 18); len(bytes.TrimSpace(f)) == 0 {
+			m.sep.scan = sent.sep.scan
+		}
 	}
 	if m.segment("MSA", 1) == nil {
 		return Acknowledgment{}, fmt.Errorf("%w: no MSA segment", ErrNotAck)

@@ -3,7 +3,6 @@ package hl7
 import (
 	"bytes"
 	"strings"
-	"unicode/utf8"
 )
 
 // scan is how a message's bytes are searched for its delimiters, by the
@@ -19,10 +18,10 @@ import (
 //     facility of 臺大醫院 in MSH-4 moved every later MSH field by one: the
 //     ACK named MSH-9 as the control id, MSH-15's AL went unread, and the
 //     route's filter saw no message type (the message was stored unrouted).
-//     A message that is valid UTF-8 holds no such pair (a byte 0x80 or more
-//     followed by an ASCII byte is not UTF-8): it is read byte by byte,
-//     which reads UTF-8 text under a BIG-5 label right and BIG-5 text the
-//     same as its own scan would.
+//     The label is taken at its word: UTF-8 text under it is read as the
+//     set (E9 99 A2 5E is two BIG-5 characters, not 院 and ^), since the
+//     bytes cannot tell the two apart (BIG-5's 憿乞, E9 A1 A4 5E, is also
+//     valid UTF-8, for 顤 and ^). A UTF-8 sender declares UNICODE UTF-8.
 //   - ISO IR87 and ISO IR159 (JIS X 0208 and 0212, switched to by ISO 2022
 //     escape sequences written as raw ESC bytes, as JAHIS and SS-MIX2 do,
 //     MSH-20 "ISO 2022-1994"): after a G0 designation of a set other than
@@ -86,13 +85,10 @@ func msh18Scan(msh []byte, sep Separators) scan {
 // often does), which only the set's own scan reads right. A message that
 // reads otherwise under each (MSH-18 names BIG-5, but a byte before it is
 // no BIG-5) is read byte by byte, as a message of any other set.
-func messageScan(raw, msh []byte, sep Separators) scan {
+func messageScan(msh []byte, sep Separators) scan {
 	for _, s := range []scan{scanLeadByte, scanISO2022} {
 		sep.scan = s
 		if msh18Scan(msh, sep) == s {
-			if s == scanLeadByte && utf8.Valid(raw) {
-				return scanBytes // no lead byte is followed by an ASCII byte (see scan)
-			}
 			return s
 		}
 	}
@@ -100,10 +96,9 @@ func messageScan(raw, msh []byte, sep Separators) scan {
 }
 
 // brokenTwoByte reports whether m is read byte by byte although MSH-18,
-// read so, names a set that needs another scan, and not because m is valid
-// UTF-8 (which its ACK is too, and is read byte by byte as well): that
-// set's scan reads MSH otherwise (a lead byte before a delimiter, an
-// unended switch to a two-byte set; messageScan). Its ACK must not declare
+// read so, names a set that needs another scan: that set's scan reads MSH
+// otherwise (a lead byte before a delimiter, an unended switch to a
+// two-byte set; messageScan). Its ACK must not declare
 // that set: it would copy such bytes (the control id, MSH-3 to 6) and be
 // read as the set, another way than the message was.
 func (m *Message) brokenTwoByte() bool {
@@ -115,12 +110,7 @@ func (m *Message) brokenTwoByte() bool {
 		return false
 	}
 	for _, name := range bytes.Split(f, []byte{m.sep.Repetition}) {
-		switch charsetScan(string(name)) {
-		case scanLeadByte:
-			if !utf8.Valid(m.raw) {
-				return true
-			}
-		case scanISO2022:
+		if charsetScan(string(name)) != scanBytes {
 			return true
 		}
 	}
@@ -189,8 +179,9 @@ func holds[T string | []byte](b T, c byte) bool {
 // g0ASCII returns whether ASCII bytes are ASCII after the ISO 2022 escape
 // sequence ESC seq (its intermediate bytes and final byte), given whether
 // they were before. Only a designation into G0 changes it: ESC ( B (ASCII)
-// and ESC ( J (JIS X 0201 Roman: ASCII but for ¥ and ‾, no delimiters HL7
-// would use) return to ASCII; ESC ( F of another set (ESC ( I, katakana at
+// and ESC ( J (JIS X 0201 Roman, which puts ¥ and ‾ at 0x5C and 0x7E, the
+// bytes of HL7's usual escape and repetition characters: its senders mean
+// ASCII by it, and those bytes are read as delimiters) return to ASCII; ESC ( F of another set (ESC ( I, katakana at
 // 0x21 to 0x5F) and a two-byte set, ESC $ F or ESC $ ( F, leave it.
 func g0ASCII[T string | []byte](seq T, was bool) bool {
 	switch {

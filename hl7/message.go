@@ -116,7 +116,7 @@ func Parse(b []byte) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	sep.scan = messageScan(b, msh, sep)
+	sep.scan = messageScan(msh, sep)
 	m.sep = sep
 	for i, seg := range m.segs[1:] {
 		if len(seg) > 3 && string(seg[:3]) == "MSH" && seg[3] == sep.Field {

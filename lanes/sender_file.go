@@ -63,6 +63,10 @@ type fileSender struct {
 	swept     bool // a sweep has listed the directory
 	mu        sync.Mutex
 	home      os.FileInfo // the directory first written to; nil before
+	// unsynced are directories that made ones were created in and whose
+	// sync has not yet worked (makeDirectory): tried again at each send
+	// until it does, since the directory is there by then.
+	unsynced []string
 	// syncFile is (*os.File).Sync, of the temporary file and of the
 	// directory; a test makes it hang as a dead file server does.
 	syncFile func(*os.File) error
@@ -266,6 +270,9 @@ func (s *fileSender) directory() (os.FileInfo, error) {
 		}
 		fi, err = os.Stat(s.dir)
 	}
+	if err == nil {
+		err = s.syncMade()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -317,10 +324,27 @@ func (s *fileSender) makeDirectory() error {
 	if err := os.MkdirAll(s.dir, fileSenderDirMode); err != nil {
 		return err
 	}
+	s.mu.Lock()
 	for _, d := range made {
-		if err := s.syncPath(filepath.Dir(d)); err != nil {
+		s.unsynced = append(s.unsynced, filepath.Dir(d))
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// syncMade syncs the directories that directories were made in
+// (makeDirectory), deepest first, and forgets each once synced. A parent
+// this process cannot open (write and search only) cannot be synced by it
+// and is forgotten: a failed send at each retry would not change that.
+func (s *fileSender) syncMade() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.unsynced) > 0 {
+		err := s.syncPath(s.unsynced[0])
+		if err != nil && !errors.Is(err, fs.ErrPermission) {
 			return err
 		}
+		s.unsynced = s.unsynced[1:]
 	}
 	return nil
 }

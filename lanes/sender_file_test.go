@@ -270,6 +270,41 @@ func TestFileSenderSyncsTheDirectoriesItMakes(t *testing.T) {
 	}
 }
 
+// A sync of a made directory's parent that fails is tried again at the
+// next send: the directory is there by then, and was never made again, so
+// its parent went unsynced while the files in it counted delivered.
+func TestFileSenderSyncsAMadeDirectorysParentAfterAFailure(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir := filepath.Join(root, "lab")
+	s := newTestFileSender(t, dir).(*fileSender)
+	var mu sync.Mutex
+	failed, rootSynced := false, false
+	s.syncFile = func(f *os.File) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if f.Name() == root {
+			if !failed {
+				failed = true
+				return syscall.EIO
+			}
+			rootSynced = true
+		}
+		return f.Sync()
+	}
+	if err := s.Send(t.Context(), testMessage("MSG1")); err == nil {
+		t.Fatal("a send whose directory's parent could not be synced succeeded")
+	}
+	if err := s.Send(t.Context(), testMessage("MSG1")); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !rootSynced {
+		t.Errorf("%s, which lab was made in, was never synced after its first sync failed", root)
+	}
+}
+
 // A share's directory that is not there (the share not mounted) must not be
 // created on the local disk with create_directory = false: the messages
 // written there would reach nobody, each counted as delivered.

@@ -206,6 +206,10 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 		return permanentError(err, "mllp %s: queue id %d cannot be sent over MLLP", s.name, m.QueueID)
 	}
 	msg, perr := hl7.Parse(m.Payload)
+	var sent *hl7.Message // read with its character set, as its ACK is
+	if perr == nil {
+		sent = msg
+	}
 	want := m.ControlID
 	if want == "" || strings.ContainsRune(want, utf8.RuneError) {
 		// None stored, or stored as valid UTF-8 (storage.ValidText): the
@@ -362,7 +366,7 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 				// counts for nothing, nor does a reply out of step; a
 				// refusal, or an error for this control ID, is the
 				// receiver's word on it.
-				if j := s.judge(early.payload, want, m.QueueID, carried); j != nil && (j.Permanent || !j.closeConn) {
+				if j := s.judge(early.payload, sent, want, m.QueueID, carried); j != nil && (j.Permanent || !j.closeConn) {
 					j.Err = early.writeErr
 					return j.DeliveryError
 				}
@@ -393,7 +397,7 @@ func (s *mllpSender) Send(ctx context.Context, m Outgoing) error {
 		if unawaited != nil {
 			return nil // written whole: delivered (see mllpSender)
 		}
-		derr := s.judge(reply, want, m.QueueID, c.unawaited.carried())
+		derr := s.judge(reply, sent, want, m.QueueID, c.unawaited.carried())
 		if derr != nil && derr.closeConn {
 			c.close()
 			c = nil
@@ -414,8 +418,8 @@ type judgement struct {
 // judge reads the receiver's reply to the message with control ID want;
 // carried says whether its connection carried messages sent without
 // waiting for their ACK (see unawaitedSends).
-func (s *mllpSender) judge(reply []byte, want string, queueID int64, carried bool) *judgement {
-	ack, err := hl7.ParseAck(reply)
+func (s *mllpSender) judge(reply []byte, sent *hl7.Message, want string, queueID int64, carried bool) *judgement {
+	ack, err := hl7.ParseAckTo(reply, sent)
 	if err != nil {
 		return &judgement{retryableError(err, "mllp %s: unreadable reply to control id %q (queue id %d); connection closed", s.name, want, queueID), true}
 	}

@@ -1237,7 +1237,7 @@ func TestMLLPJudgeQuotesAShortenedReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := s.judge(hl7.Ack(m, hl7.AE, strings.Repeat("é", 300)), "MSG1", 42, false)
+	j := s.judge(hl7.Ack(m, hl7.AE, strings.Repeat("é", 300)), m, "MSG1", 42, false)
 	if j == nil || j.closeConn || j.Permanent {
 		t.Fatalf("judgement %+v", j)
 	}
@@ -1245,8 +1245,25 @@ func TestMLLPJudgeQuotesAShortenedReason(t *testing.T) {
 	if !strings.HasSuffix(msg, "...") || !utf8.ValidString(msg) || len(msg) > 300 {
 		t.Errorf("reason %q: want the receiver's text cut to about %d bytes, between characters", msg, mllpReasonMax)
 	}
-	if j := s.judge(hl7.Ack(m, hl7.AA, ""), "MSG1", 42, false); j != nil {
+	if j := s.judge(hl7.Ack(m, hl7.AA, ""), m, "MSG1", 42, false); j != nil {
 		t.Errorf("AA judged %v", j)
+	}
+}
+
+func TestMLLPJudgeReadsAnAckInItsMessagesCharacterSet(t *testing.T) {
+	t.Parallel()
+	s := &mllpSender{name: "lab"}
+	// A BIG-5 message whose control id ends in 院 (B0 7C), answered by a
+	// receiver whose ACK declares no character set: its MSA-2 echoes the
+	// bytes, read as the message's set. Read byte by byte it named B0
+	// alone, and the message was sent again at every retry, for ever.
+	big5, err := hl7.Parse([]byte("MSH|^~\\&|A|B|C|D|20260101||ADT^A01|\xb0\x7c1|P|2.5||||||BIG-5\rPID|1||P1\r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack := []byte("MSH|^~\\&|C|D|A|B|20260101||ACK^A01|X1|P|2.5\rMSA|AA|\xb0\x7c1\r")
+	if j := s.judge(ack, big5, big5.ControlID(), 43, false); j != nil {
+		t.Errorf("the AA to a BIG-5 control id, its ACK without MSH-18, judged %v", j)
 	}
 }
 
