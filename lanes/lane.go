@@ -178,7 +178,10 @@ type laneActor struct {
 	// since a newly stored row queues behind the head. A Wake for a new row
 	// is then not looked into: with a destination down, every message
 	// stored used to cost a claim that found nothing. A Wake from a rescan
-	// that found the head claimable (an operator's retry) still is.
+	// that found the head claimable (an operator's retry) still is; so is
+	// one for a head given back after a send that wrote nothing, which the
+	// give-back leaves claimable: a full listing (every 30 s) claims it
+	// again before its timer, one claim and give-back a listing.
 	parked bool
 	// backoffUntil is when the head, backing off (parked), is due again:
 	// what the lane's offer to yield its place says (yield).

@@ -708,11 +708,17 @@ func TestALaneWhoseSendWroteNothingIsNotClaimedAgainByAWake(t *testing.T) {
 		r := f.row(t, 0)
 		return f.store.claims.Load() == 1 && r.Status == storage.QueuePending && r.LastError != ""
 	})
-	claims := f.store.claims.Load()
+	// The failed send's own offer of the lane's place, which no lane
+	// waiting for one takes, comes first: counted, it is not taken below
+	// for the Wake's answer.
+	waitUntil(t, "the lane's offer of its place after the failed send", 20*time.Second, func() bool { return f.inspect(t).declined == 1 })
+	claims, idles := f.store.claims.Load(), f.inspect(t).idles
 	f.ingest(t, 1)
 	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[1]}})
-	// The Wake's answer, once the lane has handled it: its offer to yield.
-	waitUntil(t, "the lane's offer of its place", 20*time.Second, func() bool { return f.inspect(t).declined == 1 })
+	// The Wake's answer, once the lane has handled it to its end (a claim
+	// it made, and the give-back of a send that failed, come before): its
+	// offer to yield, an idle of the Wake's count.
+	waitUntil(t, "the lane's offer of its place after the Wake", 20*time.Second, func() bool { return f.inspect(t).idles > idles })
 	if n := f.store.claims.Load(); n != claims {
 		t.Fatalf("%d claims for a row stored behind a head that could not be sent; want none before the head's timer", n-claims)
 	}

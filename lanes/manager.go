@@ -231,6 +231,9 @@ type Manager struct {
 	confirm bool
 	// rescans counts the rescans' answers taken (inspect reports it).
 	rescans int
+	// idles counts the idles of live lane actors taken (inspect reports
+	// it: a test knows by it that a lane has handled a Wake to its end).
+	idles int
 	// floors keeps the floor of each lane whose actor was stopped, for the
 	// lane's next actor (storage.QueueClaimNextParams.From), in two
 	// generations so that it stays bounded: forgetting a floor is always
@@ -563,6 +566,7 @@ func (m *Manager) Receive(ctx actor.Context) {
 		}
 	case idle:
 		if ref, ok := m.lanes[msg.lane]; ok && ref.wakes == msg.wakes && ref.pid.Equal(msg.from) {
+			m.idles++
 			dest := DestinationOf(msg.lane)
 			if !msg.due.IsZero() && m.waiting[dest].len() == 0 {
 				// Backing off, and no lane waits for its place: it times its
@@ -598,7 +602,7 @@ func (m *Manager) Receive(ctx actor.Context) {
 			m.wake(ctx, msg.lane, unknown, true)
 		}
 	case inspect:
-		v := view{wakes: map[string]int{}, queued: map[string]bool{}, pids: map[string]*actor.PID{}, parked: map[string]bool{}, rescans: m.rescans}
+		v := view{wakes: map[string]int{}, queued: map[string]bool{}, pids: map[string]*actor.PID{}, parked: map[string]bool{}, rescans: m.rescans, idles: m.idles}
 		for lane := range m.parked {
 			v.parked[lane] = true
 		}
@@ -1009,6 +1013,7 @@ type view struct {
 	pids    map[string]*actor.PID
 	parked  map[string]bool
 	rescans int
+	idles   int // Manager.idles
 	waiting int // lanes waiting for a place under their destination's laneCap
 	// declined counts the running lanes whose offer to yield the manager
 	// declined (Manager.declined).
