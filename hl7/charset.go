@@ -53,16 +53,22 @@ func charsetScan(name string) scan {
 	return scanBytes
 }
 
-// msh18Scan reads the character sets of MSH-18 (each repetition: the first
-// is the message's, the others those it switches to) from the MSH segment
-// msh as scanned by s, and returns the scan they need, the first that is
-// not scanBytes.
+// msh18Scan reads MSH-18 from the MSH segment msh as scanned by sep.scan,
+// and returns the scan its sets need (namedScan).
 func msh18Scan(msh []byte, sep Separators) scan {
 	// MSH-18 is piece 17 of the segment split at the field separator.
 	field, ok := nthScan(msh, sep.Field, 17, sep.scan)
 	if !ok {
 		return scanBytes
 	}
+	return namedScan(field, sep)
+}
+
+// namedScan returns the scan that the character sets named in an MSH-18
+// field need (each repetition: the first is the message's, the others
+// those it switches to), split as sep.scan reads it: the first that is not
+// scanBytes.
+func namedScan(field []byte, sep Separators) scan {
 	for rep := field; ; {
 		i := indexScan(rep, sep.Repetition, sep.scan)
 		name := rep
@@ -106,15 +112,7 @@ func (m *Message) brokenTwoByte() bool {
 		return false
 	}
 	f, _ := m.field("MSH", 1, 18)
-	if len(f) == 0 {
-		return false
-	}
-	for _, name := range bytes.Split(f, []byte{m.sep.Repetition}) {
-		if charsetScan(string(name)) != scanBytes {
-			return true
-		}
-	}
-	return false
+	return namedScan(f, m.sep) != scanBytes
 }
 
 // indexScan returns the index of the first c in b that is a character of

@@ -24,10 +24,7 @@ func testMigrateConcurrent(t *testing.T, h *harness) {
 	for _, open := range []func() storage.Store{h.newDB(t), h.open} {
 		var wg sync.WaitGroup
 		errs := make(chan error, 4)
-		stores := make([]storage.Store, 4)
-		for i := range stores {
-			stores[i] = open()
-		}
+		stores := openStores(open, 4)
 		begin := make(chan struct{})
 		for _, s := range stores {
 			wg.Add(1)
@@ -955,10 +952,7 @@ func testSecretFirstValueWins(t *testing.T, h *harness) {
 func testSecretRace(t *testing.T, h *harness) {
 	const nodes = 4
 	const rounds = 5
-	stores := make([]storage.Store, nodes)
-	for i := range stores {
-		stores[i] = h.open()
-	}
+	stores := openStores(h.open, nodes)
 	for r := 0; r < rounds; r++ {
 		name := fmt.Sprintf("race-%d", r)
 		got := make([]string, nodes)
@@ -1068,10 +1062,7 @@ func testPurgeBlockedBacklog(t *testing.T, h *harness) {
 func testRacingElectionsElectOne(t *testing.T, h *harness) {
 	const nodes = 4
 	const rounds = 5
-	stores := make([]storage.Store, nodes)
-	for i := range stores {
-		stores[i] = h.open()
-	}
+	stores := openStores(h.open, nodes)
 	term := int64(0) // a fresh store's lease has never been held
 	for r := 0; r < rounds; r++ {
 		leases := make([]storage.Lease, nodes)
@@ -1192,4 +1183,13 @@ func testLargeBinaryPayloadRoundTrips(t *testing.T, h *harness) {
 	if err != nil || !a.Completed || a.Next != nil {
 		t.Fatalf("advance from the last row: completed %v, next %v, %v; want completed, nothing next", a.Completed, runIDs(a), err)
 	}
+}
+
+// openStores opens n stores with open: the nodes of a test of racing nodes.
+func openStores(open func() storage.Store, n int) []storage.Store {
+	stores := make([]storage.Store, n)
+	for i := range stores {
+		stores[i] = open()
+	}
+	return stores
 }
