@@ -214,6 +214,16 @@ func (c *cluster) acks(i int) bool {
 	return err == nil && ack.Code == hl7.AA
 }
 
+// term returns the leader lease's term.
+func (c *cluster) term(t testing.TB) int64 {
+	t.Helper()
+	l, err := c.admin.LeaseRead(context.Background())
+	if err != nil {
+		t.Fatalf("reading the lease: %v", err)
+	}
+	return l.Term
+}
+
 func (c *cluster) nodeList() storage.NodeList {
 	c.t.Helper()
 	l, err := c.admin.NodeList(context.Background())
@@ -231,10 +241,14 @@ type vipLoad struct {
 	c    *cluster
 	stop chan struct{}
 	done sync.WaitGroup
+	// resent counts, per lane, the copies sent again after a write that got
+	// no AA: each may have been stored with its ACK lost in the kill, so it
+	// is a second row of the same message, delivered right after the first.
+	resent map[string]int
 }
 
 func startVIPLoad(c *cluster, patients, conns int) *vipLoad {
-	v := &vipLoad{load: newLoad(50_000, patients, conns), c: c, stop: make(chan struct{})}
+	v := &vipLoad{load: newLoad(50_000, patients, conns), c: c, stop: make(chan struct{}), resent: map[string]int{}}
 	for k := 0; k < conns; k++ {
 		v.done.Add(1)
 		go v.run(k)
@@ -257,6 +271,8 @@ func (v *vipLoad) run(k int) {
 		if p%v.conns != k {
 			continue
 		}
+		// wrote: a copy of message i may already be stored.
+		wrote := false
 		for { // until this message is acknowledged AA
 			select {
 			case <-v.stop:
@@ -279,6 +295,12 @@ func (v *vipLoad) run(k int) {
 			}
 			conn.SetDeadline(time.Now().Add(3 * time.Second))
 			var ack hl7.Acknowledgment
+			if wrote {
+				v.mu.Lock()
+				v.resent[patient(p)]++
+				v.mu.Unlock()
+			}
+			wrote = true // even a failed write may have reached the engine whole
 			err := hl7.WriteFrame(conn, adt(controlID(i), patient(p)))
 			if err == nil {
 				var b []byte
@@ -297,6 +319,13 @@ func (v *vipLoad) run(k int) {
 			next++
 		}
 	}
+}
+
+// resends returns how many copies of lane p's messages were sent again.
+func (v *vipLoad) resends(p string) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.resent[p]
 }
 
 func (v *vipLoad) finish() {
