@@ -354,23 +354,43 @@ func (cn *conn) refuseMessage(payload []byte, msg *hl7.Message, r refusal) ([]by
 	// A refusal by the store is no failure to keep it: the ingest kept the
 	// bytes as rejected if it could (and logged it); sent again, the
 	// message would be refused again. AR, as for any refused message.
-	if res.Err != nil && !errors.Is(res.Err, storage.ErrRefused) {
-		countRejected(l.cfg.Name, reasonStore)
+	notKept := res.Err != nil && !errors.Is(res.Err, storage.ErrRefused)
+	if notKept {
 		outcome, cond, reason = hl7.Error, hl7.CondInternalError, "message not stored, send it again: "+storeReason(res.Err)
-	} else {
-		countRejected(l.cfg.Name, r.reason)
-		kept := keptAs(res.MessageID)
-		switch r.reason {
-		case reasonNoControlID:
-			l.log.Warn().Str("reason", r.err.Error()).Str("message_type", textcut.Cut(msg.MessageType(), 40)).Int64("message_id", res.MessageID).
-				Msg("message refused: no control ID (MSH-10): answered AR with MSA-2 empty and " + kept + ", not delivered (the sending system must give each message a unique MSH-10: tell its team)")
-		default:
-			l.log.Warn().Str("control_id", msg.ControlID()).Str("processing_id", textcut.Cut(msg.ProcessingID(), 20)).Int64("message_id", res.MessageID).
-				Msg("message refused: its processing ID (MSH-11) is not this inbound's processing_id: answered AR and " + kept + ", not delivered (a test or training system sending to this one? point it at its own engine, or change processing_id)")
-		}
 	}
 	code := hl7.AcceptCode(msg, outcome)
-	if !hl7.ShouldAck(msg, code) {
+	acked := hl7.ShouldAck(msg, code)
+	if notKept {
+		countRejected(l.cfg.Name, reasonStore)
+		if !acked {
+			// MSH-15 NE or SU: the sender will not send it again, so this
+			// line is all that is left of it.
+			l.log.Error().Err(res.Err).Str("control_id", msg.ControlID()).Str("accept_ack_type", msg.AcceptAckType()).
+				Msg("message not stored, and its sender asked for no error ACK (MSH-15), so it will not resend it: " +
+					"ask the sender to resend it, and to use MSH-15 AL or ER")
+		}
+	} else {
+		countRejected(l.cfg.Name, r.reason)
+		// What the sender was told: nothing, if it asked for no error ACK.
+		answered := "answered AR"
+		if !acked {
+			answered = "not answered, as its sender asked for no error ACK (MSH-15), so it does not know (tell the sender's operator, and ask for MSH-15 AL or ER)"
+		}
+		kept := keptAs(res.MessageID)
+		ev := l.log.Warn()
+		if !acked {
+			ev = l.log.Error()
+		}
+		switch r.reason {
+		case reasonNoControlID:
+			ev.Str("reason", r.err.Error()).Str("message_type", textcut.Cut(msg.MessageType(), 40)).Int64("message_id", res.MessageID).
+				Msg("message refused: no control ID (MSH-10): " + answered + " and " + kept + ", not delivered (the sending system must give each message a unique MSH-10: tell its team)")
+		default:
+			ev.Str("control_id", msg.ControlID()).Str("processing_id", textcut.Cut(msg.ProcessingID(), 20)).Int64("message_id", res.MessageID).
+				Msg("message refused: its processing ID (MSH-11) is not this inbound's processing_id: " + answered + " and " + kept + ", not delivered (a test or training system sending to this one? point it at its own engine, or change processing_id)")
+		}
+	}
+	if !acked {
 		return nil, true
 	}
 	return hl7.AckCondition(msg, code, cond, reason), true

@@ -51,7 +51,8 @@ type FilePoller struct {
 	// held is the last file held for an operator (larger than
 	// max_file_bytes, or holding a message larger than max_message_bytes),
 	// so that it is logged once, not on every poll.
-	held fileID
+	held       fileID
+	heldReason string
 	// trouble is the failure the last polls ran into, logged when it
 	// starts, at most once a troubleRepeat while it lasts, and when it clears.
 	trouble trouble
@@ -229,6 +230,14 @@ func (f *FilePoller) ingestFile(name string) bool {
 		f.waiting(name, "settling")
 		return false
 	}
+	// Held for an operator and unchanged since: reading it again would
+	// come to the same end, reading, copying and splitting up to
+	// max_file_bytes every poll, all night. A changed file (size, time or
+	// inode) is another, and read; a reload starts a new poller.
+	if f.held.is(id) {
+		f.waiting(name, f.heldReason)
+		return false
+	}
 	// Not read: it could run the process out of memory, on every new
 	// leader, since it stays in the directory.
 	if id.size > f.cfg.MaxFileBytes {
@@ -330,7 +339,7 @@ type rejects struct {
 // says what to do, runs once for each file held, not on every poll.
 func (f *FilePoller) hold(id fileID, reason string, tell func()) {
 	if !f.held.is(id) {
-		f.held = id
+		f.held, f.heldReason = id, reason
 		tell()
 	}
 	f.waiting(id.name, reason)

@@ -129,3 +129,31 @@ func TestARefusedMessageTheStoreRefusesTooIsAnsweredAR(t *testing.T) {
 		t.Fatalf("%d messages kept; want the 4 sent, once each", kept)
 	}
 }
+
+// A message refused for its processing ID whose sender asked for no error
+// ACK (MSH-15 NE) gets no answer: the log says so at ERROR, with what to do,
+// and not "answered AR" (it did, and the operator believed the sender knew).
+func TestARefusedMessageWithoutAnAckIsLoggedAsNotAnswered(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	cfg := strings.Replace(strings.ReplaceAll(ackConfig, "{{listen}}", addr), "max_message_bytes = 1024\n", "max_message_bytes = 1024\nprocessing_id = \"P\"\n", 1)
+	e := enginetest.Start(t, cfg)
+	c := dial(t, addr)
+	c.Post(strings.Replace(withProcessingID("TRAINNE1", "T"), "|T|2.5.1\r", "|T|2.5.1|||NE|NE\r", 1))
+	// The next message's ACK is the first frame back: none came for TRAINNE1.
+	if ack := c.Send(withProcessingID("PROD1", "P")); ack.Code != hl7.AA || ack.ControlID != "PROD1" {
+		t.Fatalf("the message after the unanswered one: %+v; want AA for PROD1", ack)
+	}
+	var line string
+	enginetest.WaitFor(t, "the line about TRAINNE1", 10*time.Second, func() bool {
+		for _, l := range strings.Split(e.Logs.String(), "\n") {
+			if strings.Contains(l, `"control_id":"TRAINNE1"`) && strings.Contains(l, "refused") {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	if strings.Contains(line, "answered AR") || !strings.Contains(line, `"level":"error"`) || !strings.Contains(line, "not answered") {
+		t.Fatalf("no ACK was sent (MSH-15 NE); want an ERROR saying the message was not answered, got:\n%s", line)
+	}
+}
