@@ -266,11 +266,20 @@ func (l *laneActor) Receive(ctx actor.Context) {
 // context is gone and the call fails at once; promotion recovery re-pends
 // the rows instead.
 func (l *laneActor) giveBack() {
+	// Each once: if it fails, the row stays in flight and is sent again
+	// after its lease, which the operator should be able to tell from
+	// the log.
 	if l.unrecorded != nil && l.env.Ctx.Err() == nil {
-		l.recordAgain() // once: if it fails, the row is sent again after its lease
+		if err := l.recordAgain(); err != nil {
+			storage.CountError(l.env.Ctx, "complete", err)
+			l.unrecorded.log.Warn().Err(err).Msg("a delivery whose record had failed could not be recorded on stopping either: the message stays in flight and is delivered again once its lease expires (check the database)")
+		}
 	}
 	if l.unrecordedFailure != nil && l.env.Ctx.Err() == nil {
-		l.recordFailureAgain() // once, as above
+		if _, err := l.recordFailureAgain(); err != nil {
+			storage.CountError(l.env.Ctx, l.unrecordedFailure.op, err)
+			l.unrecordedFailure.log.Warn().Err(err).Str("op", l.unrecordedFailure.op).Msg("a failed delivery whose record had failed could not be recorded on stopping either: the message stays in flight and is sent again once its lease expires (check the database)")
+		}
 	}
 	held, head := l.inHand, l.head
 	l.inHand, l.head = nil, nil

@@ -295,7 +295,10 @@ type laneFixture struct {
 	env     *Env
 	system  *actor.ActorSystem
 	manager *actor.PID
-	ids     []int64
+	// incarnation is the manager's latest incarnation, for the messages
+	// that name it (rescanned.by).
+	incarnation atomic.Pointer[Manager]
+	ids         []int64
 	// logs holds what the lanes and the manager log, at info and up.
 	logs *logbuf.Buffer
 }
@@ -382,7 +385,7 @@ func newLaneFixture(t *testing.T, url, extra string, rows int, setup ...func(*co
 				t.Errorf("fenced: %s: %v", op, err)
 			}
 		}}
-	f.manager = f.system.Root.Spawn(NewManager(f.env)) // its first rescan wakes the lane
+	f.manager = f.system.Root.Spawn(newManager(f.env, f.incarnation.Store)) // its first rescan wakes the lane
 	return f
 }
 

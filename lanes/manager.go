@@ -518,10 +518,17 @@ type laneRef struct {
 }
 
 // NewManager returns the props of a lane manager for env.
-func NewManager(env *Env) *actor.Props {
+func NewManager(env *Env) *actor.Props { return newManager(env, nil) }
+
+// newManager is NewManager; made calls made with each incarnation (tests).
+func newManager(env *Env, made func(*Manager)) *actor.Props {
 	retired := &retiredSenders{}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &Manager{env: env, retired: retired}
+		m := &Manager{env: env, retired: retired}
+		if made != nil {
+			made(m)
+		}
+		return m
 	})
 }
 
@@ -619,6 +626,11 @@ func (m *Manager) Receive(ctx actor.Context) {
 		for lane, e := range m.ending {
 			v.ending[lane] = e.woken
 		}
+		v.restarting = map[string]bool{}
+		for lane := range m.restarts {
+			v.restarting[lane] = true
+		}
+		v.version = m.version
 		v.held = map[string]bool{}
 		for dest, held := range m.outboundHeld {
 			if held.Load() {
@@ -852,12 +864,25 @@ func (m *Manager) wake(ctx actor.Context, lane string, newest int64, claimable b
 			return
 		}
 		if e := m.ending[lane]; e != nil {
-			// Started when its last actor has ended (terminated).
+			// Started when its last actor has ended (terminated), as a
+			// fresh actor that knows no bound of its own: a listing's 0
+			// ("a running lane's bound stands") is no bound for it, and
+			// kept as one it had the next actor take its first row for the
+			// lane's newest and claim nothing behind it.
+			if newest == 0 {
+				newest = unknown
+			}
 			if e.woken {
 				e.newest, e.claimable = max(e.newest, newest), e.claimable || claimable
 			} else {
 				e.woken, e.newest, e.claimable = true, newest, claimable
 			}
+			return
+		}
+		if _, pausing := m.restarts[lane]; pausing {
+			// Its actor panicked: started again after restartPause
+			// (restartLane, which wakes it), not at the next Ingested: a
+			// panic at every claim costs a claim a second, not a loop.
 			return
 		}
 		dest := DestinationOf(lane)
@@ -1023,6 +1048,10 @@ type view struct {
 	// ending are the lanes whose stopped actor has not ended yet, each
 	// true if woken meanwhile (Manager.ending).
 	ending map[string]bool
+	// restarting are the lanes whose actor panicked, waiting restartPause.
+	restarting map[string]bool
+	// version is the queue's version the manager last listed at.
+	version int64
 }
 
 // rescan wakes the parked lanes that have come due, then looks at the store

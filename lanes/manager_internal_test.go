@@ -334,6 +334,53 @@ func TestAnIdleOfALanesEndedActorDoesNotStopItsNextActor(t *testing.T) {
 	}
 }
 
+// A listing that finds a lane's head claimable while the lane's stopped
+// actor has not ended yet wakes the lane's next actor with no bound on its
+// rows. It passed on the listing's 0 ("a running lane's bound stands"), and
+// the next actor, whose bound starts at 0, took its first row for the
+// lane's newest: it delivered it, claimed nothing behind it and stopped, and
+// the rest of the lane waited for the next Ingested or the full rescan.
+func TestALaneWokenByAListingWhileItsActorEndsKeepsDelivering(t *testing.T) {
+	release := make(chan struct{})
+	var requests atomic.Int64
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 1 {
+			<-release
+		}
+	}))
+	defer dest.Close()
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	defer let() // before dest.Close, which waits for the send in hand
+	f := newLaneFixture(t, dest.URL, "", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	f.firstRescanAnswered(t)
+	f.ingest(t, 3)
+	f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[2]}})
+	waitUntil(t, "the lane's first send in hand", 10*time.Second, func() bool { return requests.Load() == 1 })
+
+	v := f.inspect(t)
+	f.system.Root.Send(f.manager, idle{lane: fixtureLane, wakes: v.wakes[fixtureLane], from: v.pids[fixtureLane]}) // late: the actor is sending
+	// A page of a listing at the version the manager knows (nothing
+	// moved), finding the head claimable: as a head given back unsent by
+	// an actor that yielded its place would be.
+	f.system.Root.Send(f.manager, rescanned{by: f.incarnation.Load(), looked: true, version: v.version,
+		lanes: []storage.LaneSummary{{Lane: fixtureLane, Destination: "emr", Claimable: true}}})
+	if v := f.inspect(t); v.pids[fixtureLane] != nil || !v.ending[fixtureLane] {
+		t.Fatalf("after the late idle and the listing: actor %v, ending %v; want the lane ending and woken", v.pids[fixtureLane], v.ending)
+	}
+	let()
+	// Listings are hidden: only the lane's own looking delivers rows 1 and 2.
+	waitUntil(t, "the three rows delivered", FullRescanInterval/3, func() bool {
+		for i := range f.ids {
+			if f.row(t, i).Status != storage.QueueDone {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // The manager lists the lanes (a read of every unfinished row) when it
 // starts, and then only when the queue's version says that something changed
 // that no lane was told of, such as an operator's retry: not at every rescan.
@@ -445,6 +492,57 @@ func TestALaneStartedAfterAPanicBehindAHeadBackingOffIsWokenWhenItComesDue(t *te
 	waitUntil(t, "the row delivered once the head is due", FullRescanInterval*2/3, func() bool {
 		return requests.Load() == 1 && f.row(t, 0).Status == storage.QueueDone
 	})
+}
+
+// A lane whose actor panicked is started again after restartPause, not by
+// the next Ingested: it was started at once, so that a panic at every claim
+// under steady traffic cost a claim and an ERROR per ingest batch, and the
+// early actor missed its afterPanic while the lane kept it for a later,
+// unrelated start.
+func TestAPanickedLaneIsNotStartedAgainBeforeItsRestartPause(t *testing.T) {
+	dest, requests := acceptingEverySend(t)
+	f := newLaneFixture(t, dest.URL, "", 0, hidden)
+	defer f.system.Root.Stop(f.manager)
+	f.firstRescanAnswered(t)
+	// The restart timer (restartPause) runs from the panic: a cycle in
+	// which the test looked only after it fired (a loaded machine) shows
+	// nothing, and is made again.
+	for cycle := 1; ; cycle++ {
+		f.ingest(t, 1)
+		f.store.panicOnce.Store(true)
+		f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[len(f.ids)-1]}})
+		waitUntil(t, "the lane's actor panicked and waiting to restart", 10*time.Second, func() bool {
+			v := f.inspect(t)
+			return v.restarting[fixtureLane] || (!f.store.panicOnce.Load() && v.pids[fixtureLane] != nil)
+		})
+		f.ingest(t, 1)
+		f.system.Root.Send(f.manager, Ingested{Lanes: []string{fixtureLane}, Newest: []int64{f.ids[len(f.ids)-1]}})
+		v := f.inspect(t) // after the Ingested: one mailbox, in order
+		if !v.restarting[fixtureLane] {
+			if cycle == 5 {
+				t.Fatal("in 5 cycles the restart never waited when the test looked")
+			}
+			waitUntil(t, "the lane drained", 20*time.Second, func() bool {
+				return f.row(t, len(f.ids)-1).Status == storage.QueueDone
+			})
+			continue
+		}
+		if p := v.pids[fixtureLane]; p != nil {
+			t.Fatalf("cycle %d: an Ingested during the restart pause started the lane at once (actor %v)", cycle, p)
+		}
+		break
+	}
+	waitUntil(t, "every row delivered after the pause", 20*time.Second, func() bool {
+		for i := range f.ids {
+			if f.row(t, i).Status != storage.QueueDone {
+				return false
+			}
+		}
+		return true
+	})
+	if n := requests.Load(); n < int64(len(f.ids)) {
+		t.Fatalf("%d sends for %d rows", n, len(f.ids))
+	}
 }
 
 // The same lane, woken again while its first claim runs (a listing after

@@ -260,6 +260,15 @@ func (s *httpSender) post(ctx context.Context, m Outgoing) (resp *http.Response,
 		req.Header.Set(HeaderControlID, headerSafe(m.ControlID))
 		resp, err = s.client.Do(req)
 		if err != nil && !resent && reused && ctx.Err() == nil && closedByReceiver(err) {
+			// Asked again, as before any write: the first exchange took a
+			// whole round trip, and a node frozen in it may have lost its
+			// lease meanwhile while its term's context is not yet
+			// cancelled; sent again now, the row would reach the
+			// destination after the new primary's newer ones. Not sent
+			// again, the first write is the attempt that failed.
+			if !m.mayWrite() {
+				return resp, connected, false, err
+			}
 			continue
 		}
 		return resp, connected, !reused && !resent, err

@@ -488,7 +488,24 @@ func TestHTTPSenderDoesNotWaitOutABodyThatNeverEnds(t *testing.T) {
 // lane's backoff and counted an attempt.
 func TestHTTPSenderResendsAtOnceWhatAReusedConnectionClosedOn(t *testing.T) {
 	t.Parallel()
-	addr, seen := closingReceiver(t, func(c net.Conn) func() (string, func(), error) {
+	addr, seen := httpClosingReceiver(t)
+	s := newTestHTTPSender(t, httpOutbound("http://"+addr))
+	for _, id := range []string{"MSG1", "MSG2", "MSG3"} {
+		if err := s.Send(t.Context(), testMessage(id)); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+	received, accepted := seen()
+	if want := []string{"MSG1", "MSG2", "MSG2", "MSG3", "MSG3"}; !slices.Equal(received, want) || accepted != 3 {
+		t.Errorf("received %v on %d connections, want %v on 3", received, accepted, want)
+	}
+}
+
+// httpClosingReceiver is closingReceiver speaking HTTP: it answers the first
+// request of each connection 200 and closes the connection on the second
+// without answering.
+func httpClosingReceiver(t *testing.T) (addr string, seen func() (received []string, accepted int)) {
+	return closingReceiver(t, func(c net.Conn) func() (string, func(), error) {
 		br := bufio.NewReader(c)
 		return func() (string, func(), error) {
 			req, err := http.ReadRequest(br)
@@ -501,16 +518,6 @@ func TestHTTPSenderResendsAtOnceWhatAReusedConnectionClosedOn(t *testing.T) {
 			}, nil
 		}
 	})
-	s := newTestHTTPSender(t, httpOutbound("http://"+addr))
-	for _, id := range []string{"MSG1", "MSG2", "MSG3"} {
-		if err := s.Send(t.Context(), testMessage(id)); err != nil {
-			t.Fatalf("%s: %v", id, err)
-		}
-	}
-	received, accepted := seen()
-	if want := []string{"MSG1", "MSG2", "MSG2", "MSG3", "MSG3"}; !slices.Equal(received, want) || accepted != 3 {
-		t.Errorf("received %v on %d connections, want %v on 3", received, accepted, want)
-	}
 }
 
 // An HTTP destination's lanes share its connections as an MLLP one's do: a

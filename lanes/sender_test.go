@@ -341,6 +341,28 @@ func TestASenderWritesNothingWhenMayWriteSaysNo(t *testing.T) {
 		}
 	})
 
+	// The same for HTTP: the POST sent again at once on a new connection,
+	// after a reused one closed without answering, asks again first.
+	t.Run("http, after a reused connection carried it", func(t *testing.T) {
+		t.Parallel()
+		addr, seen := httpClosingReceiver(t)
+		s := newTestHTTPSender(t, httpOutbound("http://"+addr))
+		if err := s.Send(t.Context(), testMessage("FIRST")); err != nil {
+			t.Fatal(err)
+		}
+		m := testMessage("ONCE")
+		var asked atomic.Int32
+		m.MayWrite = func() bool { return asked.Add(1) == 1 } // yes for the first write only
+		err := s.Send(t.Context(), m)
+		var de *DeliveryError
+		if err == nil || errors.Is(err, ErrDistrusted) || !errors.As(err, &de) || de.Permanent {
+			t.Fatalf("Send: %v; want a retryable DeliveryError that is not ErrDistrusted", err)
+		}
+		if received, _ := seen(); strings.Join(received, ",") != "FIRST,ONCE" {
+			t.Fatalf("received %v; want FIRST,ONCE", received)
+		}
+	})
+
 	t.Run("http", func(t *testing.T) {
 		t.Parallel()
 		var posts atomic.Int32
