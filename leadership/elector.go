@@ -370,6 +370,15 @@ func (e *Elector) renew(ctx actor.Context) (next time.Duration, renewed bool) {
 		// graph is being cancelled, and the term is not trusted again.
 		e.lose(ctx, "fenced", "no lease renewal within leader_fence_timeout_seconds: stopped acting as leader before the lease can expire")
 	case errors.Is(err, storage.ErrLeaseLost):
+		if left := time.Until(e.trustedUntil); left > 0 {
+			// Another node was elected while this one still trusted its
+			// lease: the fence timing rules that out (doc.go) unless a
+			// clock misbehaved. Past the window it is the normal end of a
+			// renewal too slow to count.
+			e.log.Error().Int64("term", e.fence.Term).Dur("trust_left", left).
+				Msg("another node was elected while this node still trusted its lease, which leader_fence_timeout_seconds < lease_ttl_seconds rules out unless a clock misbehaved: " +
+					"check the database server's clock for steps forward and this host or VM for pauses; deliveries this node had in hand may reach their destinations again, after the new leader's")
+		}
 		e.lose(ctx, "renew-lost", "the lease is held by another owner or term")
 	case !time.Now().Before(e.trustedUntil):
 		e.lose(ctx, "fenced", "no lease renewal within leader_fence_timeout_seconds: stopped acting as leader before the lease can expire")

@@ -413,11 +413,14 @@ func TestTheTermEndsWithTheTrustWindowWhileTheElectorIsStuck(t *testing.T) {
 	}
 }
 
-// A renewal that finds another owner or term is a loss at once.
+// A renewal that finds another owner or term is a loss at once; found while
+// the trust window was open, which the timing rules out unless a clock
+// misbehaved, it is an ERROR saying what to check.
 func TestRenewFindingAnotherTermLosesAtOnce(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewSchema(t)
-	a := startNode(t, "a", openStore(t, url))
+	logs := &enginetest.LogBuffer{}
+	a := startLoggingNode(t, "a", openStore(t, url), zerolog.New(logs))
 	c := a.wantChanged(t, 5*time.Second, true, "elected")
 	// Someone else takes the lease (as if a's lease had lapsed unseen), in
 	// one statement: as a resignation then an election, a's renewal could
@@ -437,6 +440,9 @@ func TestRenewFindingAnotherTermLosesAtOnce(t *testing.T) {
 	a.wantChanged(t, 2*time.Second, false, "renew-lost")
 	if a.trust.Trusted() {
 		t.Fatal("the trust window is still open after the loss")
+	}
+	if !strings.Contains(logs.String(), `"level":"error"`) || !strings.Contains(logs.String(), "check the database server's clock") {
+		t.Fatalf("a lease taken while this node trusted it was not logged at ERROR with what to check:\n%s", logs.String())
 	}
 }
 
