@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -357,7 +358,7 @@ func TestParseOmittedEncodingCharacters(t *testing.T) {
 				if err != nil || a.Code != AE || a.ControlID != "CTL-9" || a.ErrorCode != "207" {
 					t.Errorf("v%s: ACK read back %+v, %v\n%q", v, a, err, ack)
 				}
-				if len(am.segs) != 3 || am.Get(MustParsePath("MSA-3")) == "" {
+				if am.segmentCount() != 3 || am.Get(MustParsePath("MSA-3")) == "" {
 					t.Errorf("v%s: want MSH, MSA with its text, ERR: %q", v, ack)
 				}
 			}
@@ -399,5 +400,43 @@ func BenchmarkParseAndRoute(b *testing.B) {
 		_ = m.Get(Path{Segment: "MSH", Field: 9, Component: 1})
 		_ = m.Get(Path{Segment: "PID", Field: 3, Component: 1})
 		_ = Ack(m, AA, "")
+	}
+}
+
+// segmentCount returns how many non-empty segments the message has.
+func (m *Message) segmentCount() int {
+	n := 0
+	for seg, rest := nextSegment(m.raw); seg != nil; seg, rest = nextSegment(rest) {
+		n++
+	}
+	return n
+}
+
+// Parse indexes nothing: a frame within max_message_bytes made of one-byte
+// segments made it allocate a 24-byte slice header a segment, 12 times the
+// frame, held while the message was stored and acknowledged (62 times
+// allocated in all as the index grew), where max_message_bytes ×
+// max_connections is the operator's budget. Its segments are still found.
+func TestParseAllocatesNoIndexOfSegments(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteString("MSH|^~\\&|A|B|C|D|20240101000000||ADT^A01|C1|P|2.5\r")
+	for b.Len() < 1<<20-40 {
+		b.WriteString("Z\r")
+	}
+	b.WriteString("PID|1||P1\r")
+	payload := b.Bytes()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	m, err := Parse(payload)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 64<<10 {
+		t.Fatalf("Parse of a %d-byte message of %d segments allocated %d bytes", len(payload), m.segmentCount(), allocated)
+	}
+	if got := m.Get(MustParsePath("PID-3")); got != "P1" {
+		t.Fatalf("PID-3 of the last segment: %q", got)
 	}
 }

@@ -538,7 +538,16 @@ func SplitMessages(b []byte) [][]byte {
 	var out [][]byte
 	var cur []byte
 	envelope := false
-	for _, seg := range bytes.FieldsFunc(b, func(r rune) bool { return r == '\r' || r == '\n' }) {
+	// Walked, not split first: bytes.FieldsFunc made a 24-byte slice of
+	// every segment at once, 12 times a file of one-byte segments (768 MB
+	// for one within max_file_bytes' default).
+	for rest := b; len(rest) > 0; {
+		seg := rest
+		if i := bytes.IndexAny(rest, "\r\n"); i >= 0 {
+			seg, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
 		seg = bytes.TrimPrefix(bytes.Trim(seg, "\x0b\x1c"), utf8BOM)
 		switch {
 		case len(bytes.TrimSpace(seg)) == 0:
@@ -550,6 +559,13 @@ func SplitMessages(b []byte) [][]byte {
 		case bytes.HasPrefix(seg, []byte("MSH")) && len(cur) > 0:
 			out = append(out, cur)
 			cur = nil
+		}
+		if free := cap(cur) - len(cur); free < len(seg)+1 {
+			// Doubled: append grows a large slice by a quarter, which
+			// allocated five times a large message in all.
+			grown := make([]byte, len(cur), 2*cap(cur)+len(seg)+1)
+			copy(grown, cur)
+			cur = grown
 		}
 		cur = append(append(cur, seg...), '\r')
 	}
