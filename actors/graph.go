@@ -2,6 +2,8 @@ package actors
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +36,11 @@ type graphSpec struct {
 	// the inbounds and the other destinations' lanes do not.
 	moving map[string]<-chan struct{}
 	done   chan struct{} // closed when the graph and all its children have stopped
+	// running is what each of the graph's children that has not stopped
+	// yet is (a file inbound and its directories), as the graph last
+	// recorded it: root names them when the graph does not stop
+	// (root.stopGraph).
+	running atomic.Pointer[[]string]
 	// lanes publishes this graph's lane manager while the graph runs
 	// (Engine.OutboundHeld).
 	lanes *atomic.Pointer[actor.PID]
@@ -49,6 +56,10 @@ var spawnGraph = func(ctx actor.Context, props *actor.Props, name string) (*acto
 	return ctx.SpawnNamed(props, name)
 }
 
+// newFilePoller makes a file inbound's props; a test puts in its place an
+// actor stuck in a call, as a poll on a file system that does not answer is.
+var newFilePoller = listeners.NewFilePoller
+
 // graph is the supervisor of everything that runs only on the leader. Its
 // children are restarted with exponential backoff when they crash; when the
 // graph stops, all of them stop first (listeners close their ports).
@@ -56,6 +67,9 @@ type graph struct {
 	spec      *graphSpec
 	listeners []*actor.PID
 	lanes     *actor.PID // the lane manager this graph spawned
+	// children says what each child not yet stopped is, by its PID's Id
+	// (published in spec.running).
+	children map[string]string
 }
 
 func newGraph(spec *graphSpec) *actor.Props {
@@ -67,7 +81,7 @@ func newGraph(spec *graphSpec) *actor.Props {
 
 // Receive implements actor.Actor.
 func (g *graph) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
+	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		g.spawn(ctx)
 	case *actor.Stopping:
@@ -76,6 +90,11 @@ func (g *graph) Receive(ctx actor.Context) {
 			g.spec.lanes.CompareAndSwap(g.lanes, nil)
 		}
 		g.stopListeners(ctx)
+	case *actor.Terminated:
+		// A child has stopped (the graph's stop stops them all at once,
+		// once stopListeners returns).
+		delete(g.children, msg.Who.Id)
+		g.publishRunning()
 	case *actor.Stopped:
 		close(g.spec.done)
 	}
@@ -90,8 +109,16 @@ func (g *graph) spawn(ctx actor.Context) {
 	trusted := func() bool { return s.ctx.Err() == nil && s.trust.Trusted() }
 	laneEnv := &lanes.Env{Ctx: s.ctx, Store: s.store, Fence: s.fence, Owner: s.owner, Trust: trusted,
 		Config: s.cfg, Log: log, OnFenced: s.onFenced, Moving: s.moving}
+	g.children = map[string]string{}
+	child := func(pid *actor.PID, what string) *actor.PID {
+		if pid != nil {
+			g.children[pid.Id] = what
+		}
+		return pid
+	}
+	defer g.publishRunning()
 	lanePID, _ := ctx.SpawnNamed(lanes.NewManager(laneEnv), "lanes")
-	g.lanes = lanePID
+	g.lanes = child(lanePID, "the lane manager")
 	if s.lanes != nil && lanePID != nil {
 		s.lanes.Store(lanePID)
 	}
@@ -99,20 +126,24 @@ func (g *graph) spawn(ctx actor.Context) {
 	in := &listeners.Env{Ctx: s.ctx, Store: s.store, Fence: s.fence, Log: log, Router: s.router,
 		Lanes: lanePID, System: ctx.ActorSystem(), OnFenced: s.onFenced, LogPayloads: s.cfg.LogPayloads, Binds: s.binds}
 	in.Ingest, _ = ctx.SpawnNamed(listeners.NewIngest(in), "ingest")
+	child(in.Ingest, "the ingest actor")
 
 	for _, ic := range s.cfg.Inbound {
 		var pid *actor.PID
 		switch ic.Type {
 		case config.InboundMLLP:
 			pid, _ = ctx.SpawnNamed(listeners.NewMLLP(in, ic), "listener-"+ic.Name)
+			child(pid, fmt.Sprintf("MLLP inbound %q (listen %s)", ic.Name, ic.Listen))
 		case config.InboundFile:
-			pid, _ = ctx.SpawnNamed(listeners.NewFilePoller(in, ic), "listener-"+ic.Name)
+			pid, _ = ctx.SpawnNamed(newFilePoller(in, ic), "listener-"+ic.Name)
+			child(pid, fmt.Sprintf("file inbound %q (directory %s, archive_directory %s)", ic.Name, ic.Directory, ic.ArchiveDirectory))
 		}
 		if pid != nil {
 			g.listeners = append(g.listeners, pid)
 		}
 	}
-	ctx.SpawnNamed(newSweeper(s, log), "sweeper")
+	sweepPID, _ := ctx.SpawnNamed(newSweeper(s, log), "sweeper")
+	child(sweepPID, "the sweeper")
 	msg := "graph started: this node is processing messages"
 	moving := len(s.moving)
 	if moving > 0 {
@@ -122,6 +153,16 @@ func (g *graph) spawn(ctx actor.Context) {
 	if graphStarted != nil {
 		graphStarted()
 	}
+}
+
+// publishRunning publishes what the children not yet stopped are, sorted.
+func (g *graph) publishRunning() {
+	running := make([]string, 0, len(g.children))
+	for _, what := range g.children {
+		running = append(running, what)
+	}
+	slices.Sort(running)
+	g.spec.running.Store(&running)
 }
 
 // stopListeners drains the inbounds (listeners.Drain), and waits for them,
@@ -137,13 +178,13 @@ func (g *graph) stopListeners(ctx actor.Context) {
 	for _, pid := range g.listeners {
 		futures = append(futures, ctx.RequestFuture(pid, listeners.Drain{}, drainListenerTimeout))
 	}
-	for _, f := range futures {
+	for i, f := range futures {
 		if _, err := f.Result(); err != nil {
-			g.spec.log.Warn().Err(err).Msg("an inbound did not finish its messages in hand in time; stopping the rest of the graph anyway (its senders get AE and send again)")
+			g.spec.log.Warn().Err(err).Str("inbound", g.children[g.listeners[i].Id]).Msg("an inbound did not finish its messages in hand in time; stopping the rest of the graph anyway (its senders get AE and send again)")
 		}
 	}
 }
 
 // drainListenerTimeout bounds a listener's drain: its connections' grace
-// (listeners.Grace), their closing, and some.
-const drainListenerTimeout = listeners.Grace + 5*time.Second
+// (listeners.Grace), their closing, and some. A variable for tests.
+var drainListenerTimeout = listeners.Grace + 5*time.Second

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -202,10 +203,15 @@ func (e *Engine) Status() Status {
 
 // Failed receives why the engine stopped working by itself: the leadership
 // actor or the graph was stopped by its supervisor after repeated panics,
-// or a single node was fenced out of its database by a cluster elected
-// into it. The graph has stopped by then, and the lease is no longer held
-// or renewed; the caller should Stop the engine and exit non-zero, so that
-// its service manager starts the node afresh (or, fenced, shows it failed).
+// a single node was fenced out of its database by a cluster elected into
+// it, or the graph did not stop when told to (an actor of it stuck in a
+// call that does not return: root.graphStuck). The graph has stopped by
+// then (or, stuck, has been given up, its term's context cancelled), and
+// the lease is no longer held or renewed; the caller should Stop the
+// engine and exit non-zero, so that its service manager starts the node
+// afresh (or, fenced, shows it failed). After a stuck graph, Stop returns
+// an error once protoactor's stop of the root actor times out (10 s): the
+// stuck actor never stops.
 func (e *Engine) Failed() <-chan error { return e.failed }
 
 // Stop shuts the engine down cleanly: the graph stops (listeners close,
@@ -773,7 +779,11 @@ func (r *root) reload(ctx actor.Context, version int64) {
 	setCertMetrics(cfg, false)
 	if r.spec != nil {
 		fence, ended := r.spec.fence, r.spec.ended
-		r.stopGraph(ctx, true)
+		if !r.stopGraph(ctx, true) {
+			// The old graph did not stop: the node is failing
+			// (graphStuck), and starts no graph again.
+			return
+		}
 		// The old graph has stopped (stopGraph waits for it): no lane holds
 		// a row now, and under this term only this process claims, so every
 		// row in flight is one the old graph left there (a send abandoned
@@ -833,13 +843,33 @@ func (r *root) tellLeadership(ctx actor.Context, m any) {
 // that it waits for deliveries in hand: most stops take milliseconds.
 const drainNotice = time.Second
 
+// stopGraphGrace is how long stopGraph waits for the graph past the drain
+// timeout, the term's context cancelled by then (at once on a loss, at the
+// drain timeout on a clean stop or a reload). Every call in the graph ends
+// with that context, or within a destination's timeout_seconds, except one
+// that takes neither and never returns: a file inbound lists, reads and
+// archives on its actor's goroutine, and on a hard-mounted NFS share whose
+// server has gone os.ReadDir or Lstat blocks for ever. Waited for without
+// end, such an actor held root too: after a reload the node's ports stayed
+// closed while its elector went on renewing the lease (no node accepted
+// messages until someone killed the process), and a demoted node hung. With
+// the drain timeout before it, it outlasts a listener's drain
+// (drainListenerTimeout), after which the graph stops its other children: by
+// then those not stuck have stopped, and the ERROR names only those that
+// are. A variable for tests.
+var stopGraphGrace = 10 * time.Second
+
 // stopGraph stops the graph and waits until it and all its children have
 // stopped: every listener has closed its port. On demotion (drain false) the
 // term's context is cancelled first, so deliveries in hand are abandoned at
-// once; on a clean shutdown lanes finish them, up to the drain timeout.
-func (r *root) stopGraph(ctx actor.Context, drain bool) {
+// once; on a clean shutdown lanes finish them, up to the drain timeout. A
+// graph that has not stopped stopGraphGrace past the drain timeout never
+// will (graphStuck): stopGraph reports false, and the node is failing
+// (r.stopping set, the leadership actor stopped, Engine.Failed told); the
+// caller must start nothing more.
+func (r *root) stopGraph(ctx actor.Context, drain bool) bool {
 	if r.graph == nil {
-		return
+		return true
 	}
 	r.setStatus(func(s *Status) { s.Leader, s.Fence, s.Since = false, storage.Fence{}, time.Now() })
 	if !drain {
@@ -848,8 +878,9 @@ func (r *root) stopGraph(ctx actor.Context, drain bool) {
 	if !closed(r.spec.done) { // one its supervisor stopped has gone already
 		ctx.Stop(r.graph)
 	}
+	began := time.Now()
 	timeout := time.After(r.opts.DrainTimeout)
-	var notice <-chan time.Time
+	var notice, grace <-chan time.Time
 	if drain {
 		notice = time.After(drainNotice)
 	}
@@ -865,15 +896,51 @@ func (r *root) stopGraph(ctx actor.Context, drain bool) {
 			r.opts.Log.Warn().Dur("drain_timeout", r.opts.DrainTimeout).
 				Msg("waiting for the deliveries in hand to finish before the graph stops (at most drain_timeout): meanwhile no node accepts messages, as this node has closed its ports and keeps its lease so that no other node sends the same lanes; a destination slow to answer holds it up to its timeout_seconds; on a stop, a second SIGTERM ends the wait at once (the deliveries are sent again later)")
 		case <-timeout:
+			timeout, notice = nil, nil
 			r.opts.Log.Warn().Dur("drain_timeout", r.opts.DrainTimeout).Msg("the graph did not stop within the drain timeout; abandoning the deliveries in hand")
 			r.cancel()
-			<-r.spec.done
-			waiting = false
+			grace = time.After(stopGraphGrace)
+		case <-grace:
+			r.graphStuck(ctx, time.Since(began))
+			return false
 		}
 	}
 	r.cancel()
 	r.graph, r.spec, r.cancel = nil, nil, nil
 	r.opts.Log.Info().Msg("graph stopped: no listener is open on this node")
+	return true
+}
+
+// graphStuck fails the node when its graph has not stopped stopGraphGrace
+// past the drain timeout, its term's context cancelled: an actor of it is
+// stuck in a call that does not return. The node can neither stop that graph
+// nor start another, so it stops, as after a graph that panicked too often:
+// root forgets the graph (its late Terminated and fenced reports are
+// ignored), stops the leadership actor, which resigns the lease, and tells
+// Engine.Failed; mf run exits non-zero and a standby takes over. The lease
+// is resigned although the stuck actor has not stopped: it can do nothing
+// more for its term (the context is cancelled: no lane sends, a file inbound
+// reads no further file and stores nothing), and any write it still makes
+// carries the old term, which the database refuses once another node is
+// elected. Left to expire, the lease would only add its TTL to the outage,
+// for a call that may never return.
+func (r *root) graphStuck(ctx actor.Context, waited time.Duration) {
+	term := r.spec.fence.Term
+	var running []string
+	if p := r.spec.running.Load(); p != nil {
+		running = *p
+	}
+	r.graph, r.spec, r.cancel = nil, nil, nil
+	r.stopping = true
+	waited = waited.Round(time.Second)
+	r.opts.Log.Error().Int64("term", term).Dur("waited", waited).Strs("not_stopped", running).
+		Msg("the graph did not stop: an actor of it (not_stopped) is stuck in a call that does not return, most likely a file inbound whose directory is on a file system that does not answer (a hard-mounted NFS share whose server is gone); this node can neither stop its graph nor start one, so it gives up its lease and stops (mf run exits non-zero), for another node to take over. Check the mount of the directories named (dmesg: \"server not responding\")")
+	r.stopLeadership(ctx)
+	what := strings.Join(running, "; ")
+	if what == "" {
+		what = "the graph"
+	}
+	r.fail(fmt.Errorf("the graph of term %d did not stop within %v: %s (stuck in a call that does not return: see the ERROR line logged before)", term, waited, what))
 }
 
 // RegisterMetrics creates the leadership series at zero, so that a scrape

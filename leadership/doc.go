@@ -66,7 +66,14 @@
 // panic in root itself does the same: its supervisor would stop the graph
 // and the elector at once (the elector's stop resigns), so root, told it
 // is restarting, stops the graph first and fails the node, and the root
-// that restarts spawns no elector.
+// that restarts spawns no elector. A graph that does not stop at all, an
+// actor of it stuck in a call that never returns (a file inbound's
+// directory on a dead hard-mounted NFS share), is given up at the drain
+// timeout and 10 s more, its term's context cancelled by then: root
+// resigns and stops the node. The stuck
+// actor can act no more for the term (its context is cancelled), and any
+// write it makes carries the old term, which the fence refuses once another
+// node is elected.
 //
 // # The trust window, and why a fenced leader has stopped first
 //
