@@ -501,9 +501,11 @@ func (s *Store) migrateOnce(ctx context.Context, migrations []storage.Migration)
 
 // fenced runs fn in a transaction that first checks the fence (fence.sql) and
 // holds the lease row (FOR KEY SHARE) until commit. A mismatch is ErrFenced and the
-// transaction is rolled back.
+// transaction is rolled back. A single node's write (the zero fence) is
+// refused, before any statement, while the node does not know it holds its
+// lock (storage.SingleNode.RefuseUnheld).
 func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx pgx.Tx) error) error {
-	if err := s.single.RefuseLost(f.Owner, f.Term); err != nil {
+	if err := s.single.RefuseUnheld(f.Owner, f.Term); err != nil {
 		return err
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -521,7 +523,7 @@ func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx pgx.Tx) 
 // fence raises when it fails, so that transaction aborts before any write
 // of it runs. read takes the statements' results in order.
 func (s *Store) fencedBatch(ctx context.Context, f storage.Fence, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
-	if err := s.single.RefuseLost(f.Owner, f.Term); err != nil {
+	if err := s.single.RefuseUnheld(f.Owner, f.Term); err != nil {
 		return err
 	}
 	b := &pgx.Batch{}

@@ -38,17 +38,21 @@ var lockKeepalive = map[string]string{"tcp_keepalives_idle": "5", "tcp_keepalive
 // held on a session of its own until Close (storage.SingleNode.Hold says
 // how it is waited for, watched and lost).
 func (s *Store) HoldSingleNode(ctx context.Context) (<-chan error, error) {
-	return s.single.Hold(ctx, singleNodeCheck, singleNodeStartWait, func(ctx context.Context, previous storage.LockSession) (storage.LockSession, error) {
-		var prev lockSession
-		if p, ok := previous.(*pgLock); ok {
-			prev = p.id
-		}
-		conn, own, err := s.takeSingleNode(ctx, prev)
-		if err != nil {
-			return nil, err
-		}
-		return &pgLock{conn: conn, id: own}, nil
-	})
+	return s.single.Hold(ctx, singleNodeCheck, singleNodeStartWait, s.takeLock)
+}
+
+// takeLock is HoldSingleNode's storage.TakeLock: takeSingleNode, on a
+// pgLock.
+func (s *Store) takeLock(ctx context.Context, previous storage.LockSession) (storage.LockSession, error) {
+	var prev lockSession
+	if p, ok := previous.(*pgLock); ok {
+		prev = p.id
+	}
+	conn, own, err := s.takeSingleNode(ctx, prev)
+	if err != nil {
+		return nil, err
+	}
+	return &pgLock{conn: conn, id: own}, nil
 }
 
 // pgLock is the session that holds a single node's lock, and its backend.

@@ -729,10 +729,11 @@ func TestASecondSingleNodeOnASchemaIsRefused(t *testing.T) {
 
 // A single node whose lock session drops takes the lock again. While its
 // previous session still holds it (the server has not seen it end), no other
-// process can: it tries again. If another process took it meanwhile, the
-// node is told (the channel) and the store refuses its zero-fence writes
-// from then on, before the fence is read; a clustered node's writes are not
-// its business.
+// process can: it tries again. Until it holds the lock again its zero-fence
+// writes are refused (ErrLockDown), and let through once it does. If
+// another process took it meanwhile, the node is told (the channel) and the
+// store refuses its zero-fence writes from then on, before the fence is
+// read; a clustered node's writes are not its business.
 func TestASingleNodeWhoseLockWasTakenMeanwhileStops(t *testing.T) {
 	defer func(d time.Duration) { singleNodeCheck = d }(singleNodeCheck)
 	singleNodeCheck = 5 * time.Millisecond
@@ -773,6 +774,13 @@ func TestASingleNodeWhoseLockWasTakenMeanwhileStops(t *testing.T) {
 		}
 	}
 	notLost("holding the lock")
+	down := func(when string) {
+		t.Helper()
+		fences := d.ran("fence")
+		if err := ingest(storage.Fence{}); !errors.Is(err, storage.ErrLockDown) || d.ran("fence") != fences {
+			t.Fatalf("%s: a single-node write: %v; want it refused (ErrLockDown) before any statement", when, err)
+		}
+	}
 
 	// change sets what the fake answers from now on, all at once, and
 	// says how many times the lock was asked for until then.
@@ -792,6 +800,7 @@ func TestASingleNodeWhoseLockWasTakenMeanwhileStops(t *testing.T) {
 	n := change(reset, []driver.Value{int64(-1), int64(53), time.Unix(200, 0)}, []driver.Value{int64(51), first, "mf first", "host-a"})
 	waitFor("three attempts to take the lock again", func() bool { return d.ran("single_node_lock") >= n+3 })
 	notLost("its previous session still holding the lock")
+	down("its previous session still holding the lock")
 
 	// Its previous session ended: the lock is taken again, on session 54.
 	n = change(nil, []driver.Value{int64(0), int64(54), time.Unix(300, 0)}, nil)
@@ -801,6 +810,9 @@ func TestASingleNodeWhoseLockWasTakenMeanwhileStops(t *testing.T) {
 		t.Fatalf("the lock was taken %d times after it was held again; want once", got-n)
 	}
 	notLost("holding the lock again")
+	waitFor("the writes let through again", func() bool {
+		return !errors.Is(ingest(storage.Fence{}), storage.ErrLockDown)
+	})
 
 	// It drops; the holder cannot be named (gone when looked for, or
 	// sys.dm_tran_locks unreadable without VIEW SERVER STATE): it may be
@@ -813,6 +825,7 @@ func TestASingleNodeWhoseLockWasTakenMeanwhileStops(t *testing.T) {
 	d.mu.Unlock()
 	waitFor("three attempts with the holder not named", func() bool { return d.ran("single_node_lock") >= n+3 })
 	notLost("the holder not named")
+	down("the holder not named") // for as long as it cannot be named
 
 	// It drops again, and another process takes the lock meanwhile.
 	change(reset, []driver.Value{int64(-1), int64(55), time.Unix(400, 0)}, []driver.Value{int64(60), time.Unix(350, 0), "mf second", "host-b"})

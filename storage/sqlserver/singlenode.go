@@ -49,17 +49,21 @@ var singleNodeStartWait = 30 * time.Second
 // (application locks are per database), held until Close
 // (storage.SingleNode.Hold says how it is waited for, watched and lost).
 func (s *Store) HoldSingleNode(ctx context.Context) (<-chan error, error) {
-	return s.single.Hold(ctx, singleNodeCheck, singleNodeStartWait, func(ctx context.Context, previous storage.LockSession) (storage.LockSession, error) {
-		var prev session
-		if p, ok := previous.(*msLock); ok {
-			prev = p.id
-		}
-		conn, own, err := s.takeSingleNode(ctx, prev)
-		if err != nil {
-			return nil, err
-		}
-		return &msLock{conn: conn, id: own}, nil
-	})
+	return s.single.Hold(ctx, singleNodeCheck, singleNodeStartWait, s.takeLock)
+}
+
+// takeLock is HoldSingleNode's storage.TakeLock: takeSingleNode, on an
+// msLock.
+func (s *Store) takeLock(ctx context.Context, previous storage.LockSession) (storage.LockSession, error) {
+	var prev session
+	if p, ok := previous.(*msLock); ok {
+		prev = p.id
+	}
+	conn, own, err := s.takeSingleNode(ctx, prev)
+	if err != nil {
+		return nil, err
+	}
+	return &msLock{conn: conn, id: own}, nil
 }
 
 // msLock is the session that holds a single node's lock, and its identity.

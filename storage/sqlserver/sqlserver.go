@@ -416,10 +416,10 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // fenced runs fn in a transaction that first checks the fence (fence.sql) and
 // holds the term row shared until commit. A mismatch is ErrFenced and the
 // transaction is rolled back. A single node's write (the zero fence) is
-// refused, before any statement, once another process holds its lock
-// (storage.SingleNode.RefuseLost).
+// refused, before any statement, while the node does not know it holds its
+// lock (storage.SingleNode.RefuseUnheld).
 func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx *sql.Tx) error) error {
-	if err := s.single.RefuseLost(f.Owner, f.Term); err != nil {
+	if err := s.single.RefuseUnheld(f.Owner, f.Term); err != nil {
 		return err
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
