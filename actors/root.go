@@ -33,6 +33,13 @@ type Options struct {
 	Instance string
 	// Leadership is the leadership actor's props; nil means single-node.
 	Leadership *actor.Props
+	// LockLost, on a single node whose store holds the single-node lock
+	// (HoldSingleNode), is the channel on which the store says that another
+	// process took it: the graph stops at once, its deliveries in hand
+	// abandoned as on a demotion (not drained: the other process sends
+	// them, and a send of this node's landing later would follow newer
+	// ones), and Failed reports the error.
+	LockLost <-chan error
 	// Trust is the window the leadership actor keeps open while this node
 	// leads (nil: single-node, always open).
 	Trust *leadership.Trust
@@ -158,7 +165,7 @@ func Start(o Options) (*Engine, error) {
 	}
 	clustered := o.Leadership != nil
 	if o.Leadership == nil {
-		o.Leadership = leadership.NewSingleNode()
+		o.Leadership = leadership.NewSingleNode(o.LockLost)
 		o.Trust = leadership.AlwaysTrusted()
 	}
 	if o.DrainTimeout <= 0 {
@@ -204,14 +211,14 @@ func (e *Engine) Status() Status {
 // Failed receives why the engine stopped working by itself: the leadership
 // actor or the graph was stopped by its supervisor after repeated panics,
 // a single node was fenced out of its database by a cluster elected into
-// it, or the graph did not stop when told to (an actor of it stuck in a
-// call that does not return: root.graphStuck). The graph has stopped by
-// then (or, stuck, has been given up, its term's context cancelled), and
-// the lease is no longer held or renewed; the caller should Stop the
-// engine and exit non-zero, so that its service manager starts the node
-// afresh (or, fenced, shows it failed). After a stuck graph, Stop returns
-// an error once protoactor's stop of the root actor times out (10 s): the
-// stuck actor never stops.
+// it, another process took its single-node lock (LockLost), or the graph
+// did not stop when told to (an actor of it stuck in a call that does not
+// return: root.graphStuck). The graph has stopped by then (or, stuck, has
+// been given up, its term's context cancelled), and the lease is no longer
+// held or renewed; the caller should Stop the engine and exit non-zero, so
+// that its service manager starts the node afresh (or, fenced, shows it
+// failed). After a stuck graph, Stop returns an error once protoactor's
+// stop of the root actor times out (10 s): the stuck actor never stops.
 func (e *Engine) Failed() <-chan error { return e.failed }
 
 // Stop shuts the engine down cleanly: the graph stops (listeners close,
@@ -416,6 +423,15 @@ func (r *root) changed(ctx actor.Context, c leadership.Changed) {
 	if !c.Leader {
 		log.Info().Msg("leadership lost: stopping the graph")
 		r.stopGraph(ctx, false)
+		if !r.status.Load().Clustered && !r.stopping && c.Reason == "lock-lost" {
+			// Its graph's context was cancelled when the loss was known
+			// (the term's Ended), and stopGraph did not drain it.
+			log.Error().Err(c.Err).Msg("another mf took this single node's database lock and runs there now: the deliveries in hand were abandoned (it sends them again), and this node writes nothing more; stopping")
+			r.stopping = true
+			r.stopLeadership(ctx)
+			r.fail(c.Err)
+			return
+		}
 		if !r.status.Load().Clustered && !r.stopping {
 			// A single node leads with the fence of term 0, which matches
 			// only a lease no cluster node was ever elected into: once
@@ -948,7 +964,7 @@ func (r *root) graphStuck(ctx actor.Context, waited time.Duration) {
 // the engine starts (a node waiting for its database leads not, and an
 // alert on sum(mf_is_leader) < 1 needs its 0).
 func RegisterMetrics() {
-	for _, reason := range []string{"single-node", "elected", "renew-lost", "fenced"} {
+	for _, reason := range []string{"single-node", "elected", "renew-lost", "fenced", "lock-lost"} {
 		metrics.GetOrCreateCounter(fmt.Sprintf(`mf_leadership_changes_total{reason=%s}`, lanes.Label(reason)))
 	}
 	leaderGauges()

@@ -183,7 +183,7 @@ var help = map[string]string{
 	"mf_config_drift":                      "1 while this node's graph config ([[inbound]], [[outbound]], [[route]] and the settings the graph reads) differs from the primary's, else 0 (the primary's is 0; its WARN names the node).",
 	"mf_leader_term":                       "The leader term this node works under (0 when not leading, or single-node).",
 	"mf_lease_renew_duration_seconds":      "Time of one leader lease renewal.",
-	"mf_leadership_changes_total":          "Leadership changes of this node by reason: elected, renew-lost, fenced, single-node.",
+	"mf_leadership_changes_total":          "Leadership changes of this node by reason: elected, renew-lost, fenced, single-node, lock-lost.",
 	"mf_tls_cert_expiry_timestamp_seconds": "When the certificate (tls_cert) of a TLS endpoint expires, Unix seconds, by kind (api, inbound, outbound) and name, as read at start and at each reload (the API's at start only), and when a listener, a destination or the API loads its renewed certificate from disk: alert well before it, since peers then refuse every handshake.",
 	"mf_ingest_batch_size":                 "Messages per ingest transaction (group commit).",
 	"mf_store_errors_total":                "Failed store calls by operation (not those refused by the fence or cancelled by a leadership change or stop).",

@@ -211,7 +211,9 @@ func runCommand() *cli.Command {
 				}
 			}
 
-			opts := actors.Options{Config: cfg, Store: st, Log: log, NodeID: nodeID, DrainTimeout: c.Duration("drain-timeout")}
+			// Lost, the lock ends the engine through Failed, its
+			// deliveries in hand abandoned, not drained (LockLost).
+			opts := actors.Options{Config: cfg, Store: st, Log: log, NodeID: nodeID, DrainTimeout: c.Duration("drain-timeout"), LockLost: lost}
 			if cfg.Cluster.Enabled {
 				if err := clustered(ctx, &opts, log); err != nil {
 					if ctx.Err() != nil {
@@ -240,7 +242,6 @@ func runCommand() *cli.Command {
 			select {
 			case <-ctx.Done():
 			case failed = <-e.Failed():
-			case failed = <-lost:
 			}
 			// Catch no more signals: a second stop signal then has
 			// Go's default effect and ends the process at once, for an

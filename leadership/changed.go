@@ -16,9 +16,13 @@ type Changed struct {
 	// the graph must stop acting at once, not after it. Nil: never closed.
 	Ended <-chan struct{}
 	// Reason says why, for logs and the mf_leadership_changes_total metric:
-	// "single-node", "elected", "renew-lost", "fenced" (a clean stop resigns
-	// without a Changed: the node is stopping).
+	// "single-node", "elected", "renew-lost", "fenced", "lock-lost" (another
+	// process took a single node's lock: storage.SingleNode.Hold); a clean
+	// stop resigns without a Changed: the node is stopping.
 	Reason string
+	// Err, on a loss that ends a single node for good ("lock-lost"), says
+	// why: the engine fails with it.
+	Err error
 }
 
 // Fenced tells the leadership actor that a write of the term Fence was

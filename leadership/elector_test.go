@@ -562,7 +562,7 @@ func TestSingleNodeReportsAFenceOnce(t *testing.T) {
 	system := actor.NewActorSystem()
 	events := make(chan any, 8)
 	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &probe{props: leadership.NewSingleNode(), events: events}
+		return &probe{props: leadership.NewSingleNode(nil), events: events}
 	}))
 	defer system.Root.Stop(pid)
 	n := &node{id: "single", events: events}
@@ -573,6 +573,38 @@ func TestSingleNodeReportsAFenceOnce(t *testing.T) {
 	if lost := n.wantChanged(t, 5*time.Second, false, "fenced"); lost.Fence != (storage.Fence{}) {
 		t.Fatalf("lost fence %+v, want the zero fence", lost.Fence)
 	}
+	select {
+	case e := <-events:
+		t.Fatalf("a second report: %#v", e)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// A single node whose lock another process took (the store's channel)
+// ends its term at once, before root reads the loss (root may be busy with
+// a drain), and reports it with the store's error, once.
+func TestSingleNodeWhoseLockWasTakenEndsItsTerm(t *testing.T) {
+	system := actor.NewActorSystem()
+	events := make(chan any, 8)
+	lockLost := make(chan error, 1)
+	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &probe{props: leadership.NewSingleNode(lockLost), events: events}
+	}))
+	defer system.Root.Stop(pid)
+	n := &node{id: "single", events: events}
+	won := n.wantChanged(t, 5*time.Second, true, "single-node")
+	taken := errors.New("postgres: another mf runs as the single node of this database schema")
+	lockLost <- taken
+	select {
+	case <-won.Ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the term did not end")
+	}
+	if lost := n.wantChanged(t, 5*time.Second, false, "lock-lost"); lost.Err != taken {
+		t.Fatalf("the loss reported %v; want the store's error", lost.Err)
+	}
+	child := actor.NewPID(system.Address(), pid.Id+"/leadership")
+	system.Root.Send(child, leadership.Fenced{})
 	select {
 	case e := <-events:
 		t.Fatalf("a second report: %#v", e)

@@ -114,7 +114,10 @@ type SingleNode struct {
 // its claim lost, and a message stored is the other's to deliver. What can
 // reorder a lane is a delivery this node claimed before the other's
 // recovery: its send is no write, and may land after the other's send of
-// the same row and of newer ones.
+// the same row and of newer ones. Once the node names the other holder
+// (lost), its engine abandons the deliveries in hand at once, as on a
+// demotion (actors.Options.LockLost); one it cannot name leaves them to end
+// as they would.
 func (n *SingleNode) Hold(ctx context.Context, check, startWait time.Duration, take TakeLock) (<-chan error, error) {
 	busy := func(err error) bool { return errors.Is(err, ErrSingleNodeTaken) || errors.Is(err, ErrLockUnclear) }
 	took := time.Now()
