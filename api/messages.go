@@ -216,8 +216,12 @@ func (s *Server) messageSearch(w http.ResponseWriter, r *http.Request) {
 			filters = append(filters, name)
 		}
 	}
+	what := "messages searched: their metadata was shown"
+	if r.Method == http.MethodHead { // served by the GET route: no body
+		what = "messages searched (HEAD): nothing was shown"
+	}
 	s.o.Log.Info().Str("token", principalOf(r).name).Str("remote", r.RemoteAddr).Strs("filters", filters).Int("messages", len(out.Messages)).
-		Msg("messages searched: their metadata was shown")
+		Msg(what)
 	writeJSON(w, http.StatusOK, out)
 }
 

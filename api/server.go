@@ -374,6 +374,14 @@ func noBody(query string, h http.HandlerFunc) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, msg)
 			return
 		}
+		// An act that takes no arguments refuses a query string as it
+		// refuses a body: POST /outbounds/emr/hold?until=... held with no
+		// end, and /queue/1/skip?lane=... skipped row 1 whatever the lane
+		// said, both answered 200.
+		if query == "" && r.URL.RawQuery != "" {
+			writeError(w, http.StatusBadRequest, r.Method+" "+r.URL.Path+" takes no arguments, and nothing was done: leave out the query string")
+			return
+		}
 		h(w, r)
 	}
 }
@@ -787,8 +795,14 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request) {
 	// An access log of patient data shown, as a hospital's audit of PHI
 	// access asks: who (the token's name), which message, from where; never
 	// what it holds.
+	// HEAD (served by the GET route) shows the headers alone: that the
+	// message exists, and its size.
+	what := "message read: its content (PHI) was shown"
+	if r.Method == http.MethodHead {
+		what = "message looked up (HEAD): its content was not shown"
+	}
 	s.o.Log.Info().Int64("message_id", id).Str("control_id", d.Message.ControlID).Str("token", principalOf(r).name).Str("remote", r.RemoteAddr).
-		Msg("message read: its content (PHI) was shown")
+		Msg(what)
 	m := d.Message
 	out := Message{MessageHead: messageHead(m), Payload: string(m.Payload), Queue: []QueueRow{}}
 	if !utf8.Valid(m.Payload) {

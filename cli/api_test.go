@@ -204,3 +204,24 @@ func TestCommandsWithoutArgumentsRefuseOne(t *testing.T) {
 		}
 	}
 }
+
+// mf messages waits as long as the API's own bound on a search (30 s): a
+// search the API answered in 11 s (the README's 30-day search on SQLite)
+// was reported as a client timeout at 10 s, saying nothing of the window.
+func TestMessagesWaitsAsLongAsTheAPIsSearchMay(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(11 * time.Second):
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"messages":[],"since":"2026-10-30T00:00:00Z","until":null,"next_before_id":null}` + "\n"))
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv(TokenEnv, "mf_tok")
+	out, err := runMF(t, "messages", "--api", srv.URL, "--since", "2026-10-30T00:00:00Z")
+	if err != nil || !strings.Contains(out, "no message found") {
+		t.Fatalf("mf messages on a search the API answers in 11 s: %q, %v; want the API's answer", out, err)
+	}
+}

@@ -182,7 +182,14 @@ func benchCommand() *cli.Command {
 			defer stop()
 			rep, err := runBench(ctx, o)
 			if err != nil && rep == nil {
-				return err
+				if !asJSON {
+					return err
+				}
+				// A script reads one object whatever happened: a run that
+				// could not start (the target not reached) sent nothing,
+				// and says why.
+				d := o.withDefaults()
+				rep = &benchReport{Target: d.Target, Connections: d.Connections, Lanes: d.Lanes, Rate: d.Rate, FirstProblem: err.Error()}
 			}
 			if asJSON {
 				b, jerr := json.Marshal(rep)

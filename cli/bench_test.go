@@ -514,6 +514,34 @@ func TestBenchJSON(t *testing.T) {
 	}
 }
 
+// With --json, a run that cannot start (the target refuses) still prints one
+// object, sent 0 and the reason in first_problem, and fails: a script piping
+// it to jq got nothing to parse.
+func TestBenchJSONOfARunThatCannotStart(t *testing.T) {
+	// Not parallel: urfave/cli's apps share global flags (--help).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // refused from now on
+	var out, errOut bytes.Buffer
+	err = App(&out, &errOut).Run([]string{"mf", "bench", "--target", addr, "--count", "5", "--json"})
+	if err == nil {
+		t.Fatalf("mf bench against a closed port succeeded: %s", out.String())
+	}
+	got := enginetest.JSONShape(t, "mf bench --json", out.Bytes(), map[string]string{
+		"target": "string", "connections": "number", "lanes": "number", "size_bytes": "number", "rate": "number",
+		"sent": "number", "accepted": "number", "rejected": "number", "errors": "number",
+		"elapsed_seconds": "number", "throughput_per_second": "number", "latency_ms": "object",
+		"sent_late": "number", "max_late_ms": "number", "started_unix": "number", "longest_gap_ms": "number",
+		"first_problem": "string",
+	})
+	if got["sent"] != 0.0 || got["target"] != addr || !strings.Contains(got["first_problem"].(string), "dial") {
+		t.Fatalf("mf bench --json against a closed port: %s; want sent 0 and the dial's failure", out.String())
+	}
+}
+
 func TestBenchSinkCommandJSON(t *testing.T) {
 	// Not parallel: urfave/cli's apps share global flags (--help).
 	pr, pw := io.Pipe()
