@@ -232,8 +232,8 @@ func (s *Server) refuseDrifted(w http.ResponseWriter, what string) bool {
 	if s.o.ConfigDrift == nil || !s.o.ConfigDrift() {
 		return false
 	}
-	writeError(w, http.StatusConflict, "this node's graph config differs from the primary's (its mf_config_drift is 1), and "+what+
-		" follows the answering node's routes: it could queue messages in lanes the primary's routes do not make, out of order with the rest of their lane_key; call the primary's API, or deploy the same config file to every node and run mf reload, then call again")
+	writeError(w, http.StatusConflict, "this node's graph config differs from the primary's (a reload on its way, or one that failed: its mf_config_drift turns 1 after a minute), and "+what+
+		" follows the answering node's routes: it could queue messages in lanes the primary's routes do not make, out of order with the rest of their lane_key; call the primary's API, or wait for the reload (deploy the same config file to every node and run mf reload if one failed), then call again")
 	return true
 }
 

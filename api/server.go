@@ -62,7 +62,8 @@ type Options struct {
 	// reads it).
 	QueueChanged func(ctx context.Context) error
 	// ConfigDrift reports whether this node's graph config differs from
-	// the primary's (leadership.ConfigDrift: its mf_config_drift is 1). A
+	// the primary's (leadership.ConfigDiffers: from the first heartbeat
+	// that sees it, before mf_config_drift turns 1 a minute later). A
 	// resend computes each message's lane from the answering node's
 	// routes: through a node that drifted it could queue a message in a
 	// lane of a lane_key the primary does not run, out of order with the

@@ -134,7 +134,7 @@ func runCommand() *cli.Command {
 					}
 					return nil // no lanes run yet: they read the holds when they start
 				},
-				ConfigDrift: leadership.ConfigDrift,
+				ConfigDrift: leadership.ConfigDiffers,
 				QueueChanged: func(ctx context.Context) error {
 					if e := eng.Load(); e != nil {
 						return e.QueueChanged(ctx)

@@ -28,6 +28,19 @@ var configDrift atomic.Bool
 // primary, on a single node, and for a minute after a reload on its way).
 func ConfigDrift() bool { return configDrift.Load() }
 
+// configDiffers is set while this node's graph config differs from the
+// primary's, as its last heartbeat found, without driftGrace: a reload on
+// its way, or one that failed. Process-wide, as configDrift.
+var configDiffers atomic.Bool
+
+// ConfigDiffers reports whether this standby's graph config differs from
+// the primary's, as its last heartbeat found, from the first beat that saw
+// it (ConfigDrift waits a minute for a reload on its way). What follows the
+// node's own routes, an operator's resend, is refused on it meanwhile: in
+// ConfigDrift's minute, a standby whose reload of a changed lane_key had
+// failed queued resends in lanes of the old key.
+func ConfigDiffers() bool { return configDiffers.Load() }
+
 var _ = metrics.NewGauge("mf_config_drift", func() float64 {
 	if configDrift.Load() {
 		return 1
@@ -75,6 +88,7 @@ func (e *Elector) checkDrift(l storage.NodeList, now time.Time) {
 	if e.leader {
 		e.drift.self = time.Time{}
 		configDrift.Store(false)
+		configDiffers.Store(false)
 		e.checkNodesDrift(l, now, timeout)
 		return
 	}
@@ -86,6 +100,7 @@ func (e *Elector) checkDrift(l storage.NodeList, now time.Time) {
 	for _, n := range l.Nodes {
 		if n.NodeID == leader {
 			configDrift.Store(differs(&e.drift.self, now, e.fingerprint, e.configLoaded, n.ConfigFingerprint, n.ConfigVersion))
+			configDiffers.Store(!e.drift.self.IsZero()) // differs keeps since while they differ
 			return
 		}
 	}
