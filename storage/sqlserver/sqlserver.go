@@ -397,16 +397,27 @@ func batches(script string) []string {
 // inTx runs fn in a READ COMMITTED transaction (READ_COMMITTED_SNAPSHOT may
 // be on or off: every statement that decides something takes its own locks)
 // and commits it. A deadlock victim is run again from the start.
+//
+// The transaction is rolled back however fn ends, a panic included (a
+// driver bug decoding a reply, a nil dereference in a scan): the lanes call
+// the store with the term's context, which nothing cancels after a lane
+// actor's panic (protoactor recovers it), so database/sql's rollback on
+// cancellation would come only at the end of the term, and until then the
+// connection stayed checked out of the pool with every lock the
+// transaction took: the fence's shared lock on mf_leader_term (an election
+// waits for it), the lane's row locks, the ingest application lock. As
+// SQLite's writer does (6a6d003) and pgx.BeginFunc on PostgreSQL.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return retryDeadlocks(ctx, func() error {
 		tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
 			return err
 		}
+		// After the commit this is sql.ErrTxDone, ignored; after a rollback
+		// the server made itself (XACT_ABORT, a deadlock) the driver sends
+		// nothing.
+		defer func() { _ = tx.Rollback() }()
 		if err := fn(tx); err != nil {
-			// After XACT_ABORT or a deadlock the server has already rolled
-			// back; the driver then sends nothing.
-			_ = tx.Rollback()
 			return err
 		}
 		return tx.Commit()
