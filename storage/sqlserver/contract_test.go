@@ -527,15 +527,13 @@ func TestStatementsKeepTheFenceTheLaneOrderAndTheDatabaseClock(t *testing.T) {
 	// after it (not a window's OVER (ORDER BY ...)).
 	ordered := regexp.MustCompile(`(?i)\bORDER\s+BY\b[^()]*$`)
 	// An operator's resend draws queue ids too: under the same lock. A
-	// resend-dead takes it in the first batch of its transaction
-	// (queue_resend_dead_pick.sql, before it locks the dead rows, as
-	// message_resend.sql takes it before it marks them) and inserts in the
-	// second: the lock is held to commit (LockOwner Transaction).
+	// resend-dead locks its dead rows in the first batch of its
+	// transaction (queue_resend_dead_pick.sql) and takes the lock in the
+	// second, which inserts: the lock is held to commit (LockOwner
+	// Transaction), and not while the rows' locks are waited for
+	// (TestResendsTakeTheIngestLockAfterTheirRowLocks).
 	for _, name := range []string{"message_ingest", "message_resend", "queue_resend_dead"} {
 		text := files["sql/"+name+".sql"]
-		if name == "queue_resend_dead" {
-			text = files["sql/queue_resend_dead_pick.sql"] + text
-		}
 		lock := regexp.MustCompile(`(?is)sp_getapplock[^;]*@Resource\s*=\s*@ingest\b[^;]*@LockMode\s*=\s*N'Exclusive'[^;]*@LockOwner\s*=\s*N?'Transaction'`).FindStringIndex(text)
 		insert := regexp.MustCompile(`(?i)\bINSERT\s+INTO\s+mf_`).FindStringIndex(text)
 		if lock == nil || insert == nil || lock[0] > insert[0] {

@@ -878,9 +878,10 @@ func isoMicros(t time.Time) string {
 	return r.UTC().Format("2006-01-02T15:04:05.000000")
 }
 
-// MessageResend implements storage.Store: the ingest lock, the rows and the
-// queue's version in one transaction (message_resend.sql). Not fenced: an
-// operator acts through any node's API.
+// MessageResend implements storage.Store: the message's finished rows and
+// its row locked, then the ingest lock, the new rows and the marks
+// (message_resend.sql), and the queue's version, in one transaction. Not
+// fenced: an operator acts through any node's API.
 func (s *Store) MessageResend(ctx context.Context, p storage.MessageResendParams) ([]int64, error) {
 	dels := make([]ingestDeliveryRow, len(p.Deliveries))
 	for i, d := range p.Deliveries {
@@ -945,11 +946,13 @@ type resendDeadRow struct {
 }
 
 // QueueResendDead implements storage.Store (storage.ResendDead): each
-// transaction takes the ingest lock and locks at most
-// storage.ResendDeadChunk dead rows (queue_resend_dead_pick.sql), gives
-// each the lane of the routes in force (p.Lane), resends them
-// (queue_resend_dead.sql) and bumps the queue's version. Not fenced: an
-// operator acts through any node's API.
+// transaction locks at most storage.ResendDeadChunk dead rows
+// (queue_resend_dead_pick.sql), gives each the lane of the routes in force
+// (p.Lane), then takes the ingest lock and resends them
+// (queue_resend_dead.sql), and bumps the queue's version. The ingest lock
+// is not held while the rows' locks are waited for, nor across the round
+// trip of their payloads and lanes: every ingest waits while it is. Not
+// fenced: an operator acts through any node's API.
 func (s *Store) QueueResendDead(ctx context.Context, p storage.QueueResendDeadParams) (storage.ResentDead, error) {
 	if p.Lane == nil {
 		return storage.ResentDead{}, storage.ErrNoResendLane

@@ -31,7 +31,7 @@ SET XACT_ABORT ON;
 -- (a rolling upgrade) and this one still exclude each other, and two
 -- schemas' nodes of this mf do not. Once no older mf can run on the
 -- database, the shared lock can go. message_resend.sql and
--- queue_resend_dead_pick.sql take the same two locks, in this order.
+-- queue_resend_dead.sql take the same two locks, in this order.
 DECLARE @lock INT, @ingest NVARCHAR(255) = CONCAT(N'mf_ingest in ', SCHEMA_NAME());
 EXEC @lock = sp_getapplock
     @Resource = N'mf_ingest',
