@@ -75,6 +75,8 @@ type fakeDriver struct {
 	// execErr, when set, is what an Exec of the statement name ("" for a
 	// migration batch) returns.
 	execErr func(name string) error
+	// queryErr, when set, is what a Query of the statement name returns.
+	queryErr func(name string) error
 }
 
 // set makes the fake return rows for the statement name from now on.
@@ -169,7 +171,16 @@ func (c *fakeConn) ExecContext(_ context.Context, text string, args []driver.Nam
 }
 
 func (c *fakeConn) QueryContext(_ context.Context, text string, args []driver.NamedValue) (driver.Rows, error) {
-	rows, ok := c.d.result(c.d.record(text, args))
+	name := c.d.record(text, args)
+	c.d.mu.Lock()
+	fail := c.d.queryErr
+	c.d.mu.Unlock()
+	if fail != nil {
+		if err := fail(name); err != nil {
+			return nil, err
+		}
+	}
+	rows, ok := c.d.result(name)
 	if !ok {
 		return nil, errStop
 	}

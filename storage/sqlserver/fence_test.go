@@ -23,9 +23,14 @@ import (
 
 // A row lock on a queue row, held by a session left open (an operator's
 // UPDATE in SSMS, not yet committed), makes the lane write that needs the
-// row wait, but not the lease renewal. With the fence on the lease row, the
-// renewal waited behind the write, the primary fenced itself, and the nodes
-// took turns leading for as long as the session stayed open.
+// row wait, but not the lease renewal, and the write waits at most
+// laneLockWait: it then fails with SQL Server's lock timeout (1222), its
+// connection back in the pool, for its lane to try again later; once the
+// lock has gone, the lane's next claim goes through. With the fence on the
+// lease row, the renewal waited behind the write, the primary fenced
+// itself, and the nodes took turns leading for as long as the session
+// stayed open; with no bound on the write's wait, five such lanes held the
+// whole pool, and no ingest got a connection.
 func TestARowLockHoldsALaneWriteButNotTheRenewal(t *testing.T) {
 	inBothModes(t, func(t *testing.T, ctx context.Context, s *sqlserver.Store, db *sql.DB, _ string, l storage.Lease) {
 		f := storage.Fence{Owner: l.Owner, Term: l.Term}
@@ -35,20 +40,22 @@ func TestARowLockHoldsALaneWriteButNotTheRenewal(t *testing.T) {
 		}}}); err != nil {
 			t.Fatal(err)
 		}
+		claim := func() error {
+			_, err := s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: "d/x", Owner: "o", LeaseTTL: time.Minute})
+			return err
+		}
 
 		operator, spid := openSession(t, ctx, db)
 		if _, err := operator.ExecContext(ctx, "UPDATE mf_queue SET last_error = N'looked at by hand' WHERE lane = N'd/x'"); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
-		go func() {
-			_, err := s.QueueClaimNext(ctx, storage.QueueClaimNextParams{Fence: f, Lane: "d/x", Owner: "o", LeaseTTL: time.Minute})
-			done <- err
-		}()
+		began := time.Now()
+		go func() { done <- claim() }()
 		until(t, ctx, fmt.Sprintf("the claim waiting on the operator's session %d", spid), func() bool {
 			select {
 			case err := <-done:
-				t.Fatalf("the claim ended (%v) while the operator's session held its row; want it to wait", err)
+				t.Fatalf("the claim ended (%v) before it was seen waiting on the operator's session; want it to wait", err)
 			default:
 			}
 			return blockedBy(t, ctx, db, spid)
@@ -58,11 +65,39 @@ func TestARowLockHoldsALaneWriteButNotTheRenewal(t *testing.T) {
 			_, err := s.LeaseAttemptRenew(ctx, storage.LeaseAttemptRenewParams{Owner: l.Owner, Term: l.Term, TTL: time.Minute})
 			return err
 		})
+		select {
+		case err := <-done:
+			waited := time.Since(began)
+			if !sqlserver.LockTimedOut(err) || errors.Is(err, storage.ErrFenced) || errors.Is(err, storage.ErrClaimLost) {
+				t.Fatalf("the claim on the operator's locked row: %v; want it to give up on its lock wait (error 1222), a store error its lane tries again", err)
+			}
+			if waited < sqlserver.LaneLockWait*8/10 {
+				t.Errorf("the claim gave up after %s; want about %s", waited, sqlserver.LaneLockWait)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the claim still waits for the operator's row lock after 5 s; want it to give up after %s", sqlserver.LaneLockWait)
+		}
 		if err := operator.Rollback(); err != nil {
 			t.Fatal(err)
 		}
-		if err := <-done; err != nil {
-			t.Fatalf("the claim once the row lock went: %v", err)
+		if err := claim(); err != nil {
+			t.Fatalf("the lane's next claim once the row lock went: %v", err)
+		}
+	})
+}
+
+// A lane statement's SET LOCK_TIMEOUT ends with its batch (sp_executesql):
+// the connection it ran on waits for locks without end again afterwards,
+// so that nothing else run on it (an ingest, the fence) is cut short.
+func TestALaneStatementsLockWaitEndsWithItsBatch(t *testing.T) {
+	inBothModes(t, func(t *testing.T, ctx context.Context, s *sqlserver.Store, _ *sql.DB, _ string, _ storage.Lease) {
+		during, after, err := s.LockTimeoutAroundALaneStatement(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if during != sqlserver.LaneLockWait.Milliseconds() || after != -1 {
+			t.Fatalf("@@LOCK_TIMEOUT %d in the lane statement's batch and %d after it, on the same connection; want %d, then -1 (no bound)",
+				during, after, sqlserver.LaneLockWait.Milliseconds())
 		}
 	})
 }

@@ -25,6 +25,10 @@
 //     parameters.
 //   - The lane claim finds the head, then locks the row by id (FOR UPDATE
 //     there), so that every writer locks rows before index keys.
+//   - Each lane's write is a transaction of its own (no batches of the
+//     lanes' writes), whose statements wait at most laneLockWait for a
+//     lock: SET LOCK_TIMEOUT in each one's batch, not lock_timeout set in
+//     the batch's transaction.
 //   - There is no NOTIFY: followers learn of a resignation by polling.
 //   - A single node's lock (HoldSingleNode) is an application lock owned by
 //     its session (sp_getapplock), not an advisory lock.
@@ -445,6 +449,74 @@ func (s *Store) fenced(ctx context.Context, f storage.Fence, fn func(tx *sql.Tx)
 		}
 		return fn(tx)
 	})
+}
+
+// laneLockWait is how long a lane's write waits for each lock it needs
+// before it fails: SET LOCK_TIMEOUT 500 at the top of each of the lanes'
+// statements (queue_claim_next.sql, queue_complete.sql,
+// queue_give_back.sql, queue_release_own.sql, queue_retry.sql,
+// queue_dead.sql, queue_hold.sql, queue_extend_lease.sql), as PostgreSQL's
+// lanes wait at most 500 ms for a row lock (storage/postgres/lanebatch.go).
+//
+// Why: every lane actor runs its write in its own transaction on the pool
+// (5 connections by default). A row lock another session holds (an
+// operator's UPDATE of queue rows left open in SSMS, a reporting tool's
+// SELECT ... WITH (UPDLOCK)) made each lane whose row it covered wait, a
+// connection checked out, for as long as that session lived: five such
+// lanes took the whole pool, and every ingest (AE to every sender), every
+// API read and /ready waited for a connection, while the lease renewal, on
+// a connection of its own, kept the node primary. Now such a write fails
+// after 500 ms with SQL Server's error 1222, its transaction rolled back and
+// its connection given back, and the lane tries again a second later
+// (lanes/lane.go, storeFailed), as on PostgreSQL (SQLSTATE 55P03). Long
+// beside a lane's write (milliseconds: the waits it is meant to outlast
+// are other short transactions, an ingest's uncommitted rows read by a
+// claim with READ_COMMITTED_SNAPSHOT OFF among them), short beside the
+// lane's retry, and well inside SQL Server's deadlock monitor interval
+// (5 s), so that in a deadlock with another session's long statement the
+// lane gives way first.
+//
+// Where: in each statement's own batch. go-mssqldb sends a statement with
+// parameters as a call of sp_executesql, and a SET in the batch of
+// sp_executesql holds until that batch ends ("SET Statements
+// (Transact-SQL)": the option is restored once control returns from the
+// batch of the dynamic SQL string), so the setting never stays on a
+// pooled connection, and the fence (fence.sql, a batch of its own, which
+// an election holds up briefly) still waits as long as it must, as on
+// PostgreSQL, where the lock_timeout is set after the fence. Every lane
+// statement has parameters (TestLaneWritesBoundTheirLockWaits): one sent
+// without would be a plain batch, whose SET would stay on the session. And
+// with XACT_ABORT ON: a lock timeout otherwise cancels only the statement
+// that waited, leaves the transaction open and runs the rest of the batch
+// (the SELECT @@ROWCOUNT that follows an UPDATE would say 0 rows: a claim
+// lost, not a lock).
+//
+// What it does not do: PostgreSQL's lanes share one batch of writes, and
+// sets a lane whose write ran out aside into a batcher of its own, one
+// connection for all such lanes. Here each blocked lane still takes a
+// connection for 500 ms out of every 1.5 s or so, so with many more blocked
+// lanes than connections an ingest still waits for a connection, no longer
+// without end (database/sql hands a connection given back to a waiting
+// caller).
+const laneLockWait = 500 * time.Millisecond
+
+// laneWrite runs fn as fenced does, for a lane's write (whose statements
+// wait at most laneLockWait for a lock), and says so when a lock wait ran
+// out: an error like any other store error to the lane, which tries again
+// after its pause, not a fence nor a refusal of the row.
+func (s *Store) laneWrite(ctx context.Context, f storage.Fence, fn func(tx *sql.Tx) error) error {
+	err := s.fenced(ctx, f, fn)
+	if lockTimedOut(err) {
+		err = fmt.Errorf("%w; it waited %s for a lock that another session holds (an open transaction that updated or locked a queue row: find it by blocking_session_id in sys.dm_exec_requests); its lane tries again", err, laneLockWait)
+	}
+	return err
+}
+
+// lockTimedOut reports SQL Server's error 1222: a wait for a lock outlasted
+// the batch's SET LOCK_TIMEOUT.
+func lockTimedOut(err error) bool {
+	_, ok := errorNumber(err, func(n int32) bool { return n == errLockTimeout })
+	return ok
 }
 
 // retryDeadlocks runs fn again while it fails as a deadlock victim, at most
@@ -1073,7 +1145,7 @@ func (s *Store) MessagePurge(ctx context.Context, p storage.MessagePurgeParams) 
 // queue_claim_next.sql.
 func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextParams) (storage.QueueClaim, error) {
 	var c *storage.QueueClaim
-	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+	err := s.laneWrite(ctx, p.Fence, func(tx *sql.Tx) error {
 		run, err := claimRun(ctx, tx, p.Lane, p.From, p.Owner, p.LeaseTTL, 0)
 		if err == nil && len(run) == 0 {
 			err = storage.ErrNoWork
@@ -1096,7 +1168,7 @@ func (s *Store) QueueClaimNext(ctx context.Context, p storage.QueueClaimNextPara
 // one fenced transaction.
 func (s *Store) QueueAdvance(ctx context.Context, p storage.QueueAdvanceParams) (storage.QueueAdvanced, error) {
 	var out storage.QueueAdvanced
-	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+	err := s.laneWrite(ctx, p.Fence, func(tx *sql.Tx) error {
 		out = storage.QueueAdvanced{} // a deadlock victim's retry starts afresh
 		n, err := updateClaim(ctx, tx, "queue_complete", p.Claim)
 		if err != nil {
@@ -1121,7 +1193,7 @@ func (s *Store) QueueGiveBack(ctx context.Context, p storage.QueueGiveBackParams
 		return 0, nil
 	}
 	var total int64
-	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+	err := s.laneWrite(ctx, p.Fence, func(tx *sql.Tx) error {
 		total = 0 // a deadlock victim's retry starts afresh
 		for i, c := range p.Claims {
 			e, d := p.Noted(i)
@@ -1142,7 +1214,7 @@ func (s *Store) QueueGiveBack(ctx context.Context, p storage.QueueGiveBackParams
 // QueueReleaseOwn implements storage.Store.
 func (s *Store) QueueReleaseOwn(ctx context.Context, p storage.QueueReleaseOwnParams) (int64, error) {
 	var n int64
-	err := s.fenced(ctx, p.Fence, func(tx *sql.Tx) error {
+	err := s.laneWrite(ctx, p.Fence, func(tx *sql.Tx) error {
 		return tx.QueryRowContext(ctx, queries.Get("queue_release_own"), sql.Named("lane", p.Lane), sql.Named("owner", p.Owner)).Scan(&n)
 	})
 	if err != nil {
@@ -1180,7 +1252,7 @@ func claimRun(ctx context.Context, tx *sql.Tx, lane string, from int64, owner st
 // returns how many rows it changed) and tells ErrNotFound from ErrClaimLost
 // when it changed nothing.
 func (s *Store) claimUpdate(ctx context.Context, op string, f storage.Fence, c storage.Claim, args ...any) error {
-	err := s.fenced(ctx, f, func(tx *sql.Tx) error {
+	err := s.laneWrite(ctx, f, func(tx *sql.Tx) error {
 		n, err := updateClaim(ctx, tx, op, c, args...)
 		if err != nil || n == 1 {
 			return err

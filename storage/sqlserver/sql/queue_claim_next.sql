@@ -120,6 +120,11 @@
 --   * The fence is a SERIALIZABLE (HOLDLOCK) read: locking in both modes.
 SET NOCOUNT ON;
 SET XACT_ABORT ON;
+-- A lane's write: each lock is waited for at most 500 ms (error 1222 after),
+-- in this batch only (see laneLockWait in sqlserver.go). XACT_ABORT makes
+-- the timeout end the batch and the transaction: without it, SQL Server
+-- cancels only the statement that waited and runs the rest of the batch.
+SET LOCK_TIMEOUT 500;
 
 DECLARE @head BIGINT, @candidate BIGINT, @status NVARCHAR(16), @due DATETIME2(6),
         @lease_expires_at DATETIME2(6), @held BIT, @tries INT = 0,

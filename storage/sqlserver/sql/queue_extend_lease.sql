@@ -5,6 +5,12 @@
 -- duplicate; see THE LEASE in queue_claim_next.sql). Locking by id takes
 -- the row before any index key, as every writer of mf_queue does.
 SET NOCOUNT ON;
+SET XACT_ABORT ON;
+-- A lane's write: each lock is waited for at most 500 ms (error 1222 after),
+-- in this batch only (see laneLockWait in sqlserver.go). XACT_ABORT makes
+-- the timeout end the batch and the transaction: without it, SQL Server
+-- cancels only the statement that waited and runs the rest of the batch.
+SET LOCK_TIMEOUT 500;
 DECLARE @locked BIGINT;
 SELECT @locked = id FROM mf_queue WITH (UPDLOCK, ROWLOCK) WHERE id = @id;
 DECLARE @now DATETIME2(6) = SYSUTCDATETIME();

@@ -12,6 +12,11 @@
 -- compares strings padded with spaces (see queue_claim_next.sql).
 SET NOCOUNT ON;
 SET XACT_ABORT ON;
+-- A lane's write: each lock is waited for at most 500 ms (error 1222 after),
+-- in this batch only (see laneLockWait in sqlserver.go). XACT_ABORT makes
+-- the timeout end the batch and the transaction: without it, SQL Server
+-- cancels only the statement that waited and runs the rest of the batch.
+SET LOCK_TIMEOUT 500;
 DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
 DECLARE @own TABLE (id BIGINT NOT NULL PRIMARY KEY);
 

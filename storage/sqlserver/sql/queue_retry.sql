@@ -4,6 +4,12 @@
 -- queue_extend_lease.sql: a clock read before a wait for the row's lock
 -- made the retry due sooner than its delay by that wait.
 SET NOCOUNT ON;
+SET XACT_ABORT ON;
+-- A lane's write: each lock is waited for at most 500 ms (error 1222 after),
+-- in this batch only (see laneLockWait in sqlserver.go). XACT_ABORT makes
+-- the timeout end the batch and the transaction: without it, SQL Server
+-- cancels only the statement that waited and runs the rest of the batch.
+SET LOCK_TIMEOUT 500;
 DECLARE @locked BIGINT;
 SELECT @locked = id FROM mf_queue WITH (UPDLOCK, ROWLOCK) WHERE id = @id;
 DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
