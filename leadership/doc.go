@@ -13,6 +13,13 @@
 //   - Elect succeeds only when expires_at <= now: the lease expired, or its
 //     holder resigned (set expires_at = now). It never preempts, not even its
 //     own live lease. It sets owner, term+1 and expires_at = now + TTL.
+//   - Elect fails while a single node (cluster disabled) runs on the schema,
+//     whose zero fence holds until someone is elected (a node elected beside
+//     it recovered and sent the rows it was still sending): the election takes
+//     the single node's lock shared, without waiting, in its own
+//     transaction, and elects nobody while it is not granted
+//     (storage.ErrSingleNodeRunning; the follower says so at ERROR and tries
+//     again every heartbeat). A renewal takes no such lock.
 //   - Renew succeeds only for the same owner and term: expires_at = now + TTL.
 //   - Every write of the graph carries the fence {owner, term} and checks it
 //     against the row in the same transaction (storage.ErrFenced otherwise).

@@ -96,6 +96,10 @@ type Elector struct {
 	// version): while the database is away they fail every time, and a
 	// line each was three lines a heartbeat, for hours.
 	electing, beating, reading storage.Outage
+	// beside is set while elections are refused because a single node
+	// (cluster disabled) holds the schema (storage.ErrSingleNodeRunning):
+	// logged at ERROR when it starts, at INFO when it ends.
+	beside bool
 	// pinned is set for a node_id from the config file, which another
 	// process may have been given too; twin counts the beats that found
 	// this node's row written by another process.
@@ -316,17 +320,33 @@ func (e *Elector) callContext() (context.Context, context.CancelFunc) {
 
 // elect is the follower state: take the lease if it has expired or been
 // resigned. On a live lease, come back just after it expires if that is
-// sooner than the next heartbeat.
+// sooner than the next heartbeat. While a single node holds the schema the
+// store elects nobody (storage.ErrSingleNodeRunning): said once, tried
+// again every heartbeat.
 func (e *Elector) elect(ctx actor.Context) time.Duration {
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(context.Background(), e.cfg.Heartbeat())
 	l, elected, err := e.store.LeaseAttemptElect(cctx, storage.LeaseAttemptElectParams{Owner: e.nodeID, TTL: e.cfg.LeaderLeaseTTL()})
 	cancel()
+	if errors.Is(err, storage.ErrSingleNodeRunning) {
+		// The database answered: it is no outage, and no store error.
+		e.worksAgain(&e.electing, "election")
+		if !e.beside {
+			e.beside = true
+			e.log.Error().Err(err).
+				Msg("a single node (cluster disabled) runs on this cluster's database schema, so no node is elected beside it: stop it, or enable [cluster] on it. This node stays a standby and tries again every heartbeat (logged once while it lasts)")
+		}
+		return e.cfg.Heartbeat()
+	}
 	if err != nil {
 		e.callFailed(&e.electing, "lease_elect", "election attempt", err)
 		return e.cfg.Heartbeat()
 	}
 	e.worksAgain(&e.electing, "election")
+	if e.beside {
+		e.beside = false
+		e.log.Info().Msg("no single node holds this database schema any more: elections are attempted again")
+	}
 	if !elected {
 		// Remaining is the database's, read at some moment of the call:
 		// counted from its end, the retry comes after the expiry, not up

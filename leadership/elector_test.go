@@ -612,6 +612,65 @@ func TestSingleNodeWhoseLockWasTakenEndsItsTerm(t *testing.T) {
 	}
 }
 
+// besideStore counts the election attempts the store refused because a
+// single node holds the schema.
+type besideStore struct {
+	storage.Store
+	refused atomic.Int64
+}
+
+func (b *besideStore) LeaseAttemptElect(ctx context.Context, p storage.LeaseAttemptElectParams) (storage.Lease, bool, error) {
+	l, ok, err := b.Store.LeaseAttemptElect(ctx, p)
+	if errors.Is(err, storage.ErrSingleNodeRunning) {
+		b.refused.Add(1)
+	}
+	return l, ok, err
+}
+
+// A clustered node started on a schema where a single node (cluster
+// disabled) runs is not elected while the single node runs. It was elected
+// at once (the lease starts never elected), ran its promotion recovery,
+// giving back the rows the single node was sending, and bound its ports,
+// while the single node sent on until its next write met the fence: a lane
+// could be reordered. It says so at ERROR, once, stays a standby, and is
+// elected once the single node stops.
+func TestAClusterNodeIsNotElectedWhileASingleNodeRunsOnItsSchema(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewSchema(t)
+	single := openStore(t, url)
+	if _, err := single.HoldSingleNode(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	logs := &enginetest.LogBuffer{}
+	st := &besideStore{Store: openStore(t, url)}
+	a := startLoggingNode(t, "a", st, zerolog.New(logs))
+	enginetest.WaitFor(t, "five election attempts refused", 10*time.Second, func() bool { return st.refused.Load() >= 5 })
+	select {
+	case e := <-a.events:
+		t.Fatalf("a reported %#v while a single node runs on its schema", e)
+	default:
+	}
+	if l, err := st.LeaseRead(context.Background()); err != nil || l.Term != 0 {
+		t.Fatalf("lease %+v (%v) while a single node runs; want never elected", l, err)
+	}
+	const said = "so no node is elected beside it: stop it, or enable [cluster] on it"
+	var lines []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, said) {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], `"level":"error"`) {
+		t.Fatalf("%d refused elections said %d times; want once, at ERROR:\n%s", st.refused.Load(), len(lines), logs.String())
+	}
+
+	single.Close()
+	a.wantChanged(t, 10*time.Second, true, "elected")
+	if !strings.Contains(logs.String(), "no single node holds this database schema any more") {
+		t.Fatalf("the end of the refusals is not logged:\n%s", logs.String())
+	}
+}
+
 // deafStore's resignation watcher fails to listen failures times in a row
 // (a database away), then listens.
 type deafStore struct {

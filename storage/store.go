@@ -68,7 +68,11 @@ type Store interface {
 	// it has expired or been resigned. It never preempts a live lease, not
 	// even one held by p.Owner itself. On success the term grows by one. It
 	// returns the lease as it stands after the attempt and whether p.Owner
-	// was elected.
+	// was elected. On PostgreSQL and SQL Server it elects nobody while a
+	// single node holds the schema's single-node lock (HoldSingleNode):
+	// it takes that lock shared, without waiting, in the election's own
+	// transaction, and returns ErrSingleNodeRunning when it is not granted.
+	// A renewal or a resignation takes no such lock.
 	LeaseAttemptElect(ctx context.Context, p LeaseAttemptElectParams) (Lease, bool, error)
 	// LeaseAttemptRenew extends the lease to db_now + p.TTL only if it is
 	// still held by exactly p.Owner at p.Term; otherwise it returns
@@ -371,6 +375,15 @@ var (
 	// single node whose lock another took while its session was down has
 	// its zero-fence writes refused with it.
 	ErrSingleNodeTaken = errors.New("storage: another mf runs as the single node of this database schema")
+	// ErrSingleNodeRunning is LeaseAttemptElect's refusal while a single
+	// node (cluster disabled) runs on the store's schema, holding the lock
+	// that HoldSingleNode takes: nothing is elected. The single node writes
+	// with the zero fence, which holds while no node has been elected; a
+	// node elected beside it recovered the rows it was sending and sent
+	// them, and newer ones, while it still sent its own, until its next
+	// write met the fence. The elector stays a follower and tries again
+	// at its next attempt. Stop the single node, or enable [cluster] on it.
+	ErrSingleNodeRunning = errors.New("storage: a single node (cluster disabled) runs on this database schema, and no node is elected beside it")
 )
 
 // NotPending is the ErrNotPending of an operator action (QueueRelease,

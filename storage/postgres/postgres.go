@@ -563,12 +563,17 @@ func scanLease(row pgx.Row, extra ...any) (storage.Lease, error) {
 	return l, nil
 }
 
-// LeaseAttemptElect implements storage.Store.
+// LeaseAttemptElect implements storage.Store. It elects nobody while a
+// single node holds this schema's lock (lease_attempt_elect.sql takes it
+// shared): storage.ErrSingleNodeRunning, with the lease as it stands.
 func (s *Store) LeaseAttemptElect(ctx context.Context, p storage.LeaseAttemptElectParams) (storage.Lease, bool, error) {
-	var elected bool
-	l, err := scanLease(s.lease.QueryRow(ctx, queries.Get("lease_attempt_elect"), p.Owner, storage.Seconds(p.TTL)), &elected)
+	var elected, free bool
+	l, err := scanLease(s.lease.QueryRow(ctx, queries.Get("lease_attempt_elect"), p.Owner, storage.Seconds(p.TTL)), &elected, &free)
 	if err != nil {
 		return l, false, fmt.Errorf("postgres: lease elect for %s: %w", p.Owner, explain(err))
+	}
+	if !free {
+		return l, false, fmt.Errorf("postgres: lease elect for %s: %w (it holds this schema's single-node lock): stop it, or enable [cluster] on it", p.Owner, storage.ErrSingleNodeRunning)
 	}
 	if !elected && l.Remaining() <= 0 {
 		// Lost a race: the UPDATE waited for the winner's lock and found

@@ -58,6 +58,53 @@ func TestASingleNodeTakesItsLockBackFromItsOwnPreviousSession(t *testing.T) {
 	}
 }
 
+// A clustered node's election holds the single-node lock shared for the
+// moment of its transaction (lease_attempt_elect.sql). A single node that
+// meets it taking its lock again (its session dropped) is told the holder
+// is unclear, and tries again; it is not told that another mf runs as the
+// single node, naming the election's session, which would have stopped it
+// for good.
+func TestAnElectionsSharedHoldIsNoOtherSingleNode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := pgtest.NewSchema(t)
+	s, err := Open(ctx, Options{URL: url, PoolSize: 2, ApplicationName: "mf single"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	election, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer election.Close(context.Background())
+	// The election, held open in a transaction of the test's: its lock
+	// lasts until the commit.
+	tx, err := election.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l storage.Lease
+	var elected, granted bool
+	if err := tx.QueryRow(ctx, queries.Get("lease_attempt_elect"), "node-a", 60.0).Scan(&l.Owner, &l.Term, &l.AcquiredAt, &l.ExpiresAt, &l.DBNow, &elected, &granted); err != nil || !elected || !granted {
+		t.Fatalf("the election: elected=%v granted=%v %v", elected, granted, err)
+	}
+	if _, _, err := s.takeSingleNode(ctx, lockSession{}); !errors.Is(err, storage.ErrLockUnclear) || errors.Is(err, ErrSingleNodeTaken) {
+		t.Fatalf("the single node's take during an election: %v; want ErrLockUnclear, not ErrSingleNodeTaken", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, _, err := s.takeSingleNode(ctx, lockSession{})
+	if err != nil {
+		t.Fatalf("the single node's take once the election committed: %v", err)
+	}
+	conn.Close(context.Background())
+}
+
 // A single node whose lock session dropped refuses its writes with the zero
 // fence from the moment its watch sees it (a failed ping) until it holds
 // the lock again on a new session, not only once it finds another process

@@ -63,6 +63,8 @@ type call struct {
 	text   string
 	args   []string
 	values []any
+	// inTx says the statement ran in a transaction the Go code opened.
+	inTx bool
 }
 
 type fakeDriver struct {
@@ -77,6 +79,8 @@ type fakeDriver struct {
 	execErr func(name string) error
 	// queryErr, when set, is what a Query of the statement name returns.
 	queryErr func(name string) error
+	// commits counts the transactions committed.
+	commits int
 }
 
 // set makes the fake return rows for the statement name from now on.
@@ -123,14 +127,14 @@ func (d *fakeDriver) ranLocked(name string) int {
 
 func (d *fakeDriver) Open(string) (driver.Conn, error) { return &fakeConn{d: d}, nil }
 
-func (d *fakeDriver) record(text string, args []driver.NamedValue) string {
+func (d *fakeDriver) record(text string, args []driver.NamedValue, inTx bool) string {
 	name := ""
 	for n, q := range queries {
 		if q == text {
 			name = n
 		}
 	}
-	c := call{name: name, text: text}
+	c := call{name: name, text: text, inTx: inTx}
 	for _, a := range args {
 		c.args = append(c.args, a.Name)
 		c.values = append(c.values, a.Value)
@@ -141,13 +145,17 @@ func (d *fakeDriver) record(text string, args []driver.NamedValue) string {
 	return name
 }
 
-type fakeConn struct{ d *fakeDriver }
+type fakeConn struct {
+	d    *fakeDriver
+	inTx bool // a transaction is open on it
+}
 
 func (c *fakeConn) Prepare(string) (driver.Stmt, error) { return nil, errors.New("fake: no Prepare") }
 func (c *fakeConn) Close() error                        { return nil }
-func (c *fakeConn) Begin() (driver.Tx, error)           { return fakeTx{}, nil }
+func (c *fakeConn) Begin() (driver.Tx, error)           { c.inTx = true; return fakeTx{c: c}, nil }
 func (c *fakeConn) BeginTx(context.Context, driver.TxOptions) (driver.Tx, error) {
-	return fakeTx{}, nil
+	c.inTx = true
+	return fakeTx{c: c}, nil
 }
 func (c *fakeConn) CheckNamedValue(*driver.NamedValue) error { return nil } // TVPs and all
 
@@ -158,7 +166,7 @@ func (c *fakeConn) Ping(context.Context) error {
 }
 
 func (c *fakeConn) ExecContext(_ context.Context, text string, args []driver.NamedValue) (driver.Result, error) {
-	name := c.d.record(text, args)
+	name := c.d.record(text, args, c.inTx)
 	c.d.mu.Lock()
 	fail := c.d.execErr
 	c.d.mu.Unlock()
@@ -171,7 +179,7 @@ func (c *fakeConn) ExecContext(_ context.Context, text string, args []driver.Nam
 }
 
 func (c *fakeConn) QueryContext(_ context.Context, text string, args []driver.NamedValue) (driver.Rows, error) {
-	name := c.d.record(text, args)
+	name := c.d.record(text, args, c.inTx)
 	c.d.mu.Lock()
 	fail := c.d.queryErr
 	c.d.mu.Unlock()
@@ -187,10 +195,17 @@ func (c *fakeConn) QueryContext(_ context.Context, text string, args []driver.Na
 	return &fakeRows{rows: rows}, nil
 }
 
-type fakeTx struct{}
+type fakeTx struct{ c *fakeConn }
 
-func (fakeTx) Commit() error   { return nil }
-func (fakeTx) Rollback() error { return nil }
+func (t fakeTx) Commit() error {
+	t.c.inTx = false
+	t.c.d.mu.Lock()
+	t.c.d.commits++
+	t.c.d.mu.Unlock()
+	return nil
+}
+
+func (t fakeTx) Rollback() error { t.c.inTx = false; return nil }
 
 type fakeRows struct{ rows [][]driver.Value }
 
@@ -733,6 +748,80 @@ func TestASecondSingleNodeOnASchemaIsRefused(t *testing.T) {
 	d.set("single_node_lock", []driver.Value{int64(-999), int64(51), time.Unix(0, 0)})
 	if _, err := s.HoldSingleNode(ctx); err == nil || errors.Is(err, storage.ErrSingleNodeTaken) || !strings.Contains(err.Error(), "-999") {
 		t.Fatalf("sp_getapplock failing (-999): %v; want its code, not ErrSingleNodeTaken", err)
+	}
+}
+
+// An election takes the single node's lock (the same resource) shared, owned
+// by a transaction the Go code opens and commits around it, without waiting,
+// and elects nobody unless sp_getapplock granted it: -1 (a single node holds
+// it) is storage.ErrSingleNodeRunning, any other negative code an error
+// naming it. A clustered node was elected beside a running single node, and
+// its promotion recovery gave back the rows the single node was still
+// sending.
+func TestAnElectionBesideASingleNodeElectsNobody(t *testing.T) {
+	ctx := context.Background()
+	d := &fakeDriver{}
+	db := sql.OpenDB(fakeConnector{d: d})
+	defer db.Close()
+	s := &Store{db: db, lease: db}
+	at := time.Unix(1000, 0)
+	answer := func(owner string, term int64, elected bool, lock int64) {
+		d.set("lease_attempt_elect", []driver.Value{owner, term, at, at.Add(time.Minute), at, elected, lock})
+	}
+	elect := func() (storage.Lease, bool, error) {
+		return s.LeaseAttemptElect(ctx, storage.LeaseAttemptElectParams{Owner: "node-a", TTL: time.Minute})
+	}
+
+	answer("", 0, false, -1)
+	if _, ok, err := elect(); ok || !errors.Is(err, storage.ErrSingleNodeRunning) || !strings.Contains(err.Error(), "enable [cluster]") {
+		t.Fatalf("an election while a single node holds its lock (-1): elected=%v err=%v; want ErrSingleNodeRunning saying what to do", ok, err)
+	}
+	answer("", 0, false, -999)
+	if _, ok, err := elect(); ok || err == nil || errors.Is(err, storage.ErrSingleNodeRunning) || !strings.Contains(err.Error(), "-999") {
+		t.Fatalf("an election whose shared take failed (-999): elected=%v err=%v; want an error naming the code", ok, err)
+	}
+	answer("node-a", 1, true, 0)
+	if l, ok, err := elect(); !ok || err != nil || l.Owner != "node-a" || l.Term != 1 {
+		t.Fatalf("an election with the lock granted (0): %+v elected=%v err=%v; want node-a at term 1", l, ok, err)
+	}
+	answer("node-b", 1, false, 0)
+	if l, ok, err := elect(); ok || err != nil || l.Owner != "node-b" {
+		t.Fatalf("an election on a live lease, the lock granted: %+v elected=%v err=%v; want the lease, not elected", l, ok, err)
+	}
+	elections := 0
+	for _, c := range d.calls {
+		if c.name != "lease_attempt_elect" {
+			continue
+		}
+		elections++
+		if !c.inTx {
+			t.Errorf("the election ran outside a transaction: sp_getapplock refuses a transaction-owned lock there (-999), and it would be let go before the election committed")
+		}
+	}
+	if elections != 4 || d.commits != 4 {
+		t.Errorf("%d elections, %d commits; want 4 each", elections, d.commits)
+	}
+
+	// The lock taken: the single node's resource, its mode and owner.
+	args := regexp.MustCompile(`(?is)\bsp_getapplock\s+@Resource\s*=\s*(@\w+)\s*,\s*@LockMode\s*=\s*N'(\w+)'\s*,\s*@LockOwner\s*=\s*N'(\w+)'\s*,\s*@LockTimeout\s*=\s*(-?\d+)`)
+	resource := regexp.MustCompile(`(?is)@resource\s+NVARCHAR\s*\(\s*255\s*\)\s*=\s*(CONCAT\s*\([^;]*?\)\s*\))`)
+	take := func(name string) []string {
+		text := lineComment.ReplaceAllString(queries.Get(name), "")
+		a, r := args.FindStringSubmatch(text), resource.FindStringSubmatch(text)
+		if a == nil || r == nil {
+			t.Fatalf("%s.sql: no sp_getapplock of @resource (NVARCHAR(255) = CONCAT(...)) read", name)
+		}
+		return []string{r[1], a[2], a[3], a[4]}
+	}
+	single, election := take("single_node_lock"), take("lease_attempt_elect")
+	if single[0] != election[0] {
+		t.Errorf("the election takes %s; the single node %s: two locks", election[0], single[0])
+	}
+	if want := []string{single[0], "Exclusive", "Session", "0"}; !slices.Equal(single, want) {
+		t.Errorf("the single node takes %v; want %v", single, want)
+	}
+	if want := []string{single[0], "Shared", "Transaction", "0"}; !slices.Equal(election, want) {
+		t.Errorf("the election takes %v; want %v (shared among electors, held to its commit, never waiting)", election, want)
 	}
 }
 

@@ -598,21 +598,42 @@ func (x *leaseScan) lease() storage.Lease {
 	return l
 }
 
-// LeaseAttemptElect implements storage.Store.
+// LeaseAttemptElect implements storage.Store. The statement runs in a
+// transaction of its own, which owns the single-node lock it takes shared
+// (lease_attempt_elect.sql) until the election commits: it elects nobody
+// while a single node holds that lock (storage.ErrSingleNodeRunning, with
+// the lease as it stands).
 func (s *Store) LeaseAttemptElect(ctx context.Context, p storage.LeaseAttemptElectParams) (storage.Lease, bool, error) {
 	var (
 		x       leaseScan
 		elected bool
+		single  int // sp_getapplock's return code: < 0 not granted
 	)
 	args := append([]any{sql.Named("owner", p.Owner)}, span("ttl", p.TTL)...)
 	err := retryDeadlocks(ctx, func() error {
-		return s.lease.QueryRowContext(ctx, queries.Get("lease_attempt_elect"), args...).Scan(append(x.dest(), &elected)...)
+		tx, err := s.lease.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, queries.Get("lease_attempt_elect"), args...).Scan(append(x.dest(), &elected, &single)...); err != nil {
+			// After XACT_ABORT or a deadlock the server has already rolled
+			// back; the driver then sends nothing.
+			_ = tx.Rollback()
+			return err
+		}
+		return tx.Commit()
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		err = storage.ErrNotFound // no lease row: not migrated
 	}
 	if err != nil {
 		return storage.Lease{}, false, fmt.Errorf("sqlserver: lease elect for %s: %w", p.Owner, err)
+	}
+	switch {
+	case single == -1:
+		return x.lease(), false, fmt.Errorf("sqlserver: lease elect for %s: %w (it holds this schema's single-node lock): stop it, or enable [cluster] on it", p.Owner, storage.ErrSingleNodeRunning)
+	case single < 0:
+		return storage.Lease{}, false, fmt.Errorf("sqlserver: lease elect for %s: the single-node lock, taken shared, was not granted: sp_getapplock returned %d; nothing was elected", p.Owner, single)
 	}
 	return x.lease(), elected, nil
 }

@@ -1114,6 +1114,90 @@ func testRacingElectionsElectOne(t *testing.T, h *harness) {
 	}
 }
 
+// singleNodeHolder is a store on a database server (PostgreSQL, SQL
+// Server), where a single node (cluster disabled) holds its schema's
+// single-node lock for its life (cli's mf run takes it so).
+type singleNodeHolder interface {
+	HoldSingleNode(ctx context.Context) (<-chan error, error)
+}
+
+// No node is elected while a single node runs on the schema: the single
+// node writes with the zero fence, which holds until someone is elected,
+// and a node elected beside it ran its promotion recovery, gave back the
+// rows the single node was sending and sent them, and newer ones, while
+// the single node still sent its own. Once the single node stops, a node
+// is elected. A single node started after that is fenced at its first
+// write and does not hold up the leader's renewal, but no other node is
+// elected while it runs.
+func testNoElectionBesideASingleNode(t *testing.T, h *harness) {
+	if _, ok := h.s.(singleNodeHolder); !ok {
+		t.Skipf("%s has no single-node lock on a schema: it is never clustered", h.s.Dialect())
+	}
+	startSingleNode := func() storage.Store {
+		t.Helper()
+		s := h.open()
+		if _, err := s.(singleNodeHolder).HoldSingleNode(h.ctx); err != nil {
+			t.Fatalf("a single node takes its lock: %v", err)
+		}
+		return s
+	}
+	refused := func(owner string) {
+		t.Helper()
+		l, ok, err := h.s.LeaseAttemptElect(h.ctx, storage.LeaseAttemptElectParams{Owner: owner, TTL: time.Minute})
+		if ok || !errors.Is(err, storage.ErrSingleNodeRunning) {
+			t.Fatalf("%s's election while a single node runs: elected=%v err=%v (lease %+v); want ErrSingleNodeRunning", owner, ok, err, l)
+		}
+	}
+	// electedOnceItStops waits for the single node's lock to go with its
+	// session, which the server ends a moment after the close.
+	electedOnceItStops := func(single storage.Store, owner string) storage.Lease {
+		t.Helper()
+		single.Close()
+		var l storage.Lease
+		h.waitFor(owner+"'s election once the single node stopped", 30*time.Second, func() bool {
+			var ok bool
+			var err error
+			l, ok, err = h.s.LeaseAttemptElect(h.ctx, storage.LeaseAttemptElectParams{Owner: owner, TTL: time.Minute})
+			if err != nil && !errors.Is(err, storage.ErrSingleNodeRunning) {
+				t.Fatalf("%s's election: %v", owner, err)
+			}
+			return ok
+		})
+		return l
+	}
+
+	single := startSingleNode()
+	refused("node-a")
+	refused("node-a") // a refusal leaves nothing held
+	if l, err := h.s.LeaseRead(h.ctx); err != nil || l.Owner != "" || l.Term != 0 {
+		t.Fatalf("lease after refused elections: %+v, %v; want never elected", l, err)
+	}
+	// The single node's writes, under the zero fence, go through.
+	if _, err := single.MessageIngest(h.ctx, storage.MessageIngestParams{Fence: zero, Messages: []storage.NewMessage{msg("lab", "A")}}); err != nil {
+		t.Fatalf("the single node's ingest: %v", err)
+	}
+
+	a := electedOnceItStops(single, "node-a")
+	if a.Owner != "node-a" || a.Term != 1 {
+		t.Fatalf("elected once the single node stopped: %+v; want node-a at term 1", a)
+	}
+
+	late := startSingleNode()
+	if _, err := late.MessageIngest(h.ctx, storage.MessageIngestParams{Fence: zero, Messages: []storage.NewMessage{msg("lab", "B")}}); !errors.Is(err, storage.ErrFenced) {
+		t.Fatalf("the ingest of a single node started after an election: %v; want ErrFenced", err)
+	}
+	if _, err := h.s.LeaseAttemptRenew(h.ctx, storage.LeaseAttemptRenewParams{Owner: "node-a", Term: 1, TTL: time.Minute}); err != nil {
+		t.Fatalf("the leader's renewal while a single node holds its lock: %v", err)
+	}
+	if ok, err := h.s.LeaseResign(h.ctx, storage.LeaseResignParams{Owner: "node-a", Term: 1}); err != nil || !ok {
+		t.Fatalf("the leader's resignation while a single node holds its lock: resigned=%v err=%v", ok, err)
+	}
+	refused("node-b")
+	if b := electedOnceItStops(late, "node-b"); b.Owner != "node-b" || b.Term != 2 {
+		t.Fatalf("elected once the second single node stopped: %+v; want node-b at term 2", b)
+	}
+}
+
 // A payload of 1 MiB and 3 bytes that holds every byte value (NUL, and the
 // MLLP frame's 0x0b and 0x1c among them) is stored in a batch with small
 // messages and comes back byte for byte: as the message read, the lane's

@@ -48,6 +48,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Lane/ConcurrentIngestNeverHidesAnEarlierID", testConcurrentIngestNeverHidesAnEarlierID},
 		{"Lease/Election", testLeaseElection},
 		{"Lease/RacingElectionsElectOne", testRacingElectionsElectOne},
+		{"Lease/NoElectionWhileASingleNodeHoldsTheSchema", testNoElectionBesideASingleNode},
 		{"Fence/OldTermWritesFailAndChangeNothing", testFencedOperations},
 		{"Recovery/OnlyForeignOwners", testRecoverForeign},
 		{"Recovery/RowsClaimedAheadGetTheirAttemptBack", testRecoverForeignGivesBackTheAttemptsOfRowsClaimedAhead},

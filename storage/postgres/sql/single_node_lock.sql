@@ -7,7 +7,9 @@
 -- which every process passes: without this, two of them (a restart that
 -- overlaps, a unit started twice) both led, and the second's promotion
 -- recovery gave back the rows the first was sending, to be sent again
--- behind newer ones.
+-- behind newer ones. A clustered node's election takes the same key shared
+-- for its transaction (lease_attempt_elect.sql): no node is elected while a
+-- single node holds it, and it is not granted here during an election.
 SELECT pg_try_advisory_lock(1835401217, hashtext(current_schema())),
        pg_backend_pid(),
        (SELECT a.backend_start FROM pg_stat_activity AS a WHERE a.pid = pg_backend_pid())

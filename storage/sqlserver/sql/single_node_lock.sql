@@ -11,7 +11,10 @@
 -- in two schemas of one database are two single nodes. CONCAT reads a NULL
 -- schema as ''. LockOwner Session: held until the session ends (no
 -- transaction needed, a commit does not release it). LockTimeout 0: never
--- waits.
+-- waits. A clustered node's election takes the same resource shared, owned
+-- by its transaction (lease_attempt_elect.sql): no node is elected while a
+-- single node holds it, and it is not granted here during an election
+-- (-1; single_node_holder.sql names only a session's lock).
 --
 -- The result: sp_getapplock's return code, 0 taken (or >= 0), -1 held by
 -- another session, other negatives failed (-2 cancelled, -3 deadlock
