@@ -324,21 +324,7 @@ func TestASenderWritesNothingWhenMayWriteSaysNo(t *testing.T) {
 	t.Run("mllp, after a reused connection carried it", func(t *testing.T) {
 		t.Parallel()
 		r := startReceiver(t, nil, func(m *hl7.Message) answer { return answer{drop: m.ControlID() == "ONCE"} })
-		s := newTestMLLPSender(t, mllpOutbound(r.addr))
-		if err := s.Send(t.Context(), testMessage("FIRST")); err != nil {
-			t.Fatal(err)
-		}
-		m := testMessage("ONCE")
-		var asked atomic.Int32
-		m.MayWrite = func() bool { return asked.Add(1) == 1 } // yes for the first write only
-		err := s.Send(t.Context(), m)
-		var de *DeliveryError
-		if err == nil || errors.Is(err, ErrDistrusted) || !errors.As(err, &de) || de.Permanent {
-			t.Fatalf("Send: %v; want a retryable DeliveryError that is not ErrDistrusted", err)
-		}
-		if _, _, received := r.stats(); strings.Join(received, ",") != "FIRST,ONCE" {
-			t.Fatalf("received %v; want FIRST,ONCE", received)
-		}
+		wantTheFirstWriteTheAttempt(t, newTestMLLPSender(t, mllpOutbound(r.addr)), func() []string { _, _, rec := r.stats(); return rec })
 	})
 
 	// The same for HTTP: the POST sent again at once on a new connection,
@@ -346,21 +332,7 @@ func TestASenderWritesNothingWhenMayWriteSaysNo(t *testing.T) {
 	t.Run("http, after a reused connection carried it", func(t *testing.T) {
 		t.Parallel()
 		addr, seen := httpClosingReceiver(t)
-		s := newTestHTTPSender(t, httpOutbound("http://"+addr))
-		if err := s.Send(t.Context(), testMessage("FIRST")); err != nil {
-			t.Fatal(err)
-		}
-		m := testMessage("ONCE")
-		var asked atomic.Int32
-		m.MayWrite = func() bool { return asked.Add(1) == 1 } // yes for the first write only
-		err := s.Send(t.Context(), m)
-		var de *DeliveryError
-		if err == nil || errors.Is(err, ErrDistrusted) || !errors.As(err, &de) || de.Permanent {
-			t.Fatalf("Send: %v; want a retryable DeliveryError that is not ErrDistrusted", err)
-		}
-		if received, _ := seen(); strings.Join(received, ",") != "FIRST,ONCE" {
-			t.Fatalf("received %v; want FIRST,ONCE", received)
-		}
+		wantTheFirstWriteTheAttempt(t, newTestHTTPSender(t, httpOutbound("http://"+addr)), func() []string { rec, _ := seen(); return rec })
 	})
 
 	t.Run("http", func(t *testing.T) {
@@ -393,4 +365,27 @@ func TestASenderWritesNothingWhenMayWriteSaysNo(t *testing.T) {
 			t.Fatalf("next Send: %v, directory %v; want its file", err, listDir(t, dir))
 		}
 	})
+}
+
+// wantTheFirstWriteTheAttempt sends FIRST, then ONCE, whose MayWrite says
+// yes to its first write only, through a sender whose receiver lets the
+// connection that carried FIRST close as ONCE arrives on it: ONCE is not
+// written again, and its Send is the failed attempt (retryable), not
+// ErrDistrusted. received reads what the receiver got.
+func wantTheFirstWriteTheAttempt(t *testing.T, s Sender, received func() []string) {
+	t.Helper()
+	if err := s.Send(t.Context(), testMessage("FIRST")); err != nil {
+		t.Fatal(err)
+	}
+	m := testMessage("ONCE")
+	var asked atomic.Int32
+	m.MayWrite = func() bool { return asked.Add(1) == 1 } // yes for the first write only
+	err := s.Send(t.Context(), m)
+	var de *DeliveryError
+	if err == nil || errors.Is(err, ErrDistrusted) || !errors.As(err, &de) || de.Permanent {
+		t.Fatalf("Send: %v; want a retryable DeliveryError that is not ErrDistrusted", err)
+	}
+	if got := received(); strings.Join(got, ",") != "FIRST,ONCE" {
+		t.Fatalf("received %v; want FIRST,ONCE", got)
+	}
 }
