@@ -551,6 +551,9 @@ type Acknowledgment struct {
 // acknowledgment.
 var ErrNotAck = errors.New("hl7: not an acknowledgment")
 
+// maxAckErrors bounds the ERR segments an ACK is read for (ParseAckTo).
+const maxAckErrors = 32
+
 // ParseAck reads an acknowledgment (the payload of an MLLP frame answering a
 // message): any message with an MSH and an MSA segment whose MSA-1 is an
 // acknowledgment code. Parse's errors are returned as they are.
@@ -588,7 +591,10 @@ func ParseAckTo(b []byte, sent *Message) (Acknowledgment, error) {
 		return Acknowledgment{}, fmt.Errorf("%w: MSA-1 %q is not one of AA, AE, AR, CA, CE, CR", ErrNotAck, textcut.Cut(string(a.Code), 8))
 	}
 	var msgs []string
-	for i := 1; m.segment("ERR", i) != nil; i++ {
+	// The first maxAckErrors ERR segments: an ACK carries a handful, and
+	// each read finds its segment from the start (Message keeps no index),
+	// so a reply of many thousands would cost time quadratic in its size.
+	for i := 1; i <= maxAckErrors && m.segment("ERR", i) != nil; i++ {
 		code := get(Path{Segment: "ERR", Occurrence: i, Field: 3, Component: 1})
 		msg := text(Path{Segment: "ERR", Occurrence: i, Field: 8})
 		if code == "" { // pre-v2.5 layout: ERR-1.4 is a CE in subcomponents

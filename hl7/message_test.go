@@ -440,3 +440,40 @@ func TestParseAllocatesNoIndexOfSegments(t *testing.T) {
 		t.Fatalf("PID-3 of the last segment: %q", got)
 	}
 }
+
+// lfOnlyFrame is a 1 MiB message whose segments end in LF alone, one-byte
+// segments between its MSH and its last segment, a PID.
+func lfOnlyFrame() []byte {
+	var b bytes.Buffer
+	b.WriteString("MSH|^~\\&|A|B|C|D|20240101000000||ADT^A01|C1|P|2.5\n")
+	for b.Len() < 1<<20-40 {
+		b.WriteString("Z\n")
+	}
+	b.WriteString("PID|1||P1\n")
+	return b.Bytes()
+}
+
+// A message whose segments end in LF alone is read as one ending in CR: its
+// last segment is found (each segment once cost a search of the whole rest
+// of the message for a CR: see BenchmarkParseLFOnlyFrame).
+func TestALargeMessageWithLFOnlySegmentsParses(t *testing.T) {
+	m, err := Parse(lfOnlyFrame())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Get(MustParsePath("PID-3")); got != "P1" || m.ControlID() != "C1" {
+		t.Fatalf("PID-3 %q, control id %q; want P1, C1", got, m.ControlID())
+	}
+}
+
+// BenchmarkParseLFOnlyFrame parses a 1 MiB frame of one-byte LF-ended
+// segments and reads its last segment's field.
+func BenchmarkParseLFOnlyFrame(b *testing.B) {
+	frame := lfOnlyFrame()
+	for b.Loop() {
+		m, err := Parse(frame)
+		if err != nil || m.Get(MustParsePath("PID-3")) != "P1" {
+			b.Fatal(err)
+		}
+	}
+}
