@@ -142,6 +142,17 @@ func (n *SingleNode) Hold(ctx context.Context, check, startWait time.Duration, t
 	// before it (a restart that overlapped the old process).
 	n.base, n.window = took, 2*check
 	n.trust(took)
+	if time.Since(took) >= check {
+		// A take slow to connect (TLS, DNS, a loaded server) spent much of
+		// the window: without a ping now, the node refused its writes the
+		// moment it started, until the watch's first ping.
+		pinged := time.Now()
+		pctx, cancel := context.WithTimeout(ctx, check)
+		if session.Ping(pctx) == nil {
+			n.trust(pinged)
+		}
+		cancel()
+	}
 	n.holding.Store(true)
 	lost := make(chan error, 1)
 	wctx, stop := context.WithCancel(context.Background())

@@ -83,3 +83,26 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// A take slower than the trust window (a slow connect) leaves the node
+// trusting its lock when Hold returns: it pings at once rather than refuse
+// its writes until the watch's first ping.
+func TestASlowTakeIsTrustedWhenHoldReturns(t *testing.T) {
+	const check = 300 * time.Millisecond
+	n := &SingleNode{Dialect: "test"}
+	if _, err := n.Hold(context.Background(), check, 0, func(context.Context, LockSession) (LockSession, error) {
+		time.Sleep(2*check + 100*time.Millisecond) // a slow connect (TLS, DNS, a loaded server): past the window
+		return answeringSession{}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if err := n.RefuseUnheld("", 0); err != nil {
+		t.Fatalf("a write right after Hold returned the lock held: %v", err)
+	}
+}
+
+type answeringSession struct{}
+
+func (answeringSession) Ping(context.Context) error { return nil }
+func (answeringSession) Close()                     {}
