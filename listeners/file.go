@@ -2,6 +2,7 @@ package listeners
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"io/fs"
@@ -248,9 +249,16 @@ func (f *FilePoller) ingestFile(name string) bool {
 		})
 		return false
 	}
-	b, err := readAtMost(path, f.cfg.MaxFileBytes, fi)
+	b, err := readAtMost(f.env.Ctx, path, f.cfg.MaxFileBytes, fi)
 	if errors.Is(err, errReplaced) {
 		f.waiting(name, "replaced while read")
+		return false
+	}
+	if err != nil && f.env.Ctx.Err() != nil {
+		// The term ended (a stop, a reload, a loss) while a large file was
+		// read: the read gives up, the file stays for the next read, and
+		// the graph's stop does not wait out the rest of it.
+		f.waiting(name, "the term ended while it was read")
 		return false
 	}
 	if err != nil {
@@ -386,7 +394,7 @@ var errReplaced = errors.New("the file was replaced")
 // errReplaced): never what a link put in its place leads to. limit+1 stops
 // at the largest int64: it overflowed to a negative limit, which reads
 // nothing (config bounds max_file_bytes well below it).
-func readAtMost(path string, limit int64, want fs.FileInfo) ([]byte, error) {
+func readAtMost(ctx context.Context, path string, limit int64, want fs.FileInfo) ([]byte, error) {
 	r, err := openListed(path)
 	if err != nil {
 		return nil, err
@@ -402,7 +410,23 @@ func readAtMost(path string, limit int64, want fs.FileInfo) ([]byte, error) {
 	if limit < math.MaxInt64 {
 		limit++
 	}
-	return io.ReadAll(io.LimitReader(r, limit))
+	return io.ReadAll(ctxReader{ctx, io.LimitReader(r, limit)})
+}
+
+// ctxReader is r that fails once ctx has ended: io.ReadAll of a file of up
+// to max_file_bytes (512 MiB at most) on a slow share could outlast the
+// graph's stop, which gives up a graph still running 10 s past the drain
+// timeout and fails the node (root.graphStuck).
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // oversize finds the first message larger than max_message_bytes: its

@@ -3,6 +3,7 @@
 package listeners
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -35,7 +36,7 @@ func TestReadAtMostRefusesAPipePutInItsPlace(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := readAtMost(path, 1<<20, fi)
+		_, err := readAtMost(context.Background(), path, 1<<20, fi)
 		done <- err
 	}()
 	select {

@@ -346,13 +346,21 @@ func TestReadAtMostTakesTheLargestLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, limit := range []int64{math.MaxInt64, math.MaxInt64 - 1, int64(len(want))} {
-		got, err := readAtMost(path, limit, fi)
+		got, err := readAtMost(context.Background(), path, limit, fi)
 		if err != nil || string(got) != string(want) {
 			t.Errorf("readAtMost(limit %d) = %q, %v; want the file's %d bytes", limit, got, err, len(want))
 		}
 	}
-	if got, err := readAtMost(path, 10, fi); err != nil || len(got) != 11 {
+	if got, err := readAtMost(context.Background(), path, 10, fi); err != nil || len(got) != 11 {
 		t.Errorf("readAtMost(limit 10) read %d bytes, %v; want 11 (the limit and one more)", len(got), err)
+	}
+	// A term that has ended ends the read: a large file on a slow share
+	// read to its end held up the graph's stop until root gave the graph
+	// up and failed the node.
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got, err := readAtMost(ended, path, math.MaxInt64, fi); !errors.Is(err, context.Canceled) || len(got) != 0 {
+		t.Errorf("readAtMost after the term ended = %q, %v; want nothing, context.Canceled", got, err)
 	}
 }
 
@@ -479,7 +487,7 @@ func TestReadAtMostRefusesAFilePutInItsPlace(t *testing.T) {
 	if err := os.Symlink(other, path); err != nil {
 		t.Skipf("no symbolic links here: %v", err)
 	}
-	if got, err := readAtMost(path, 1<<20, fi); !errors.Is(err, errReplaced) {
+	if got, err := readAtMost(context.Background(), path, 1<<20, fi); !errors.Is(err, errReplaced) {
 		t.Fatalf("readAtMost of a link put in the file's place: %d bytes, %v; want errReplaced", len(got), err)
 	}
 }
