@@ -146,12 +146,7 @@ func (n *SingleNode) Hold(ctx context.Context, check, startWait time.Duration, t
 		// A take slow to connect (TLS, DNS, a loaded server) spent much of
 		// the window: without a ping now, the node refused its writes the
 		// moment it started, until the watch's first ping.
-		pinged := time.Now()
-		pctx, cancel := context.WithTimeout(ctx, check)
-		if session.Ping(pctx) == nil {
-			n.trust(pinged)
-		}
-		cancel()
+		_ = n.pingAndTrust(ctx, session, check)
 	}
 	n.holding.Store(true)
 	lost := make(chan error, 1)
@@ -185,15 +180,8 @@ func (n *SingleNode) watch(ctx context.Context, check time.Duration, own LockSes
 		case <-t.C:
 		}
 		if held {
-			pinged := time.Now()
-			pctx, cancel := context.WithTimeout(ctx, check)
-			err := own.Ping(pctx)
-			cancel()
-			if ctx.Err() != nil {
-				continue
-			}
-			if err == nil {
-				n.trust(pinged)
+			err := n.pingAndTrust(ctx, own, check)
+			if err == nil || ctx.Err() != nil {
 				continue
 			}
 			// Refused before anything else: another process may take the
@@ -223,6 +211,19 @@ func (n *SingleNode) watch(ctx context.Context, check time.Duration, own LockSes
 			n.Log.Debug().Err(err).Msg("taking this single node's lock again failed; trying again")
 		}
 	}
+}
+
+// pingAndTrust pings session, given timeout to answer, and trusts the lock
+// from the ping's start if it answered.
+func (n *SingleNode) pingAndTrust(ctx context.Context, session LockSession, timeout time.Duration) error {
+	pinged := time.Now()
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := session.Ping(pctx)
+	if err == nil && ctx.Err() == nil {
+		n.trust(pinged)
+	}
+	return err
 }
 
 // trust records that the lock was known held at from (the start of the ping
