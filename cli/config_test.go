@@ -177,11 +177,16 @@ func TestCheckRefusesAPoolSizeInTheStoreURL(t *testing.T) {
 	}
 }
 
-// checkStoreURL runs mf check on a config of a store of backend at url.
+// checkStoreURL runs mf check on a config of a store of backend at url,
+// with an inbound routed to an outbound (so that the only warnings are the
+// store's).
 func checkStoreURL(t *testing.T, backend, url string) (string, error) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "mf.toml")
-	if err := os.WriteFile(path, []byte("[store]\nbackend = \""+backend+"\"\nurl = \""+url+"\"\n"), 0o600); err != nil {
+	graph := "[[inbound]]\nname = \"in\"\ntype = \"mllp\"\nlisten = \"127.0.0.1:2575\"\n" +
+		"[[outbound]]\nname = \"out\"\ntype = \"file\"\ndirectory = \"" + t.TempDir() + "\"\n" +
+		"[[route]]\nfrom = \"in\"\nto = [\"out\"]\n"
+	if err := os.WriteFile(path, []byte("[store]\nbackend = \""+backend+"\"\nurl = \""+url+"\"\n"+graph), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return runMF(t, "check", "--config", path)

@@ -382,7 +382,8 @@ node_timeout_seconds = 1.0
 func TestWarningsNameTheWeakenedSettings(t *testing.T) {
 	safe := strings.Replace(minimal, `address = "lab.internal:2576"`, "address = \"lab.internal:2576\"\ntls = true", 1) +
 		"[[outbound]]\nname = \"local\"\ntype = \"mllp\"\naddress = \"127.0.0.1:2577\"\n" +
-		"[[outbound]]\nname = \"web\"\ntype = \"http\"\nurl = \"https://emr.internal/hl7\"\n"
+		"[[outbound]]\nname = \"web\"\ntype = \"http\"\nurl = \"https://emr.internal/hl7\"\n" +
+		"[[route]]\nfrom = \"adt_in\"\nto = [\"local\", \"web\"]\n"
 	c, err := config.Parse([]byte(safe), "mf.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -1071,6 +1072,50 @@ func TestAnInboundNoRouteReadsFromIsWarnedOf(t *testing.T) {
 	}
 }
 
+// A config with no [[inbound]] (an empty or cut-short file reads so) is
+// valid, a node left to drain its queue, but it is warned of: mf check said
+// ok and mf run answered /ready 200 while accepting nothing. So is an
+// outbound no route sends to.
+func TestAConfigWithNoInboundIsWarnedOf(t *testing.T) {
+	c, err := config.Parse(nil, "empty.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Join(c.Warnings(), "\n"); !strings.Contains(w, "no [[inbound]]: this node accepts no message") {
+		t.Fatalf("an empty config's warnings %q; want no [[inbound]] named", w)
+	}
+	c, err = config.Parse([]byte(minimal+"[[outbound]]\nname = \"spare\"\ntype = \"mllp\"\naddress = \"127.0.0.1:2590\"\n"), "mf.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := strings.Join(c.Warnings(), "\n")
+	if !strings.Contains(w, "outbound[1] (spare): no [[route]] sends to it") || strings.Contains(w, "no [[inbound]]") || strings.Contains(w, "(lab): no [[route]]") {
+		t.Fatalf("warnings %q; want outbound[1] (spare) named as sent to by no route, and nothing of the minimal config's own", w)
+	}
+}
+
+// An MLLP or HTTP destination with an empty or unspecified host (a
+// listener's "every interface") is refused: Go dials it on this machine,
+// past the loop check (which looks for loopback names), and the plaintext
+// warning said its messages crossed the network.
+func TestADestinationWithNoReceiverHostIsRefused(t *testing.T) {
+	for _, addr := range []string{":2575", "0.0.0.0:2575", "[::]:2575"} {
+		_, err := config.Parse([]byte(minimal+"[[outbound]]\nname = \"o\"\ntype = \"mllp\"\naddress = \""+addr+"\"\n"), "mf.toml")
+		if err == nil || !strings.Contains(err.Error(), "outbound[1].address") || !strings.Contains(err.Error(), "names no receiver host") {
+			t.Errorf("address %q: %v; want it refused as naming no receiver host", addr, err)
+		}
+	}
+	for _, u := range []string{"http://0.0.0.0:8080/x", "http://[::]/x"} {
+		_, err := config.Parse([]byte(minimal+"[[outbound]]\nname = \"o\"\ntype = \"http\"\nurl = \""+u+"\"\n"), "mf.toml")
+		if err == nil || !strings.Contains(err.Error(), "names no receiver host") {
+			t.Errorf("url %q: %v; want it refused as naming no receiver host", u, err)
+		}
+	}
+	if _, err := config.Parse([]byte(minimal+"[[outbound]]\nname = \"o\"\ntype = \"mllp\"\naddress = \"127.0.0.1:2590\"\n"), "mf.toml"); err != nil {
+		t.Fatalf("a loopback destination: %v", err)
+	}
+}
+
 // A route filter that cannot match is refused (a value with trailing
 // blanks: a field's value loses them before the comparison), and one that
 // will most likely match nothing is warned of (a separator inside a path
@@ -1197,9 +1242,10 @@ func TestACertificateOutOfDateIsWarnedOf(t *testing.T) {
 				t.Errorf("%s: warnings lack %q: %q", tc.name, want, w)
 			}
 		}
-		// The API reads its files at start; a listener or a destination
-		// takes renewed ones at its next handshake.
-		for k, when := range map[string]string{"api.tls_cert": "restart mf run then", "inbound[1].tls_cert": "from the next handshake, without a restart", "outbound[1].tls_cert": "from the next handshake, without a restart"} {
+		// The API, a listener and a destination all take renewed files at
+		// their next handshake (internal/tlsfiles): the API's warning said
+		// to restart mf run, which on a primary is a failover for nothing.
+		for k, when := range map[string]string{"api.tls_cert": "from the next handshake, without a restart", "inbound[1].tls_cert": "from the next handshake, without a restart", "outbound[1].tls_cert": "from the next handshake, without a restart"} {
 			said := slices.ContainsFunc(strings.Split(w, "\n"), func(l string) bool {
 				return strings.HasPrefix(l, k+": ") && strings.Contains(l, when)
 			})

@@ -696,6 +696,8 @@ func (c *Config) Validate() error {
 		case OutboundMLLP:
 			if err := CheckHostPort(o.Address, false); err != nil {
 				bad(key+".address", "%v", err)
+			} else if host, _, _ := net.SplitHostPort(o.Address); everyInterface(host) {
+				bad(key+".address", "%s", noReceiverHost(o.Address))
 			}
 			if (o.TLSCert == "") != (o.TLSKey == "") {
 				bad(key+".tls_cert", "tls_cert and tls_key go together")
@@ -806,6 +808,9 @@ func checkHTTPOutbound(o Outbound, bad func(field, format string, args ...any)) 
 		if err := CheckHostPort(u.Host, false); err != nil {
 			bad("url", "%q: %v", CleanURL(o.URL), err)
 		}
+	}
+	if u.Host != "" && everyInterface(u.Hostname()) {
+		bad("url", "%q: %s", CleanURL(o.URL), noReceiverHost(u.Host))
 	}
 	if u.Scheme != "https" && (o.TLS || o.TLSCA != "" || o.TLSCert != "" || o.TLSKey != "" || o.ServerName != "") {
 		bad("url", "tls, tls_ca, tls_cert, tls_key and server_name need an https:// URL (otherwise the message would go in plaintext): use https:// or remove them")
@@ -1033,6 +1038,15 @@ func everyInterface(host string) bool {
 	return host == "" || (ip != nil && ip.IsUnspecified())
 }
 
+// noReceiverHost is the error of a destination's address whose host is
+// empty or unspecified (0.0.0.0, ::), which is a listener's way of saying
+// "every interface": Go dials it to this machine, so the destination would
+// be mf's own host, past the loop check and the plaintext warning, which
+// look for loopback names.
+func noReceiverHost(addr string) string {
+	return fmt.Sprintf("%q names no receiver host (an empty host, 0.0.0.0 or :: is dialled on this machine): give the receiver's host name or address (127.0.0.1 if it runs here)", addr)
+}
+
 // checkListen applies the fail-closed rule: a listener on a non-loopback
 // address needs TLS unless plaintext is explicitly allowed.
 func checkListen(addr, cert, key string, allowPlaintext bool) error {
@@ -1141,6 +1155,22 @@ func (c *Config) Warnings() []string {
 	for _, r := range c.Route {
 		routed[r.From] = true
 	}
+	if len(c.Inbound) == 0 {
+		// Valid (a node left to drain what is queued), but an empty or
+		// truncated file is that too, and it runs "ready" accepting nothing.
+		w = append(w, "no [[inbound]]: this node accepts no message, it only delivers what is already queued; add an [[inbound]] (an empty or cut-short config file reads so)")
+	}
+	sent := map[string]bool{}
+	for _, r := range c.Route {
+		for _, to := range r.To {
+			sent[to] = true
+		}
+	}
+	for i, o := range c.Outbound {
+		if !sent[o.Name] {
+			w = append(w, fmt.Sprintf("outbound[%d] (%s): no [[route]] sends to it: it delivers only what is already queued for it; add a route to it, or take it out", i, o.Name))
+		}
+	}
 	for i, in := range c.Inbound {
 		if !routed[in.Name] {
 			w = append(w, fmt.Sprintf("inbound[%d] (%s): no [[route]] reads from it: every message it accepts is acknowledged AA, stored as unrouted and delivered nowhere; add a route from it, or take it out", i, in.Name))
@@ -1165,7 +1195,7 @@ func (c *Config) Warnings() []string {
 		}
 	}
 	openKey("api.tls_key", c.API.TLSKey)
-	cert("api.tls_cert", c.API.TLSCert, renewedAtStart)
+	cert("api.tls_cert", c.API.TLSCert, renewedAtHandshake)
 	for i, in := range c.Inbound {
 		openKey(fmt.Sprintf("inbound[%d].tls_key", i), in.TLSKey)
 		cert(fmt.Sprintf("inbound[%d].tls_cert", i), in.TLSCert, renewedAtHandshake)
