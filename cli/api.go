@@ -102,6 +102,7 @@ func callAPI(c *cli.Context, method, path, role string) ([]byte, http.Header, er
 		return nil, nil, fmt.Errorf("--api %q: want the API's base URL, http://HOST:PORT or https://HOST:PORT%s", base, hint)
 	}
 	url := base + path
+	shown := shownAPI(base) // for errors: a password in --api stays out of terminals and CI logs
 	req, err := http.NewRequestWithContext(c.Context, method, url, nil)
 	if err != nil {
 		return nil, nil, err
@@ -123,12 +124,12 @@ func callAPI(c *cli.Context, method, path, role string) ([]byte, http.Header, er
 		}
 		hint := ""
 		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
-			hint = " (no API answers at " + base + ": is mf running there? name the node with --api URL or MF_API)"
+			hint = " (no API answers at " + shown + ": is mf running there? name the node with --api URL or MF_API)"
 		} else if method != http.MethodGet {
 			// A write whose answer did not come may have been applied.
 			hint = " (the node may have applied it all the same)"
 		}
-		return nil, nil, fmt.Errorf("%s %s: %w%s", method, url, err, hint)
+		return nil, nil, fmt.Errorf("%s %s: %w%s", method, shown+path, err, hint)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
@@ -159,7 +160,7 @@ func callAPI(c *cli.Context, method, path, role string) ([]byte, http.Header, er
 			// A viewer's token is refused nothing a viewer may read.
 			hint = " (mf " + c.Command.Name + " needs a token of role " + roles + " in " + TokenEnv + ")"
 		}
-		return nil, nil, fmt.Errorf("%s %s: %s: %s%s", method, url, resp.Status, e.Error, hint)
+		return nil, nil, fmt.Errorf("%s %s: %s: %s%s", method, shown+path, resp.Status, e.Error, hint)
 	}
 	return body, resp.Header, nil
 }
@@ -288,7 +289,9 @@ func tokenCommand() *cli.Command {
 			Name:  "new",
 			Usage: "print a new token and the config lines that grant it a role",
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "role", Required: true, Usage: "viewer, operator or admin"},
+				// Not Required: urfave/cli prints the help to stdout beside a
+				// missing required flag's error (see usageErrorOnly).
+				&cli.StringFlag{Name: "role", Usage: "viewer, operator or admin (required)"},
 				&cli.StringFlag{Name: "name", Value: "", Usage: "a name for the token, shown in logs (default: the role)"},
 			},
 			Action: func(c *cli.Context) error {
@@ -296,6 +299,9 @@ func tokenCommand() *cli.Command {
 					return fmt.Errorf("token new takes no argument, and was given %q: name the token with --name", c.Args().First())
 				}
 				role := c.String("role")
+				if role == "" {
+					return errors.New("token new: --role is required: viewer, operator or admin")
+				}
 				if !api.HasPermission(role, api.MonitoringRead) {
 					return errors.New("token new: --role must be viewer, operator or admin")
 				}
@@ -321,4 +327,13 @@ func tokenCommand() *cli.Command {
 	}
 	token.Action = unknownCommand("token", func() []*cli.Command { return token.Subcommands }, cli.ShowSubcommandHelp)
 	return token
+}
+
+// shownAPI is base (--api) as errors and hints print it: a password in its
+// user info (a proxy's basic auth) replaced by xxxxx, as net/url redacts.
+func shownAPI(base string) string {
+	if u, err := neturl.Parse(base); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return base
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/messagefoundry/mf/actors/enginetest"
 	"github.com/messagefoundry/mf/api"
 	"github.com/messagefoundry/mf/config"
 )
@@ -223,5 +225,45 @@ func TestMessagesWaitsAsLongAsTheAPIsSearchMay(t *testing.T) {
 	out, err := runMF(t, "messages", "--api", srv.URL, "--since", "2026-10-30T00:00:00Z")
 	if err != nil || !strings.Contains(out, "no message found") {
 		t.Fatalf("mf messages on a search the API answers in 11 s: %q, %v; want the API's answer", out, err)
+	}
+}
+
+// A password in --api (a proxy's basic auth) is not printed: neither in the
+// error of a node that does not answer, nor in the commands a listing
+// suggests next, which repeated --api word for word onto terminals and CI
+// logs.
+func TestAPasswordInTheAPIURLIsNotPrinted(t *testing.T) {
+	t.Setenv(TokenEnv, "mf_tok")
+	nobody := "http://ops:Hunter2@" + enginetest.FreeAddr(t)
+	_, err := runMF(t, "status", "--api", nobody)
+	if err == nil || strings.Contains(err.Error(), "Hunter2") || !strings.Contains(err.Error(), "no API answers at http://ops:xxxxx@") {
+		t.Fatalf("mf status at a node that does not answer: %v; want the URL shown without its password", err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"lanes":[{"lane":"emr/P1","destination":"emr","depth":4,"head_id":17,"head_age_seconds":3.4,"blocked":true,"attempts":9,"last_error":"AE"}],"next_after":null}`))
+	}))
+	t.Cleanup(srv.Close)
+	withPassword := strings.Replace(srv.URL, "http://", "http://ops:Hunter2@", 1)
+	out, err := runMF(t, "lanes", "--api", withPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "Hunter2") || !strings.Contains(out, "mf retry --api http://ops:xxxxx@") {
+		t.Fatalf("mf lanes printed %q; want its next commands without the password", out)
+	}
+}
+
+// A usage error (an unknown flag, a bad value, a missing --role) is the
+// error alone, on stderr: urfave/cli printed "Incorrect Usage" and the
+// whole help on stdout, which a script reading mf status --json or mf token
+// new took for the command's output.
+func TestAUsageErrorPrintsNothingOnStdout(t *testing.T) {
+	for _, args := range [][]string{{"status", "--bogus"}, {"--bogus"}, {"bench", "--count", "abc"}, {"token", "new"}, {"token", "new", "--bogus"}} {
+		var stdout, stderr bytes.Buffer
+		err := App(&stdout, &stderr).Run(append([]string{"mf"}, args...))
+		if err == nil || stdout.Len() != 0 {
+			t.Errorf("mf %s: %v, printed %q on stdout; want an error and nothing on stdout", strings.Join(args, " "), err, stdout.String())
+		}
 	}
 }

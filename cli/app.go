@@ -61,7 +61,27 @@ func App(stdout, stderr io.Writer) *cli.App {
 		ExitErrHandler: func(*cli.Context, error) {}, // Main prints the error once
 	}
 	app.Action = unknownCommand("", func() []*cli.Command { return app.Commands }, cli.ShowAppHelp)
+	app.OnUsageError = usageErrorOnly("mf")
+	usageErrorsOnly("mf", app.Commands)
 	return app
+}
+
+// usageErrorOnly answers a usage error of command path (an unknown flag,
+// a bad flag value) with the error alone, which Main prints on stderr:
+// urfave/cli's own answer printed "Incorrect Usage" and the whole help on
+// stdout, which a script reading mf status --json or mf token new took for
+// its output.
+func usageErrorOnly(path string) cli.OnUsageErrorFunc {
+	return func(_ *cli.Context, err error, _ bool) error {
+		return fmt.Errorf("%w (%s --help lists the flags)", err, path)
+	}
+}
+
+func usageErrorsOnly(path string, cmds []*cli.Command) {
+	for _, c := range cmds {
+		c.OnUsageError = usageErrorOnly(path + " " + c.Name)
+		usageErrorsOnly(path+" "+c.Name, c.Subcommands)
+	}
 }
 
 // unknownCommand is the action of a command whose work is in its

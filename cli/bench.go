@@ -1069,8 +1069,22 @@ func clientTLSConfig(o config.Outbound) (*tls.Config, error) {
 		}
 		return nil, nil
 	}
-	return lanes.OutboundTLSConfig(o) // the MLLP sender's rules
-
+	// The MLLP sender's rules, its errors said in the flags' words: they
+	// name an outbound's config keys.
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together (the client certificate and its key)")
+	}
+	cfg, err := lanes.OutboundTLSConfig(o)
+	if err != nil {
+		msg := err.Error()
+		if rest, ok := strings.CutPrefix(msg, "tls_ca: "); ok {
+			msg = "--tls-ca: " + rest
+		} else if rest, ok := strings.CutPrefix(msg, "tls_cert/tls_key: "); ok {
+			msg = "--tls-cert/--tls-key: " + rest
+		}
+		return nil, errors.New(msg)
+	}
+	return cfg, nil
 }
 
 // isTerminal reports whether w is a terminal (a character device).

@@ -626,6 +626,10 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{[]string{"--redial", "-1s"}, "--redial -1s"},
 		{[]string{"--target", "nowhere"}, "--target"},
 		{[]string{"--tls-ca", "ca.pem"}, "need --tls"},
+		// With --tls too, in the flags' words, not an outbound's keys.
+		{[]string{"--tls", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
+		{[]string{"--tls", "--tls-ca", "/nonexistent/ca.pem"}, "--tls-ca: open /nonexistent/ca.pem"},
+		{[]string{"--tls", "--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"}, "--tls-cert/--tls-key: "},
 		{[]string{"extra"}, "unexpected argument"},
 	} {
 		var out bytes.Buffer

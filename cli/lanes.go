@@ -128,7 +128,7 @@ func blockedLine(c *cli.Context, blocked []api.Lane) string {
 func sameNode(c *cli.Context, command string) []string {
 	args := []string{"mf", command}
 	if base := strings.TrimSuffix(c.String("api"), "/"); base != defaultAPI {
-		args = append(args, "--api", shellWord(base))
+		args = append(args, "--api", shellWord(shownAPI(base)))
 	}
 	if ca := c.String("tls-ca"); ca != "" {
 		args = append(args, "--tls-ca", shellWord(ca))

@@ -60,7 +60,7 @@ func sendCommand() *cli.Command {
 			})
 			// Said in the flags' words, as mf bench does: the sender's own
 			// check names config keys of an outbound "send".
-			if _, err := clientTLSConfig(o); err != nil && !o.TLS {
+			if _, err := clientTLSConfig(o); err != nil {
 				return fmt.Errorf("send: %w", err)
 			}
 			var msgs [][]byte

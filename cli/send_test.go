@@ -194,4 +194,8 @@ func TestSendReadsTheStandardInputAndNamesItsTLSFlags(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--tls-ca, --tls-cert, --tls-key and --server-name need --tls") {
 		t.Fatalf("mf send --tls-ca without --tls: %v; want the flags named", err)
 	}
+	_, err = runMF(t, "send", "--to", enginetest.FreeAddr(t), "--tls", "--tls-cert", "c.pem", "-")
+	if err == nil || !strings.Contains(err.Error(), "--tls-cert and --tls-key go together") {
+		t.Fatalf("mf send --tls --tls-cert without --tls-key: %v; want the flags named", err)
+	}
 }
