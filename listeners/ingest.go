@@ -222,10 +222,10 @@ func (in *Ingest) store(msgs []storage.NewMessage) ([]Result, lanes.Ingested, er
 	stored := func(i int, m storage.IngestedMessage) {
 		results[i].MessageID = m.MessageID
 		if len(m.QueueIDs) != len(msgs[i].Deliveries) {
-			// Committed already: PostgreSQL commits a batch at its end, with
-			// no chance to look first. Which of the deliveries have rows is
-			// not known, so no lane is told; the lanes' full rescan finds
-			// the rows there are.
+			// Committed already. No dialect returns this (each refuses a
+			// batch a trigger skipped a row of); kept for one that would.
+			// Which of the deliveries have rows is not known, so no lane is
+			// told; the lanes' full rescan finds the rows there are.
 			in.env.Log.Error().Int64("message_id", m.MessageID).Str("inbound", msgs[i].Inbound).Str("control_id", msgs[i].ControlID).
 				Int("deliveries", len(msgs[i].Deliveries)).Int("queue_rows", len(m.QueueIDs)).
 				Msg("a message was stored with fewer queue rows than its routes gave it (a trigger on mf_queue skipping rows?): the missing deliveries will not be made; " +

@@ -770,6 +770,9 @@ func refusal(err error) error {
 	if !errors.As(err, &pgErr) || !refusedRows(pgErr.Code) {
 		return nil
 	}
+	if pgErr.Code == "22P02" && strings.Contains(pgErr.Message, skippedRowMark) {
+		return storage.Refused("a trigger skipped a row of the message, in mf_messages or mf_queue")
+	}
 	what := "SQLSTATE " + pgErr.Code
 	for _, name := range []string{pgErr.TableName, pgErr.ColumnName, pgErr.ConstraintName} {
 		if name != "" {
@@ -778,6 +781,10 @@ func refusal(err error) error {
 	}
 	return storage.Refused(what)
 }
+
+// skippedRowMark is in the error message_ingest.sql makes when a trigger
+// skipped a row it inserts.
+const skippedRowMark = "mf: a trigger skipped a row of message "
 
 // refusedRows says whether SQLSTATE code refuses a statement for the rows it
 // writes, so that other rows would pass: classes 22 data exception (a value

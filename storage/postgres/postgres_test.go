@@ -2,11 +2,13 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	neturl "net/url"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -320,5 +322,65 @@ func until(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after 10s waiting for %s", what)
 		}
+	}
+}
+
+// A row an operator's trigger skips (BEFORE INSERT returning NULL) fails the
+// ingest as refused, as on SQLite: the message row of an unrouted message
+// has no queue row to trip the foreign key, and its id was returned all the
+// same, so its sender was answered AA with nothing stored (a review found
+// it). A skipped queue row committed the message with the delivery missing.
+// The other messages of the batch are not stored either: the listener
+// stores them again without the refused one.
+func TestARowATriggerSkipsIsRefused(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ name, table, when string }{
+		{"message of an unrouted message", "mf_messages", "NEW.control_id = 'M2'"},
+		{"queue row", "mf_queue", "NEW.lane = 'lab/P2'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := opener(t)().(*postgres.Store)
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range []string{
+				`CREATE FUNCTION mf_test_skip() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF ` + tc.when + ` THEN RETURN NULL; END IF; RETURN NEW; END $$`,
+				`CREATE TRIGGER mf_test_skip BEFORE INSERT ON ` + tc.table + ` FOR EACH ROW EXECUTE FUNCTION mf_test_skip()`,
+			} {
+				if _, err := s.Pool().Exec(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			msg := func(id, lane string) storage.NewMessage {
+				m := storage.NewMessage{Inbound: "in", ControlID: id, MessageType: "ADT^A01", Payload: []byte("MSH|" + id), Status: storage.MessageUnrouted}
+				if lane != "" {
+					m.Status, m.Deliveries = storage.MessageRouted, []storage.Delivery{{Destination: "lab", Lane: lane}}
+				}
+				return m
+			}
+			second := msg("M2", "")
+			if tc.table == "mf_queue" {
+				second = msg("M2", "lab/P2")
+			}
+			out, err := s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{msg("M1", "lab/P1"), second}})
+			if err == nil {
+				for _, m := range out {
+					d, rerr := s.MessageRead(ctx, m.MessageID)
+					t.Logf("message %d: %q, %d queue rows (read: %v)", m.MessageID, d.Message.ControlID, len(d.Queue), rerr)
+				}
+				t.Fatalf("ingest with a row skipped by a trigger: %+v, no error; want storage.ErrRefused", out)
+			}
+			if !errors.Is(err, storage.ErrRefused) || !strings.Contains(err.Error(), "a trigger skipped a row") {
+				t.Fatalf("ingest with a row skipped by a trigger: %v; want storage.ErrRefused saying a trigger skipped a row", err)
+			}
+			var n int
+			if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM mf_messages`).Scan(&n); err != nil || n != 0 {
+				t.Fatalf("%d messages stored (%v); want none: the batch fails whole", n, err)
+			}
+			// A batch the trigger lets through is stored as before.
+			if out, err := s.MessageIngest(ctx, storage.MessageIngestParams{Messages: []storage.NewMessage{msg("M1", "lab/P1"), msg("M3", "")}}); err != nil || len(out) != 2 || len(out[0].QueueIDs) != 1 || len(out[1].QueueIDs) != 0 {
+				t.Fatalf("a batch the trigger lets through: %+v, %v", out, err)
+			}
+		})
 	}
 }

@@ -9,6 +9,14 @@
 -- a later message of a lane always has a higher queue id (the lane claim's
 -- FIFO argument, (b), relies on it together with message_ingest_lock.sql).
 -- Returns, per message in batch order, its id and its queue ids.
+--
+-- A row an operator's trigger skipped (a BEFORE INSERT trigger returning
+-- NULL) fails the whole statement, and so the batch: the message row of an
+-- unrouted message has no queue row to trip the foreign key, and its id was
+-- returned all the same, so its sender was answered AA with nothing stored.
+-- SQL has no RAISE: the error is a cast of a text that names it, evaluated
+-- only for such a row (CASE, and the text is not a constant, so the planner
+-- does not fold it), which refusal() recognises (skippedRowMark).
 WITH input AS (
     SELECT u.ord, nextval((SELECT pg_get_serial_sequence('mf_messages', 'id'))) AS id,
            u.inbound, u.control_id, u.message_type, u.payload, u.status, u.error
@@ -20,6 +28,7 @@ WITH input AS (
     SELECT id, inbound, control_id, message_type, payload, status, error
       FROM input
      ORDER BY ord
+    RETURNING id
 ), q AS (
     INSERT INTO mf_queue (message_id, destination, lane)
     SELECT input.id, d.destination, d.lane
@@ -27,9 +36,22 @@ WITH input AS (
       JOIN input ON input.ord = d.msg
      ORDER BY d.ord
     RETURNING id, message_id
+), got AS (
+    SELECT message_id, array_agg(id ORDER BY id) AS ids, count(*) AS n
+      FROM q
+     GROUP BY message_id
+), want AS (
+    SELECT d.msg AS ord, count(*) AS n
+      FROM unnest($7::bigint[]) AS d(msg)
+     GROUP BY d.msg
 )
-SELECT input.id, COALESCE(array_agg(q.id ORDER BY q.id) FILTER (WHERE q.id IS NOT NULL), '{}'::bigint[])
+SELECT CASE WHEN m.id IS NULL OR COALESCE(got.n, 0) <> COALESCE(want.n, 0)
+            THEN ('mf: a trigger skipped a row of message ' || input.id)::bigint
+            ELSE input.id
+       END,
+       COALESCE(got.ids, '{}'::bigint[])
   FROM input
-  LEFT JOIN q ON q.message_id = input.id
- GROUP BY input.ord, input.id
+  LEFT JOIN m ON m.id = input.id
+  LEFT JOIN got ON got.message_id = input.id
+  LEFT JOIN want ON want.ord = input.ord
  ORDER BY input.ord
