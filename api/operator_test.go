@@ -222,12 +222,12 @@ func TestAPIWhoseKeyPairCannotBeLoadedDoesNotStart(t *testing.T) {
 // reclaimed) before the action read its status.
 type reclaimedStore struct{ storage.Store }
 
-func (reclaimedStore) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) error {
-	return storage.NotPending{ID: p.ID, Status: storage.QueuePending}
+func (reclaimedStore) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) (storage.QueueActed, error) {
+	return storage.QueueActed{}, storage.NotPending{ID: p.ID, Status: storage.QueuePending}
 }
 
-func (reclaimedStore) QueueSkip(ctx context.Context, p storage.QueueSkipParams) error {
-	return storage.NotPending{ID: p.ID, Status: storage.QueuePending}
+func (reclaimedStore) QueueSkip(ctx context.Context, p storage.QueueSkipParams) (storage.QueueActed, error) {
+	return storage.QueueActed{}, storage.NotPending{ID: p.ID, Status: storage.QueuePending}
 }
 
 // A retry or skip of a row that is not pending is still a 409 {"error"},
@@ -408,5 +408,13 @@ func TestARetryOrSkipIsToldToTheLanesAndAFailedTellIsOnlyLogged(t *testing.T) {
 	if strings.Count(out, `"level":"warn"`) != 2 || !strings.Contains(out, fmt.Sprintf(`"queue_id":%d`, rows[0])) ||
 		!strings.Contains(out, "the lane manager was not told") || strings.Contains(out, "P9") {
 		t.Fatalf("log:\n%s\nwant a WARN per action naming the queue id and no lane key", out)
+	}
+	// The audit line of each action names the row's message and destination:
+	// the queue id alone led nowhere once the row was purged.
+	for _, action := range []string{"retry", "skip"} {
+		want := fmt.Sprintf(`"queue_id":%d,"message_id":1,"destination":"nowhere","action":%q,"token":"operator-token"`, rows[0], action)
+		if !strings.Contains(out, want) {
+			t.Fatalf("log:\n%s\nwant the %s's audit line with %s", out, action, want)
+		}
 	}
 }

@@ -833,14 +833,14 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) queueRetry(w http.ResponseWriter, r *http.Request) {
-	s.queueAction(w, r, "retry", func(ctx context.Context, id int64) error {
+	s.queueAction(w, r, "retry", func(ctx context.Context, id int64) (storage.QueueActed, error) {
 		return s.o.Store.QueueRelease(ctx, storage.QueueReleaseParams{ID: id})
 	})
 }
 
 func (s *Server) queueSkip(w http.ResponseWriter, r *http.Request) {
 	who := principalOf(r)
-	s.queueAction(w, r, "skip", func(ctx context.Context, id int64) error {
+	s.queueAction(w, r, "skip", func(ctx context.Context, id int64) (storage.QueueActed, error) {
 		return s.o.Store.QueueSkip(ctx, storage.QueueSkipParams{ID: id, Reason: "skipped by operator " + who.name})
 	})
 }
@@ -850,19 +850,23 @@ func (s *Server) queueSkip(w http.ResponseWriter, r *http.Request) {
 // for a skip, if it is pending behind its lane's head (notHead). Once the
 // store has made it, this node's lane manager is told (tellQueue) before
 // the 200.
-func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action string, do func(context.Context, int64) error) {
+func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, action string, do func(context.Context, int64) (storage.QueueActed, error)) {
 	id, ok := pathID(w, r)
 	if !ok {
 		return
 	}
 	ctx, cancel := storeCtx(r, s.limits.storeWrite)
 	defer cancel()
-	err := do(ctx, id)
+	acted, err := do(ctx, id)
 	switch {
 	case err == nil:
 		s.stats.drop()
 		who := principalOf(r)
-		s.o.Log.Info().Int64("queue_id", id).Str("action", action).Str("token", who.name).Msg("operator action on a queue row")
+		// The audit line names the message and its destination: the queue
+		// id alone leads nowhere once the row is purged. Not the lane,
+		// whose key is a patient's identifier.
+		s.o.Log.Info().Int64("queue_id", id).Int64("message_id", acted.MessageID).Str("destination", acted.Destination).
+			Str("action", action).Str("token", who.name).Msg("operator action on a queue row")
 		s.tellQueue(ctx, id, action)
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "action": action})
 	case errors.Is(err, storage.ErrNotFound):

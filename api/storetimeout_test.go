@@ -47,14 +47,14 @@ func (silentStore) MessageRead(ctx context.Context, id int64) (storage.MessageDe
 	return storage.MessageDetail{}, ctx.Err()
 }
 
-func (silentStore) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) error {
+func (silentStore) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) (storage.QueueActed, error) {
 	<-ctx.Done()
-	return ctx.Err()
+	return storage.QueueActed{}, ctx.Err()
 }
 
-func (silentStore) QueueSkip(ctx context.Context, p storage.QueueSkipParams) error {
+func (silentStore) QueueSkip(ctx context.Context, p storage.QueueSkipParams) (storage.QueueActed, error) {
 	<-ctx.Done()
-	return ctx.Err()
+	return storage.QueueActed{}, ctx.Err()
 }
 
 func (silentStore) ConfigVersionBump(ctx context.Context, p storage.ConfigVersionBumpParams) (int64, error) {

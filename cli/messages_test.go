@@ -68,7 +68,7 @@ func TestMessagesListsPagesOfMessages(t *testing.T) {
 	e, url, res := messagesNode(t, routed("M0", "P1"), routed("M1", "P2"), rejected, routed("M3", "P3"), routed("M4", "P4"))
 	ctx := context.Background()
 	// M0's lab row is set aside: dead.
-	if err := e.Store.QueueSkip(ctx, storage.QueueSkipParams{ID: res[0].QueueIDs[1], Reason: "test"}); err != nil {
+	if _, err := e.Store.QueueSkip(ctx, storage.QueueSkipParams{ID: res[0].QueueIDs[1], Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv(TokenEnv, apiTokens["operator"])
@@ -171,7 +171,7 @@ func TestMessageShowsOneMessage(t *testing.T) {
 		storage.NewMessage{Inbound: "in", ControlID: "L1", MessageType: "ADT^A01", Payload: latin1, Status: storage.MessageRouted,
 			Deliveries: []storage.Delivery{{Destination: "emr", Lane: "emr/P9"}}})
 	ctx := context.Background()
-	if err := e.Store.QueueSkip(ctx, storage.QueueSkipParams{ID: res[0].QueueIDs[0], Reason: "test"}); err != nil {
+	if _, err := e.Store.QueueSkip(ctx, storage.QueueSkipParams{ID: res[0].QueueIDs[0], Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv(TokenEnv, apiTokens["operator"])
@@ -238,7 +238,7 @@ func TestMessageShowsOneMessage(t *testing.T) {
 func TestResendQueuesAMessageAgain(t *testing.T) {
 	e, url, res := messagesNode(t, routed("M0", "P1"))
 	ctx := context.Background()
-	if err := e.Store.QueueSkip(ctx, storage.QueueSkipParams{ID: res[0].QueueIDs[0], Reason: "test"}); err != nil {
+	if _, err := e.Store.QueueSkip(ctx, storage.QueueSkipParams{ID: res[0].QueueIDs[0], Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv(TokenEnv, apiTokens["operator"])

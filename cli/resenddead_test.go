@@ -33,7 +33,7 @@ func TestResendDeadOfAnOutbound(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range res {
-		if err := e.Store.QueueSkip(ctx, storage.QueueSkipParams{ID: r.QueueIDs[0], Reason: "test"}); err != nil {
+		if _, err := e.Store.QueueSkip(ctx, storage.QueueSkipParams{ID: r.QueueIDs[0], Reason: "test"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -43,7 +43,7 @@ func TestResendDeadOfAnOutbound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Store.QueueSkip(ctx, storage.QueueSkipParams{ID: gone[0].QueueIDs[0], Reason: "test"}); err != nil {
+	if _, err := e.Store.QueueSkip(ctx, storage.QueueSkipParams{ID: gone[0].QueueIDs[0], Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -84,7 +84,7 @@ lane_key = "PID-3.1"
 	}
 
 	dest.Reject.Store(false)
-	if err := e.Store.QueueRelease(context.Background(), storage.QueueReleaseParams{ID: blocked.Head.ID}); err != nil {
+	if _, err := e.Store.QueueRelease(context.Background(), storage.QueueReleaseParams{ID: blocked.Head.ID}); err != nil {
 		t.Fatal(err)
 	}
 	enginetest.WaitFor(t, "the released lane to deliver A2 then A3", 10*time.Second, func() bool {

@@ -739,7 +739,7 @@ func TestALaneBackingOffTakesAnOperatorsRetryAtTheNextRescan(t *testing.T) {
 		r := f.row(t, 0)
 		return r.Status == storage.QueuePending && r.Attempts == 1
 	})
-	if err := f.store.QueueRelease(f.ctx, storage.QueueReleaseParams{ID: f.ids[0]}); err != nil {
+	if _, err := f.store.QueueRelease(f.ctx, storage.QueueReleaseParams{ID: f.ids[0]}); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "both rows delivered", 20*time.Second, func() bool {
@@ -778,7 +778,7 @@ func TestAHeldLaneStartsNoActorUntilAnOperatorActs(t *testing.T) {
 		t.Fatalf("%d claims for rows behind a held head", n-claims)
 	}
 
-	if err := f.store.QueueRelease(f.ctx, storage.QueueReleaseParams{ID: f.ids[0]}); err != nil {
+	if _, err := f.store.QueueRelease(f.ctx, storage.QueueReleaseParams{ID: f.ids[0]}); err != nil {
 		t.Fatal(err)
 	}
 	f.store.hideLanes.Store(false)
@@ -805,7 +805,7 @@ func TestAnOperatorsRetryGivesAHeldHeadAFreshSetOfAttempts(t *testing.T) {
 		r := f.row(t, 0)
 		return r.Held && r.Attempts == 2
 	})
-	if err := f.store.QueueRelease(f.ctx, storage.QueueReleaseParams{ID: f.ids[0]}); err != nil {
+	if _, err := f.store.QueueRelease(f.ctx, storage.QueueReleaseParams{ID: f.ids[0]}); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the retried head delivered or held again", 20*time.Second, func() bool {
@@ -962,7 +962,7 @@ func TestALaneThatHeldItsHeadSaysSoUntilItHasARowAgain(t *testing.T) {
 		t.Fatalf("after a claim behind its held head: %+v; want still held, with the Wake taken", i)
 	}
 
-	if err := f.store.QueueRelease(f.ctx, storage.QueueReleaseParams{ID: f.ids[0]}); err != nil {
+	if _, err := f.store.QueueRelease(f.ctx, storage.QueueReleaseParams{ID: f.ids[0]}); err != nil {
 		t.Fatal(err)
 	}
 	rec.ref.queued.Store(true)

@@ -404,7 +404,7 @@ func TestARescanListsTheLanesOnlyWhenTheQueueChanged(t *testing.T) {
 		t.Fatal("the listing that confirms the park unparked a lane whose head is held")
 	}
 	listed++
-	if err := f.store.QueueRelease(f.ctx, storage.QueueReleaseParams{ID: f.ids[0]}); err != nil {
+	if _, err := f.store.QueueRelease(f.ctx, storage.QueueReleaseParams{ID: f.ids[0]}); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the released head delivered", 20*time.Second, func() bool {

@@ -142,7 +142,7 @@ func TestARestartWithAnotherLaneKeyKeepsAPatientsMessagesInOrder(t *testing.T) {
 				t.Fatalf("lane_key %q then %q: the destination got %v while patient P1's first ADT was still blocked; want nothing before it", tc.before, tc.after, got)
 			}
 			dest.reject.Store(false)
-			if err := e.Store.QueueRelease(context.Background(), storage.QueueReleaseParams{ID: first.Head.ID}); err != nil {
+			if _, err := e.Store.QueueRelease(context.Background(), storage.QueueReleaseParams{ID: first.Head.ID}); err != nil {
 				t.Fatal(err)
 			}
 			enginetest.WaitFor(t, "both ADTs to be delivered", 10*time.Second, func() bool { return len(dest.received()) == 2 })

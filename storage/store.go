@@ -203,7 +203,7 @@ type Store interface {
 	// every row ahead of it is done or dead (the claim starts at the head),
 	// so a retry of the wrong row changes no order and loses nothing; it
 	// only gives that row its fresh set of attempts early.
-	QueueRelease(ctx context.Context, p QueueReleaseParams) error
+	QueueRelease(ctx context.Context, p QueueReleaseParams) (QueueActed, error)
 	// QueueSkip is an operator's skip: a pending row that is its lane's
 	// head is set aside as dead with p.Reason, and its lane moves on. Only
 	// the head: a pending row with a lower id of its lane still unfinished
@@ -216,7 +216,7 @@ type Store interface {
 	// refused with a NotPending, like QueueRelease, when the row is in
 	// flight or finished; it bumps the QueueVersionName version in the same
 	// transaction.
-	QueueSkip(ctx context.Context, p QueueSkipParams) error
+	QueueSkip(ctx context.Context, p QueueSkipParams) (QueueActed, error)
 	// QueueExtendLease pushes a claimed row's lease to db_now + p.TTL.
 	QueueExtendLease(ctx context.Context, p QueueExtendLeaseParams) error
 	// QueueRecoverForeign is promotion recovery: it re-pends every in-flight
@@ -1154,6 +1154,14 @@ type QueueReleaseParams struct {
 type QueueSkipParams struct {
 	ID     int64
 	Reason string
+}
+
+// QueueActed is the row an operator's retry or skip (QueueRelease,
+// QueueSkip) changed, as its audit log line names it: the queue id alone
+// says nothing once the row is purged, and nothing can be looked up by it.
+type QueueActed struct {
+	MessageID   int64
+	Destination string
 }
 
 // QueueExtendLeaseParams are the arguments of Store.QueueExtendLease.

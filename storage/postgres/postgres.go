@@ -1200,35 +1200,39 @@ func (s *Store) QueueHold(ctx context.Context, p storage.QueueHoldParams) error 
 }
 
 // QueueRelease implements storage.Store.
-func (s *Store) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) error {
+func (s *Store) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) (storage.QueueActed, error) {
 	return s.operatorUpdate(ctx, "queue_release", notPending, p.ID)
 }
 
 // QueueSkip implements storage.Store.
-func (s *Store) QueueSkip(ctx context.Context, p storage.QueueSkipParams) error {
+func (s *Store) QueueSkip(ctx context.Context, p storage.QueueSkipParams) (storage.QueueActed, error) {
 	return s.operatorUpdate(ctx, "queue_skip", notSkipped, p.ID, p.Reason)
 }
 
-// operatorUpdate runs an operator action on a row and, when it matched
-// nothing, returns why as refused tells it (notPending, notSkipped). A change
-// bumps the queue's version in the same transaction
-// (storage.QueueVersionName).
-func (s *Store) operatorUpdate(ctx context.Context, op string, refused func(context.Context, queryRower, int64) error, id int64, args ...any) error {
+// operatorUpdate runs an operator action on a row and returns the row's
+// message and destination (its statement's RETURNING), or, when it matched
+// nothing, why as refused tells it (notPending, notSkipped). A change bumps
+// the queue's version in the same transaction (storage.QueueVersionName).
+func (s *Store) operatorUpdate(ctx context.Context, op string, refused func(context.Context, queryRower, int64) error, id int64, args ...any) (storage.QueueActed, error) {
+	var acted storage.QueueActed
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, queries.Get(op), append([]any{id}, args...)...)
-		if err != nil {
+		err := tx.QueryRow(ctx, queries.Get(op), append([]any{id}, args...)...).Scan(&acted.MessageID, &acted.Destination)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return refused(ctx, tx, id)
+		case err != nil:
 			return err
 		}
-		if tag.RowsAffected() == 1 {
-			_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
-			return err
-		}
-		return refused(ctx, tx, id)
+		_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
+		return err
 	})
 	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrNotPending) || errors.Is(err, storage.ErrNotHead) {
-		return err
+		return storage.QueueActed{}, err
 	}
-	return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
+	if err != nil {
+		return storage.QueueActed{}, wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
+	}
+	return acted, nil
 }
 
 // queryRower is a pool or a transaction.

@@ -1613,34 +1613,35 @@ func (s *Store) QueueHold(ctx context.Context, p storage.QueueHoldParams) error 
 }
 
 // QueueRelease implements storage.Store.
-func (s *Store) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) error {
+func (s *Store) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) (storage.QueueActed, error) {
 	return s.operatorUpdate(ctx, "queue_release", refusals.NotPending, p.ID)
 }
 
 // QueueSkip implements storage.Store.
-func (s *Store) QueueSkip(ctx context.Context, p storage.QueueSkipParams) error {
+func (s *Store) QueueSkip(ctx context.Context, p storage.QueueSkipParams) (storage.QueueActed, error) {
 	return s.operatorUpdate(ctx, "queue_skip", refusals.NotSkipped, p.ID, p.Reason)
 }
 
-// operatorUpdate runs an operator action on a row and, when it matched
-// nothing, returns why as refused tells it (refusals.NotPending, refusals.NotSkipped).
-func (s *Store) operatorUpdate(ctx context.Context, op string, refused func(context.Context, storage.SQLRowQuerier, int64) error, id int64, args ...any) error {
+// operatorUpdate runs an operator action on a row and returns the row's
+// message and destination (its statement's RETURNING), or, when it matched
+// nothing, why as refused tells it (refusals.NotPending, refusals.NotSkipped).
+func (s *Store) operatorUpdate(ctx context.Context, op string, refused func(context.Context, storage.SQLRowQuerier, int64) error, id int64, args ...any) (storage.QueueActed, error) {
+	var acted storage.QueueActed
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, queries.Get(op), append([]any{id}, args...)...)
-		if err != nil {
+		err := tx.QueryRowContext(ctx, queries.Get(op), append([]any{id}, args...)...).Scan(&acted.MessageID, &acted.Destination)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return unchangedOr(refused(ctx, tx, id))
+		case err != nil:
 			return err
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 1 {
-			_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
-			return err
-		}
-		return unchangedOr(refused(ctx, tx, id))
+		_, err = bumpVersion(ctx, tx, storage.QueueVersionName)
+		return err
 	})
-	return s.wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
+	if err != nil {
+		return storage.QueueActed{}, s.wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
+	}
+	return acted, nil
 }
 
 // QueueExtendLease implements storage.Store.

@@ -46,8 +46,8 @@ var fakeResults = map[string][][]driver.Value{
 	"queue_retry":         {{int64(0)}},
 	"queue_dead":          {{int64(0)}},
 	"queue_extend_lease":  {{int64(0)}},
-	"queue_release":       {{int64(0)}},
-	"queue_skip":          {{int64(0)}},
+	"queue_release":       {{int64(0), nil, nil}}, // updated, message_id, destination
+	"queue_skip":          {{int64(0), nil, nil}},
 	"message_read":        {{int64(1), "in", time.Unix(0, 0), "ctl", "ADT^A01", []byte("MSH|"), storage.MessageRouted, ""}},
 	"queue_by_message":    {}, // MessageRead reads the rows first, then the message
 	// One dead row, so that QueueResendDead goes on to resend it.
@@ -304,8 +304,8 @@ func TestStatementsGetTheirParameters(t *testing.T) {
 	_ = s.QueueDead(ctx, storage.QueueDeadParams{Fence: f, Claim: c, Error: "x"})
 	_ = s.QueueExtendLease(ctx, storage.QueueExtendLeaseParams{Fence: f, Claim: c, TTL: time.Minute})
 	_ = s.QueueHold(ctx, storage.QueueHoldParams{Fence: f, Claim: c, Error: "x"})
-	_ = s.QueueRelease(ctx, storage.QueueReleaseParams{ID: 7})
-	_ = s.QueueSkip(ctx, storage.QueueSkipParams{ID: 7, Reason: "x"})
+	_, _ = s.QueueRelease(ctx, storage.QueueReleaseParams{ID: 7})
+	_, _ = s.QueueSkip(ctx, storage.QueueSkipParams{ID: 7, Reason: "x"})
 	_, _ = s.QueueRecoverForeign(ctx, storage.QueueRecoverForeignParams{Fence: f, Owner: "node-a"})
 	_, _ = s.QueueReclaimExpired(ctx, storage.QueueReclaimExpiredParams{Fence: f})
 	_, _ = s.QueueLanes(ctx, storage.QueueLanesParams{After: "lab/1", Limit: 1000})

@@ -1317,32 +1317,42 @@ func (s *Store) QueueHold(ctx context.Context, p storage.QueueHoldParams) error 
 }
 
 // QueueRelease implements storage.Store.
-func (s *Store) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) error {
+func (s *Store) QueueRelease(ctx context.Context, p storage.QueueReleaseParams) (storage.QueueActed, error) {
 	return s.operatorUpdate(ctx, "queue_release", refusals.NotPending, p.ID)
 }
 
 // QueueSkip implements storage.Store.
-func (s *Store) QueueSkip(ctx context.Context, p storage.QueueSkipParams) error {
+func (s *Store) QueueSkip(ctx context.Context, p storage.QueueSkipParams) (storage.QueueActed, error) {
 	return s.operatorUpdate(ctx, "queue_skip", refusals.NotSkipped, p.ID, sql.Named("reason", mssql.NVarCharMax(p.Reason)))
 }
 
 // operatorUpdate runs an operator action on a row (the statement returns how
-// many rows it changed) and, when it changed nothing, returns why as refused
-// tells it (refusals.NotPending, refusals.NotSkipped).
-func (s *Store) operatorUpdate(ctx context.Context, op string, refused func(context.Context, storage.SQLRowQuerier, int64) error, id int64, args ...any) error {
+// many rows it changed, and the row's message and destination) and, when it
+// changed nothing, returns why as refused tells it (refusals.NotPending,
+// refusals.NotSkipped).
+func (s *Store) operatorUpdate(ctx context.Context, op string, refused func(context.Context, storage.SQLRowQuerier, int64) error, id int64, args ...any) (storage.QueueActed, error) {
 	all := append([]any{sql.Named("id", id)}, args...)
+	var acted storage.QueueActed
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var n int64
-		if err := tx.QueryRowContext(ctx, queries.Get(op), all...).Scan(&n); err != nil {
+		var (
+			n    int64
+			msg  sql.NullInt64
+			dest sql.NullString
+		)
+		if err := tx.QueryRowContext(ctx, queries.Get(op), all...).Scan(&n, &msg, &dest); err != nil {
 			return err
 		}
 		if n == 1 {
+			acted = storage.QueueActed{MessageID: msg.Int64, Destination: dest.String}
 			_, err := bumpVersion(ctx, tx, storage.QueueVersionName)
 			return err
 		}
 		return refused(ctx, tx, id)
 	})
-	return wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
+	if err != nil {
+		return storage.QueueActed{}, wrap(fmt.Sprintf("%s of queue row %d", op, id), err)
+	}
+	return acted, nil
 }
 
 // QueueExtendLease implements storage.Store.

@@ -492,8 +492,10 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 	}
 
 	// Operator retry: the same head is claimable at once and claimed again.
-	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); err != nil {
-		t.Fatalf("release: %v", err)
+	// The action names the row's message and destination (its audit line).
+	want := storage.QueueActed{MessageID: h.queueRow(ids[0]).MessageID, Destination: "lab"}
+	if acted, err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); err != nil || acted != want || acted.MessageID == 0 {
+		t.Fatalf("release: %+v, %v; want %+v", acted, err, want)
 	}
 	if l := lane(); l.Blocked() || !l.Claimable {
 		t.Fatalf("released lane: %+v", l)
@@ -506,25 +508,25 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 		t.Fatalf("released head attempt %d, want 2", c.Row.Attempts)
 	}
 	// Refused, saying why: the row is in flight.
-	h.mustNotBePending("release of a row in flight", h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}), ids[0], storage.QueueInflight)
-	h.mustNotBePending("skip of a row in flight", h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0]}), ids[0], storage.QueueInflight)
+	h.mustNotBePending("release of a row in flight", errOf(h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]})), ids[0], storage.QueueInflight)
+	h.mustNotBePending("skip of a row in flight", errOf(h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0]})), ids[0], storage.QueueInflight)
 
 	// Held again, then skipped: the lane moves on to the next row.
 	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: c.Claim(), Error: "AR again", Detail: "unknown patient"}); err != nil {
 		t.Fatalf("hold: %v", err)
 	}
-	if err := h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0], Reason: "skipped by operator"}); err != nil {
-		t.Fatalf("skip: %v", err)
+	if acted, err := h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0], Reason: "skipped by operator"}); err != nil || acted != want {
+		t.Fatalf("skip: %+v, %v; want %+v", acted, err, want)
 	}
 	if r := h.queueRow(ids[0]); r.Status != storage.QueueDead || r.Held || r.LastError != "skipped by operator" || r.LastErrorDetail != "" {
 		t.Fatalf("after skip: %+v", r)
 	}
 	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, ids[1]))
 	// Refused, saying why: the row is finished, dead or done.
-	h.mustNotBePending("skip of a dead row", h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0]}), ids[0], storage.QueueDead)
-	h.mustNotBePending("release of a dead row", h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}), ids[0], storage.QueueDead)
-	h.mustNotBePending("release of a done row", h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[1]}), ids[1], storage.QueueDone)
-	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: 1 << 40}); !errors.Is(err, storage.ErrNotFound) {
+	h.mustNotBePending("skip of a dead row", errOf(h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0]})), ids[0], storage.QueueDead)
+	h.mustNotBePending("release of a dead row", errOf(h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]})), ids[0], storage.QueueDead)
+	h.mustNotBePending("release of a done row", errOf(h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[1]})), ids[1], storage.QueueDone)
+	if _, err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: 1 << 40}); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("release of a missing row: want ErrNotFound, got %v", err)
 	}
 	// Release also cuts a retry's backoff short.
@@ -533,7 +535,7 @@ func testHoldReleaseSkip(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	h.mustNoWork(zero, "lab/P1")
-	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[2]}); err != nil {
+	if _, err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[2]}); err != nil {
 		t.Fatal(err)
 	}
 	h.complete(zero, h.mustClaim(zero, "lab/P1", time.Minute, ids[2]))
@@ -561,7 +563,7 @@ func testSkipOnlyTheHead(t *testing.T, h *harness) {
 	}
 	before := version()
 	skip := func(id int64) error {
-		return h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: id, Reason: "skipped by operator"})
+		return errOf(h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: id, Reason: "skipped by operator"}))
 	}
 	h.mustNotBeHead("skip of the second row, its head pending", skip(ids[1]), ids[1], ids[0])
 	h.mustNotBeHead("skip of the third row, its head pending", skip(ids[2]), ids[2], ids[0])
@@ -630,7 +632,7 @@ func testReleaseFreshAttempts(t *testing.T, h *harness) {
 	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: c.Claim(), Error: "refused"}); err != nil {
 		t.Fatalf("hold: %v", err)
 	}
-	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); err != nil {
+	if _, err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	c = h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
@@ -689,15 +691,15 @@ func testQueueVersion(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	step("ingest, a claim and a lane's retry", false)
-	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); err != nil {
+	if _, err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); err != nil {
 		t.Fatal(err)
 	}
 	step("an operator's retry", true)
 	c = h.mustClaim(zero, "lab/P1", time.Minute, ids[0])
-	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); !errors.Is(err, storage.ErrNotPending) {
+	if _, err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); !errors.Is(err, storage.ErrNotPending) {
 		t.Fatalf("release of a row in flight: want ErrNotPending, got %v", err)
 	}
-	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: 1 << 40}); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: 1 << 40}); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("release of a missing row: want ErrNotFound, got %v", err)
 	}
 	step("retries that matched nothing", false)
@@ -705,11 +707,11 @@ func testQueueVersion(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	step("a lane's hold", false)
-	if err := h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0], Reason: "skipped by operator"}); err != nil {
+	if _, err := h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0], Reason: "skipped by operator"}); err != nil {
 		t.Fatal(err)
 	}
 	step("an operator's skip", true)
-	if err := h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0]}); !errors.Is(err, storage.ErrNotPending) {
+	if _, err := h.s.QueueSkip(h.ctx, storage.QueueSkipParams{ID: ids[0]}); !errors.Is(err, storage.ErrNotPending) {
 		t.Fatalf("skip of a dead row: want ErrNotPending, got %v", err)
 	}
 	step("a skip that matched nothing", false)
@@ -969,7 +971,7 @@ func testAdvanceAhead(t *testing.T, h *harness) {
 	if a := advance(first.Claim(), 5); a.Next != nil {
 		t.Fatalf("a run from a held head: %v", runIDs(a))
 	}
-	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[1]}); err != nil {
+	if _, err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[1]}); err != nil {
 		t.Fatal(err)
 	}
 	a = advance(first.Claim(), 0)
@@ -1431,7 +1433,7 @@ func testEveryClaimWriteChecksOwnerAndAttempt(t *testing.T, h *harness) {
 	if err := h.s.QueueHold(h.ctx, storage.QueueHoldParams{Fence: zero, Claim: cur, Error: "AR"}); err != nil {
 		t.Fatalf("hold the current claim: %v", err)
 	}
-	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); err != nil {
+	if _, err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[0]}); err != nil {
 		t.Fatal(err)
 	}
 	cur = h.mustClaim(zero, "lab/P1", time.Minute, ids[0]).Claim()

@@ -137,7 +137,7 @@ func testRelane(t *testing.T, h *harness) {
 	c := h.mustClaim(zero, "lab", time.Minute, ids[2])
 	h.complete(zero, c)
 	h.mustNoWork(zero, "lab")
-	if err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[4]}); err != nil {
+	if _, err := h.s.QueueRelease(h.ctx, storage.QueueReleaseParams{ID: ids[4]}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range unfinished[1:] {

@@ -209,6 +209,10 @@ func (h *harness) mustNoWork(f storage.Fence, lane string) {
 	}
 }
 
+// errOf is the error of an operator action (QueueRelease, QueueSkip), for
+// a check of its refusal.
+func errOf(_ storage.QueueActed, err error) error { return err }
+
 // mustNotBePending fails the test unless err is an operator action's
 // refusal of row id as not pending, saying its status is status.
 func (h *harness) mustNotBePending(what string, err error, id int64, status string) {

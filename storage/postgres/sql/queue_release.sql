@@ -6,3 +6,4 @@
 UPDATE mf_queue
    SET held = false, next_attempt_at = now(), attempts_at_retry = attempts, updated_at = now()
  WHERE id = $1 AND (status = 'pending') IS TRUE -- see queue_complete.sql
+ RETURNING message_id, destination

@@ -27,3 +27,4 @@ UPDATE mf_queue
          WHERE a.lane = mf_queue.lane AND a.status IN ('pending', 'inflight') AND a.id < mf_queue.id
          ORDER BY a.id
          LIMIT 1) IS NULL
+ RETURNING message_id, destination

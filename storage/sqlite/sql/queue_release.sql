@@ -4,3 +4,4 @@
 UPDATE mf_queue
    SET held = 0, attempts_at_retry = attempts, next_attempt_at = CAST(round(unixepoch('subsec') * 1000) AS INTEGER), updated_at = CAST(round(unixepoch('subsec') * 1000) AS INTEGER)
  WHERE id = ?1 AND status = 'pending'
+ RETURNING message_id, destination

@@ -20,13 +20,16 @@
 -- word for word; DATALENGTH as in queue_claim_next.sql (lanes "123" and
 -- "123 " are two).
 SET NOCOUNT ON;
-DECLARE @lane NVARCHAR(800), @ahead BIGINT;
+-- The row's message and destination come back for the operator's audit
+-- line (storage.QueueActed), read into variables by the UPDATE itself.
+DECLARE @lane NVARCHAR(800), @ahead BIGINT, @message_id BIGINT, @destination NVARCHAR(450);
 SELECT @lane = lane FROM mf_queue WHERE id = @id;
 SELECT TOP (1) @ahead = id
   FROM mf_queue WITH (INDEX(mf_queue_lane_head))
  WHERE lane = @lane AND DATALENGTH(lane) = DATALENGTH(@lane) AND status IN (N'pending', N'inflight') AND id < @id
  ORDER BY id;
 UPDATE mf_queue
-   SET status = N'dead', held = 0, last_error = @reason, last_error_detail = N'', updated_at = SYSUTCDATETIME()
+   SET status = N'dead', held = 0, last_error = @reason, last_error_detail = N'', updated_at = SYSUTCDATETIME(),
+       @message_id = message_id, @destination = destination
  WHERE id = @id AND status = N'pending' AND @ahead IS NULL;
-SELECT @@ROWCOUNT AS updated;
+SELECT @@ROWCOUNT AS updated, @message_id AS message_id, @destination AS destination;
