@@ -359,7 +359,8 @@ func NakUnparsableCondition(cond Condition, reason string) []byte {
 // condition cond, as NakUnparsable does, but its MSA-2 echoes payload's
 // control ID when UnparsableControlID can read it: a sender that matches
 // each ACK to its message by MSA-2 then takes the answer as its message's,
-// instead of an answer to nothing.
+// instead of an answer to nothing. A payload refused for a second MSH has a
+// header to answer by: see ParseHeader.
 func AckUnparsable(payload []byte, code AckCode, cond Condition, reason string) []byte {
 	h := defaultHeader()
 	h.control = UnparsableControlID(payload)

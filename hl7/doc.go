@@ -40,7 +40,9 @@
 // a valued MSH-15 asks for; AcceptCode picks the code for an Outcome and
 // ShouldAck applies MSH-15's conditions (AL, NE, ER, SU). NakUnparsable
 // answers input that has no usable MSH; AckUnparsable answers a payload
-// Parse refused, with its control ID when MSH-1 alone finds it. An ACK carries only MSH fields and
+// Parse refused, with its control ID when MSH-1 alone finds it; a payload
+// refused for a second MSH (ErrSecondMSH) has a whole first header, which
+// ParseHeader reads for Ack. An ACK carries only MSH fields and
 // the control ID of the message it answers, never its content; the reason
 // text is escaped and goes in MSA-3 and an ERR segment laid out for the
 // message's version (see Ack). ParseAck reads the answer of a receiver for

@@ -162,6 +162,18 @@ func Parse(b []byte) (*Message, error) {
 	return m, nil
 }
 
+// ParseHeader parses the first segment of b alone, as a message of its MSH
+// only, with Parse's errors for that segment (ErrNoMSH, ErrBadSeparators).
+// It reads the header of a payload Parse refused with ErrSecondMSH, whose
+// first message is whole up to the second MSH: its ACK is then the one that
+// header asks for (its sender and receiver, version, character set and
+// MSH-15), as for any message refused whole, not the one to bytes without
+// a header (AckUnparsable).
+func ParseHeader(b []byte) (*Message, error) {
+	msh, _ := nextSegment(b)
+	return Parse(msh)
+}
+
 // quotePrefix names the start of a segment that is not MSH, without quoting
 // more than a segment ID's worth of it (it may be patient data).
 func quotePrefix(seg []byte) string {

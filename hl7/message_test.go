@@ -383,6 +383,34 @@ func TestASecondMSHIsASecondMessage(t *testing.T) {
 	}
 }
 
+// The header of a payload refused for a second MSH is its first segment,
+// whole: ParseHeader reads it, for the ACK that header asks for (AckCondition
+// swaps its MSH-3..6 and keeps its version), and refuses no more than Parse
+// does of a first segment.
+func TestParseHeaderReadsTheFirstMessagesHeader(t *testing.T) {
+	first := "MSH|^~\\&|A|B|C|D|20260101||ADT^A01|C1|P|2.3|||AL\rPID|1||P1\r"
+	glued := []byte(first + "MSH|^~\\&|A|B|C|D|20260101||ADT^A01|C2|P|2.5\rPID|1||P2\r")
+	h, err := ParseHeader(glued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.ControlID() != "C1" || h.Version() != "2.3" || h.AcceptAckType() != "AL" || h.segment("PID", 1) != nil {
+		t.Fatalf("header %q: control ID %q, version %q, MSH-15 %q; want C1, 2.3, AL and the MSH alone", h.Raw(), h.ControlID(), h.Version(), h.AcceptAckType())
+	}
+	ack, err := Parse(AckCondition(h, AcceptCode(h, Reject), CondSegmentSequence, "two messages"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ack.Get(MustParsePath("MSH-3")) + ack.Get(MustParsePath("MSH-5")) + ack.Get(MustParsePath("MSH-12")) + ack.Get(MustParsePath("MSA-1")); got != "CA2.3CR" {
+		t.Fatalf("ACK to the header: MSH-3, MSH-5, MSH-12, MSA-1 %q; want C, A, 2.3, CR", got)
+	}
+	for _, bad := range []string{"", "\r\n", "PID|1||P1\rMSH|^~\\&|A\r", "MSH|^\rPID|1\r"} {
+		if _, err := ParseHeader([]byte(bad)); !errors.Is(err, ErrNoMSH) && !errors.Is(err, ErrBadSeparators) {
+			t.Errorf("ParseHeader(%q): %v; want ErrNoMSH or ErrBadSeparators", bad, err)
+		}
+	}
+}
+
 // BenchmarkParseAndRoute is the parsing work of an ingest: Parse, then the
 // fields a route and the ACK read (go test -bench ParseAndRoute ./hl7/).
 func BenchmarkParseAndRoute(b *testing.B) {

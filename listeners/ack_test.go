@@ -2,6 +2,7 @@ package listeners_test
 
 import (
 	"bytes"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -404,5 +405,105 @@ func TestAnUnparsableMessageNotStoredIsCountedAsAStoreFailure(t *testing.T) {
 	}
 	if p, s := counterValue(t, parse)-parse0, counterValue(t, store)-store0; p != 1 || s != 1 {
 		t.Fatalf("then answered AR, stored rejected: parse +%v, store +%v; want +1 and +1", p, s)
+	}
+}
+
+// Two messages glued in one frame (hl7.ErrSecondMSH) have a first MSH that
+// is whole: the frame is answered as any message with a good header that
+// the inbound refuses is. It was answered as bytes with no header at all:
+// MSH-3 "MF", MSH-5/6 empty, version 2.5 whatever the sender's, AR in
+// enhanced mode, AE where CE was due, and an answer even to a sender that
+// asked for none (MSH-15 NE), which it never reads and takes for the answer
+// to its next message.
+func TestTwoMessagesInOneFrameAreAnsweredByTheFirstOnesHeader(t *testing.T) {
+	addr := enginetest.FreeAddr(t)
+	e := enginetest.Start(t, strings.ReplaceAll(ackConfig, "{{listen}}", addr))
+	// glued is two messages in one payload, the first of version 2.3 in
+	// Latin-1 (MSH-18) with MSH-15 accept, from SENDAPP at SENDFAC.
+	glued := func(id, accept string) string {
+		return "MSH|^~\\&|SENDAPP|SENDFAC|RECVAPP|RECVFAC|20261121090000||ADT^A01|" + id + "|P|2.3|||" + accept + "|||8859/1\r" +
+			"PID|1||G1^^^HOSP^MR\r" + adt(id+"B", "G2")
+	}
+
+	t.Run("original mode: AR 100 from the message's receiver, in its version and character set", func(t *testing.T) {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		if err := hl7.WriteFrame(c, []byte(glued("GLUED1", ""))); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := hl7.NewFrameReader(c, 1<<20).ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := hl7.Parse(raw)
+		if err != nil {
+			t.Fatalf("the ACK does not parse: %v\n%q", err, raw)
+		}
+		for path, want := range map[string]string{
+			"MSH-3": "RECVAPP", "MSH-4": "RECVFAC", "MSH-5": "SENDAPP", "MSH-6": "SENDFAC",
+			"MSH-9":  "ACK^A01", // before v2.3.1: no third component
+			"MSH-12": "2.3", "MSH-18": "8859/1",
+			"MSA-1": "AR", "MSA-2": "GLUED1",
+			"ERR-1.4.1": "100", // the pre-v2.5 ERR layout
+		} {
+			if got, _ := m.Field(path); got != want {
+				t.Errorf("%s %q, want %q\n%q", path, got, want, raw)
+			}
+		}
+		if got, _ := m.Field("ERR-1.4.2"); !strings.Contains(got, "second message") {
+			t.Errorf("ERR-1.4.2 %q does not say a second message is in the frame", got)
+		}
+	})
+	t.Run("enhanced mode, MSH-15 AL: CR", func(t *testing.T) {
+		ack := dial(t, addr).Send(glued("GLUED2", "AL"))
+		if ack.Code != hl7.CR || ack.ControlID != "GLUED2" || ack.ErrorCode != "100" {
+			t.Fatalf("got %+v; want CR 100 for GLUED2", ack)
+		}
+	})
+	t.Run("enhanced mode, MSH-15 NE: no ACK, the next message's comes first", func(t *testing.T) {
+		cl := dial(t, addr)
+		cl.Post(glued("GLUED3", "NE"))
+		if ack := cl.Send(adt("AFTERNE", "G3")); ack.Code != hl7.AA || ack.ControlID != "AFTERNE" {
+			t.Fatalf("first ACK on the connection: %s for %q; want AA for AFTERNE, none for the NE frame", ack.Code, ack.ControlID)
+		}
+	})
+	t.Run("store failed: AE, CE in enhanced mode", func(t *testing.T) {
+		cl := dial(t, addr)
+		e.Store.FailIngest.Store(true)
+		original := cl.Send(glued("GLUED4", ""))
+		enhanced := cl.Send(glued("GLUED5", "ER"))
+		e.Store.FailIngest.Store(false)
+		if original.Code != hl7.AE || original.ControlID != "GLUED4" || original.ErrorCode != "207" {
+			t.Errorf("original mode: %+v; want AE 207 for GLUED4", original)
+		}
+		if enhanced.Code != hl7.CE || enhanced.ControlID != "GLUED5" || enhanced.ErrorCode != "207" {
+			t.Errorf("enhanced mode: %+v; want CE 207 for GLUED5", enhanced)
+		}
+	})
+
+	// Each frame answered AR or CR, or not at all, is kept as rejected,
+	// whole, under its first message's control ID; none of those the store
+	// failed on.
+	kept := map[string]bool{}
+	for _, d := range e.Messages(t) {
+		m := d.Message
+		if !strings.HasPrefix(m.ControlID, "GLUED") {
+			continue
+		}
+		if m.Status != storage.MessageRejected || !strings.Contains(m.Error, "second message") || !bytes.Contains(m.Payload, []byte("|"+m.ControlID+"B|")) {
+			t.Errorf("frame %s stored %s, error %q, %d bytes; want rejected, whole, saying why", m.ControlID, m.Status, m.Error, len(m.Payload))
+		}
+		kept[m.ControlID] = true
+	}
+	if !kept["GLUED1"] || !kept["GLUED2"] || !kept["GLUED3"] || kept["GLUED4"] || kept["GLUED5"] {
+		t.Fatalf("kept %v; want GLUED1-3, not GLUED4-5 (the store failed)", kept)
+	}
+	// The sender of the NE frame is not told: the log must say so.
+	if !strings.Contains(e.Logs.String(), `"control_id":"GLUED3"`) || !strings.Contains(e.Logs.String(), "not answered") {
+		t.Fatalf("no log line says GLUED3 was refused and not answered:\n%s", e.Logs.String())
 	}
 }

@@ -254,6 +254,16 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 		return hl7.NakUnparsable("empty MLLP frame: no message in it"), true
 	}
 	msg, perr := hl7.Parse(payload)
+	if errors.Is(perr, hl7.ErrSecondMSH) {
+		// Two messages glued in one frame: the first one's header is whole,
+		// and its sender reads the answer by it (its mode, MSH-15, version,
+		// character set), as for any message refused whole. Answered as bytes
+		// without a header, an AR went even to a sender of NE, which never
+		// reads it and took it for the answer to its next message.
+		if h, err := hl7.ParseHeader(payload); err == nil {
+			return cn.refuseMessage(payload, h, refusal{err: perr, cond: hl7.ConditionOf(perr), reason: reasonParse})
+		}
+	}
 	if perr != nil {
 		// With bad encoding characters the control ID may still be read
 		// (by MSH-1 alone): the answer echoes it, and the operator can
@@ -339,7 +349,8 @@ func (cn *conn) handle(payload []byte) (ack []byte, ok bool) {
 }
 
 // refuseMessage keeps msg, which the inbound refuses (r: no control ID, a
-// processing ID it does not take), as rejected, unrouted, and answers AR
+// processing ID it does not take, a second message in its frame: msg is
+// then the first one's header), as rejected, unrouted, and answers AR
 // (CR in enhanced mode) with r's condition: sent again it would be refused
 // again. If it cannot be kept, AE (CE), as for any message: the sender
 // sends it again.
@@ -382,6 +393,9 @@ func (cn *conn) refuseMessage(payload []byte, msg *hl7.Message, r refusal) ([]by
 			ev = l.log.Error()
 		}
 		switch r.reason {
+		case reasonParse:
+			l.env.logPayload(ev.Str("reason", r.err.Error()).Str("control_id", msg.ControlID()).Int64("message_id", res.MessageID), payload).
+				Msg("message refused: a second message (MSH) in its MLLP frame: " + answered + " and " + kept + ", not delivered (the sender must send each message in a frame of its own: tell its team)")
 		case reasonNoControlID:
 			ev.Str("reason", r.err.Error()).Str("message_type", textcut.Cut(msg.MessageType(), 40)).Int64("message_id", res.MessageID).
 				Msg("message refused: no control ID (MSH-10): " + answered + " and " + kept + ", not delivered (the sending system must give each message a unique MSH-10: tell its team)")
