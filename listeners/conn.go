@@ -98,7 +98,16 @@ func (cn *conn) serve() {
 		err := frames.StartFrame()
 		inFrame := err == nil
 		if inFrame {
+			if l.frameStarted != nil {
+				l.frameStarted()
+			}
+			// As above: a stop's interruption that came since the check
+			// above is undone by this deadline, and the frame would be read
+			// on for up to read_timeout, past the stop's grace.
 			cn.c.SetReadDeadline(time.Now().Add(l.cfg.ReadTimeout()))
+			if l.stopping() {
+				return
+			}
 			var payload []byte
 			payload, err = frames.ReadFrame()
 			if err == nil {

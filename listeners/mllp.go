@@ -62,6 +62,10 @@ type MLLP struct {
 	// looks asks cert for itself every tlsfiles.IdleLook (lookAtCert), so
 	// that a renewal is seen between handshakes.
 	looks scheduler.CancelFunc
+	// frameStarted, when not nil (tests only), is called by a connection
+	// once a frame's start block is read, before the frame's read deadline
+	// is set: a test orders a stop there.
+	frameStarted func()
 }
 
 // lookAtCert has the listener look at its certificate's files.
