@@ -104,6 +104,9 @@ type Server struct {
 	// unknownToken and forbidden count the requests refused for their
 	// credential (401 with a token, 403), logged once a minute at most.
 	unknownToken, forbidden refusals
+	// handshakes counts the failed TLS handshakes serverLog logs at WARN,
+	// once a minute at most.
+	handshakes refusals
 }
 
 // pingFlight shares one store ping among the GET /ready requests that come
@@ -268,20 +271,41 @@ type serverLog struct {
 
 func (l serverLog) Write(p []byte) (int, error) {
 	msg := strings.TrimSpace(string(p))
-	level := zerolog.WarnLevel
+	if !strings.HasPrefix(msg, "http: TLS handshake error") {
+		l.log.Warn().Str("component", "api").Msg(msg)
+		return len(p), nil
+	}
 	// A connection closed before its handshake: a load balancer's
-	// TCP-connect check, every few seconds.
-	if strings.HasPrefix(msg, "http: TLS handshake error") && strings.HasSuffix(msg, ": EOF") {
-		level = zerolog.DebugLevel
-	} else if strings.HasPrefix(msg, "http: TLS handshake error") && l.s.cert != nil {
+	// TCP-connect check, every few seconds, closing cleanly (EOF) or with a
+	// reset (HAProxy's).
+	if strings.HasSuffix(msg, ": EOF") || closedByReset(msg) {
+		l.log.Debug().Str("component", "api").Msg(msg)
+		return len(p), nil
+	}
+	// Anyone who reaches the port can fail a handshake (plain HTTP to the
+	// HTTPS port, a scanner): logged as a refused token is, or they
+	// could write the log without end.
+	log, unlogged := l.s.handshakes.note(time.Now())
+	if !log {
+		return len(p), nil
+	}
+	if l.s.cert != nil {
 		// A client refuses an expired certificate of the API's, and its
 		// alert ("bad certificate") names none.
 		if why := config.CertOutOfDate(l.s.cert.Leaf(), time.Now()); why != "" {
 			msg += "; the API's own certificate (tls_cert " + l.s.o.Config.API.TLSCert + ") " + why + ", which clients refuse: renew it (the next handshake takes the renewed files, no restart needed)"
 		}
 	}
-	l.log.WithLevel(level).Str("component", "api").Msg(msg)
+	l.log.Warn().Str("component", "api").Int("unlogged", unlogged).
+		Msg(msg + " (failed handshakes are logged at most once a minute, with how many more came)")
 	return len(p), nil
+}
+
+// closedByReset reports whether a failed handshake's line (net/http's, which
+// carries the error as text only) says the client reset the connection:
+// "connection reset by peer" on Unix, WSAECONNRESET's words on Windows.
+func closedByReset(msg string) bool {
+	return strings.HasSuffix(msg, "connection reset by peer") || strings.HasSuffix(msg, "forcibly closed by the remote host.")
 }
 
 // Handler exposes the routes (for tests).

@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +86,61 @@ func TestAHandshakeRefusedForTheAPIsExpiredCertificateSaysSo(t *testing.T) {
 	})
 	if !strings.Contains(line, "the API's own certificate (tls_cert "+cert+") expired on ") {
 		t.Fatalf("the line of a handshake refused for the API's expired certificate does not say so: %s", line)
+	}
+}
+
+// Whoever reaches the API's port cannot fill the log with failed
+// handshakes: a TCP check that closes with a reset (HAProxy's, every few
+// seconds) is a DEBUG line, as one that closes cleanly (EOF) is, and any
+// other failed handshake (plain HTTP sent to the HTTPS port, here) is a WARN
+// at most once a minute, as a refused token is. Before, each was a WARN: 20
+// resets and 5 plain requests wrote 25.
+func TestFailedHandshakesDoNotFillTheLog(t *testing.T) {
+	cfg, _ := tlsAPIConfig(t, enginetest.FreeAddr(t))
+	var logs enginetest.LogBuffer
+	s := api.New(api.Options{Config: cfg, Log: zerolog.New(&logs)})
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	const plain, resets = 5, 20
+	for range plain {
+		c, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: mf\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		io.ReadAll(c) // the server's 400, then its close
+		c.Close()
+	}
+	for range resets {
+		c, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.(*net.TCPConn).SetLinger(0) // the close sends a reset
+		c.Close()
+	}
+	handshakeLines := func(level, of string) (n int) {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			var line map[string]any
+			if strings.Contains(l, "TLS handshake error") && strings.Contains(l, of) && json.Unmarshal([]byte(l), &line) == nil && (level == "" || line["level"] == level) {
+				n++
+			}
+		}
+		return n
+	}
+	// The plain requests came first, and their lines before their
+	// connections' close: logged, if at all, by the time the resets are.
+	const reset = "connection reset by peer"
+	enginetest.WaitFor(t, "a line for each reset", 10*time.Second, func() bool {
+		return handshakeLines("", reset) >= resets
+	})
+	if n := handshakeLines("debug", reset); n != resets {
+		t.Errorf("%d of %d resets before the handshake logged at DEBUG, want all", n, resets)
+	}
+	if n := handshakeLines("warn", ""); n != 1 {
+		t.Fatalf("%d resets and %d plain HTTP requests wrote %d WARN lines about failed handshakes, want 1 (the first plain request's; the resets at DEBUG, the rest counted for the next line):\n%s", resets, plain, n, logs.String())
 	}
 }
