@@ -79,8 +79,8 @@ func TestLargeHeadersRefused(t *testing.T) {
 // descriptor of the process's one limit until a timeout let it go (idle
 // keep-alive connections for 2 minutes), and 20,000 of them took every
 // descriptor: the MLLP listeners then closed each partner's connection at
-// once. Beyond the bound, a connection that no idle one can make way for
-// is closed at once.
+// once. Beyond the bound, a connection that no idle one, nor one silent
+// for over a second, can make way for is closed at once.
 func TestConnectionsAreBounded(t *testing.T) {
 	const max = 4
 	v := start(t, fileOutbound)
@@ -170,5 +170,51 @@ func TestIdleConnectionsMakeWayAtTheBound(t *testing.T) {
 			t.Fatalf("a new connection, with %d idle ones open: %s; want 200 OK (an idle one closed for it)", max, got)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// At the bound, a connection that has waited over a second without sending
+// its first request makes way for a new one, the oldest first: before, only
+// an idle kept-alive connection could, and each silent connection held its
+// place for the whole header timeout (10 s), so about 410 new connections a
+// second that send nothing locked out every client, /health and /ready
+// included (a load balancer then marks the node down).
+func TestSilentConnectionsMakeWayAtTheBound(t *testing.T) {
+	const max = 4
+	v := start(t, fileOutbound)
+	addr := serve(t, v, func(o api.Options) *api.Server { return api.NewWithMaxConnections(o, max) })
+	var held []net.Conn
+	for range max {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	// Well within the header timeout, which would let them go anyway.
+	start := time.Now()
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: mf\r\nConnection: close\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got, _ := io.ReadAll(c)
+		c.Close()
+		if strings.HasPrefix(string(got), "HTTP/1.1 200") {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("no room for a new connection 5 s after %d connections that send nothing took every place: %q; want the oldest closed for it once it has waited a second", max, got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("a new connection was served %v after the silent ones were opened", time.Since(start).Round(time.Millisecond))
+	// The one closed is the oldest.
+	held[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := held[0].Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the oldest silent connection is still open: another made way")
 	}
 }
