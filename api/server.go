@@ -10,8 +10,6 @@ package api
 import (
 	"context"
 	"crypto/tls"
-
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +22,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -768,7 +765,8 @@ func messageHead(m storage.Message) MessageHead {
 		MessageType: m.MessageType, Status: m.Status, Error: m.Error}
 }
 
-// Message is GET /messages/{id}.
+// Message is GET /messages/{id} (written by messageAnswer, which streams
+// the payload).
 type Message struct {
 	MessageHead
 	Payload string `json:"payload"`
@@ -829,31 +827,36 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request) {
 	s.o.Log.Info().Int64("message_id", id).Str("control_id", d.Message.ControlID).Str("token", principalOf(r).name).Str("remote", r.RemoteAddr).
 		Msg(what)
 	m := d.Message
-	out := Message{MessageHead: messageHead(m), Payload: string(m.Payload), Queue: []QueueRow{}}
-	if !utf8.Valid(m.Payload) {
-		b64 := base64.StdEncoding.EncodeToString(m.Payload)
-		out.PayloadBase64 = &b64
-	}
+	queue := []QueueRow{}
 	for _, q := range d.Queue {
 		row := QueueRow{ID: q.ID, Destination: q.Destination, Lane: q.Lane, Status: q.Status,
 			Held: q.Held, Attempts: q.Attempts, NextAttemptAt: epoch(q.NextAttemptAt), LastError: lastError(q, true), UpdatedAt: epoch(q.UpdatedAt)}
 		if q.ResentAs != 0 {
 			row.ResentAs = &q.ResentAs
 		}
-		out.Queue = append(out.Queue, row)
+		queue = append(queue, row)
 	}
-	body, err := json.Marshal(out)
-	if err != nil {
+	answer := messageAnswer{head: messageHead(m), payload: m.Payload, queue: queue}
+	// Counted before it is written, by the same code: its length is the
+	// Content-Length (a HEAD gives the size) and sets the deadline below.
+	var size byteCount
+	if err := answer.writeTo(&size); err != nil {
 		writeError(w, http.StatusInternalServerError, "message "+strconv.FormatInt(id, 10)+" cannot be encoded")
 		return
 	}
 	// A message may be far larger than any other answer: give its transfer
 	// time at minClientRate beyond the write timeout. Where the connection
 	// cannot take a deadline (not net/http's own), the server's stays.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.limits.write + time.Duration(len(body))*time.Second/minClientRate))
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.limits.write + time.Duration(size)*time.Second/minClientRate))
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.FormatInt(int64(size), 10))
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(body, '\n'))
+	if r.Method == http.MethodHead {
+		return
+	}
+	// A failure here is the client's going (or its deadline): the status
+	// is sent, nothing is left to tell it.
+	_ = answer.writeTo(w)
 }
 
 func (s *Server) queueRetry(w http.ResponseWriter, r *http.Request) {
