@@ -356,6 +356,37 @@ func TestConfigReloadRefusesAFileThisNodeCannotReload(t *testing.T) {
 	}
 }
 
+// POST /config/reload on a clustered node still starting (waiting for its
+// database) is a 503 with Retry-After: nothing is wrong with its file, and
+// the same request works once it runs. It was the 422 of a file that cannot
+// be reloaded, which a client or an operator takes for a fault to fix.
+func TestConfigReloadOnANodeStillStartingIsUnavailable(t *testing.T) {
+	v := start(t, fileOutbound)
+	clustered := func() actors.Status { s := v.e.Status(); s.Clustered = true; return s }
+	s := api.New(api.Options{Config: v.e.Config, Store: v.e.Store, Status: clustered, Log: zerolog.Nop(),
+		CheckReload: func() error { return fmt.Errorf("node n1: %w", api.ErrNotRunning) }})
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest("POST", srv.URL+"/config/reload", nil)
+	req.Header.Set("Authorization", "Bearer "+tokens["admin"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var e struct{ Error string }
+	if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil || !strings.Contains(e.Error, "still starting") || !strings.Contains(e.Error, "not bumped") {
+		t.Fatalf("reload on a node still starting: %d %s; want 503 saying so, and that nothing was bumped", resp.StatusCode, body)
+	}
+	if ra := resp.Header.Get("Retry-After"); ra == "" {
+		t.Error("reload on a node still starting: no Retry-After")
+	}
+	if got, err := v.e.Store.ConfigVersionRead(context.Background(), storage.ConfigVersionReadParams{}); err != nil || got != 0 {
+		t.Fatalf("config version after a refused reload: %d %v, want 0", got, err)
+	}
+}
+
 // The roles are DESIGN §8's, written out here: TestPermissionsTable takes
 // what each role may do from HasPermission, so a role given too much passed
 // it (an operator allowed CONFIG_WRITE did).

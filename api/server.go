@@ -966,6 +966,17 @@ func notHead(id, head int64) string {
 // report success and change nothing.
 var ErrSingleNodeReload = errors.New("single-node (cluster.enabled = false): a single node does not watch the shared config version, so a reload would change nothing; restart mf run to apply the config file")
 
+// ErrNotRunning is what Options.CheckReload returns while this node's
+// engine has not started (it waits for its database): its file is not at
+// fault, and the same request works once the node runs, so POST
+// /config/reload answers it 503 with Retry-After, not 422.
+var ErrNotRunning = errors.New("this node is still starting (waiting for its database): try again once it runs")
+
+// notRunningRetryAfter is the Retry-After, in seconds, of a reload refused
+// with ErrNotRunning: a node waiting for its database tries it every few
+// seconds, and a client told nothing would try again at once.
+const notRunningRetryAfter = 5
+
 func (s *Server) configReload(w http.ResponseWriter, r *http.Request) {
 	if !s.o.Status().Clustered {
 		writeError(w, http.StatusConflict, ErrSingleNodeReload.Error())
@@ -975,7 +986,13 @@ func (s *Server) configReload(w http.ResponseWriter, r *http.Request) {
 	// file cannot follow would answer 200 and leave the node on its old
 	// config, logging an error no caller sees.
 	if s.o.CheckReload != nil {
-		if err := s.o.CheckReload(); err != nil {
+		err := s.o.CheckReload()
+		if errors.Is(err, ErrNotRunning) {
+			w.Header().Set("Retry-After", strconv.Itoa(notRunningRetryAfter))
+			writeError(w, http.StatusServiceUnavailable, "this node cannot check its config file yet, so the shared config version was not bumped (nothing changed on any node): "+err.Error())
+			return
+		}
+		if err != nil {
 			writeError(w, http.StatusUnprocessableEntity, "this node's config file cannot be reloaded, so the shared config version was not bumped (nothing changed on any node): "+err.Error())
 			return
 		}

@@ -126,7 +126,7 @@ func runCommand() *cli.Command {
 					if e := eng.Load(); e != nil {
 						return e.CheckReload()
 					}
-					return errors.New("this node is still starting (waiting for its database): try again once it runs")
+					return api.ErrNotRunning
 				},
 				OutboundHeld: func(ctx context.Context, outbound string, held bool) error {
 					if e := eng.Load(); e != nil {

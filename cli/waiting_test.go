@@ -23,7 +23,7 @@ import (
 // ends.
 func waitingNode(t *testing.T, clustered bool) string {
 	t.Helper()
-	sha := sha256.Sum256([]byte(waitingToken))
+	sha, adminSHA := sha256.Sum256([]byte(waitingToken)), sha256.Sum256([]byte(waitingAdminToken))
 	dir := t.TempDir()
 	api := enginetest.FreeAddr(t)
 	cfg := "[store]\nbackend = \"postgres\"\npool_size = 3\nurl = \"postgres://mf@" + enginetest.FreeAddr(t) + "/mf?sslmode=disable\"\n"
@@ -31,7 +31,8 @@ func waitingNode(t *testing.T, clustered bool) string {
 		cfg += "[cluster]\nenabled = true\n"
 	}
 	cfg += "[api]\nlisten = \"" + api + "\"\nmetrics_public = true\n" +
-		"[[api.tokens]]\nname = \"viewer\"\nrole = \"viewer\"\nsha256 = \"" + hex.EncodeToString(sha[:]) + "\"\n"
+		"[[api.tokens]]\nname = \"viewer\"\nrole = \"viewer\"\nsha256 = \"" + hex.EncodeToString(sha[:]) + "\"\n" +
+		"[[api.tokens]]\nname = \"admin\"\nrole = \"admin\"\nsha256 = \"" + hex.EncodeToString(adminSHA[:]) + "\"\n"
 	path := filepath.Join(dir, "mf.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -62,8 +63,12 @@ func waitingNode(t *testing.T, clustered bool) string {
 	return api
 }
 
-// waitingToken is the viewer token of waitingNode's API.
-const waitingToken = "mf_waiting-node-viewer"
+// waitingToken and waitingAdminToken are the viewer and admin tokens of
+// waitingNode's API.
+const (
+	waitingToken      = "mf_waiting-node-viewer"
+	waitingAdminToken = "mf_waiting-node-admin"
+)
 
 func get(t *testing.T, url string) string {
 	t.Helper()
@@ -122,5 +127,24 @@ func TestANodeWaitingForItsDatabaseSaysItDoesNotLead(t *testing.T) {
 				t.Errorf("/cluster/status of a node waiting for its database: %s; want is_leader false", body)
 			}
 		})
+	}
+}
+
+// POST /config/reload on a clustered node waiting for its database is a 503
+// with Retry-After, saying the node is still starting: it was the 422 of a
+// config file that cannot be reloaded, though nothing was wrong with it.
+func TestAReloadThroughANodeWaitingForItsDatabaseIsUnavailable(t *testing.T) {
+	api := waitingNode(t, true)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+api+"/config/reload", nil)
+	req.Header.Set("Authorization", "Bearer "+waitingAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "still starting") {
+		t.Fatalf("POST /config/reload on a node waiting for its database: %d (Retry-After %q) %s; want 503 with Retry-After, saying it is still starting",
+			resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 }
