@@ -105,6 +105,21 @@ func TestViewerLaneHashIsKeyedAndStable(t *testing.T) {
 	}
 }
 
+// The lane of the empty key (messages with no value at lane_key) is shown
+// to a viewer as it is, "nowhere/": it has no key to hide (README, lane_key).
+func TestAViewerSeesTheEmptyKeysLaneAsItIs(t *testing.T) {
+	v := start(t, fileOutbound)
+	if _, err := v.e.Store.MessageIngest(context.Background(), storage.MessageIngestParams{Messages: []storage.NewMessage{
+		{Inbound: "adt_in", ControlID: "E1", Payload: []byte("MSH|^~\\&|A\r"), Status: storage.MessageRouted,
+			Deliveries: []storage.Delivery{{Destination: "nowhere", Lane: "nowhere/"}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := oneLane(t, v.srv.URL, "viewer"); got != "nowhere/" {
+		t.Fatalf("a viewer sees the empty key's lane as %q, want nowhere/ (the README says so)", got)
+	}
+}
+
 // secretStore fails Secret while fail is set, and counts its calls.
 type secretStore struct {
 	storage.Store
