@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -28,8 +29,8 @@ func apiConnsFor(fds uint64) int {
 	return max(int(fds/2), 16)
 }
 
-// firstRequestGrace is how long a connection may wait for its first request
-// before it can be closed to make way at the bound. A client sends its
+// firstRequestGrace is how long a connection may stay silent (no byte
+// sent) before it can be closed to make way at the bound. A client sends its
 // request within milliseconds of connecting (a TLS handshake included);
 // one that sends nothing for a second is a stalled or hostile client, and
 // letting it keep its place for the header timeout (10 s) let about 410
@@ -58,8 +59,8 @@ type connCap struct {
 	// as it names them: the counted connection, or the TLS connection
 	// over it.
 	idle map[net.Conn]struct{}
-	// waiting holds the connections that have not begun a request yet
-	// (http.StateNew), *countedConn, oldest first.
+	// waiting holds the connections that have sent nothing yet,
+	// *countedConn, oldest first.
 	waiting *list.List
 	// since the last line: connections closed to make way (idle, or
 	// waiting for their first request), and refused
@@ -178,9 +179,26 @@ type countedConn struct {
 	l    *connCap
 	once sync.Once
 	// accepted is when Accept returned it; waiting its element of
-	// l.waiting until it begins a request (nil after), under l.mu.
+	// l.waiting until it sends its first bytes or begins a request (nil
+	// after), under l.mu.
 	accepted time.Time
 	waiting  *list.Element
+	// sent is set at its first bytes read: net/http says a request began
+	// only once its headers are whole, and a client still sending them (or
+	// its TLS handshake) a second after it connected was cut.
+	sent atomic.Bool
+}
+
+// Read takes the connection off those waiting at its first bytes.
+func (c *countedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.sent.Load() {
+		c.sent.Store(true)
+		c.l.mu.Lock()
+		c.l.answered(c)
+		c.l.mu.Unlock()
+	}
+	return n, err
 }
 
 func (c *countedConn) Close() error {

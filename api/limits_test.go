@@ -218,3 +218,33 @@ func TestSilentConnectionsMakeWayAtTheBound(t *testing.T) {
 		t.Fatal("the oldest silent connection is still open: another made way")
 	}
 }
+
+// A connection that has begun sending its request (or its TLS handshake)
+// is not closed to make way, however slow: net/http says a request began
+// only once its headers are whole, and a client still sending them a
+// second after it connected was cut (a review of d3cdcb4).
+func TestAConnectionSendingItsRequestDoesNotMakeWay(t *testing.T) {
+	v := start(t, fileOutbound)
+	addr := serve(t, v, func(o api.Options) *api.Server { return api.NewWithMaxConnections(o, 1) })
+	slow, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	fmt.Fprintf(slow, "GET /health HTTP/1.1\r\nHost: mf\r\n")
+	// Past the grace, so that only its first bytes keep its place.
+	time.Sleep(1200 * time.Millisecond)
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra.SetReadDeadline(time.Now().Add(2 * time.Second))
+	extra.Read(make([]byte, 1)) // closed at once: no room
+	extra.Close()
+	fmt.Fprintf(slow, "Connection: close\r\n\r\n")
+	slow.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, _ := io.ReadAll(slow)
+	if !strings.HasPrefix(string(got), "HTTP/1.1 200") {
+		t.Fatalf("the connection that was sending its request got %q; want its answer, not closed to make way", got)
+	}
+}

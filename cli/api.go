@@ -97,9 +97,9 @@ func callAPI(c *cli.Context, method, path, role string) ([]byte, http.Header, er
 	if u, err := neturl.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		hint := ""
 		if !strings.Contains(base, ":/") {
-			hint = fmt.Sprintf(" (http://%s, or https:// with TLS)", base)
+			hint = fmt.Sprintf(" (http://%s, or https:// with TLS)", shownAPI(base))
 		}
-		return nil, nil, fmt.Errorf("--api %q: want the API's base URL, http://HOST:PORT or https://HOST:PORT%s", base, hint)
+		return nil, nil, fmt.Errorf("--api %q: want the API's base URL, http://HOST:PORT or https://HOST:PORT%s", shownAPI(base), hint)
 	}
 	url := base + path
 	shown := shownAPI(base) // for errors: a password in --api stays out of terminals and CI logs
@@ -334,6 +334,15 @@ func tokenCommand() *cli.Command {
 func shownAPI(base string) string {
 	if u, err := neturl.Parse(base); err == nil && u.User != nil {
 		return u.Redacted()
+	}
+	// Not a URL net/url reads (no scheme, say): whatever comes before an @
+	// may be a user and password.
+	if i := strings.LastIndex(base, "@"); i >= 0 {
+		scheme, _, found := strings.Cut(base[:i], "://")
+		if found {
+			return scheme + "://xxxxx" + base[i:]
+		}
+		return "xxxxx" + base[i:]
 	}
 	return base
 }

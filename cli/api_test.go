@@ -239,6 +239,11 @@ func TestAPasswordInTheAPIURLIsNotPrinted(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "Hunter2") || !strings.Contains(err.Error(), "no API answers at http://ops:xxxxx@") {
 		t.Fatalf("mf status at a node that does not answer: %v; want the URL shown without its password", err)
 	}
+	for _, bad := range []string{"ops:Hunter2@127.0.0.1:1", "ftp://ops:Hunter2@127.0.0.1:1", "http://ops:Hunter2@"} {
+		if _, err := runMF(t, "status", "--api", bad); err == nil || strings.Contains(err.Error(), "Hunter2") {
+			t.Fatalf("mf status --api %s (not an API URL): %v; want it refused without the password", bad, err)
+		}
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"lanes":[{"lane":"emr/P1","destination":"emr","depth":4,"head_id":17,"head_age_seconds":3.4,"blocked":true,"attempts":9,"last_error":"AE"}],"next_after":null}`))

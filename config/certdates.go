@@ -26,13 +26,10 @@ func CertOutOfDate(c *x509.Certificate, now time.Time) string {
 
 func certDate(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
 
-// Where certWarning says when mf takes a renewed certificate: the API reads
-// its files at start, the listeners and destinations at each handshake
-// after they change (internal/tlsfiles).
-const (
-	renewedAtStart     = "mf reads it at start: restart mf run then"
-	renewedAtHandshake = "mf serves the renewed tls_cert and tls_key from the next handshake, without a restart"
-)
+// renewedAtHandshake is when mf takes a renewed certificate, as
+// certWarning says: the API, the listeners and the destinations read their
+// files again at a handshake after they change (internal/tlsfiles).
+const renewedAtHandshake = "mf serves the renewed tls_cert and tls_key from the next handshake, without a restart"
 
 // certWarning says of the certificate file at path (a tls_cert) that it is
 // out of its dates or expires within CertRenewWithin, or "" (no path, a

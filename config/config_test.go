@@ -1099,7 +1099,7 @@ func TestAConfigWithNoInboundIsWarnedOf(t *testing.T) {
 // past the loop check (which looks for loopback names), and the plaintext
 // warning said its messages crossed the network.
 func TestADestinationWithNoReceiverHostIsRefused(t *testing.T) {
-	for _, addr := range []string{":2575", "0.0.0.0:2575", "[::]:2575"} {
+	for _, addr := range []string{":2575", "0.0.0.0:2575", "[::]:2575", "[::%eth0]:2575"} {
 		_, err := config.Parse([]byte(minimal+"[[outbound]]\nname = \"o\"\ntype = \"mllp\"\naddress = \""+addr+"\"\n"), "mf.toml")
 		if err == nil || !strings.Contains(err.Error(), "outbound[1].address") || !strings.Contains(err.Error(), "names no receiver host") {
 			t.Errorf("address %q: %v; want it refused as naming no receiver host", addr, err)

@@ -1034,6 +1034,7 @@ func (l listenAddr) clashes(o listenAddr) (why string, clash bool) {
 // everyInterface reports whether a listen host binds every interface: "",
 // 0.0.0.0 or ::.
 func everyInterface(host string) bool {
+	host, _, _ = strings.Cut(host, "%") // a zone: "::%eth0" is every interface of eth0
 	ip := net.ParseIP(host)
 	return host == "" || (ip != nil && ip.IsUnspecified())
 }

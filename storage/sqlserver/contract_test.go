@@ -1168,3 +1168,27 @@ func TestTablesOfAnotherSchemaThanTheDefaultAreRefused(t *testing.T) {
 		t.Error("migrate_table.sql still creates the table on a one-part lookup alone")
 	}
 }
+
+// An INSTEAD OF trigger that skips a row leaves OUTPUT returning it as if
+// inserted, so the ids' count matched and the message was answered AA with
+// nothing stored (the fault 263e78e fixed on PostgreSQL). message_ingest.sql
+// looks up every id it returned after both inserts, before its result, and
+// throws errSkippedRow, which the dialect refuses (AR). (Checked by reading
+// the statement: no SQL Server runs here.)
+func TestAnIngestWhoseRowATriggerSkippedIsRefused(t *testing.T) {
+	text := lineComment.ReplaceAllString(queries["message_ingest"], "")
+	check := regexp.MustCompile(`(?is)INSERT\s+INTO\s+mf_queue.*` +
+		`IF\s+EXISTS\s*\(\s*SELECT\s+1\s+FROM\s+@message_ids\s+AS\s+i\s+WHERE\s+NOT\s+EXISTS\s*\(\s*SELECT\s+1\s+FROM\s+mf_messages\s+AS\s+m\s+WHERE\s+m\.id\s*=\s*i\.id\s*\)\s*\)\s*` +
+		`OR\s+EXISTS\s*\(\s*SELECT\s+1\s+FROM\s+@queue_ids\s+AS\s+i\s+WHERE\s+NOT\s+EXISTS\s*\(\s*SELECT\s+1\s+FROM\s+mf_queue\s+AS\s+q\s+WHERE\s+q\.id\s*=\s*i\.id\s*\)\s*\)\s*` +
+		`BEGIN\s+THROW\s+51207\s*,.*SELECT\s+CAST\(0\s+AS\s+INT\)\s+AS\s+kind`)
+	if !check.MatchString(text) {
+		t.Errorf("message_ingest.sql does not look up its returned ids after both inserts and throw 51207 before its result")
+	}
+	if errSkippedRow != 51207 {
+		t.Errorf("errSkippedRow %d; message_ingest.sql throws 51207", errSkippedRow)
+	}
+	err := fmt.Errorf("exec: %w", mssql.Error{Number: errSkippedRow})
+	if !errors.Is(refusal(err), storage.ErrRefused) {
+		t.Errorf("refusal of SQL Server error %d: %v; want storage.ErrRefused", errSkippedRow, refusal(err))
+	}
+}

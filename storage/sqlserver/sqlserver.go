@@ -1657,8 +1657,13 @@ func (s *Store) Secret(ctx context.Context, name string, fresh []byte) ([]byte, 
 // refusedNumbers are SQL Server's errors of the data a write carried: string
 // or binary data would be truncated (2628, 8152), NULL into a NOT NULL
 // column (515), a constraint (547), a conversion or an overflow (245, 8114,
-// 8115).
-var refusedNumbers = map[int32]bool{2628: true, 8152: true, 515: true, 547: true, 245: true, 8114: true, 8115: true}
+// 8115), and mf's own for a row an operator's trigger skipped
+// (errSkippedRow).
+var refusedNumbers = map[int32]bool{2628: true, 8152: true, 515: true, 547: true, 245: true, 8114: true, 8115: true, errSkippedRow: true}
+
+// errSkippedRow is message_ingest.sql's error for a row an INSTEAD OF
+// trigger skipped.
+const errSkippedRow = 51207
 
 // refusal returns storage.ErrRefused for an error of the data the write
 // carried, and nil for any other error.

@@ -74,6 +74,18 @@ SELECT m.id, d.destination, d.lane, N'pending', 0, @now, N'', N'', @now, @now
     ON m.ord = d.message_ord
  ORDER BY d.message_ord, d.ord;
 
+-- An INSTEAD OF trigger of an operator's that skips a row does not show in
+-- OUTPUT, which returns every row as if it had been inserted (documented
+-- for INSTEAD OF triggers): the count the Go code checks would match, and
+-- a message answered AA with nothing stored. So every id returned must be
+-- a row now, or the batch fails whole (XACT_ABORT), refused by the dialect
+-- (51207, as for a value the database refuses: the message is answered AR).
+IF EXISTS (SELECT 1 FROM @message_ids AS i WHERE NOT EXISTS (SELECT 1 FROM mf_messages AS m WHERE m.id = i.id))
+   OR EXISTS (SELECT 1 FROM @queue_ids AS i WHERE NOT EXISTS (SELECT 1 FROM mf_queue AS q WHERE q.id = i.id))
+BEGIN
+    THROW 51207, N'mf: a trigger skipped a row of the batch, in mf_messages or mf_queue', 1;
+END;
+
 SELECT CAST(0 AS INT) AS kind, id FROM @message_ids
 UNION ALL
 SELECT CAST(1 AS INT), id FROM @queue_ids
