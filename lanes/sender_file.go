@@ -238,7 +238,15 @@ func (s *fileSender) place(tmp, final string, m Outgoing) error {
 // sameContent reports whether the file at path holds exactly want; false
 // when it cannot be read.
 func sameContent(path string, want []byte) bool {
-	f, err := os.Open(path)
+	// Looked at before it is opened: opening a FIFO to read blocks until a
+	// writer comes, so one at the name held every send until its time ran
+	// out, for ever, each leaving its temporary file and a thread behind;
+	// and a symbolic link to the same bytes elsewhere is not this row's
+	// write. O_NONBLOCK and O_NOFOLLOW for what is swapped in between.
+	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|noBlockNoFollow, 0)
 	if err != nil {
 		return false
 	}

@@ -178,7 +178,10 @@ func (s *httpSender) Send(ctx context.Context, m Outgoing) error {
 				s.name, m.QueueID, m.ControlID)
 		}
 		// Transport errors (refused, reset, TLS, timeout) may all pass.
-		if strings.Contains(err.Error(), "malformed") {
+		// Matched on net/http's own words, not on the whole error, whose
+		// text holds the URL: one with "malformed" in its path made every
+		// timeout or reset read as a reply that is not HTTP.
+		if inner := transportError(err); strings.Contains(inner, "malformed HTTP") || strings.Contains(inner, "malformed MIME header") {
 			// A reply that is not HTTP, which net/http quotes: it may be
 			// anything of the message (an HL7 ACK, say), so it is the
 			// destination's detail, kept out of logs (forLog).
@@ -318,4 +321,14 @@ func headerSafe(s string) string {
 func (s *httpSender) Close() error {
 	s.transport.CloseIdleConnections()
 	return nil
+}
+
+// transportError is the text of err without the method and URL net/http's
+// *url.Error puts before it.
+func transportError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
 }

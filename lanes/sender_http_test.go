@@ -185,6 +185,23 @@ func TestHTTPSenderTransportErrorsAreRetryable(t *testing.T) {
 		err := newTestHTTPSender(t, httpOutbound(srv.URL)).Send(t.Context(), testMessage("MSG1"))
 		wantDeliveryError(t, err, false, "failed")
 	})
+	t.Run("a timeout at a URL that says malformed", func(t *testing.T) {
+		// The error's text holds the URL: matched on it, every timeout or
+		// reset there read as a reply that is not HTTP, its cause hidden.
+		release := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+		}))
+		defer srv.Close()
+		defer close(release) // before the Close, which waits for the handler
+		o := httpOutbound(srv.URL + "/hl7/malformed-adt")
+		o.TimeoutSeconds = 0.3
+		err := newTestHTTPSender(t, o).Send(t.Context(), testMessage("MSG1"))
+		wantDeliveryError(t, err, false, `http api: POST of queue id 42 (control id "MSG1") failed`)
+	})
 	t.Run("a reply that is not HTTP", func(t *testing.T) {
 		// An endpoint that answers in HL7 (an ACK quoting the patient):
 		// net/http quotes the line it could not read, so it is the
