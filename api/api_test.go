@@ -330,14 +330,7 @@ func TestConfigReloadRefusesAFileThisNodeCannotReload(t *testing.T) {
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	reload := func() (int, string) {
-		req, _ := http.NewRequest("POST", srv.URL+"/config/reload", nil)
-		req.Header.Set("Authorization", "Bearer "+tokens["admin"])
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
+		resp, body := adminReload(t, srv.URL)
 		return resp.StatusCode, string(body)
 	}
 	fileErr = errors.New("config: /etc/mf/mf.toml:21:12: toml: array is incomplete")
@@ -367,14 +360,7 @@ func TestConfigReloadOnANodeStillStartingIsUnavailable(t *testing.T) {
 		CheckReload: func() error { return fmt.Errorf("node n1: %w", api.ErrNotRunning) }})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	req, _ := http.NewRequest("POST", srv.URL+"/config/reload", nil)
-	req.Header.Set("Authorization", "Bearer "+tokens["admin"])
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	resp, body := adminReload(t, srv.URL)
 	var e struct{ Error string }
 	if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil || !strings.Contains(e.Error, "still starting") || !strings.Contains(e.Error, "not bumped") {
 		t.Fatalf("reload on a node still starting: %d %s; want 503 saying so, and that nothing was bumped", resp.StatusCode, body)
@@ -445,4 +431,19 @@ func TestABlankBearerTokenIsNone(t *testing.T) {
 			t.Errorf("Authorization %q with the empty string's SHA-256 as a token's: authenticated, want none", h)
 		}
 	}
+}
+
+// adminReload sends POST /config/reload with the admin token to the API at
+// base and returns its answer and body.
+func adminReload(t *testing.T, base string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/config/reload", nil)
+	req.Header.Set("Authorization", "Bearer "+tokens["admin"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, body
 }

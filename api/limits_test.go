@@ -86,15 +86,7 @@ func TestConnectionsAreBounded(t *testing.T) {
 	v := start(t, fileOutbound)
 	addr := serve(t, v, func(o api.Options) *api.Server { return api.NewWithMaxConnections(o, max) })
 	// Connections that send nothing yet: none is idle, none can make way.
-	var held []net.Conn
-	for range max {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		held = append(held, c)
-	}
+	held := dialSilent(t, addr, max)
 	extra, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -183,15 +175,7 @@ func TestSilentConnectionsMakeWayAtTheBound(t *testing.T) {
 	const max = 4
 	v := start(t, fileOutbound)
 	addr := serve(t, v, func(o api.Options) *api.Server { return api.NewWithMaxConnections(o, max) })
-	var held []net.Conn
-	for range max {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		held = append(held, c)
-	}
+	held := dialSilent(t, addr, max)
 	// Well within the header timeout, which would let them go anyway.
 	start := time.Now()
 	for {
@@ -247,4 +231,20 @@ func TestAConnectionSendingItsRequestDoesNotMakeWay(t *testing.T) {
 	if !strings.HasPrefix(string(got), "HTTP/1.1 200") {
 		t.Fatalf("the connection that was sending its request got %q; want its answer, not closed to make way", got)
 	}
+}
+
+// dialSilent opens n connections to addr that send nothing, closed when the
+// test ends.
+func dialSilent(t *testing.T, addr string, n int) []net.Conn {
+	t.Helper()
+	var held []net.Conn
+	for range n {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		held = append(held, c)
+	}
+	return held
 }

@@ -24,13 +24,7 @@ import (
 // the standard library's logger: a plain-text line on stderr in the middle
 // of the JSON log, which a log pipeline parsing JSON drops or chokes on.
 func TestHTTPServerErrorsAreLoggedAsJSON(t *testing.T) {
-	cfg, _ := tlsAPIConfig(t, enginetest.FreeAddr(t))
-	var logs enginetest.LogBuffer
-	s := api.New(api.Options{Config: cfg, Log: zerolog.New(&logs)})
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	s, logs := startTLSAPI(t)
 	// The system roots do not hold the test CA: the client refuses the
 	// server's certificate and the server's handshake fails.
 	c, err := tls.Dial("tcp", s.Addr(), &tls.Config{MinVersion: tls.VersionTLS12, ServerName: "localhost"})
@@ -96,13 +90,7 @@ func TestAHandshakeRefusedForTheAPIsExpiredCertificateSaysSo(t *testing.T) {
 // at most once a minute, as a refused token is. Before, each was a WARN: 20
 // resets and 5 plain requests wrote 25.
 func TestFailedHandshakesDoNotFillTheLog(t *testing.T) {
-	cfg, _ := tlsAPIConfig(t, enginetest.FreeAddr(t))
-	var logs enginetest.LogBuffer
-	s := api.New(api.Options{Config: cfg, Log: zerolog.New(&logs)})
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	s, logs := startTLSAPI(t)
 	const plain, resets = 5, 20
 	for range plain {
 		c, err := net.Dial("tcp", s.Addr())
@@ -143,4 +131,18 @@ func TestFailedHandshakesDoNotFillTheLog(t *testing.T) {
 	if n := handshakeLines("warn", ""); n != 1 {
 		t.Fatalf("%d resets and %d plain HTTP requests wrote %d WARN lines about failed handshakes, want 1 (the first plain request's; the resets at DEBUG, the rest counted for the next line):\n%s", resets, plain, n, logs.String())
 	}
+}
+
+// startTLSAPI starts an API over TLS on a free port, logging to the buffer
+// it returns, and stops it when the test ends.
+func startTLSAPI(t *testing.T) (*api.Server, *enginetest.LogBuffer) {
+	t.Helper()
+	cfg, _ := tlsAPIConfig(t, enginetest.FreeAddr(t))
+	logs := &enginetest.LogBuffer{}
+	s := api.New(api.Options{Config: cfg, Log: zerolog.New(logs)})
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	return s, logs
 }
