@@ -14,8 +14,10 @@
 -- NULL) fails the whole statement, and so the batch: the message row of an
 -- unrouted message has no queue row to trip the foreign key, and its id was
 -- returned all the same, so its sender was answered AA with nothing stored.
--- SQL has no RAISE: the error is a cast of a text that names it, evaluated
--- only for such a row (CASE, and the text is not a constant, so the planner
+-- The batch fails whole, so counting the rows each insert returned against
+-- what it was given is enough (uncorrelated subqueries, run once). SQL has
+-- no RAISE: the error is a cast of a text that names it, evaluated only when
+-- a count falls short (CASE, and the text is not a constant, so the planner
 -- does not fold it), which refusal() recognises (skippedRowMark).
 WITH input AS (
     SELECT u.ord, nextval((SELECT pg_get_serial_sequence('mf_messages', 'id'))) AS id,
@@ -36,22 +38,14 @@ WITH input AS (
       JOIN input ON input.ord = d.msg
      ORDER BY d.ord
     RETURNING id, message_id
-), got AS (
-    SELECT message_id, array_agg(id ORDER BY id) AS ids, count(*) AS n
-      FROM q
-     GROUP BY message_id
-), want AS (
-    SELECT d.msg AS ord, count(*) AS n
-      FROM unnest($7::bigint[]) AS d(msg)
-     GROUP BY d.msg
 )
-SELECT CASE WHEN m.id IS NULL OR COALESCE(got.n, 0) <> COALESCE(want.n, 0)
-            THEN ('mf: a trigger skipped a row of message ' || input.id)::bigint
-            ELSE input.id
+SELECT CASE WHEN (SELECT count(*) FROM m) = (SELECT count(*) FROM input)
+             AND (SELECT count(*) FROM q) = COALESCE(cardinality($7::bigint[]), 0)
+            THEN input.id
+            ELSE ('mf: a trigger skipped a row of message ' || input.id)::bigint
        END,
-       COALESCE(got.ids, '{}'::bigint[])
+       COALESCE(array_agg(q.id ORDER BY q.id) FILTER (WHERE q.id IS NOT NULL), '{}'::bigint[])
   FROM input
-  LEFT JOIN m ON m.id = input.id
-  LEFT JOIN got ON got.message_id = input.id
-  LEFT JOIN want ON want.ord = input.ord
+  LEFT JOIN q ON q.message_id = input.id
+ GROUP BY input.ord, input.id
  ORDER BY input.ord
