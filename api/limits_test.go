@@ -98,23 +98,8 @@ func TestConnectionsAreBounded(t *testing.T) {
 	}
 	// One let go makes room again.
 	held[0].Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: mf\r\nConnection: close\r\n\r\n")
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		got, _ := io.ReadAll(c)
-		c.Close()
-		if strings.HasPrefix(string(got), "HTTP/1.1 200") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no room for a connection 10 s after one of %d was closed: %q", max, got)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if got, ok := healthWithin(t, addr, 10*time.Second, 20*time.Millisecond); !ok {
+		t.Fatalf("no room for a connection 10 s after one of %d was closed: %q", max, got)
 	}
 }
 
@@ -178,22 +163,8 @@ func TestSilentConnectionsMakeWayAtTheBound(t *testing.T) {
 	held := dialSilent(t, addr, max)
 	// Well within the header timeout, which would let them go anyway.
 	start := time.Now()
-	for {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: mf\r\nConnection: close\r\n\r\n")
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		got, _ := io.ReadAll(c)
-		c.Close()
-		if strings.HasPrefix(string(got), "HTTP/1.1 200") {
-			break
-		}
-		if time.Since(start) > 5*time.Second {
-			t.Fatalf("no room for a new connection 5 s after %d connections that send nothing took every place: %q; want the oldest closed for it once it has waited a second", max, got)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if got, ok := healthWithin(t, addr, 5*time.Second, 50*time.Millisecond); !ok {
+		t.Fatalf("no room for a new connection 5 s after %d connections that send nothing took every place: %q; want the oldest closed for it once it has waited a second", max, got)
 	}
 	t.Logf("a new connection was served %v after the silent ones were opened", time.Since(start).Round(time.Millisecond))
 	// The one closed is the oldest.
@@ -247,4 +218,29 @@ func dialSilent(t *testing.T, addr string, n int) []net.Conn {
 		held = append(held, c)
 	}
 	return held
+}
+
+// healthWithin asks GET /health on a new connection to addr every pause
+// until it is answered 200 or within has passed; it returns the last
+// answer and whether it was the 200.
+func healthWithin(t *testing.T, addr string, within, pause time.Duration) (string, bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: mf\r\nConnection: close\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got, _ := io.ReadAll(c)
+		c.Close()
+		if strings.HasPrefix(string(got), "HTTP/1.1 200") {
+			return string(got), true
+		}
+		if time.Now().After(deadline) {
+			return string(got), false
+		}
+		time.Sleep(pause)
+	}
 }
